@@ -1,0 +1,7 @@
+"""Engine of the private location heatmap workbench.
+
+Pure Python (numpy/scipy/geopandas); it never imports Streamlit. The dashboard in
+``app.py``/``pages/`` and the CLI in ``engine/__main__.py`` are its two clients.
+"""
+
+__version__ = "0.1.0"

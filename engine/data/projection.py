@@ -1,0 +1,44 @@
+"""WGS84 <-> local metric CRS (azimuthal equidistant centred on the public region)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from pyproj import CRS, Transformer
+
+
+def local_crs(bbox: tuple[float, float, float, float]) -> str:
+    lon0 = (bbox[0] + bbox[2]) / 2
+    lat0 = (bbox[1] + bbox[3]) / 2
+    return f"+proj=aeqd +lat_0={lat0:.6f} +lon_0={lon0:.6f} +x_0=0 +y_0=0 +datum=WGS84 +units=m +no_defs"
+
+
+@lru_cache(maxsize=64)
+def _fwd(crs: str) -> Transformer:
+    return Transformer.from_crs(CRS.from_epsg(4326), CRS.from_proj4(crs), always_xy=True)
+
+
+@lru_cache(maxsize=64)
+def _inv(crs: str) -> Transformer:
+    return Transformer.from_crs(CRS.from_proj4(crs), CRS.from_epsg(4326), always_xy=True)
+
+
+def to_local(lon: np.ndarray, lat: np.ndarray, crs: str) -> np.ndarray:
+    x, y = _fwd(crs).transform(np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64))
+    return np.column_stack([x, y])
+
+
+def to_lonlat(x: np.ndarray, y: np.ndarray, crs: str) -> np.ndarray:
+    lon, lat = _inv(crs).transform(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+    return np.column_stack([lon, lat])
+
+
+def bbox_to_local(bbox, crs: str) -> tuple[float, float, float, float]:
+    """Bounding box in metres of a lon/lat box (sampled along its edges)."""
+    lon0, lat0, lon1, lat1 = bbox
+    t = np.linspace(0, 1, 33)
+    lons = np.concatenate([lon0 + (lon1 - lon0) * t, np.full(33, lon1), lon0 + (lon1 - lon0) * t, np.full(33, lon0)])
+    lats = np.concatenate([np.full(33, lat0), lat0 + (lat1 - lat0) * t, np.full(33, lat1), lat0 + (lat1 - lat0) * t])
+    xy = to_local(lons, lats, crs)
+    return float(xy[:, 0].min()), float(xy[:, 1].min()), float(xy[:, 0].max()), float(xy[:, 1].max())

@@ -1,0 +1,197 @@
+"""The one protocol every mechanism follows, the release it returns, and the registry.
+
+A mechanism simulates a whole pipeline (clients, noise, secure aggregation,
+server post-processing) on a :class:`~engine.data.Dataset` over a public
+:class:`~engine.grid.Domain` and returns a :class:`Release`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..accounting import Ledger
+from ..errors import Cancelled, ParamError
+from ..grid import Domain, range_counts
+from ..params import Param, Schema
+
+FAMILIES = ("none", "central", "distributed", "local", "federated")
+
+
+# --------------------------------------------------------------------- context
+@dataclass
+class RunContext:
+    """What a running mechanism may use besides the data: its random stream, the
+    noise source (seeded numpy, or OpenDP in secure mode), progress and cancel."""
+
+    rng: np.random.Generator
+    secure: bool = False
+    progress_cb: Callable[[float, str], None] | None = None
+    cancel_cb: Callable[[], bool] | None = None
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        if self.progress_cb is not None:
+            self.progress_cb(float(min(max(fraction, 0.0), 1.0)), message)
+
+    def check_cancelled(self) -> None:
+        """Call between steps; raises :class:`Cancelled` if the user asked to stop."""
+        if self.cancel_cb is not None and self.cancel_cb():
+            raise Cancelled("the run was cancelled")
+
+    @property
+    def noise(self):
+        from ..noise import NoiseSource
+
+        ns = self.__dict__.get("_noise")
+        if ns is None:
+            ns = NoiseSource(self.rng, secure=self.secure)
+            self.__dict__["_noise"] = ns
+        return ns
+
+
+# ---------------------------------------------------------------------- release
+@dataclass
+class Communication:
+    """Upload cost of one client, in vector elements (and bits when known)."""
+
+    elements_per_client: float
+    bits_per_client: float | None = None
+    rounds: int = 1
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "elements_per_client": float(self.elements_per_client),
+            "bits_per_client": None if self.bits_per_client is None else float(self.bits_per_client),
+            "rounds": int(self.rounds),
+            "note": self.note,
+        }
+
+
+@dataclass
+class ServerView:
+    """What the adversarial server observes, for the privacy-distance attack.
+
+    ``kind`` is one of:
+      * ``"clear"``: each user's location (no privacy);
+      * ``"aggregate"``: only the released aggregate (central / distributed DP with
+        secure aggregation); the attacker's belief about any user is the released
+        density itself;
+      * ``"per_user"``: something per user (local reports, a federated response
+        surface); ``candidates(user_indices)`` then gives the attacker's weighted
+        guesses for each user.
+    """
+
+    kind: str
+    description: str
+    candidates: Callable[[np.ndarray], list[tuple[np.ndarray, np.ndarray]]] | None = None
+    surface: Callable[[int], np.ndarray] | None = None  # per-user received surface, if any
+
+
+@dataclass
+class Release:
+    """What a mechanism publishes, plus what the workbench needs to explain it.
+
+    ``density`` is the estimated count per cell of the run's domain grid
+    (``grid[iy, ix]``), possibly unnormalised or negative; metrics normalise it.
+    ``partition`` lists adaptive cells as rectangles in metres ``(k, 4)``.
+    ``range_answerer`` answers rectangles from a model (e.g. SNH); without one,
+    ranges are answered from ``density`` with the uniformity assumption.
+    """
+
+    density: np.ndarray
+    domain: Domain
+    ledger: Ledger
+    communication: Communication
+    server_view: ServerView
+    partition: np.ndarray | None = None
+    range_answerer: Callable[[np.ndarray], np.ndarray] | None = None
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # mechanism-specific arrays
+
+    def answer_range(self, rects: np.ndarray) -> np.ndarray:
+        rects = np.atleast_2d(np.asarray(rects, dtype=np.float64))
+        if self.range_answerer is not None:
+            return np.asarray(self.range_answerer(rects), dtype=np.float64)
+        return range_counts(self.density, self.domain, rects)
+
+
+# -------------------------------------------------------------------- protocol
+class Mechanism:
+    """Base class of all mechanisms. Subclasses set the class attributes and
+    implement :meth:`run`. Register them with :func:`register`.
+
+    Docstrings of subclasses cite the paper section and equations, state the
+    threat model and the guarantee, and list every departure from the paper.
+    """
+
+    key: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    family: ClassVar[str] = "central"
+    guarantee: ClassVar[str] = ""  # e.g. "epsilon-DP (central)"
+    threat_model: ClassVar[str] = ""  # who sees what
+    summary: ClassVar[str] = ""  # the idea in plain words
+    paper: ClassVar[str] = ""  # citation
+    equations: ClassVar[str] = ""  # sections / equations implemented
+    params: ClassVar[tuple[Param, ...]] = ()
+    uses_epsilon: ClassVar[bool] = True
+    needs: ClassVar[tuple[str, ...]] = ()  # dataset attributes required, e.g. ("value",)
+
+    @classmethod
+    def schema(cls) -> Schema:
+        return Schema(tuple(cls.params))
+
+    def run(self, data, domain: Domain, epsilon: float, params: dict, ctx: RunContext) -> Release:
+        raise NotImplementedError
+
+    @classmethod
+    def describe(cls) -> dict:
+        return {
+            "key": cls.key,
+            "label": cls.label or cls.key,
+            "family": cls.family,
+            "guarantee": cls.guarantee,
+            "threat_model": cls.threat_model,
+            "summary": cls.summary,
+            "paper": cls.paper,
+            "equations": cls.equations,
+            "params": [p.to_dict() for p in cls.params],
+            "uses_epsilon": cls.uses_epsilon,
+            "needs": list(cls.needs),
+            "doc": (cls.__doc__ or "").strip(),
+        }
+
+
+_REGISTRY: dict[str, type[Mechanism]] = {}
+
+
+def register(cls: type[Mechanism]) -> type[Mechanism]:
+    if not cls.key:
+        raise ValueError("mechanism without key")
+    if cls.family not in FAMILIES:
+        raise ValueError(f"{cls.key}: unknown family {cls.family}")
+    if cls.key in _REGISTRY and _REGISTRY[cls.key] is not cls:
+        raise ValueError(f"duplicate mechanism key {cls.key}")
+    _REGISTRY[cls.key] = cls
+    return cls
+
+
+def registry() -> dict[str, type[Mechanism]]:
+    from . import load_all
+
+    load_all()
+    return dict(_REGISTRY)
+
+
+def get(key: str) -> type[Mechanism]:
+    reg = registry()
+    if key not in reg:
+        raise ParamError(f"unknown mechanism {key!r}; known: {', '.join(sorted(reg))}")
+    return reg[key]
+
+
+def aggregate_view(description: str) -> ServerView:
+    return ServerView(kind="aggregate", description=description)
