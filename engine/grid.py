@@ -112,8 +112,9 @@ class Domain:
         out[:, [1, 3]] = np.clip((r[:, [1, 3]] - self.y0) * s, 0, self.n)
         return out
 
-    def random_square_queries(self, rng: np.random.Generator, count: int, side_frac: tuple[float, float],
-                              centers: np.ndarray | None = None) -> np.ndarray:
+    def random_square_queries(
+        self, rng: np.random.Generator, count: int, side_frac: tuple[float, float], centers: np.ndarray | None = None
+    ) -> np.ndarray:
         """Random axis-aligned squares with sides uniform in ``side_frac`` (fractions of
         the domain side), centred uniformly in the domain or on the given points."""
         lo, hi = side_frac

@@ -197,14 +197,18 @@ def run(
     ds, domain, mech_seq, metric_seq = prepare(config, dataset)
     for attr in mech_cls.needs:
         if getattr(ds, attr) is None:
-            raise EngineError(f"{mech_cls.label or mech_cls.key} needs the dataset attribute '{attr}', which this dataset lacks")
+            raise EngineError(
+                f"{mech_cls.label or mech_cls.key} needs the dataset attribute '{attr}', which this dataset lacks"
+            )
     timings["prepare_s"] = time.perf_counter() - t0
 
     def mech_progress(f, msg=""):
         if progress:
             progress(0.05 + 0.85 * f, msg)
 
-    ctx = RunContext(rng=np.random.default_rng(mech_seq), secure=config.secure, progress_cb=mech_progress, cancel_cb=cancelled)
+    ctx = RunContext(
+        rng=np.random.default_rng(mech_seq), secure=config.secure, progress_cb=mech_progress, cancel_cb=cancelled
+    )
     t1 = time.perf_counter()
     ctx.check_cancelled()
     release = mech_cls().run(ds, domain, float(config.epsilon), params, ctx)
@@ -217,7 +221,15 @@ def run(
         progress(0.92, "computing metrics")
     t2 = time.perf_counter()
     truth = ds.true_histogram(domain)
-    metrics = M.evaluate(truth, release, ds, domain, np.random.default_rng(metric_seq), emd_max_cells=config.emd_max_cells, extra=config.metrics)
+    metrics = M.evaluate(
+        truth,
+        release,
+        ds,
+        domain,
+        np.random.default_rng(metric_seq),
+        emd_max_cells=config.emd_max_cells,
+        extra=config.metrics,
+    )
     timings["metrics_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
     res = RunResult(
@@ -287,7 +299,10 @@ class Job:
         if isinstance(exc, EngineError):
             return "error", str(exc)
         if isinstance(exc, MemoryError):
-            return "error", "the run needed more memory than this machine has; lower the resolution or the number of users"
+            return (
+                "error",
+                "the run needed more memory than this machine has; lower the resolution or the number of users",
+            )
         return "error", f"the run failed unexpectedly ({type(exc).__name__}); the error was logged without data"
 
 

@@ -40,7 +40,6 @@ class Param:
 
     def coerce(self, value: Any) -> Any:
         """Return ``value`` converted to this parameter's type, or raise ParamError."""
-        name = self.name
         if value is None:
             return self.default
         try:
@@ -74,8 +73,7 @@ class Param:
                 matches = [c for c in self.choices if str(c) == str(value)]
                 if not matches:
                     raise ParamError(
-                        f"{self.title}: {value!r} is not one of "
-                        + ", ".join(str(c) for c in self.choices)
+                        f"{self.title}: {value!r} is not one of " + ", ".join(str(c) for c in self.choices)
                     )
                 v = matches[0]
             else:
@@ -119,8 +117,7 @@ class Schema:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ParamError(
-                f"unknown parameter(s) {', '.join(unknown)}; "
-                f"expected some of: {', '.join(sorted(known)) or '(none)'}"
+                f"unknown parameter(s) {', '.join(unknown)}; expected some of: {', '.join(sorted(known)) or '(none)'}"
             )
         return {p.name: p.coerce(values.get(p.name)) for p in self.params}
 

@@ -151,10 +151,14 @@ def make_dataset(
         raise DataError(f"the dataset has {n:,} locations; the limit is {MAX_POINTS:,}")
     bad = ~(np.isfinite(lon) & np.isfinite(lat))
     if bad.any():
-        raise DataError(f"{int(bad.sum())} row(s) have missing or non-numeric coordinates (first at row {int(np.argmax(bad))})")
+        raise DataError(
+            f"{int(bad.sum())} row(s) have missing or non-numeric coordinates (first at row {int(np.argmax(bad))})"
+        )
     if (np.abs(lat) > 90).any():
         i = int(np.argmax(np.abs(lat) > 90))
-        raise DataError(f"latitude {lat[i]} at row {i} is beyond ±90 degrees (are the columns swapped, or is the file not in WGS84?)")
+        raise DataError(
+            f"latitude {lat[i]} at row {i} is beyond ±90 degrees (are the columns swapped, or is the file not in WGS84?)"
+        )
     if (np.abs(lon) > 180).any():
         i = int(np.argmax(np.abs(lon) > 180))
         raise DataError(f"longitude {lon[i]} at row {i} is beyond ±180 degrees (is the file in a projected CRS?)")

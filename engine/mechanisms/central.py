@@ -37,5 +37,7 @@ class Identity(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=Communication(2.0, 128.0, note="each user sends its location (2 coordinates) to the curator"),
-            server_view=aggregate_view("The curator sees every location in the clear; the public sees only the noisy histogram."),
+            server_view=aggregate_view(
+                "The curator sees every location in the clear; the public sees only the noisy histogram."
+            ),
         )
