@@ -1,0 +1,32 @@
+"""Shared fixtures. Every test runs offline with its own cache folder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _hermetic_cache(tmp_path_factory):
+    import os
+
+    path = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("HEATMAP_CACHE_DIR")
+    os.environ["HEATMAP_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("HEATMAP_CACHE_DIR", None)
+    else:
+        os.environ["HEATMAP_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session")
+def small_city():
+    from engine.data.synthetic import generate
+
+    return generate("polycentric", n=20_000, seed=3)
