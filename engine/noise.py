@@ -1,19 +1,626 @@
 """Noise samplers. Every sampler takes a seeded ``numpy.random.Generator``;
-:class:`NoiseSource` adds a secure mode that draws integer noise with OpenDP."""
+:class:`NoiseSource` bundles them for a run and adds a *secure mode* that draws
+the privacy-critical integer and real-valued noise with OpenDP.
+
+Parameterisations (used throughout the engine):
+
+* ``laplace(rng, scale)``: density ``exp(-|x|/scale) / (2 scale)``; ``scale = Δ/ε``.
+* ``discrete_laplace(rng, t)``: the two-sided geometric law on the integers,
+  ``P(k) = (1-r)/(1+r) r^|k|`` with ``r = exp(-1/t)``. The engine passes the
+  *scale* ``t`` (as OpenDP does); for an integer query of L1 sensitivity Δ,
+  ``t = Δ/ε`` gives ε-DP. ``dl_r(t)`` and ``dl_scale(r)`` convert. Variance
+  ``2r/(1-r)^2``.
+* ``polya(rng, alpha, r)``: Pólya (negative binomial) law
+  ``P(k) = Γ(k+α)/(k! Γ(α)) (1-r)^α r^k``, i.e. Poisson(Gamma(shape α, scale
+  r/(1-r))); numpy's ``negative_binomial(α, 1-r)`` is the same law (and draws
+  it exactly that way, in float64). Mean ``αr/(1-r)``, variance ``αr/(1-r)^2``.
+  ``Polya(1, r) - Polya(1, r)`` is discrete Laplace(r) and the law is
+  infinitely divisible: a sum of m i.i.d. ``Polya(1/N, r)`` is ``Polya(m/N, r)``.
+* ``planar_laplace(rng, eps)``: geo-indistinguishability noise (Andrés et al.,
+  CCS 2013), density ``eps^2/(2π) exp(-eps |z|)`` in the plane; ``eps`` is per
+  metre; expected displacement ``2/eps``.
+
+Secure mode (``NoiseSource(rng, secure=True)``): discrete Laplace, Laplace and
+Gaussian noise come from OpenDP's samplers (``make_laplace`` on an ``i64``
+vector domain, which samples the discrete Laplace exactly; ``make_geometric``
+is its bounded constant-time variant of the same law, not needed for noise
+added to a zero vector; ``make_laplace`` and
+``make_gaussian`` on ``f64`` vector domains, which OpenDP samples on a
+discretised lattice of granularity 2^k, free of the floating-point attacks on
+textbook samplers), and binary randomized response from
+``make_randomized_response_bitvec``. Secure mode is NOT seeded: OpenDP draws
+from the operating system's CSPRNG, so runs are not reproducible. Samplers
+without an OpenDP counterpart (Pólya, planar Laplace, k-ary randomized
+response) use the seeded numpy stream in both modes; ``polya_difference_sum``
+in secure mode draws the privacy-critical discrete-Laplace part of every full
+shard with OpenDP (see its docstring). OpenDP is slower (about 10 µs per
+integer, 25-55 µs per real draw).
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
+
 import numpy as np
+
+from .errors import ParamError
+
+# ----------------------------------------------------------------------- checks
+
+
+def _positive(name: str, value: float) -> float:
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise ParamError(f"{name} must be a positive finite number (got {value})")
+    return v
+
+
+def _prob(name: str, value: float, *, open_hi: bool = True) -> float:
+    v = float(value)
+    ok = 0 < v < 1 if open_hi else 0 < v <= 1
+    if not (math.isfinite(v) and ok):
+        raise ParamError(f"{name} must lie in (0, 1{')' if open_hi else ']'} (got {value})")
+    return v
+
+
+def dl_r(t: float) -> float:
+    """Discrete-Laplace parameter ``r = exp(-1/t)`` from its scale ``t``."""
+    return math.exp(-1.0 / _positive("discrete Laplace scale", t))
+
+
+def dl_scale(r: float) -> float:
+    """Discrete-Laplace scale ``t = -1/ln r`` from its parameter ``r``."""
+    return -1.0 / math.log(_prob("discrete Laplace parameter r", r))
+
+
+def dl_variance(t: float) -> float:
+    """Variance ``2r/(1-r)^2`` of discrete Laplace with scale ``t``."""
+    r = dl_r(t)
+    return 2 * r / (-math.expm1(-1.0 / t)) ** 2
+
+
+def dl_pmf(k, t: float) -> np.ndarray:
+    """``P(k) = (1-r)/(1+r) r^|k|`` (vectorised, for tests and tables)."""
+    r = dl_r(t)
+    return (1 - r) / (1 + r) * np.exp(-np.abs(np.asarray(k, dtype=np.float64)) / t)
+
+
+def dl_cdf(k, t: float) -> np.ndarray:
+    """``P(X <= k)`` of discrete Laplace with scale ``t``."""
+    r = dl_r(t)
+    k = np.floor(np.asarray(k, dtype=np.float64))
+    neg = r ** (-k) / (1 + r)  # k < 0: sum_{j<=k} = r^{|k|}/(1+r)
+    pos = 1 - r ** (k + 1) / (1 + r)
+    return np.where(k < 0, neg, pos)
+
+
+# ------------------------------------------------------------------- samplers
 
 
 def laplace(rng: np.random.Generator, scale: float, size=None) -> np.ndarray:
-    return rng.laplace(0.0, scale, size)
+    """Laplace(0, scale) noise (float64)."""
+    return rng.laplace(0.0, _positive("Laplace scale", scale), size)
+
+
+def gaussian(rng: np.random.Generator, sigma: float, size=None) -> np.ndarray:
+    """Gaussian N(0, sigma^2) noise (float64)."""
+    return rng.normal(0.0, _positive("Gaussian sigma", sigma), size)
+
+
+def discrete_laplace(rng: np.random.Generator, t: float, size=None) -> np.ndarray:
+    """Discrete Laplace (two-sided geometric) with scale ``t`` (``r = exp(-1/t)``).
+
+    Drawn as the difference of two i.i.d. geometric variables on {0, 1, ...}
+    with success probability ``1 - r`` (numpy's geometric counts from 1; the
+    offsets cancel). Returns int64.
+    """
+    p = -math.expm1(-1.0 / _positive("discrete Laplace scale", t))  # 1 - r without cancellation
+    return rng.geometric(p, size).astype(np.int64) - rng.geometric(p, size).astype(np.int64)
+
+
+def polya(rng: np.random.Generator, alpha, r: float, size=None) -> np.ndarray:
+    """Pólya(alpha, r) = negative binomial with ``alpha`` "successes" and success
+    probability ``1 - r`` (mean ``alpha r/(1-r)``). ``alpha`` may be an array
+    (broadcast); ``alpha == 0`` gives 0. float64 throughout (never float16)."""
+    r = _prob("Pólya parameter r", r)
+    a = np.asarray(alpha, dtype=np.float64)
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ParamError("Pólya shape alpha must be finite and non-negative")
+    if a.ndim == 0:
+        if a == 0:
+            return np.zeros(size, dtype=np.int64) if size is not None else np.int64(0)
+        return rng.negative_binomial(float(a), 1.0 - r, size).astype(np.int64)
+    shape = np.broadcast_shapes(a.shape, size if size is not None else a.shape)
+    a = np.broadcast_to(a, shape)
+    out = np.zeros(shape, dtype=np.int64)
+    pos = a > 0
+    out[pos] = rng.negative_binomial(a[pos], 1.0 - r)
+    return out
+
+
+def polya_difference(rng: np.random.Generator, alpha, r: float, size=None) -> np.ndarray:
+    """``Polya(alpha, r) - Polya(alpha, r)``: discrete Laplace(r) when ``alpha = 1``."""
+    return polya(rng, alpha, r, size) - polya(rng, alpha, r, size)
+
+
+def planar_laplace(rng: np.random.Generator, eps: float, size: int | None = None) -> np.ndarray:
+    """Planar Laplace displacements (geo-indistinguishability), shape ``(size, 2)``
+    (or ``(2,)``), in the units of ``1/eps`` (metres when eps is per metre).
+
+    Polar method of Andrés et al.: angle uniform in [0, 2π); radius
+    ``r = -(W_{-1}((p-1)/e) + 1)/eps`` with ``p`` uniform in [0, 1) and W_{-1}
+    the lower branch of Lambert's W, which inverts the radial CDF
+    ``C(r) = 1 - (1 + eps r) e^{-eps r}``. E[r] = 2/eps.
+    """
+    from scipy.special import lambertw
+
+    eps = _positive("planar Laplace epsilon", eps)
+    n = 1 if size is None else int(size)
+    theta = rng.uniform(0.0, 2 * np.pi, n)
+    p = rng.random(n)
+    radius = -(np.real(lambertw((p - 1) / np.e, k=-1)) + 1) / eps
+    radius = np.maximum(radius, 0.0)  # p = 0 gives W = -1 exactly; guard rounding
+    out = np.stack([radius * np.cos(theta), radius * np.sin(theta)], axis=-1)
+    return out[0] if size is None else out
+
+
+def planar_laplace_radius_cdf(r, eps: float) -> np.ndarray:
+    """Radial CDF of planar Laplace, ``C(r) = 1 - (1 + eps r) e^{-eps r}``."""
+    x = eps * np.asarray(r, dtype=np.float64)
+    return 1 - (1 + x) * np.exp(-x)
+
+
+# ----------------------------------------------------------- randomized response
+
+
+def rr_keep_probability(eps: float, k: int = 2) -> float:
+    """Probability that k-ary randomized response reports the true value,
+    ``e^eps / (e^eps + k - 1)`` (binary: ``e^eps/(1+e^eps)``)."""
+    eps = _positive("randomized response epsilon", eps)
+    if k < 2:
+        raise ParamError("randomized response needs at least 2 categories")
+    return 1.0 / (1.0 + (k - 1) * math.exp(-eps))
+
+
+def randomized_response(rng: np.random.Generator, bits, eps: float) -> np.ndarray:
+    """Warner's binary randomized response: each bit is kept with probability
+    ``p = e^eps/(1+e^eps)`` and flipped otherwise (eps-LDP)."""
+    b = np.asarray(bits).astype(bool)
+    flip = rng.random(b.shape) >= rr_keep_probability(eps)
+    return b ^ flip
+
+
+def rr_unbias_count(count_ones, n, eps: float):
+    """Unbiased estimate of the number of true ones among ``n`` binary RR reports
+    with ``count_ones`` observed ones: ``(c - n q)/(p - q)``, ``q = 1 - p``."""
+    p = rr_keep_probability(eps)
+    q = 1 - p
+    return (np.asarray(count_ones, dtype=np.float64) - np.asarray(n, dtype=np.float64) * q) / (p - q)
+
+
+def rr_unbias_mean(observed_mean, eps: float):
+    """Unbiased estimate of the true proportion from the observed proportion."""
+    p = rr_keep_probability(eps)
+    return (np.asarray(observed_mean, dtype=np.float64) - (1 - p)) / (2 * p - 1)
+
+
+def randomized_response_kary(rng: np.random.Generator, values, k: int, eps: float) -> np.ndarray:
+    """Generalised (k-ary, "direct encoding") randomized response on values in
+    ``0..k-1``: report the truth with probability ``p = e^eps/(e^eps+k-1)``,
+    otherwise one of the other ``k - 1`` values uniformly (eps-LDP)."""
+    v = np.asarray(values, dtype=np.int64)
+    if v.size and (v.min() < 0 or v.max() >= k):
+        raise ParamError(f"k-ary randomized response needs values in 0..{k - 1}")
+    p = rr_keep_probability(eps, k)
+    keep = rng.random(v.shape) < p
+    other = rng.integers(0, k - 1, v.shape)
+    other = other + (other >= v)  # uniform over the k-1 values != v
+    return np.where(keep, v, other)
+
+
+def rr_kary_unbias_counts(counts, n, k: int, eps: float) -> np.ndarray:
+    """Unbiased category counts from k-ary RR report counts: ``(c - n q)/(p - q)``
+    with ``q = (1 - p)/(k - 1)``."""
+    p = rr_keep_probability(eps, k)
+    q = (1 - p) / (k - 1)
+    return (np.asarray(counts, dtype=np.float64) - n * q) / (p - q)
+
+
+def unary_encoding_counts(rng: np.random.Generator, counts, n: int, eps: float, optimized: bool = True) -> np.ndarray:
+    """Aggregate simulation of unary encoding (one bit per category, each bit
+    perturbed independently). Every user's bit for category v is reported as 1
+    with probability ``p`` if it was 1, ``q`` if it was 0; with ``counts[v]``
+    true ones among ``n`` users the reported sum is
+    ``Binomial(counts[v], p) + Binomial(n - counts[v], q)`` exactly, drawn here
+    without materialising n x k bits. Optimized unary encoding (Wang et al.,
+    USENIX Security 2017): ``p = 1/2, q = 1/(e^eps+1)``; symmetric (RAPPOR-like):
+    ``p = e^{eps/2}/(e^{eps/2}+1), q = 1 - p``. Each user holds one category, so
+    two bits differ between neighbours and the guarantee is eps-LDP."""
+    c = np.asarray(counts, dtype=np.int64)
+    if c.size and (c.min() < 0 or c.max() > n):
+        raise ParamError("unary encoding counts must lie in 0..n")
+    p, q = unary_encoding_pq(eps, optimized)
+    return rng.binomial(c, p) + rng.binomial(n - c, q)
+
+
+def unary_encoding_pq(eps: float, optimized: bool = True) -> tuple[float, float]:
+    eps = _positive("unary encoding epsilon", eps)
+    if optimized:
+        return 0.5, 1.0 / (math.exp(eps) + 1.0)
+    p = 1.0 / (1.0 + math.exp(-eps / 2))
+    return p, 1.0 - p
+
+
+def unary_encoding_unbias(reported, n: int, eps: float, optimized: bool = True) -> np.ndarray:
+    """Unbiased counts ``(s - n q)/(p - q)`` from unary-encoding report sums."""
+    p, q = unary_encoding_pq(eps, optimized)
+    return (np.asarray(reported, dtype=np.float64) - n * q) / (p - q)
+
+
+# -------------------------------------------- distributed discrete Laplace (Pólya)
+
+
+def polya_difference_epsilon(alpha: float, r: float, sensitivity: int = 1) -> float:
+    """Pure-DP epsilon of adding ``Polya(alpha, r) - Polya(alpha, r)`` to each
+    coordinate of an integer vector query of L1 sensitivity ``sensitivity``.
+
+    * ``alpha >= 1``: the noise is discrete Laplace(r) plus independent noise,
+      so (post-processing) ``eps = sensitivity * ln(1/r)``.
+    * ``0 < alpha < 1`` (fewer surviving clients than planned): the Pólya pmf
+      is log-convex, hence so is the symmetric difference's pmf D on k >= 0
+      (a positive mixture of log-convex functions). The worst privacy-loss
+      ratio is then ``ln D(0) - ln D(1)`` per unit of sensitivity (attained at
+      the mode; ``ln D(0) - ln D(d)`` is concave in d, so spreading the
+      sensitivity over coordinates is the worst case), with
+      ``D(k) = sum_j P(j) P(j+k)`` summed in log space. It exceeds ln(1/r)
+      and grows without bound as alpha -> 0.
+    * ``alpha == 0``: no noise, ``inf``.
+    """
+    from scipy.special import logsumexp
+    from scipy.stats import nbinom
+
+    r = _prob("Pólya parameter r", r)
+    if alpha <= 0:
+        return math.inf
+    unit = -math.log(r)
+    if alpha >= 1:
+        return sensitivity * unit
+    # terms P(j)P(j+k) decay like r^{2j}: stop when below e^-60 of the head. For
+    # t > ~1.3e5 the cap truncates the sums; the truncated ratio is then an upper
+    # bound (the dropped tail's ratio P(j)/P(j+1) is below every kept one), so the
+    # reported epsilon stays conservative.
+    jmax = int(min(60.0 / (2 * unit) + 50, 4_000_000))
+    j = np.arange(jmax + 2, dtype=np.float64)
+    lp = nbinom.logpmf(j, alpha, 1.0 - r)
+    ld0 = logsumexp(2 * lp[:-1])
+    ld1 = logsumexp(lp[:-1] + lp[1:])
+    return sensitivity * float(max(ld0 - ld1, unit))
+
+
+def split_shards(n_clients: int, shard_size: int) -> np.ndarray:
+    """Sizes of the ``ceil(n/S)`` secure-aggregation shards, as equal as possible
+    (they differ by at most one client and none exceeds ``S``)."""
+    n = int(n_clients)
+    s = int(shard_size)
+    if n < 1:
+        raise ParamError("the number of clients must be at least 1")
+    if s < 1:
+        raise ParamError("the secure-aggregation shard size must be at least 1")
+    k = -(-n // s)
+    base, extra = divmod(n, k)
+    return np.array([base + 1] * extra + [base] * (k - extra), dtype=np.int64)
+
+
+@dataclass
+class ShardNoise:
+    """Per-shard sums of the clients' Pólya noise shares and what they guarantee.
+
+    ``noise[s]`` is the noise the server sees in shard ``s`` (int64, one value
+    per coordinate). ``client_shard[i]`` is client i's shard and
+    ``client_survived[i]`` whether it sent its report (dropped clients add
+    neither data nor noise). ``alpha[s] = survivors[s] / dp_shard_sizes[s]``.
+    ``epsilon[s]`` is the pure-DP epsilon of the shard's noise for a query of
+    L1 sensitivity ``sensitivity`` (shards hold disjoint clients: the release
+    is ``max(epsilon)``-DP by parallel composition); ``planned_epsilon`` is
+    ``sensitivity / t``, reached when a shard has at least ``dp_shard_sizes[s]``
+    survivors.
+    """
+
+    noise: np.ndarray
+    t: float
+    r: float
+    shard_size: int
+    dp_shard_sizes: np.ndarray
+    shard_sizes: np.ndarray
+    survivors: np.ndarray
+    alpha: np.ndarray
+    variance: np.ndarray
+    planned_variance: float
+    epsilon: np.ndarray
+    planned_epsilon: float
+    sensitivity: int
+    client_shard: np.ndarray
+    client_survived: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_shards(self) -> int:
+        return int(self.shard_sizes.size)
+
+    @property
+    def effective_epsilon(self) -> float:
+        """Worst shard's epsilon (parallel composition over disjoint shards)."""
+        return float(self.epsilon.max())
+
+    @property
+    def discrete_laplace(self) -> np.ndarray:
+        """Shards whose noise contains a full discrete Laplace (alpha >= 1)."""
+        return self.alpha >= 1
+
+    def total(self) -> np.ndarray:
+        """Noise in the sum over all shards."""
+        return self.noise.sum(axis=0)
+
+    def report(self) -> dict:
+        """JSON-able summary for diagnostics."""
+        weak = int((~self.discrete_laplace).sum())
+        return {
+            "n_shards": self.n_shards,
+            "shard_size": self.shard_size,
+            "dp_shard_size_min": int(self.dp_shard_sizes.min()),
+            "clients": int(self.shard_sizes.sum()),
+            "survivors": int(self.survivors.sum()),
+            "min_survivors": int(self.survivors.min()),
+            "dropout_rate": float(1 - self.survivors.sum() / max(int(self.shard_sizes.sum()), 1)),
+            "discrete_laplace_scale": self.t,
+            "planned_epsilon": self.planned_epsilon,
+            "effective_epsilon": self.effective_epsilon,
+            "planned_variance_per_coordinate": self.planned_variance,
+            "min_variance_per_coordinate": float(self.variance.min()),
+            "mean_variance_per_coordinate": float(self.variance.mean()),
+            "weak_shards": weak,
+            "notes": list(self.notes),
+        }
+
+
+def polya_difference_sum(
+    rng: np.random.Generator,
+    n_clients: int,
+    size: int,
+    t: float,
+    shard_size: int,
+    dp_shard_size: int | None = None,
+    dropout: float = 0.0,
+    planned_dropout: float = 0.0,
+    survived: np.ndarray | None = None,
+    per_client: bool = False,
+    sensitivity: int = 1,
+    dl_sampler=None,
+) -> ShardNoise:
+    """Distributed discrete Laplace by secure aggregation of Pólya shares
+    (Bagdasaryan et al. 2022, Section 4, "Handling dropouts and adversarial clients", and Appendix A.3).
+
+    ``n_clients`` clients are split into ``ceil(n/S)`` shards of at most
+    ``S = shard_size`` (:func:`split_shards`). Each client planned for a DP
+    shard of ``N = dp_shard_size`` clients and adds
+    ``Polya(1/N, r) - Polya(1/N, r)`` with ``r = exp(-1/t)`` to each of its
+    ``size`` coordinates. The paper uses ``N = (1 - δ_drop) S_max`` to tolerate
+    a dropout rate δ_drop; with ``dp_shard_size=None`` each shard plans for
+    ``N_s = floor((1 - planned_dropout) * size_s)`` of its own clients (shards
+    of an even split can be smaller than S). A client drops before sending
+    with probability ``dropout`` (or as given by the boolean mask ``survived``).
+
+    With ``m`` survivors a shard's noise is ``Polya(m/N, r) - Polya(m/N, r)``:
+    discrete Laplace with scale ``t`` (eps = sensitivity/t) plus extra noise
+    when ``m >= N``; weaker than planned when ``m < N`` (see
+    :func:`polya_difference_epsilon`). The fast form draws exactly this, one
+    pair of negative-binomial draws per shard coordinate (infinite
+    divisibility); ``per_client=True`` draws every client's share and sums
+    them (slow; for verification). ``dl_sampler(t, size)`` (secure mode)
+    replaces the discrete-Laplace part of shards with ``m >= N``: noise =
+    DL(t) + Polya((m-N)/N) difference.
+    """
+    t = _positive("discrete Laplace scale", t)
+    r = dl_r(t)
+    if not 0 < r < 1:
+        raise ParamError(f"discrete Laplace scale {t} is too small or too large to sample")
+    size = int(size)
+    if size < 1:
+        raise ParamError("the noise vector needs at least one coordinate")
+    sizes = split_shards(n_clients, shard_size)
+    n = int(sizes.sum())
+    if int(sensitivity) < 1:
+        raise ParamError("sensitivity must be a positive integer")
+    notes: list[str] = []
+    if dp_shard_size is None:
+        pd = float(planned_dropout)
+        if not (0 <= pd < 1):
+            raise ParamError(f"planned dropout rate must lie in [0, 1) (got {planned_dropout})")
+        N = np.maximum(np.floor((1 - pd) * sizes + 1e-9).astype(np.int64), 1)
+    else:
+        if int(dp_shard_size) < 1:
+            raise ParamError("the DP shard size must be at least 1")
+        N = np.full(sizes.size, int(dp_shard_size), dtype=np.int64)
+        if dp_shard_size > shard_size:
+            notes.append(
+                f"DP shard size {dp_shard_size} exceeds the SecAgg shard size {shard_size}: no shard reaches it"
+            )
+        elif sizes.min() < dp_shard_size:
+            notes.append(
+                f"the smallest shard has {int(sizes.min())} clients, fewer than the DP shard size {dp_shard_size}"
+            )
+
+    client_shard = np.repeat(np.arange(sizes.size), sizes)
+    if survived is not None:
+        alive = np.asarray(survived, dtype=bool)
+        if alive.shape != (n,):
+            raise ParamError(f"the survivor mask must have one entry per client ({n})")
+    else:
+        d = float(dropout)
+        if not (0 <= d < 1):
+            raise ParamError(f"dropout rate must lie in [0, 1) (got {dropout})")
+        alive = rng.random(n) >= d if d > 0 else np.ones(n, dtype=bool)
+    surv = np.bincount(client_shard[alive], minlength=sizes.size).astype(np.int64)
+    alpha = surv / N
+
+    noise = np.zeros((sizes.size, size), dtype=np.int64)
+    if per_client:
+        for s in range(sizes.size):
+            a1 = 1.0 / int(N[s])
+            m = int(surv[s])
+            for start in range(0, m, 4096):  # chunks bound the memory to 4096 x size
+                c = min(4096, m - start)
+                noise[s] += polya_difference(rng, a1, r, (c, size)).sum(axis=0)
+    elif dl_sampler is None:
+        # one vectorised pair of negative-binomial draws for all shards and coordinates
+        noise[:] = polya_difference(rng, np.broadcast_to(alpha[:, None], noise.shape), r)
+    else:
+        full = alpha >= 1
+        if full.any():
+            noise[full] = np.asarray(dl_sampler(t, int(full.sum()) * size), dtype=np.int64).reshape(-1, size)
+            extra = np.broadcast_to((alpha[full] - 1)[:, None], (int(full.sum()), size))
+            noise[full] += polya_difference(rng, extra, r)
+        if (~full).any():
+            noise[~full] = polya_difference(rng, np.broadcast_to(alpha[~full][:, None], (int((~full).sum()), size)), r)
+
+    q = r / (-math.expm1(-1.0 / t)) ** 2  # Var Polya(1, r)
+    variance = 2 * alpha * q
+    ua, back = np.unique(alpha, return_inverse=True)  # many shards share a survivor count
+    eps = np.array([polya_difference_epsilon(float(a), r, int(sensitivity)) for a in ua])[back.reshape(-1)]
+    planned = int(sensitivity) / t
+    if (alpha < 1).any():
+        k = int((alpha < 1).sum())
+        notes.append(
+            f"{k} shard(s) kept fewer clients than planned: their noise is a sum of fewer Pólya shares than a "
+            f"discrete Laplace; worst epsilon {eps.max():.4g} instead of {planned:.4g}"
+        )
+    return ShardNoise(
+        noise=noise,
+        t=t,
+        r=r,
+        shard_size=int(shard_size),
+        dp_shard_sizes=N,
+        shard_sizes=sizes,
+        survivors=surv,
+        alpha=alpha,
+        variance=variance,
+        planned_variance=2 * q,
+        epsilon=eps,
+        planned_epsilon=planned,
+        sensitivity=int(sensitivity),
+        client_shard=client_shard,
+        client_survived=alive,
+        notes=notes,
+    )
+
+
+# ------------------------------------------------------------------ NoiseSource
 
 
 class NoiseSource:
+    """The noise of one run: the seeded numpy stream, or OpenDP in secure mode.
+
+    ``secure=False``: every draw comes from ``rng`` (deterministic given the
+    seed). ``secure=True``: discrete Laplace, Laplace, Gaussian and binary
+    randomized response come from OpenDP (exact integer / lattice samplers fed
+    by the OS entropy source; NOT seeded, NOT reproducible); the other samplers
+    still use ``rng``. See the module docstring.
+    """
+
     def __init__(self, rng: np.random.Generator, secure: bool = False):
         self.rng = rng
-        self.secure = secure
+        self.secure = bool(secure)
+        self._meas: dict = {}
 
+    # ---- OpenDP plumbing
+    def _opendp(self, kind: str, scale: float):
+        key = (kind, float(scale))
+        m = self._meas.get(key)
+        if m is None:
+            import opendp.prelude as dp
+
+            dp.enable_features("contrib")
+            if kind == "dlap":
+                space = dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64")
+                m = dp.m.make_laplace(*space, scale=float(scale))
+            elif kind == "lap":
+                space = dp.vector_domain(dp.atom_domain(T="f64", nan=False)), dp.l1_distance(T="f64")
+                m = dp.m.make_laplace(*space, scale=float(scale))
+            elif kind == "gauss":
+                space = dp.vector_domain(dp.atom_domain(T="f64", nan=False)), dp.l2_distance(T="f64")
+                m = dp.m.make_gaussian(*space, scale=float(scale))
+            else:  # pragma: no cover
+                raise ValueError(kind)
+            self._meas[key] = m
+        return m
+
+    @staticmethod
+    def _count(size) -> int:
+        if size is None:
+            return 1
+        return int(np.prod(size))
+
+    def _shape(self, flat: np.ndarray, size):
+        return flat[0] if size is None else flat.reshape(size)
+
+    def _secure_draw(self, kind: str, scale: float, size, dtype):
+        n = self._count(size)
+        zeros = np.zeros(n, dtype=dtype)
+        out = np.asarray(self._opendp(kind, scale)(zeros if dtype == np.int64 else zeros.tolist()), dtype=dtype)
+        return self._shape(out, size)
+
+    # ---- samplers
     def laplace(self, scale: float, size=None) -> np.ndarray:
+        if self.secure:
+            return self._secure_draw("lap", _positive("Laplace scale", scale), size, np.float64)
         return laplace(self.rng, scale, size)
+
+    def discrete_laplace(self, t: float, size=None) -> np.ndarray:
+        """Discrete Laplace with scale ``t`` (``r = exp(-1/t)``), int64."""
+        if self.secure:
+            return self._secure_draw("dlap", _positive("discrete Laplace scale", t), size, np.int64)
+        return discrete_laplace(self.rng, t, size)
+
+    def gaussian(self, sigma: float, size=None) -> np.ndarray:
+        if self.secure:
+            return self._secure_draw("gauss", _positive("Gaussian sigma", sigma), size, np.float64)
+        return gaussian(self.rng, sigma, size)
+
+    def polya(self, alpha, r: float, size=None) -> np.ndarray:
+        return polya(self.rng, alpha, r, size)
+
+    def polya_difference_sum(self, n_clients: int, size: int, t: float, shard_size: int, **kw) -> ShardNoise:
+        """:func:`polya_difference_sum`; in secure mode the discrete-Laplace part of
+        every shard with enough survivors is drawn by OpenDP."""
+        if self.secure and not kw.get("per_client"):
+            kw["dl_sampler"] = lambda tt, n: self.discrete_laplace(tt, n)
+        return polya_difference_sum(self.rng, n_clients, size, t, shard_size, **kw)
+
+    def planar_laplace(self, eps: float, size: int | None = None) -> np.ndarray:
+        return planar_laplace(self.rng, eps, size)
+
+    def randomized_response(self, bits, eps: float) -> np.ndarray:
+        """Binary randomized response (secure mode: OpenDP's bit-vector RR, whose
+        flip probability f = 2/(1+e^eps) gives keep probability e^eps/(1+e^eps))."""
+        if not self.secure:
+            return randomized_response(self.rng, bits, eps)
+        b = np.asarray(bits).astype(bool)
+        if b.size == 0:
+            return b.copy()
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        f = 2.0 * (1.0 - rr_keep_probability(eps))
+        key = ("rr", f)
+        m = self._meas.get(key)
+        if m is None:
+            # max_weight only enters OpenDP's privacy map, which we do not use here
+            m = dp.m.make_randomized_response_bitvec(dp.bitvector_domain(max_weight=1), dp.discrete_distance(), f=f)
+            self._meas[key] = m
+        flat = b.ravel()
+        raw = np.frombuffer(m(np.packbits(flat).tobytes()), dtype=np.uint8)
+        return np.unpackbits(raw)[: flat.size].astype(bool).reshape(b.shape)
+
+    def randomized_response_kary(self, values, k: int, eps: float) -> np.ndarray:
+        return randomized_response_kary(self.rng, values, k, eps)
