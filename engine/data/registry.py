@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import DataError
 from ..params import Param, Schema
@@ -46,7 +46,7 @@ def _ensure_loaded() -> None:
     # importing the modules registers their sources
     from . import synthetic  # noqa: F401
 
-    for mod in ("builtin", "online"):
+    for mod in ("builtin", "online", "files"):
         try:
             __import__(f"{__package__}.{mod}")
         except ModuleNotFoundError as exc:
@@ -55,8 +55,13 @@ def _ensure_loaded() -> None:
 
 
 def sources() -> dict[str, Source]:
+    """Every source; an online source's ``offline`` is re-checked now (``extra["cached"]()``)."""
     _ensure_loaded()
-    return dict(_SOURCES)
+    out = {}
+    for key, src in _SOURCES.items():
+        check = src.extra.get("cached")
+        out[key] = replace(src, offline=bool(check())) if callable(check) else src
+    return out
 
 
 def get_source(key: str) -> Source:
