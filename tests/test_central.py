@@ -1,0 +1,440 @@
+"""Central-DP baselines: budgets, the papers' formulae, split rules, consistency, noise laws.
+
+Statistical tests use fixed seeds; each states its false-alarm rate under a correct
+implementation (two-sided z at |z| < 3.29 or a p-value threshold of 1e-3).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from engine.data.dataset import Dataset, DatasetMeta
+from engine.errors import ParamError
+from engine.grid import Domain, pyramid
+from engine.mechanisms import RunContext, get
+from engine.mechanisms.central import (
+    CENTRAL_KEYS,
+    ag_level1_size,
+    constrained_inference,
+    hierarchical_budget,
+    laplace_baseline,
+    privtree_decompose,
+    privtree_params,
+    spread_rects,
+    top_t_count,
+    ug_size,
+)
+
+Z_CRIT = 3.29  # two-sided normal quantile for a 1e-3 false-alarm rate
+
+
+def make_ds(xy, weight=None) -> Dataset:
+    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
+    return Dataset(xy=xy, lonlat=np.zeros_like(xy), crs="", meta=DatasetMeta(name="test", source="test"), weight=weight)
+
+
+def run_mech(key, data, domain, eps, seed=0, **params):
+    cls = get(key)
+    p = cls.schema().resolve(params)
+    return cls().run(data, domain, eps, p, RunContext(rng=np.random.default_rng(seed)))
+
+
+@pytest.fixture(scope="module")
+def city(small_city):
+    dom = small_city.public_domain(6)
+    return small_city.in_domain(dom), dom
+
+
+VARIANTS = [(k, {}) for k in CENTRAL_KEYS] + [
+    ("ug", {"total": "public"}),
+    ("ag", {"total": "public", "cap_to_grid": False}),
+    ("hierarchical", {"budget": "geometric", "height": 4}),
+    ("privtree", {"split_share": 0.3, "theta": 5.0}),
+    ("identity", {"clip_negatives": True, "top_t": 1.0}),
+]
+
+
+# ------------------------------------------------------------------ budgets
+@pytest.mark.parametrize("key,params", VARIANTS)
+@pytest.mark.parametrize("eps", [0.3, 1.7, 0.1 + 0.2])
+def test_ledger_totals_exactly_epsilon(city, key, params, eps):
+    data, dom = city
+    rel = run_mech(key, data, dom, eps, **params)
+    total = rel.ledger.total()
+    assert total <= eps  # never more, not even by one rounding
+    assert total == pytest.approx(eps, rel=1e-12)
+    assert rel.density.shape == (dom.n, dom.n)
+    assert np.isfinite(rel.density).all()
+    assert rel.diagnostics["privacy_unit"].startswith("one location")
+
+
+def test_uniform_with_public_total_spends_nothing_and_declares_it(city):
+    data, dom = city
+    rel = run_mech("uniform", data, dom, 1.0, total="public")
+    assert rel.ledger.total() == 0.0
+    assert any("number of locations" in s for s in rel.ledger.side_information)
+    assert np.allclose(rel.density, len(data) / dom.n**2)
+
+
+@pytest.mark.parametrize("key", ["uniform", "ug", "ag"])
+def test_side_information_declared_only_when_true_total_used(city, key):
+    data, dom = city
+    pub = run_mech(key, data, dom, 1.0, total="public")
+    assert pub.ledger.side_information, "the true N was used without being declared"
+    assert not any(e.step == "total count N" for e in pub.ledger.entries)
+    noisy = run_mech(key, data, dom, 1.0, total="noisy")
+    assert noisy.ledger.side_information == []
+    spent_on_n = [e.epsilon for e in noisy.ledger.entries if e.step == "total count N"]
+    assert len(spent_on_n) == 1 and spent_on_n[0] > 0
+
+
+@pytest.mark.parametrize("key", ["identity", "identity_topt", "privtree", "hierarchical"])
+def test_no_side_information_for_data_independent_sizing(city, key):
+    data, dom = city
+    assert run_mech(key, data, dom, 1.0).ledger.side_information == []
+
+
+def test_hierarchical_budget_schemes():
+    u = hierarchical_budget(9, 1.0, "uniform")
+    assert np.allclose(u, 1 / 9) and sum(u.tolist()) <= 1.0
+    g = hierarchical_budget(9, 1.0, "geometric")
+    assert sum(g.tolist()) <= 1.0 and sum(g.tolist()) == pytest.approx(1.0)
+    assert np.allclose(g[1:] / g[:-1], 2 ** (1 / 3))  # Cormode et al.: ratio 2^(1/3) towards the leaves
+    with pytest.raises(ParamError):
+        hierarchical_budget(3, 1.0, "optimal")
+
+
+# ------------------------------------------------------------- determinism
+@pytest.mark.parametrize("key", CENTRAL_KEYS)
+def test_deterministic_by_seed(city, key):
+    data, dom = city
+    a = run_mech(key, data, dom, 0.5, seed=7)
+    b = run_mech(key, data, dom, 0.5, seed=7)
+    c = run_mech(key, data, dom, 0.5, seed=8)
+    assert np.array_equal(a.density, b.density)
+    assert not np.array_equal(a.density, c.density)
+
+
+def test_bad_epsilon_is_a_param_error(city):
+    data, dom = city
+    with pytest.raises(ParamError):
+        run_mech("ug", data, dom, 0.0)
+    with pytest.raises(ParamError):
+        laplace_baseline(np.zeros((4, 4)), -1.0, np.random.default_rng(0))
+    with pytest.raises(ParamError):
+        laplace_baseline(np.zeros((4, 4)), 1.0, np.random.default_rng(0), top_t=150.0)
+
+
+# ------------------------------------------------------------------ Identity
+def test_identity_noise_is_laplace(city):
+    data, dom = city
+    eps = 0.7
+    rel = run_mech("identity", data, dom, eps, seed=3)
+    noise = (rel.density - data.true_histogram(dom)).ravel()
+    # KS against Laplace(0, 1/eps); false-alarm rate 1e-3
+    assert stats.kstest(noise, "laplace", args=(0.0, 1.0 / eps)).pvalue > 1e-3
+    # and a wrong scale is rejected (the test has power)
+    assert stats.kstest(noise, "laplace", args=(0.0, 1.3 / eps)).pvalue < 1e-3
+
+
+def test_top_t_keeps_the_right_cells(small_city):
+    dom = small_city.public_domain(8)
+    data = small_city.in_domain(dom)
+    raw = run_mech("identity", data, dom, 1.0, seed=5)  # same seed -> same noise draws
+    for t in (0.01, 0.001, 1.0):
+        rel = run_mech("identity_topt", data, dom, 1.0, seed=5, top_t=t)
+        k = top_t_count(dom.n**2, t)
+        assert k == max(1, math.ceil(dom.n**2 * t / 100 - 1e-9))
+        kept = np.flatnonzero(rel.density.ravel())
+        assert kept.size == k
+        top = np.argsort(raw.density.ravel())[::-1][:k]
+        assert set(kept) == set(top)
+        assert np.allclose(rel.density.ravel()[kept], raw.density.ravel()[kept])
+        assert rel.diagnostics["cells_kept"] == k
+    assert top_t_count(65536, 0.01) == 7 and top_t_count(65536, 0.001) == 1 and top_t_count(100, 100) == 100
+
+
+def test_laplace_baseline_clip_and_sensitivity():
+    truth = np.zeros((64, 64))
+    out = laplace_baseline(truth, 2.0, np.random.default_rng(0), clip=True)
+    assert (out >= 0).all() and (out == 0).mean() == pytest.approx(0.5, abs=0.05)
+    raw = laplace_baseline(truth, 2.0, np.random.default_rng(0), clip=False, sensitivity=3.0)
+    # scale = sensitivity / eps = 1.5; KS false-alarm rate 1e-3
+    assert stats.kstest(raw.ravel(), "laplace", args=(0.0, 1.5)).pvalue > 1e-3
+
+
+# ------------------------------------------------------------------- spread
+def test_spread_rects_is_area_weighted_and_conserves_mass():
+    out = spread_rects(np.array([[0.5, 0.5, 2.0, 1.5]]), np.array([1.5]), 3)
+    expected = np.zeros((3, 3))
+    expected[0, 0], expected[0, 1], expected[1, 0], expected[1, 1] = 0.25, 0.5, 0.25, 0.5  # overlap areas x density 1
+    assert np.allclose(out, expected)
+    rng = np.random.default_rng(0)
+    lo = rng.uniform(0, 7, (200, 2))
+    rects = np.hstack([lo, lo + rng.uniform(0.01, 3, (200, 2))])
+    rects = np.clip(rects, 0, 8)
+    vals = rng.uniform(-1, 5, 200)
+    grid = spread_rects(rects, vals, 8)
+    assert grid.sum() == pytest.approx(vals.sum())
+
+
+# ------------------------------------------------------------------------ UG
+def test_ug_grid_size_formula(city):
+    data, dom = city
+    n = len(data)
+    for eps, cap in ((1.0, True), (0.01, True), (1.0, False), (4.0, True)):
+        rel = run_mech("ug", data, dom, eps, total="public", cap_to_grid=cap)
+        m = max(10, math.ceil(math.sqrt(n * eps / 10)))
+        assert rel.diagnostics["m_uncapped"] == m
+        assert rel.diagnostics["m"] == (min(m, dom.n) if cap else m)
+        assert ug_size(n, eps, 10, None) == m
+        # the noisy UG counts are all released, spread by area: mass is conserved
+        assert rel.density.sum() == pytest.approx(rel.extras["grid_counts"].sum())
+        assert rel.partition.shape == (rel.diagnostics["m"] ** 2, 4)
+
+
+def test_ug_cells_spread_over_output_cells(city):
+    data, dom = city
+    rel = run_mech("ug", data, dom, 0.05, total="public")  # m = 10 on a 64 grid: not aligned
+    m = rel.diagnostics["m"]
+    assert m == 10
+    g = rel.extras["grid_counts"]
+    # output cell fully inside UG cell (0, 0) gets that cell's count / (6.4^2)
+    assert rel.density[0, 0] == pytest.approx(g[0, 0] / (dom.n / m) ** 2)
+    # output cell 6 straddles UG cells 0 and 1 along x (edges 6.4): 0.4 and 0.6 of its area
+    assert rel.density[0, 6] == pytest.approx((0.4 * g[0, 0] + 0.6 * g[0, 1]) / (dom.n / m) ** 2)
+
+
+# ------------------------------------------------------------------------ AG
+@pytest.mark.parametrize("cap", [True, False])
+def test_ag_level_sizes(small_city, cap):
+    dom = small_city.public_domain(8)
+    data = small_city.in_domain(dom)
+    eps, alpha = 1.0, 0.5
+    rel = run_mech("ag", data, dom, eps, seed=2, total="public", cap_to_grid=cap)
+    n = len(data)
+    m1 = max(10, math.ceil(math.sqrt(n * eps / 10) / 4))
+    assert rel.diagnostics["m1"] == m1 == ag_level1_size(n, eps)
+    noisy1 = rel.extras["level1_noisy"]
+    m2 = np.maximum(np.ceil(np.sqrt(np.clip(noisy1, 0, None) * (1 - alpha) * eps / 5)), 1)
+    if cap:
+        m2 = np.minimum(m2, dom.n // m1)
+    assert np.array_equal(rel.extras["m2"], m2.astype(np.int64))
+    assert rel.diagnostics["second_level_cells"] == int((m2**2).sum())
+    assert rel.density.sum() == pytest.approx(rel.extras["level2_consistent"].sum())
+    assert rel.partition.shape[0] == int((m2**2).sum())
+
+
+def test_ag_constrained_inference_between_levels(city):
+    data, dom = city
+    alpha = 0.5
+    rel = run_mech("ag", data, dom, 1.0, seed=4, total="public", alpha=alpha)
+    m2 = rel.extras["m2"].ravel()
+    sizes = m2**2
+    owner = np.repeat(np.arange(m2.size), sizes)
+    v = rel.extras["level1_noisy"].ravel()
+    u = np.bincount(owner, weights=rel.extras["level2_noisy"], minlength=m2.size)
+    consistent = np.bincount(owner, weights=rel.extras["level2_consistent"], minlength=m2.size)
+    v_prime = (alpha**2 * sizes * v + (1 - alpha) ** 2 * u) / (alpha**2 * sizes + (1 - alpha) ** 2)
+    assert np.allclose(consistent, v_prime)
+    # the correction is shared equally by a cell's sub-cells
+    corr = rel.extras["level2_consistent"] - rel.extras["level2_noisy"]
+    assert np.allclose(corr, ((v_prime - u) / sizes)[owner])
+
+
+def test_ag_second_level_counts_are_true_counts_plus_laplace(city):
+    data, dom = city
+    eps = 1.0
+    rel = run_mech("ag", data, dom, eps, seed=9, total="public")
+    rects = rel.partition
+    x, y = data.xy[:, 0:1], data.xy[:, 1:2]
+    inside = (x >= rects[:, 0]) & (x < rects[:, 2]) & (y >= rects[:, 1]) & (y < rects[:, 3])
+    assert (inside.sum(axis=1) == 1).all()  # the sub-cells tile the domain
+    resid = rel.extras["level2_noisy"] - inside.sum(axis=0)
+    assert resid.size > 500
+    # KS against Laplace(0, 1/((1 - alpha) eps)); false-alarm rate 1e-3
+    assert stats.kstest(resid, "laplace", args=(0.0, 1 / (0.5 * eps))).pvalue > 1e-3
+
+
+# ------------------------------------------------------------------ PrivTree
+def _visited_and_split(leaves):
+    """Rebuild which nodes were visited and which were split, per depth."""
+    visited, split = [np.ones((1, 1), bool)], []
+    for d, leaf in enumerate(leaves):
+        s = visited[d] & ~leaf
+        split.append(s)
+        if d + 1 < len(leaves):
+            visited.append(s.repeat(2, 0).repeat(2, 1))
+    return visited, split
+
+
+def _split_prob(b, theta, lam):
+    """P[b + Lap(lam) > theta]."""
+    t = theta - b
+    return 0.5 * math.exp(-t / lam) if t >= 0 else 1 - 0.5 * math.exp(t / lam)
+
+
+def test_privtree_dense_corner_splits_empty_regions_rarely():
+    dom = Domain(0.0, 0.0, 1024.0, 5)
+    rng = np.random.default_rng(0)
+    data = make_ds(rng.uniform(0, 31.9, (5000, 2)))  # all in the south-west output cell
+    levels = pyramid(data.true_histogram(dom))
+    eps_tree = 50.0
+    lam, delta = privtree_params(eps_tree, 4)
+    assert lam == pytest.approx(7 / (3 * eps_tree)) and delta == pytest.approx(lam * math.log(4))
+    # end to end: the dense corner is split down to the finest level
+    rel = run_mech("privtree", data, dom, 2 * eps_tree, seed=1)
+    assert rel.extras["leaf_depth"][0, 0] == 5
+    assert rel.partition.shape[0] == rel.diagnostics["leaves"]
+    areas = (rel.partition[:, 2] - rel.partition[:, 0]) * (rel.partition[:, 3] - rel.partition[:, 1])
+    assert areas.sum() == pytest.approx(dom.side**2)  # leaves tile the domain
+    # empty nodes have b = theta - delta, so each splits with probability 1/(2 beta) = 1/8
+    empty_visits = empty_splits = 0
+    for s in range(300):
+        leaves = privtree_decompose(levels, lam, delta, 0.0, np.random.default_rng(s))
+        visited, split = _visited_and_split(leaves)
+        for d in range(1, 5):
+            empty = levels[d] == 0
+            empty_visits += int((visited[d] & empty).sum())
+            empty_splits += int((split[d] & empty).sum())
+        assert split[0][0, 0] and all(split[d][0, 0] for d in range(5))
+    # binomial test, false-alarm rate 1e-3
+    assert empty_visits > 3000
+    assert stats.binomtest(empty_splits, empty_visits, 1 / 8).pvalue > 1e-3
+    assert empty_splits / empty_visits < 0.2
+
+
+def test_privtree_depth_bias():
+    # one cluster of c = 30 points; delta = 10, theta = 0: b(v) = max(30 - 10 d, -10)
+    dom = Domain(0.0, 0.0, 64.0, 6)
+    data = make_ds(np.full((30, 2), 0.5))
+    levels = pyramid(data.true_histogram(dom))
+    delta = 10.0
+    lam = delta / math.log(4)
+    eps_tree = 7 / (3 * lam)
+    assert privtree_params(eps_tree, 4) == pytest.approx((lam, delta))
+    reached = np.zeros(6, int)
+    splits = np.zeros(6, int)
+    for s in range(3000):
+        leaves = privtree_decompose(levels, lam, delta, 0.0, np.random.default_rng(s))
+        visited, split = _visited_and_split(leaves)
+        for d in range(6):
+            if visited[d][0, 0]:
+                reached[d] += 1
+                splits[d] += int(split[d][0, 0])
+    for d in range(6):
+        p = _split_prob(max(30 - d * delta, -delta), 0.0, lam)
+        # per-depth binomial test at 1e-3 (6 tests: overall false-alarm rate < 6e-3)
+        assert stats.binomtest(int(splits[d]), int(reached[d]), p).pvalue > 1e-3, (d, splits[d], reached[d], p)
+    # without the depth bias depth 3 would split with probability 1 - 1/128; with it, 1/2
+    assert abs(splits[3] / reached[3] - 0.5) < 0.1
+
+
+@pytest.mark.parametrize("max_depth", [0, 4])
+def test_privtree_leaf_counts_and_budget(city, max_depth):
+    data, dom = city
+    rel = run_mech("privtree", data, dom, 1.0, seed=3, split_share=0.4, max_depth=max_depth)
+    assert rel.diagnostics["max_depth"] == (max_depth or dom.depth)
+    steps = {e.step: e for e in rel.ledger.entries}
+    assert steps["tree construction"].epsilon == pytest.approx(0.4)
+    assert steps["leaf counts"].epsilon == pytest.approx(0.6) and steps["leaf counts"].composition == "parallel"
+    # each leaf's released count is its true count + Laplace(1/eps_count), spread evenly over its cells
+    cells = np.rint((rel.partition - np.array([dom.x0, dom.y0, dom.x0, dom.y0])) / dom.cell).astype(int)
+    truth = data.true_histogram(dom)
+    resid, spread_ok = [], True
+    for x0, y0, x1, y1 in cells:
+        block = rel.density[y0:y1, x0:x1]
+        spread_ok &= bool(np.allclose(block, block[0, 0]))
+        resid.append(block.sum() - truth[y0:y1, x0:x1].sum())
+    assert spread_ok
+    assert len(resid) > 60
+    # KS against Laplace(0, 1/0.6); false-alarm rate 1e-3
+    assert stats.kstest(resid, "laplace", args=(0.0, 1 / 0.6)).pvalue > 1e-3
+
+
+# ---------------------------------------------------- constrained inference
+def _gls_leaves(noisy, var):
+    """Explicit weighted least squares over the leaves of a small quadtree."""
+    h = len(noisy) - 1
+    n = 1 << h
+    rows, ys, ws = [], [], []
+    for d in range(h + 1):
+        f = n >> d
+        for iy in range(1 << d):
+            for ix in range(1 << d):
+                r = np.zeros((n, n))
+                r[iy * f : (iy + 1) * f, ix * f : (ix + 1) * f] = 1
+                rows.append(r.ravel())
+                ys.append(noisy[d][iy, ix])
+                ws.append(1 / var[d])
+    a, y, w = np.array(rows), np.array(ys), np.array(ws)
+    return np.linalg.solve(a.T @ (w[:, None] * a), a.T @ (w * y)).reshape(n, n)
+
+
+@pytest.mark.parametrize("scheme", ["uniform", "geometric"])
+def test_constrained_inference_is_consistent_least_squares(scheme):
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 30, (8, 8)).astype(float)
+    eps = hierarchical_budget(4, 1.0, scheme)
+    var = 2 / eps**2
+    noisy = [g + rng.laplace(0, 1 / e, g.shape) for g, e in zip(pyramid(truth), eps)]
+    out = constrained_inference(noisy, var)
+    for d in range(3):  # parent = sum of its four children
+        assert np.allclose(out[d], out[d + 1].reshape(1 << d, 2, 1 << d, 2).sum(axis=(1, 3)))
+    assert np.allclose(out[3], _gls_leaves(noisy, var))
+    # Hay et al.'s closed form for equal variances (k = 4): z at height 2 = k/(k+1) y + 1/(k+1) S
+    if scheme == "uniform":
+        z1 = 4 / 5 * noisy[2] + 1 / 5 * noisy[3].reshape(4, 2, 4, 2).sum(axis=(1, 3))
+        # a two-level tree (one parent, four leaves): its root estimate is that z
+        two = constrained_inference([noisy[2][:1, :1], noisy[3][:2, :2]], var[2:])
+        assert two[0][0, 0] == pytest.approx(z1[0, 0])
+
+
+def test_constrained_inference_unbiased_and_lower_variance():
+    rng = np.random.default_rng(11)
+    truth = rng.integers(0, 20, (8, 8)).astype(float)
+    levels = pyramid(truth)
+    eps = hierarchical_budget(4, 1.0, "uniform")
+    var = 2 / eps**2
+    reps = 4000
+    ci = np.empty((reps, 8, 8))
+    raw = np.empty((reps, 8, 8))
+    for r in range(reps):
+        noisy = [g + rng.laplace(0, 1 / e, g.shape) for g, e in zip(levels, eps)]
+        ci[r] = constrained_inference(noisy, var)[3]
+        raw[r] = noisy[3]
+    for iy, ix in ((2, 3), (7, 0)):
+        err = ci[:, iy, ix] - truth[iy, ix]
+        z = err.mean() / (err.std(ddof=1) / math.sqrt(reps))
+        assert abs(z) < Z_CRIT  # unbiased; two-sided false-alarm rate 1e-3
+    ratio = ci.var(axis=0).sum() / raw.var(axis=0).sum()
+    assert ratio < 0.85  # about 0.79 in theory for a 4-level quadtree with equal budgets
+
+
+def test_hierarchical_mechanism_uses_consistency(city):
+    data, dom = city
+    on = run_mech("hierarchical", data, dom, 1.0, seed=6, height=4)
+    off = run_mech("hierarchical", data, dom, 1.0, seed=6, height=4, consistency=False)
+    assert np.array_equal(on.extras["raw_leaves"], off.extras["raw_leaves"])
+    f = dom.n >> 4
+    assert np.allclose(off.density, off.extras["raw_leaves"].repeat(f, 0).repeat(f, 1) / f**2)
+    assert not np.allclose(on.density, off.density)
+    assert on.diagnostics["levels"] == 5
+
+
+# ------------------------------------------------------------- integration
+def test_runs_through_the_job_runner():
+    from engine.jobs import RunConfig, run
+
+    for key in ("ag", "privtree"):
+        res = run(
+            RunConfig(dataset_options={"n": 5000, "seed": 1}, mechanism=key, epsilon=1.0, depth=6, seed=0),
+            use_cache=False,
+        )
+        assert res.release.ledger.total() <= 1.0
+        assert res.release.density.shape == (64, 64)
+        assert res.timings["mechanism_s"] >= 0
