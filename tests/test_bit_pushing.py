@@ -1,0 +1,337 @@
+"""Bit-pushing estimators (engine/bitpush.py): Cormode, Markov & Srinivas, EDBT 2024.
+
+Statistical tests use fixed seeds. z-tests use |z| < 4.5 (two-sided false-alarm
+rate 7e-6 per test); variance-ratio tests use a band of 5 standard errors of
+the sample variance (false-alarm rate < 1e-6)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine import bitpush as B
+from engine.errors import ParamError
+
+Z = 4.5
+
+
+def ages(n: int, rng: np.random.Generator) -> np.ndarray:
+    """An ages-like mixture (children, adults, elderly), integers 0..99."""
+    k = rng.choice(3, n, p=[0.25, 0.55, 0.20])
+    a = np.where(k == 0, rng.uniform(0, 18, n), np.where(k == 1, rng.normal(40, 12, n), rng.normal(70, 9, n)))
+    return np.clip(np.rint(a), 0, 99)
+
+
+# ------------------------------------------------------------------ encoding
+def test_encoding_linear_decomposition_unsigned_signed_fixed_point():
+    rng = np.random.default_rng(0)
+    for enc, lo, hi in (
+        (B.Encoding(10), 0, 1023),
+        (B.Encoding(8, 3), 0, 255 / 8),
+        (B.Encoding(12, 2, signed=True), -512, 511.75),
+    ):
+        v = rng.uniform(lo - 50, hi + 50, 5000)
+        codes, clipped = enc.encode(v)
+        x = enc.decode(codes)
+        # winsorised to the representable range, rounded to the fixed-point grid
+        assert x.min() >= enc.low and x.max() <= enc.high
+        assert enc.low == lo and enc.high == hi
+        np.testing.assert_array_equal(
+            clipped, (np.rint(v * enc.scale) < lo * enc.scale) | (v * enc.scale > hi * enc.scale + 0.5)
+        )
+        inside = ~clipped
+        assert np.abs(x[inside] - v[inside]).max() <= 0.5 / enc.scale + 1e-12
+        # Eq. 1: x = sum_j w_j x^(j), also in two's complement (sign bit weight -2^(b-1))
+        bits = np.stack([B.bit_of(codes, j) for j in range(enc.bits)], axis=1)
+        np.testing.assert_allclose(bits @ enc.weights, x, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(enc.decode_mean(bits.mean(axis=0)), x.mean(), rtol=1e-12)
+
+
+def test_encoding_rejects_bad_input():
+    with pytest.raises(ParamError, match="bit depth"):
+        B.Encoding(0)
+    with pytest.raises(ParamError, match="signed"):
+        B.Encoding(1, signed=True)
+    with pytest.raises(ParamError, match="finite"):
+        B.Encoding(8).encode([1.0, np.nan])
+
+
+# ------------------------------------------------------- sampling probabilities
+def test_probabilities_uniform_weighted_and_lemma33_optimal():
+    p = B.bit_probabilities(6, "weighted", alpha=1.0)
+    np.testing.assert_allclose(p, 2.0 ** np.arange(6) / 63)
+    np.testing.assert_allclose(B.bit_probabilities(5, "uniform"), 0.2)
+    m = np.array([0.5, 0.3, 0.9, 0.1, 0.45, 0.02])
+    popt = B.bit_probabilities(6, "optimal", bit_means=m)
+    beta = 4.0 ** np.arange(6) * m * (1 - m)
+    np.testing.assert_allclose(popt, np.sqrt(beta) / np.sqrt(beta).sum())
+    vopt = B.lemma31_variance(m, popt, 1000)
+    # Lemma 3.3: (sum sqrt beta)^2 / n, and no other distribution does better
+    assert vopt == pytest.approx(np.sqrt(beta).sum() ** 2 / 1000)
+    rng = np.random.default_rng(1)
+    for q in rng.dirichlet(np.ones(6), 200):
+        assert B.lemma31_variance(m, q, 1000) >= vopt * (1 - 1e-12)
+    with pytest.raises(ParamError, match="bit means"):
+        B.bit_probabilities(6, "optimal")
+
+
+def test_cap_inclusion_for_several_bits_per_client():
+    p = B.bit_probabilities(8, "weighted", alpha=1.0)
+    pi = B.cap_inclusion(p, 3)
+    assert pi.sum() == pytest.approx(3.0)
+    assert pi.max() <= 1.0 + 1e-12
+    assert pi[0, -1] == pytest.approx(1.0)  # the top bit is always asked
+
+
+# ------------------------------------------------------------- unbiasedness
+def _z(est, truth):
+    est = np.asarray(est)
+    return (est.mean() - truth) / (est.std(ddof=1) / math.sqrt(est.size))
+
+
+@pytest.mark.parametrize(
+    "assignment,b_send,eps",
+    [("central", 1, None), ("local", 1, None), ("central", 3, None), ("central", 1, 1.0), ("local", 2, 2.0)],
+)
+def test_basic_bitpushing_is_unbiased(assignment, b_send, eps):
+    # Lemma 3.1 (and Section 3.3 with randomized response): E[estimate] = the population mean
+    rng = np.random.default_rng(2)
+    x = ages(200, rng)  # small n, many repetitions: a 1/count bias would show (e.g. dividing by c_j + 1)
+    enc = B.Encoding(8)
+    p = B.bit_probabilities(8, "weighted", 0.5)
+    est = [B.bitpush(x, enc, p, rng, assignment=assignment, b_send=b_send, epsilon=eps).value for _ in range(1000)]
+    assert abs(_z(est, x.mean())) < Z
+
+
+def test_lemma31_variance_matches_empirical_variance():
+    # superpopulation view of the proof: each client's value is a fresh draw from a known law, so bit j's
+    # reports are Bernoulli(xbar^(j)); with n p_j integer, V = sum_j 4^j xbar(1 - xbar) / (n p_j) exactly.
+    rng = np.random.default_rng(3)
+    support = np.array([3, 17, 40, 66, 90, 120, 200, 255])
+    pmf = np.array([0.05, 0.1, 0.2, 0.25, 0.15, 0.1, 0.1, 0.05])
+    enc = B.Encoding(8)
+    bits = np.stack([B.bit_of(support.astype(np.uint64), j) for j in range(8)], axis=1)
+    xbar_j = pmf @ bits
+    mu = pmf @ support
+    n = 1600
+    p = np.array([1, 1, 2, 2, 3, 3, 4, 4]) / 20.0  # n p_j integers
+    est = np.array([B.bitpush(rng.choice(support, n, p=pmf), enc, p, rng).value for _ in range(2000)])
+    v = B.lemma31_variance(xbar_j, p, n)
+    band = 5 * math.sqrt(2 / (est.size - 1))
+    assert abs(est.var(ddof=1) / v - 1) < band
+    assert abs(_z(est, mu)) < Z
+    # Corollary 3.2: sending 2 bits at least halves it (bit correlations only reduce it further)
+    est2 = np.array([B.bitpush(rng.choice(support, n, p=pmf), enc, p, rng, b_send=2).value for _ in range(1000)])
+    v2 = B.lemma31_variance(xbar_j, B.cap_inclusion(p, 2)[0] / 2, n, b_send=2)
+    assert est2.var(ddof=1) < v2 * (1 + 5 * math.sqrt(2 / 999))
+    assert est2.var(ddof=1) < 0.7 * est.var(ddof=1)
+
+
+# ------------------------------------------------------- randomized response
+def test_randomized_response_unbiasing_and_variance():
+    rng = np.random.default_rng(4)
+    for eps in (0.5, 2.0):
+        for truth in (0, 1):
+            bits = np.full(200_000, truth, dtype=np.int8)
+            y = B.rr_unbias(B.randomized_response(bits, eps, rng), eps)
+            v = B.rr_variance(eps)  # e^eps / (e^eps - 1)^2, the paper's Section 3.3 formula
+            assert abs(y.mean() - truth) < Z * math.sqrt(v / y.size)
+            assert y.var() == pytest.approx(v, rel=5 * math.sqrt(2 / y.size) * 1.5)
+        # p = e^eps / (1 + e^eps) keeps a bit
+        kept = (B.randomized_response(np.zeros(200_000, np.int8), eps, rng) == 0).mean()
+        p = math.exp(eps) / (1 + math.exp(eps))
+        assert abs(kept - p) < Z * math.sqrt(p * (1 - p) / 200_000)
+
+
+# ------------------------------------------------------------ the server view
+def test_server_reads_at_most_b_send_bits_per_client_and_estimate_comes_from_the_log():
+    rng = np.random.default_rng(5)
+    x = ages(5000, rng)
+    groups = rng.integers(-1, 4, x.size)  # -1: never contacted (e.g. a suppressed region)
+    enc = B.Encoding(10)
+    runs = [
+        B.adaptive_bitpush(x, enc, rng, groups=groups, n_groups=4),
+        B.adaptive_bitpush(x, enc, rng, groups=groups, n_groups=4, assignment="local", epsilon=1.0, squash="top"),
+        B.bitpush(x, enc, B.bit_probabilities(10, "uniform"), rng, groups=groups, n_groups=4, b_send=3),
+        B.bitpush(x, enc, B.bit_probabilities(10, "uniform"), rng, assignment="local", b_send=4),
+    ]
+    for res in runs:
+        log = res.log
+        reads = log.reads_per_client(x.size)
+        assert reads.max() <= res.b_send  # at most b_send bits per client per value, across both rounds
+        assert log.distinct_pairs()
+        if res.n_clients.size == 4:
+            assert (groups[log.client] >= 0).all()  # excluded clients are never read
+            np.testing.assert_array_equal(log.group, groups[log.client])
+        # the reports are exactly the clients' bits (no DP) -- nothing else is read
+        if res.epsilon is None:
+            codes, _ = enc.encode(x)
+            np.testing.assert_array_equal(log.report, B.bit_of(codes[log.client], log.bit))
+        # the estimate is a function of the log alone
+        sums = B._aggregate(log, res.n_clients.size, enc.bits, res.epsilon, res.b_send)
+        m = np.where(res.squashed, 0.0, sums.means())
+        if res.rounds == 1:
+            np.testing.assert_allclose(enc.decode_mean(m), res.estimate, rtol=1e-12)
+    # central adaptive with b_send = 1: every contacted client answers exactly once
+    assert runs[0].log.reads_per_client(x.size)[groups >= 0].min() == 1
+
+
+def test_central_assignment_counts_are_quasi_monte_carlo():
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 256, 1000).astype(float)
+    p = B.bit_probabilities(8, "weighted", 0.7)
+    res = B.bitpush(x, B.Encoding(8), p, rng)
+    assert np.abs(res.counts[0] - 1000 * p).max() < 1.0  # exact up to rounding, not binomial
+    assert res.counts.sum() == 1000
+
+
+# ------------------------------------------------------------------ adaptive
+def test_adaptive_drops_constant_bits_and_is_exact_on_constant_data():
+    rng = np.random.default_rng(7)
+    res = B.adaptive_bitpush(np.full(3000, 700.0), B.Encoding(10), rng)
+    assert res.value == 700.0 and res.stderr[0] == 0.0
+    assert (res.probabilities[1] == 0).all()  # nothing left to learn: round 2 asks nothing
+    assert len(res.log) == res.info["round1_clients"][0]
+    x = ages(10_000, rng)
+    res = B.adaptive_bitpush(x, B.Encoding(16), rng)
+    assert (res.probabilities[1][0, 7:] == 0).all()  # ages < 128: bits 7.. are unused (Algorithm 2 line 6)
+    assert (res.probabilities[1][0, :7] > 0).all()
+    assert abs(res.value - x.mean()) < Z * res.stderr[0]
+
+
+def test_adaptive_is_insensitive_to_bit_depth_unlike_one_round_weighted():
+    # Figure 1c's shape, small: the adaptive error hardly moves from 8 to 32 bits
+    rng = np.random.default_rng(8)
+    x = ages(5000, rng)
+
+    def rmse(method, b, **kw):
+        e = [B.estimate_mean(x, B.Encoding(b), rng, method, **kw).value - x.mean() for _ in range(40)]
+        return math.sqrt(np.mean(np.square(e)))
+
+    a8, a32 = rmse("adaptive", 8), rmse("adaptive", 32)
+    w8, w32 = rmse("weighted", 8), rmse("weighted", 32)
+    assert a32 < 2.0 * a8
+    assert w32 > 5.0 * w8
+    assert rmse("adaptive", 8, caching=False) > 0.9 * a8  # pooling both rounds does not hurt
+
+
+def test_adaptive_small_cohorts_are_not_biased():
+    # with few round-1 reports a bit whose reports agree is kept in round 2 (see round1_floor)
+    rng = np.random.default_rng(9)
+    x = ages(150, rng)
+    est = [B.adaptive_bitpush(x, B.Encoding(10), rng).value for _ in range(400)]
+    assert abs(_z(est, x.mean())) < Z
+
+
+def test_signed_values():
+    rng = np.random.default_rng(10)
+    x = rng.normal(-3.0, 20.0, 4000)
+    enc = B.Encoding(10, 1, signed=True)
+    truth = enc.decode(enc.encode(x)[0]).mean()
+    est = [B.adaptive_bitpush(x, enc, rng).value for _ in range(100)]
+    assert abs(_z(est, truth)) < Z
+    assert abs(np.mean(est) - truth) < 1.0
+
+
+# --------------------------------------------------------------- squashing
+def test_bit_squashing_removes_noise_bits_under_ldp():
+    rng = np.random.default_rng(11)
+    x = ages(60_000, rng)
+    enc = B.Encoding(24)
+    res = B.adaptive_bitpush(x, enc, rng, epsilon=2.0, squash="top", squash_threshold=0.1)
+    assert res.squashed[0, 7:].all() and not res.squashed[0, :7].any()
+    assert (res.probabilities[1][0, 7:] == 0).all()
+    plain = B.adaptive_bitpush(x, enc, rng, epsilon=2.0)
+    assert abs(res.value - x.mean()) < 5.0 < abs(plain.value - x.mean())
+    # "each": a bit below the threshold is squashed even under a used bit
+    m = np.array([[0.5, 0.02, 0.5, 0.01, 0.0]])
+    np.testing.assert_array_equal(B._squash(m, 0.05, "each")[0], [0, 1, 0, 1, 1])
+    np.testing.assert_array_equal(B._squash(m, 0.05, "top")[0], [0, 0, 0, 1, 1])
+    with pytest.raises(ParamError, match="unsigned"):
+        B.adaptive_bitpush(x, B.Encoding(10, signed=True), rng, epsilon=1.0, squash="top")
+
+
+# ----------------------------------------------------- variance (Lemma 3.5)
+def test_variance_estimation_centered_beats_moments_when_mean_dominates():
+    rng = np.random.default_rng(12)
+    x = np.clip(np.rint(rng.normal(800, 20, 20_000)), 0, 1023)
+    enc = B.Encoding(10)
+    err = {}
+    for how in ("centered", "moments"):
+        e = []
+        for _ in range(10):
+            out = B.estimate_variance(x, enc, rng, how=how)
+            assert out["log"].max_reads_per_client() == 1  # one bit of one derived value per client
+            e.append(out["variance"] - x.var())
+        err[how] = math.sqrt(np.mean(np.square(e))) / x.var()
+    assert err["centered"] < 0.15
+    assert err["centered"] < err["moments"] / 3  # Lemma 3.5: (sigma^2 + xbar^2/n)^2/n vs (sigma^2 + xbar^2)^2/n
+
+
+# --------------------------------------------------------------- baselines
+@pytest.mark.parametrize("method", B.BASELINES)
+def test_baselines_are_unbiased(method):
+    rng = np.random.default_rng(13)
+    x = ages(3000, rng)
+    est = [B.baseline_mean(x, method, 0.0, 127.0, rng, 1.0).estimate[0] for _ in range(200)]
+    assert abs(_z(est, x.mean())) < Z
+
+
+def test_baseline_details():
+    rng = np.random.default_rng(14)
+    x = rng.uniform(0, 1, 100_000)
+    # subtractive dithering without DP: the error is uniform on [-1/2, 1/2] (variance 1/12)
+    r = B.baseline_mean(x, "dithering", 0.0, 1.0, rng)
+    assert (r.per_client - x).var() == pytest.approx(1 / 12, rel=0.03)
+    assert r.log.aux is not None and r.log.max_reads_per_client() == 1
+    # piecewise: output within [-C, C]
+    eps = 1.0
+    C = (math.exp(eps / 2) + 1) / (math.exp(eps / 2) - 1)
+    t = B._piecewise(np.linspace(-1, 1, 50_000), eps, rng)
+    assert t.min() >= -C and t.max() <= C
+    # Duchi's one-bit mechanism and randomized rounding + RR have the same variance
+    vd = B.baseline_mean(x, "duchi", 0.0, 1.0, rng, eps).per_client.var()
+    vr = B.baseline_mean(x, "rounding", 0.0, 1.0, rng, eps).per_client.var()
+    assert vd == pytest.approx(vr, rel=0.03)
+    with pytest.raises(ParamError, match="needs epsilon"):
+        B.baseline_mean(x, "piecewise", 0.0, 1.0, rng)
+    with pytest.raises(ParamError, match="low < high"):
+        B.baseline_mean(x, "laplace", 1.0, 1.0, rng, 1.0)
+
+
+# ------------------------------------------------------------ errors, seeds
+def test_bad_parameters_raise_clear_errors():
+    rng = np.random.default_rng(15)
+    x = np.arange(100.0)
+    with pytest.raises(ParamError, match="bits sent per client"):
+        B.bitpush(x, B.Encoding(8), None, rng, b_send=9)
+    with pytest.raises(ParamError, match="delta"):
+        B.adaptive_bitpush(x, B.Encoding(8), rng, delta=1.0)
+    with pytest.raises(ParamError, match="epsilon"):
+        B.adaptive_bitpush(x, B.Encoding(8), rng, epsilon=-1)
+    with pytest.raises(ParamError, match="assignment"):
+        B.adaptive_bitpush(x, B.Encoding(8), rng, assignment="both")
+    with pytest.raises(ParamError, match="Generator"):
+        B.adaptive_bitpush(x, B.Encoding(8), None)
+
+
+def test_deterministic_given_the_seed():
+    x = ages(2000, np.random.default_rng(0))
+    a = B.adaptive_bitpush(x, B.Encoding(10), np.random.default_rng(42), epsilon=1.0, squash="top")
+    b = B.adaptive_bitpush(x, B.Encoding(10), np.random.default_rng(42), epsilon=1.0, squash="top")
+    assert a.value == b.value
+    np.testing.assert_array_equal(a.log.report, b.log.report)
+
+
+def test_group_without_clients_has_no_estimate():
+    rng = np.random.default_rng(16)
+    x = ages(400, rng)
+    g = np.where(np.arange(400) < 300, 0, -1)  # group 1 has nobody, the last 100 clients are excluded
+    for res in (
+        B.adaptive_bitpush(x, B.Encoding(8), rng, groups=g, n_groups=2),
+        B.bitpush(x, B.Encoding(8), None, rng, groups=g, n_groups=2),
+    ):
+        assert np.isfinite(res.estimate[0]) and np.isnan(res.estimate[1]) and np.isnan(res.stderr[1])
+        assert res.log.client.max() < 300

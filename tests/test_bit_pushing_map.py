@@ -1,0 +1,183 @@
+"""The "attribute mean by region" family (engine/mechanisms/bit_pushing.py).
+
+Statistical checks use fixed seeds; the z-score bound 4.5 has a two-sided
+false-alarm rate of 7e-6 per region."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from engine.errors import EngineError, ParamError
+from engine.grid import Domain
+from engine.jobs import RunConfig, run
+from engine.mechanisms import RunContext, get
+from engine.mechanisms.bit_pushing import (
+    BitPushRegionMean,
+    assign_regions,
+    grid_rects,
+    paint_regions,
+    region_mean_release,
+)
+
+KEYS = ("bitpush_mean", "bitpush_mean_ldp", "ldp_mean_baseline")
+EXTRAS = ("region_true_mean", "region_private_mean", "region_stderr", "region_count", "suppressed", "region_rects")
+
+
+def _run(ds, mech, eps=1.0, seed=0, depth=6, **params):
+    cfg = RunConfig(dataset="synthetic:polycentric", mechanism=mech, params=params, epsilon=eps, depth=depth, seed=seed)
+    return run(cfg, use_cache=False, dataset=ds)
+
+
+# ------------------------------------------------------------------ regions
+def test_grid_rects_match_the_domain_cells():
+    dom = Domain(100.0, -50.0, 1024.0, 5)
+    rects = grid_rects(dom, 3)
+    assert rects.shape == (64, 4)
+    rng = np.random.default_rng(0)
+    xy = rng.uniform([100, -50], [1124, 974], (5000, 2))
+    ids = assign_regions(xy, rects)
+    ix, iy = dom.with_depth(3).cell_index(xy)
+    np.testing.assert_array_equal(ids, iy * 8 + ix)  # region id = iy * 2^k + ix, iy = 0 the south row
+    with pytest.raises(ParamError, match="region level"):
+        grid_rects(dom, 6)
+
+
+def test_assign_regions_half_open_first_wins_and_outside():
+    rects = np.array([[0, 0, 10, 10], [5, 5, 20, 20], [30, 30, 40, 40]], dtype=float)
+    xy = np.array([[0, 0], [10, 10], [7, 7], [9.999, 3], [25, 25], [39.99, 30], [40, 40], [-1, 5]], dtype=float)
+    np.testing.assert_array_equal(assign_regions(xy, rects), [0, 1, 0, 0, -1, 2, -1, -1])
+    with pytest.raises(ParamError, match="x1 > x0"):
+        assign_regions(xy, [[0, 0, 0, 1]])
+    dom = Domain(0.0, 0.0, 40.0, 2)  # cells of 10 m
+    grid = paint_regions(dom, rects, [1.0, 2.0, np.nan], fill=0.0)
+    assert grid.shape == (4, 4) and np.isfinite(grid).all()
+    assert grid[0, 0] == 1.0 and grid[1, 1] == 2.0 and grid[3, 3] == 0.0 and grid[0, 3] == 0.0
+
+
+# --------------------------------------------------------------- mechanisms
+def test_mechanisms_are_registered_with_complete_schemas():
+    for key in KEYS:
+        cls = get(key)
+        assert cls.needs == ("value",)
+        d = cls.describe()
+        assert "Cormode" in d["paper"] and d["doc"] and "Section" in d["doc"]
+        for p in cls.params:
+            assert p.help, f"{key}.{p.name} has no help text"
+            if p.kind in ("int", "float"):
+                assert p.min is not None and p.max is not None, f"{key}.{p.name} has no range"
+    assert get("bitpush_mean").uses_epsilon is False and get("bitpush_mean").family == "none"
+    assert get("bitpush_mean_ldp").family == "local"
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_release_carries_what_the_attributes_page_needs(small_city, key):
+    params = {"region_level": 2, "min_cohort": 400}
+    res = _run(small_city, key, **params)
+    rel = res.release
+    ex = rel.extras
+    k = 16
+    for name in EXTRAS:
+        assert name in ex
+    assert ex["region_rects"].shape == (k, 4)
+    for name in ("region_true_mean", "region_private_mean", "region_stderr", "region_count", "suppressed"):
+        assert ex[name].shape == (k,)
+    sup = ex["suppressed"]
+    np.testing.assert_array_equal(sup, ex["region_count"] < 400)
+    assert sup.any() and not sup.all()  # the fixture city has sparse corners
+    assert np.isnan(ex["region_private_mean"][sup]).all() and np.isfinite(ex["region_private_mean"][~sup]).all()
+    assert (ex["region_stderr"][~sup] > 0).all()
+    # density: finite, the private mean on the region's cells, 0 where suppressed
+    assert rel.density.shape == (64, 64) and np.isfinite(rel.density).all()
+    cells = rel.density.reshape(4, 16, 4, 16)
+    for rid in range(k):
+        iy, ix = divmod(rid, 4)
+        want = 0.0 if sup[rid] else ex["region_private_mean"][rid]
+        assert np.allclose(cells[iy, :, ix, :], want)
+    # server view: at most one bit per client, and no client of a suppressed region was asked
+    reads = ex["server_reads"]
+    assert np.bincount(reads["user"]).max() <= 1
+    assert not sup[reads["region"]].any()
+    assert rel.diagnostics["max_reports_per_client"] == 1
+    assert rel.server_view.kind == "per_user"
+    pts, w = rel.server_view.candidates(np.array([0]))[0]
+    assert pts.shape[1] == 2 and w.sum() == pytest.approx(1.0)
+    # diagnostics: per-region and overall NRMSE
+    d = rel.diagnostics
+    assert len(d["nrmse_per_region"]) == k and d["nrmse_overall"] > 0
+    assert all(v is None for v, s in zip(d["nrmse_per_region"], sup) if s)
+    # ledger
+    if key == "bitpush_mean":
+        assert rel.ledger.total() == 0.0 and rel.ledger.entries == []
+    else:
+        assert rel.ledger.total() == pytest.approx(1.0)
+    assert rel.ledger.side_information  # region membership / counts are public
+
+
+def test_no_dp_regional_means_agree_with_truth_within_their_stderr(small_city):
+    rel = _run(small_city, "bitpush_mean", region_level=2, min_cohort=200, seed=3).release
+    ex = rel.extras
+    ok = ~ex["suppressed"]
+    z = (ex["region_private_mean"][ok] - ex["region_true_mean"][ok]) / ex["region_stderr"][ok]
+    assert ok.sum() >= 8
+    assert np.abs(z).max() < 4.5
+    assert rel.diagnostics["nrmse_overall"] < 0.1  # ages ~40, thousands of clients per region
+
+
+def test_ldp_more_noise_than_no_dp_and_b_send(small_city):
+    a = _run(small_city, "bitpush_mean", region_level=1, min_cohort=10).release
+    b = _run(small_city, "bitpush_mean_ldp", eps=0.5, region_level=1, min_cohort=10).release
+    assert np.nanmean(b.extras["region_stderr"]) > 2 * np.nanmean(a.extras["region_stderr"])
+    c = _run(small_city, "bitpush_mean", region_level=1, min_cohort=10, b_send=3, method="weighted").release
+    assert np.bincount(c.extras["server_reads"]["user"]).max() == 3
+    assert c.communication.bits_per_client == 3.0
+    with pytest.raises(ParamError, match="bits per client"):
+        _run(small_city, "bitpush_mean", region_level=1, bits=4, b_send=5)
+
+
+def test_custom_partition_users_with_several_rows_and_missing_values(small_city):
+    rng = np.random.default_rng(1)
+    n = len(small_city)
+    users = rng.integers(0, n // 3, n)  # ~3 rows per user
+    vals = small_city.value.copy()
+    vals[:50] = np.nan
+    ds = replace(small_city, user_id=users, value=vals)
+    dom = ds.public_domain(5)
+    x0, y0, x1, y1 = dom.bounds
+    xm = (x0 + x1) / 2
+    rects = np.array([[x0, y0, xm, y1], [xm, y0, x1, (y0 + y1) / 2]])  # the north-east quarter is in no region
+    ctx = RunContext(rng=np.random.default_rng(2))
+    params = BitPushRegionMean.schema().resolve({"min_cohort": 5})
+    rel = region_mean_release(ds, dom, rects, None, params, ctx)
+    reads = rel.extras["server_reads"]
+    assert np.bincount(reads["user"]).max() == 1  # one value per user, one bit per value
+    d = rel.diagnostics
+    assert d["clients_outside_regions"] > 0
+    assert d["values_missing_dropped"] <= 50
+    assert not rel.extras["suppressed"].any()
+    assert rel.extras["region_count"].sum() == d["clients_used"]
+    assert rel.partition.shape == (2, 4)
+    # every user's candidates are its region's rectangle
+    u = reads["user"][0]
+    pts, _ = rel.server_view.candidates(np.array([u]))[0]
+    r = rects[reads["region"][0]]
+    assert (pts[:, 0] >= r[0]).all() and (pts[:, 0] <= r[2]).all()
+
+
+def test_errors(small_city):
+    with pytest.raises(EngineError, match="value"):
+        _run(replace(small_city, value=None), "bitpush_mean")
+    with pytest.raises(ParamError, match="region level"):
+        _run(small_city, "bitpush_mean", depth=3, region_level=4)
+    with pytest.raises(EngineError, match="minimum cohort"):
+        _run(small_city, "bitpush_mean", region_level=3, min_cohort=1_000_000)
+    with pytest.raises(ParamError):
+        _run(small_city, "bitpush_mean_ldp", squash_threshold=0.9)
+
+
+def test_deterministic(small_city):
+    a = _run(small_city, "bitpush_mean_ldp", seed=7, region_level=2).release
+    b = _run(small_city, "bitpush_mean_ldp", seed=7, region_level=2).release
+    np.testing.assert_array_equal(a.density, b.density)
