@@ -461,6 +461,36 @@ EXTRA_METRICS = {
 }
 
 
+def _attribute_metrics(release, data, domain, rng) -> dict:
+    """Scores of a regional attribute-mean release: map distances between a mean
+    and a location histogram would be meaningless, so report the regional NRMSE
+    (RMSE over unsuppressed regions / |population mean|, from the release's
+    diagnostics), the population-mean NRMSE, the suppressed share, the cost, and
+    the privacy distance of the locations the server learns (e.g. the region)."""
+    d = release.diagnostics
+
+    def num(key):
+        v = d.get(key)
+        return float(v) if v is not None and np.isfinite(v) else float("nan")
+
+    out = {
+        "nrmse_regions": num("nrmse_overall"),
+        "nrmse_population_mean": num("population_mean_nrmse"),
+        "comm_elements_per_client": float(release.communication.elements_per_client),
+    }
+    sup = release.extras.get("suppressed")
+    if sup is not None and np.size(sup):
+        out["suppressed_share"] = float(np.mean(np.asarray(sup, dtype=bool)))
+    if release.communication.bits_per_client is not None:
+        out["comm_bits_per_client"] = float(release.communication.bits_per_client)
+    pdist = privacy_distance(release, data, domain, rng, PRIVACY_MAX_USERS)
+    out["privacy_distance_m"] = pdist["mean_m"]
+    out["privacy_baseline_m"] = pdist["baseline_m"]
+    out["privacy_ratio"] = pdist["ratio"]
+    out.update(_aggregate_nrmse(release))
+    return out
+
+
 def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=()) -> dict:
     """The default metric dict of every run (all floats; NaN when not applicable).
 
@@ -485,6 +515,8 @@ def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=()) -> d
     unknown = [e for e in extra if e not in EXTRA_METRICS]
     if unknown:
         raise ParamError(f"unknown metric(s) {', '.join(unknown)}; known extras: {', '.join(EXTRA_METRICS)}")
+    if getattr(release, "quantity", "counts") == "attribute_mean":
+        return _attribute_metrics(release, data, domain, rng)
     t, p = _pair(truth, dens)  # normalised once; the metric functions are idempotent on these
     out: dict = {
         "mse": mse(t, p),

@@ -181,3 +181,24 @@ def test_deterministic(small_city):
     a = _run(small_city, "bitpush_mean_ldp", seed=7, region_level=2).release
     b = _run(small_city, "bitpush_mean_ldp", seed=7, region_level=2).release
     np.testing.assert_array_equal(a.density, b.density)
+
+
+def test_runs_are_scored_by_regional_nrmse_not_map_distances():
+    from engine.jobs import RunConfig, run
+
+    res = run(
+        RunConfig(
+            dataset="synthetic:monocentric",
+            dataset_options={"n": 20_000, "seed": 2},
+            mechanism="bitpush_mean",
+            depth=6,
+            seed=0,
+        ),
+        use_cache=False,
+    )
+    m = res.metrics
+    assert "mse" not in m and "emd_m" not in m
+    assert m["nrmse_regions"] == res.release.diagnostics["nrmse_overall"]
+    assert 0 <= m["nrmse_regions"] < 0.5
+    # the server learns each user's region: better than no information, not exact
+    assert 0 < m["privacy_distance_m"] < m["privacy_baseline_m"]

@@ -97,6 +97,10 @@ class Release:
 
     ``density`` is the estimated count per cell of the run's domain grid
     (``grid[iy, ix]``), possibly unnormalised or negative; metrics normalise it.
+    ``quantity`` says what ``density`` holds: ``"counts"`` (a location heatmap,
+    the default) or ``"attribute_mean"`` (a regional mean of the dataset's
+    ``value`` painted per cell; the attribute-mean family), which the metrics
+    score by regional NRMSE instead of map distances.
     ``partition`` lists adaptive cells as rectangles in metres ``(k, 4)``.
     ``range_answerer`` answers rectangles from a model (e.g. SNH); without one,
     ranges are answered from ``density`` with the uniformity assumption.
@@ -111,6 +115,7 @@ class Release:
     range_answerer: Callable[[np.ndarray], np.ndarray] | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)  # mechanism-specific arrays
+    quantity: str = "counts"  # or "attribute_mean"
 
     def answer_range(self, rects: np.ndarray) -> np.ndarray:
         rects = np.atleast_2d(np.asarray(rects, dtype=np.float64))

@@ -461,6 +461,7 @@ def region_mean_release(
         partition=rects,
         diagnostics=diagnostics,
         extras=extras,
+        quantity="attribute_mean",
     )
 
 
