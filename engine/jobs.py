@@ -92,7 +92,7 @@ class RunConfig:
 class RunResult:
     config: RunConfig
     release: Any  # mechanisms.Release
-    truth: np.ndarray  # true counts on the same grid
+    truth: np.ndarray  # true map on the same grid, each user weighing 1 in total
     metrics: dict[str, float]
     timings: dict[str, float]
     n_users: int
@@ -220,7 +220,9 @@ def run(
     if progress:
         progress(0.92, "computing metrics")
     t2 = time.perf_counter()
-    truth = ds.true_histogram(domain)
+    # Each person counts once: a user's locations share weight 1, matching the
+    # user-level privacy unit; identical to location counts without user ids.
+    truth = ds.true_histogram(domain, per_user_normalised=True)
     metrics = M.evaluate(
         truth,
         release,

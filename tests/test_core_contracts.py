@@ -124,3 +124,12 @@ def test_summary_is_json(tmp_path):
 
 def test_engine_error_is_user_facing():
     assert issubclass(ParamError, EngineError)
+
+
+def test_truth_counts_each_user_once():
+    r = run(
+        small_config(dataset_options={"n": 6000, "seed": 1, "locations_per_user": 3}, n_users=500),
+        use_cache=False,
+    )
+    assert r.n_users == 500 and r.n_points == 1500
+    assert np.isclose(r.truth.sum(), 500)
