@@ -7,9 +7,12 @@ implementation (two-sided z at |z| < 3.29 or a p-value threshold of 1e-3).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from engine.data.dataset import Dataset, DatasetMeta
@@ -18,7 +21,9 @@ from engine.grid import Domain, pyramid
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.central import (
     CENTRAL_KEYS,
+    PRIVACY_UNIT,
     ag_level1_size,
+    bound_contributions,
     constrained_inference,
     hierarchical_budget,
     laplace_baseline,
@@ -32,15 +37,36 @@ from engine.mechanisms.central import (
 Z_CRIT = 3.29  # two-sided normal quantile for a 1e-3 false-alarm rate
 
 
-def make_ds(xy, weight=None) -> Dataset:
+def make_ds(xy, weight=None, user_id=None) -> Dataset:
     xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    return Dataset(xy=xy, lonlat=np.zeros_like(xy), crs="", meta=DatasetMeta(name="test", source="test"), weight=weight)
+    return Dataset(
+        xy=xy,
+        lonlat=np.zeros_like(xy),
+        crs="",
+        meta=DatasetMeta(name="test", source="test"),
+        weight=None if weight is None else np.asarray(weight, dtype=np.float64),
+        user_id=None if user_id is None else np.asarray(user_id, dtype=np.int64),
+    )
 
 
-def run_mech(key, data, domain, eps, seed=0, **params):
+class _ZeroNoise:
+    """A noise source that adds nothing: runs through it expose the histogram fed to the noise."""
+
+    def laplace(self, scale, size=None):
+        return 0.0 if size is None else np.zeros(size)
+
+
+class NoiselessContext(RunContext):
+    @property
+    def noise(self):
+        return _ZeroNoise()
+
+
+def run_mech(key, data, domain, eps, seed=0, noiseless=False, **params):
     cls = get(key)
     p = cls.schema().resolve(params)
-    return cls().run(data, domain, eps, p, RunContext(rng=np.random.default_rng(seed)))
+    ctx = (NoiselessContext if noiseless else RunContext)(rng=np.random.default_rng(seed))
+    return cls().run(data, domain, eps, p, ctx)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +95,9 @@ def test_ledger_totals_exactly_epsilon(city, key, params, eps):
     assert total == pytest.approx(eps, rel=1e-12)
     assert rel.density.shape == (dom.n, dom.n)
     assert np.isfinite(rel.density).all()
-    assert rel.diagnostics["privacy_unit"].startswith("one location")
+    # default unit: user; without user ids each location is its own user (said so)
+    assert rel.diagnostics["unit"] == "user"
+    assert rel.diagnostics["privacy_unit"].startswith("one user") and "no user ids" in rel.diagnostics["privacy_unit"]
 
 
 def test_uniform_with_public_total_spends_nothing_and_declares_it(city):
@@ -438,3 +466,229 @@ def test_runs_through_the_job_runner():
         assert res.release.ledger.total() <= 1.0
         assert res.release.density.shape == (64, 64)
         assert res.timings["mechanism_s"] >= 0
+
+
+# ------------------------------------------------------ unit of privacy: user
+@pytest.fixture(scope="module")
+def multi():
+    """A synthetic city whose users have 5 locations each (user ids present)."""
+    from engine.data.synthetic import generate
+
+    ds = generate("polycentric", n=10_000, seed=5, locations_per_user=5)
+    assert ds.user_id is not None and ds.n_users == 2_000
+    return ds, ds.public_domain(6)
+
+
+def _users_inside(ds, dom) -> int:
+    return int(np.unique(ds.user_id[dom.inside(ds.xy)]).size)
+
+
+def test_user_weighting_gives_every_user_mass_one(multi):
+    ds, dom = multi
+    b = bound_contributions(ds, dom, "user")
+    assert b.unit == "user" and b.method == "weight"
+    inv, u = b.data.user_index()
+    per_user = np.bincount(inv, weights=b.data.weight, minlength=u)
+    assert u == _users_inside(ds, dom)
+    assert np.allclose(per_user, 1.0, rtol=0, atol=1e-12)
+    # the bounded histogram is the dataset's own per-user normalised histogram (inside the domain)
+    expect = ds.in_domain(dom).true_histogram(dom, per_user_normalised=True)
+    assert np.allclose(b.data.true_histogram(dom), expect, rtol=0, atol=1e-9)
+    assert b.data.true_histogram(dom).sum() == pytest.approx(u)
+
+
+def test_identity_noiseless_input_is_the_per_user_normalised_histogram(multi):
+    ds, dom = multi
+    rel = run_mech("identity", ds, dom, 1.0, noiseless=True)
+    expect = ds.in_domain(dom).true_histogram(dom, per_user_normalised=True)
+    assert np.allclose(rel.density, expect, rtol=0, atol=1e-9)
+    assert rel.density.sum() == pytest.approx(_users_inside(ds, dom))
+    rec = run_mech("identity", ds, dom, 1.0, noiseless=True, unit="record")
+    assert np.array_equal(rec.density, ds.true_histogram(dom))  # plain location counts
+    assert np.allclose(rel.density * 5, rec.density)  # every user here has k = 5 locations: weights 1/5
+    # users with 1..5 locations: each user's locations weighted 1/k, not a common rescaling
+    keep = np.random.default_rng(0).random(len(ds)) > 0.4
+    varied = ds.subset(np.flatnonzero(keep))
+    k = np.bincount(varied.user_index()[0])
+    assert k.min() < k.max()
+    rel_v = run_mech("identity", varied, dom, 1.0, noiseless=True)
+    expect_v = varied.true_histogram(dom, per_user_normalised=True)
+    assert np.allclose(rel_v.density, expect_v, rtol=0, atol=1e-9)
+    assert rel_v.density.sum() == pytest.approx(_users_inside(varied, dom))
+    rec_v = varied.true_histogram(dom)
+    assert not np.allclose(rel_v.density / rel_v.density.sum(), rec_v / rec_v.sum())
+
+
+@pytest.mark.parametrize("key", CENTRAL_KEYS)
+@pytest.mark.parametrize("unit", ["user", "record"])
+def test_noiseless_total_mass_is_users_or_locations(multi, key, unit):
+    ds, dom = multi
+    params = {"top_t": 100.0} if key == "identity_topt" else {}  # keep every cell
+    rel = run_mech(key, ds, dom, 1.0, noiseless=True, unit=unit, **params)
+    expect = _users_inside(ds, dom) if unit == "user" else int(dom.inside(ds.xy).sum())
+    assert expect in (2_000, 10_000)  # the fixture's city lies inside its public domain
+    assert rel.density.sum() == pytest.approx(expect, rel=1e-9)
+    if key == "hierarchical":  # noiseless + consistency returns the bounded histogram itself
+        ident = run_mech("identity", ds, dom, 1.0, noiseless=True, unit=unit)
+        assert np.allclose(rel.density, ident.density, rtol=0, atol=1e-6)
+
+
+def test_privtree_uses_exactly_one_location_per_user(multi):
+    ds, dom = multi
+    b = bound_contributions(ds, dom, "user", rng=np.random.default_rng(1), method="sample")
+    assert b.method == "sample" and b.data.weight is None
+    assert len(b.data) == _users_inside(ds, dom)
+    assert np.unique(b.data.user_id).size == len(b.data)  # one per user
+    rows = {(int(u), float(x), float(y)) for u, (x, y) in zip(ds.user_id, ds.xy)}
+    assert all((int(u), float(x), float(y)) in rows for u, (x, y) in zip(b.data.user_id, b.data.xy))
+    # the whole pipeline: noiseless PrivTree leaf counts total one per user
+    rel = run_mech("privtree", ds, dom, 1.0, noiseless=True)
+    assert rel.density.sum() == pytest.approx(len(b.data))
+    assert "one location per user" in rel.diagnostics["contribution_bounding"]
+    assert all("one location per user" in e.note for e in rel.ledger.entries)
+    # a different stream samples different locations
+    b2 = bound_contributions(ds, dom, "user", rng=np.random.default_rng(2), method="sample")
+    assert not np.array_equal(b.data.xy, b2.data.xy)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_privtree_sampling_law(weighted):
+    # 3000 users, each with 5 locations at x = 5, 15, ..., 45 (location j identified by x);
+    # the chosen j is uniform, or proportional to weight (1, 2, 3, 4, 0)
+    n_users, k = 3000, 5
+    j = np.tile(np.arange(k), n_users)
+    xy = np.column_stack([10.0 * j + 5.0, np.repeat(np.arange(n_users) % 60 + 0.5, k)])
+    w = np.tile([1.0, 2.0, 3.0, 4.0, 0.0], n_users) if weighted else None
+    ds = make_ds(xy, weight=w, user_id=np.repeat(np.arange(n_users), k))
+    b = bound_contributions(ds, Domain(0.0, 0.0, 64.0, 6), "user", rng=np.random.default_rng(3), method="sample")
+    assert len(b.data) == n_users and np.unique(b.data.user_id).size == n_users
+    obs = np.bincount(((b.data.xy[:, 0] - 5.0) / 10.0).astype(int), minlength=k)
+    p = np.array([1, 2, 3, 4, 0]) / 10.0 if weighted else np.full(k, 1 / k)
+    assert obs[p == 0].sum() == 0  # zero-weight locations are never chosen
+    # chi-square goodness of fit, false-alarm rate 1e-3
+    assert stats.chisquare(obs[p > 0], n_users * p[p > 0]).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("key", CENTRAL_KEYS)
+def test_record_unit_ignores_user_ids(multi, key):
+    # unit = record is the behaviour from before the unit parameter: user ids play no part
+    ds, dom = multi
+    a = run_mech(key, ds, dom, 0.8, seed=4, unit="record")
+    b = run_mech(key, replace(ds, user_id=None), dom, 0.8, seed=4, unit="record")
+    assert np.array_equal(a.density, b.density)
+    assert a.diagnostics["privacy_unit"] == PRIVACY_UNIT and "k*epsilon" in PRIVACY_UNIT
+    assert a.diagnostics["unit"] == "record"
+    assert all("unit: record" in e.note and "k*eps" in e.note for e in a.ledger.entries)
+    u = run_mech(key, ds, dom, 0.8, seed=4)
+    assert not np.allclose(u.density, a.density)  # and the default (user) differs on multi-location data
+
+
+def test_record_unit_counts_are_plain_counts(multi):
+    ds, dom = multi
+    rel = run_mech("ug", ds, dom, 1.0, unit="record", total="public")
+    n = int(dom.inside(ds.xy).sum())
+    assert rel.diagnostics["m_uncapped"] == max(10, math.ceil(math.sqrt(n * 1.0 / 10)))
+    assert any("number of locations" in s for s in rel.ledger.side_information)
+    usr = run_mech("ug", ds, dom, 1.0, total="public")
+    u = _users_inside(ds, dom)
+    assert usr.diagnostics["m_uncapped"] == max(10, math.ceil(math.sqrt(u * 1.0 / 10)))  # N counts users
+    assert any("number of users" in s for s in usr.ledger.side_information)
+
+
+@pytest.mark.parametrize("key", CENTRAL_KEYS)
+def test_without_user_ids_both_units_release_the_same(city, key):
+    data, dom = city
+    assert data.user_id is None
+    a = run_mech(key, data, dom, 0.6, seed=11, unit="user")
+    b = run_mech(key, data, dom, 0.6, seed=11, unit="record")
+    assert np.array_equal(a.density, b.density)
+    assert [(e.step, e.epsilon) for e in a.ledger.entries] == [(e.step, e.epsilon) for e in b.ledger.entries]
+    strip = ("unit", "privacy_unit", "contribution_bounding")
+    assert {k: v for k, v in a.diagnostics.items() if k not in strip} == {
+        k: v for k, v in b.diagnostics.items() if k not in strip
+    }
+
+
+def test_without_user_ids_weights_are_clipped_to_one_under_user():
+    dom = Domain(0.0, 0.0, 64.0, 3)
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 64, (300, 2))
+    small = rng.uniform(0, 1, 300)
+    # weights <= 1: identical; weights above 1 are clipped under user, kept under record
+    a = run_mech("hierarchical", make_ds(xy, small), dom, 1.0, seed=2, unit="user")
+    b = run_mech("hierarchical", make_ds(xy, small), dom, 1.0, seed=2, unit="record")
+    assert np.array_equal(a.density, b.density)
+    big = small * 3
+    u = run_mech("identity", make_ds(xy, big), dom, 1.0, noiseless=True, unit="user")
+    r = run_mech("identity", make_ds(xy, big), dom, 1.0, noiseless=True, unit="record")
+    assert np.allclose(u.density, make_ds(xy, np.minimum(big, 1)).true_histogram(dom))
+    assert np.allclose(r.density, make_ds(xy, big).true_histogram(dom))
+    assert "clipped" in u.diagnostics["contribution_bounding"]
+
+
+def test_zero_weight_users_contribute_nothing_and_no_nan():
+    dom = Domain(0.0, 0.0, 64.0, 3)
+    xy = [[1, 1], [9, 9], [20, 20], [40, 40], [50, 5]]
+    ds = make_ds(xy, weight=[0.0, 0.0, 1.0, 3.0, 2.0], user_id=[0, 0, 1, 1, 2])
+    rel = run_mech("identity", ds, dom, 1.0, noiseless=True)
+    assert np.isfinite(rel.density).all()
+    assert rel.density.sum() == pytest.approx(2.0)  # users 1 and 2; user 0 has total weight 0
+    assert rel.density[5, 5] == pytest.approx(0.75) and rel.density[2, 2] == pytest.approx(0.25)
+
+
+def test_bad_unit_is_a_param_error(multi):
+    ds, dom = multi
+    with pytest.raises(ParamError):
+        bound_contributions(ds, dom, "device")
+    with pytest.raises(ParamError):
+        run_mech("identity", ds, dom, 1.0, unit="device")
+
+
+@pytest.mark.parametrize("key", CENTRAL_KEYS)
+@pytest.mark.parametrize("unit", ["user", "record"])
+def test_ledgers_total_epsilon_on_multi_location_data(multi, key, unit):
+    ds, dom = multi
+    eps = 0.1 + 0.2
+    rel = run_mech(key, ds, dom, eps, seed=1, unit=unit)
+    assert rel.ledger.total() <= eps and rel.ledger.total() == pytest.approx(eps, rel=1e-12)
+    assert rel.ledger.side_information == []
+    assert rel.diagnostics["unit"] == unit and rel.diagnostics["contribution_bounding"]
+    assert rel.diagnostics["privacy_unit"].startswith("one user" if unit == "user" else "one location record")
+    assert rel.ledger.entries and all(f"unit: {unit}" in e.note for e in rel.ledger.entries)
+    assert get(key).schema().resolve({})["unit"] == "user"  # user-level is the default
+
+
+_coord = st.floats(-8.0, 72.0)  # the domain is [0, 64)^2: some locations fall outside
+
+
+@given(
+    existing=st.lists(st.tuples(st.integers(0, 6), _coord, _coord), max_size=30),
+    new=st.lists(st.tuples(_coord, _coord), min_size=1, max_size=60),
+    weighted=st.booleans(),
+    data=st.data(),
+)
+@settings(max_examples=60, deadline=None)
+def test_adding_one_user_moves_identity_input_by_at_most_one(existing, new, weighted, data):
+    """The sensitivity claim: one user, however many locations, changes the histogram
+    fed to the noise (and every coarser quadtree level) by at most 1 in L1 under
+    unit = user, and by its whole weight inside the domain under unit = record."""
+    dom = Domain(0.0, 0.0, 64.0, 3)
+    uid = [u for u, _, _ in existing] + [99] * len(new)
+    xy = np.array([(x, y) for _, x, y in existing] + list(new), dtype=np.float64).reshape(-1, 2)
+    w = None
+    if weighted:
+        w = np.array(data.draw(st.lists(st.floats(0.0, 5.0), min_size=len(uid), max_size=len(uid))))
+    before = make_ds(xy[: len(existing)], None if w is None else w[: len(existing)], uid[: len(existing)])
+    after = make_ds(xy, w, uid)
+    inside_new = dom.inside(xy[len(existing) :])
+    new_w = np.ones(len(new)) if w is None else w[len(existing) :]
+    mass_inside = float(new_w[inside_new].sum())
+    for unit in ("user", "record"):
+        h0 = run_mech("identity", before, dom, 1.0, noiseless=True, unit=unit).density
+        h1 = run_mech("identity", after, dom, 1.0, noiseless=True, unit=unit).density
+        diffs = [np.abs(a - b).sum() for a, b in zip(pyramid(h1), pyramid(h0))]
+        if unit == "user":
+            assert max(diffs) <= 1.0 + 1e-9
+            assert diffs[-1] == pytest.approx(1.0 if mass_inside > 0 else 0.0, abs=1e-9)
+        else:
+            assert diffs[-1] == pytest.approx(mass_inside, abs=1e-9)

@@ -133,3 +133,19 @@ def test_truth_counts_each_user_once():
     )
     assert r.n_users == 500 and r.n_points == 1500
     assert np.isclose(r.truth.sum(), 500)
+
+
+def test_per_user_histogram_with_zero_weight_user():
+    from engine.data.synthetic import generate
+    from engine.grid import Domain
+
+    ds = generate("monocentric", 40, 0)
+    uid = np.repeat(np.arange(20), 2)
+    w = np.ones(40)
+    w[:2] = 0.0  # user 0 has zero total weight
+    from dataclasses import replace
+
+    ds = replace(ds, user_id=uid, weight=w)
+    dom = Domain.around(*ds.xy.min(0), *ds.xy.max(0), 3)
+    h = ds.true_histogram(dom, per_user_normalised=True)
+    assert np.isfinite(h).all() and np.isclose(h.sum(), 19)

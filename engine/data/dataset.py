@@ -119,7 +119,12 @@ class Dataset:
         if per_user_normalised and self.user_id is not None:
             inv, u = self.user_index()
             counts = np.bincount(inv, minlength=u).astype(np.float64)
-            w = 1.0 / counts[inv] if w is None else w / np.bincount(inv, weights=w, minlength=u)[inv]
+            if w is None:
+                w = 1.0 / counts[inv]
+            else:
+                tot = np.bincount(inv, weights=w, minlength=u)[inv]
+                # a user whose weights sum to zero contributes nothing (not NaN)
+                w = np.divide(w, tot, out=np.zeros_like(w), where=tot > 0)
         xy = self.xy[inside]
         return domain.histogram(xy, None if w is None else w[inside])
 

@@ -10,11 +10,49 @@ mechanism is measured against.
   VLDB 2010; geometric budget of Cormode et al., ICDE 2012).
 
 Common threat model: a trusted curator sees every location in the clear and
-publishes only the release; the adversary sees the release. The unit of privacy
-is one location record: every count query has sensitivity 1. A user with k
-locations is protected at k*epsilon (group privacy); with weights, counts are sums
-of weights and a record of weight w is protected at w*epsilon. This is said in
-every release's diagnostics.
+publishes only the release; the adversary sees the release.
+
+Unit of privacy: the ``unit`` parameter of every mechanism here (said in every
+release's diagnostics and ledger notes).
+
+* ``unit = "user"`` (default): user-level epsilon-DP, neighbouring datasets differ
+  by all the locations of one user (add/remove). Each user's contribution is
+  bounded once, by :func:`bound_contributions`, before anything is counted:
+
+  - *weighting* (identity, identity_topt, uniform, ug, ag, hierarchical): each of
+    a user's k locations inside the (public) domain counts 1/k; with location
+    weights, w_j / (sum of the user's weights), and a user whose weights sum to 0
+    contributes nothing (this is ``Dataset.true_histogram(per_user_normalised=True)``
+    on the in-domain data). Every count vector these mechanisms noise is the
+    per-cell sum of these masses over a partition of the domain (the output grid,
+    a UG grid, an AG level, a quadtree level, the whole domain), so one user moves
+    each such vector by at most sum_j 1/k = 1 in L1: the sensitivity-1 Laplace
+    scales and the compositions of the record-level proofs carry over unchanged
+    (hierarchical: per level; AG: the second-level partition is post-processing
+    of the noisy first level, so it is fixed when the second level is noised).
+  - *sampling* (privtree): PrivTree's proof is about one record moving the counts
+    along one root-to-leaf path (the depth bias makes the loss decay along that
+    path); a 1/k-weighted user touches up to k paths and we have no proof for
+    that. So each user contributes ONE location, drawn with ``ctx.rng`` uniformly
+    among its locations inside the domain (with weights: proportionally to weight),
+    counted 1. A user's draw depends on that user's locations only and is
+    independent of the others', so (coupling the other users' draws) the samples
+    of neighbouring datasets differ by at most one record of count 1, and PrivTree's
+    record-level guarantee on the sample is user-level on the data.
+  - Without user ids every location is its own user and ``user`` = ``record``
+    (identical releases at the same seed); location weights are then clipped to
+    [0, 1] under ``user`` (a weight above 1 would count one user more than once),
+    as the sparse-EMD and federated mechanisms do.
+
+  Released values are then in units of users (a cell estimates the sum over users
+  of the fraction of their locations in it), as for the sparse-EMD and federated
+  releases. No cap on locations per user is offered: after 1/k weighting the
+  sensitivity is already 1, so keeping only m locations (each 1/m) would only
+  discard data.
+* ``unit = "record"``: one location record; every count has sensitivity 1, a
+  user with k locations is protected at k*epsilon only (group privacy); counts are
+  sums of weights and a record of weight w is protected at w*epsilon. This was the
+  only behaviour before the ``unit`` parameter and is reproduced exactly.
 
 Outputs are estimated counts on the run's domain grid (``grid[iy, ix]``). Mechanisms
 whose cells do not coincide with the output cells (UG, AG) spread each cell's count
@@ -33,6 +71,7 @@ from memory and should be checked against the papers.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,7 +86,162 @@ PRIVACY_UNIT = (
     "one location record; a user with k locations is protected at k*epsilon (group privacy), "
     "a record of weight w at w*epsilon"
 )
+PRIVACY_UNIT_USER = "one user (all of a user's locations together): user-level epsilon-DP"
+UNITS = ("user", "record")
 MAX_GRID_CELLS = 16_000_000  # refuse UG/AG grids that would not fit in memory
+
+UNIT_PARAM = Param(
+    "unit",
+    "choice",
+    "user",
+    "unit of privacy: 'user' protects all of a person's locations together (user-level epsilon-DP; each user's "
+    "contribution is bounded to 1, see the docstring); 'record' protects one location, so a user with k "
+    "locations is protected only at k*epsilon. Identical when the dataset has no user ids",
+    choices=UNITS,
+    label="unit of privacy",
+)
+
+
+# ===================================================== contribution bounding
+@dataclass(frozen=True)
+class Bounded:
+    """The data a mechanism counts after contribution bounding, and how it was bounded.
+
+    ``data``'s plain record-level counts (sums of ``data.weight``, 1 when None) are the
+    bounded contributions; it keeps ``user_id`` so the bounding can be checked."""
+
+    data: object  # engine.data.dataset.Dataset
+    unit: str
+    method: str  # "weight" (1/k per location), "sample" (one location per user), "per_row", "none"
+    bounding: str  # what was done, for diagnostics
+    privacy_unit: str
+    total_name: str  # what the total of the counts is, for notes
+
+    @property
+    def short(self) -> str:
+        """One phrase for ledger notes."""
+        return {
+            "weight": "unit: user (each user's locations weighted to total 1, 1/k each unweighted; L1 <= 1 per user)",
+            "sample": "unit: user (one location per user, sampled)",
+            "per_row": "unit: user (no user ids: each location is one user)",
+            "none": "unit: record (a user with k locations is protected at k*eps)",
+        }[self.method]
+
+    def diagnostics(self) -> dict:
+        return {"unit": self.unit, "privacy_unit": self.privacy_unit, "contribution_bounding": self.bounding}
+
+
+def _lean(d, idx, weight=None, keep_weight: bool = False):
+    """The rows ``idx`` (None = all) with only what counting needs: locations, user ids and
+    the contribution ``weight`` (or ``d``'s own weights with ``keep_weight``)."""
+
+    def take(a):
+        return a if a is None or idx is None else a[idx]
+
+    return replace(
+        d,
+        xy=take(d.xy),
+        lonlat=take(d.lonlat),
+        user_id=take(d.user_id),
+        weight=take(d.weight) if keep_weight else weight,
+        value=None,
+        flag=None,
+    )
+
+
+def bound_contributions(data, domain: Domain, unit: str = "user", rng=None, method: str = "weight") -> Bounded:
+    """Bound each user's contribution for the given unit of privacy (see the module docstring).
+
+    ``unit="record"``: ``data`` unchanged (every location counts its weight, 1 by default).
+    ``unit="user"``, data with ``user_id``, restricted to the (public) domain:
+
+    * ``method="weight"``: each of a user's k locations weighted 1/k (with weights:
+      w_j / the user's total weight; users with total weight 0 dropped), so every
+      user's masses sum to exactly 1; the histogram equals
+      ``data.in_domain(domain).true_histogram(domain, per_user_normalised=True)``.
+    * ``method="sample"``: one location per user, drawn with ``rng`` (a numpy Generator)
+      uniformly among the user's locations (proportionally to weight when weighted),
+      with count 1; one exponential draw per location (the minimum of Exp(1)/w_j wins
+      with probability w_j / sum w).
+
+    ``unit="user"`` without ``user_id``: each location is its own user (no draws);
+    weights clipped to [0, 1] so no user counts more than 1.
+    """
+    if unit not in UNITS:
+        raise ParamError(f"unknown unit of privacy {unit!r} (user or record)")
+    if method not in ("weight", "sample"):
+        raise ParamError(f"unknown contribution bounding {method!r} (weight or sample)")
+    if unit == "record":
+        what = "its weight" if data.weight is not None else "1"
+        return Bounded(
+            data,
+            "record",
+            "none",
+            f"none: every location counts {what} (record-level)",
+            PRIVACY_UNIT,
+            "number of locations" if data.weight is None else "total weight of the locations",
+        )
+    if data.user_id is None:
+        clip = data.weight is not None
+        return Bounded(
+            data if not clip else replace(data, weight=np.clip(data.weight.astype(np.float64), 0.0, 1.0)),
+            "user",
+            "per_row",
+            "none needed: the dataset has no user ids, each location is its own user"
+            + ("; location weights clipped to [0, 1]" if clip else ""),
+            PRIVACY_UNIT_USER + " (here one user = one location: the dataset has no user ids)",
+            "number of locations (each its own user)" if not clip else "total clipped weight (each location a user)",
+        )
+    # only the domain is released; normalising inside it keeps each user's mass at 1
+    inside = domain.inside(data.xy)
+    d = data if inside.all() else _lean(data, np.flatnonzero(inside), keep_weight=True)
+    inv, u = d.user_index()
+    base = np.ones(len(d)) if d.weight is None else d.weight.astype(np.float64)
+    weighted = d.weight is not None
+    if method == "weight":
+        tot = np.bincount(inv, weights=base, minlength=u)
+        w = np.divide(base, tot[inv], out=np.zeros(len(d)), where=tot[inv] > 0)
+        keep = np.flatnonzero(w > 0) if weighted and not (w > 0).all() else None
+        out = _lean(d, keep, w if keep is None else w[keep])
+        how = (
+            "each user's locations inside the domain weighted w_j / (the user's total weight)"
+            if weighted
+            else "each of a user's k locations inside the domain weighted 1/k"
+        )
+        return Bounded(
+            out,
+            "user",
+            "weight",
+            how + ": every user's masses sum to 1, so each count vector has L1 sensitivity 1 per user",
+            PRIVACY_UNIT_USER,
+            "number of users (each user's locations weighted to total 1)",
+        )
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("sampling one location per user needs a numpy Generator")
+    # exponential race: per user, the location with the smallest Exp(1)/w_j wins (uniform when unweighted);
+    # each user's choice depends on its own locations and draws only
+    e = rng.exponential(size=len(d))
+    key = np.divide(e, base, out=np.full(len(d), np.inf), where=base > 0)
+    order = np.argsort(inv, kind="stable")  # rows grouped by user (every user 0..u-1 has a row)
+    counts = np.bincount(inv, minlength=u)
+    starts = np.cumsum(counts) - counts
+    ks = key[order]
+    pos = np.flatnonzero(ks == np.repeat(np.minimum.reduceat(ks, starts), counts))
+    grp = inv[order[pos]]
+    first = np.ones(pos.size, dtype=bool)
+    first[1:] = grp[1:] != grp[:-1]
+    chosen = order[pos[first]]
+    chosen = np.sort(chosen[np.isfinite(key[chosen])])  # a user whose weights are all 0 contributes nothing
+    out = _lean(d, chosen, None)
+    how = "proportionally to weight" if weighted else "uniformly"
+    return Bounded(
+        out,
+        "user",
+        "sample",
+        f"one location per user, drawn {how} among the user's locations inside the domain (ctx.rng), count 1",
+        PRIVACY_UNIT_USER,
+        "number of users",
+    )
 
 
 # ============================================================== shared helpers
@@ -79,15 +273,17 @@ def _split(eps: float, frac: float) -> tuple[float, float]:
 
 
 def _communication() -> Communication:
-    return Communication(2.0, 128.0, note="each user sends its location (2 coordinates, 64-bit) to the trusted curator")
+    return Communication(
+        2.0, 128.0, note="each user sends its location(s) (2 coordinates, 64-bit, per location) to the trusted curator"
+    )
 
 
 def _server_view(what: str):
     return aggregate_view(f"The curator sees every location in the clear; the public sees only {what}.")
 
 
-def _base_diagnostics(eps: float) -> dict:
-    return {"privacy_unit": PRIVACY_UNIT, "epsilon": float(eps)}
+def _base_diagnostics(eps: float, bounded: Bounded) -> dict:
+    return {**bounded.diagnostics(), "epsilon": float(eps)}
 
 
 def _points(data, domain: Domain) -> tuple[np.ndarray, np.ndarray | None]:
@@ -183,18 +379,21 @@ def spread_rects(rects: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _total_count(xy_count: float, eps: float, params: dict, ledger: Ledger, noise: NoiseSource) -> tuple[float, float]:
+def _total_count(
+    xy_count: float, eps: float, params: dict, ledger: Ledger, noise: NoiseSource, bounded: Bounded
+) -> tuple[float, float]:
     """The total N used to size a grid: public side information, or a noisy count
-    bought with rho*epsilon. Returns (N used, epsilon left for the rest)."""
+    bought with rho*epsilon (sensitivity 1 for either unit, see the module docstring).
+    Returns (N used, epsilon left for the rest)."""
     if params["total"] == "public":
         ledger.note_side_information(
-            "the true number of locations N (used to choose the grid size; DPComp's convention, not epsilon-DP)"
+            f"the true {bounded.total_name} N (used to choose the grid size; DPComp's convention, not epsilon-DP)"
         )
         return float(xy_count), eps
     rho = float(params["rho"])
     eps_n, eps_rest = _split(eps, rho)
     n_hat = float(xy_count + noise.laplace(1.0 / eps_n))
-    ledger.spend("total count N", eps_n, note=f"Laplace(1/({rho:g} eps)) on the number of locations")
+    ledger.spend("total count N", eps_n, note=f"Laplace(1/({rho:g} eps)) on the {bounded.total_name}; {bounded.short}")
     return max(n_hat, 0.0), eps_rest
 
 
@@ -266,25 +465,30 @@ class Identity(Mechanism):
     percentage; the paper used 0.01% and 0.001%).
 
     Threat model: a trusted curator sees every location and publishes the noisy
-    histogram. Guarantee: epsilon-DP (central); the histogram has L1 sensitivity 1
-    (one location changes one cell by 1), so one Laplace(1/epsilon) draw per cell
+    histogram. Guarantee: epsilon-DP (central) for the chosen ``unit``; the
+    histogram has L1 sensitivity 1, so one Laplace(1/epsilon) draw per cell
     composes in parallel. Clipping and thresholding are post-processing.
 
-    Departures: the unit of privacy is one location (Ghazi et al. protect a user's
-    normalised distribution; use :func:`laplace_baseline` on a per-user normalised
-    histogram for that). Top-t keeps ceil(t% of the cells), at least one cell (the
-    paper does not say how t% of a cell count is rounded).
+    Unit of privacy (see the module docstring): ``user`` (default) counts each of a
+    user's k locations 1/k, so the histogram is the sum of the users' normalised
+    distributions and one user changes it by at most 1 in L1: user-level epsilon-DP,
+    which is Ghazi et al.'s unit (each user's distribution normalised). ``record``:
+    plain location counts, a user with k locations protected at k*epsilon.
+
+    Departures: top-t keeps ceil(t% of the cells), at least one cell (the paper does
+    not say how t% of a cell count is rounded).
     """
 
     key = "identity"
     label = "Identity (Laplace per cell)"
     family = "central"
-    guarantee = "epsilon-DP (central)"
+    guarantee = "user-level epsilon-DP (central); record-level with unit = record"
     threat_model = "A trusted curator sees all locations; the public sees the noisy histogram."
     summary = "Add Laplace noise of scale 1/epsilon to every cell's count."
     paper = "Dwork et al. 2006; DPBench (Hay et al. 2016); top-t variant: Ghazi et al. 2023"
     equations = "Laplace mechanism (Dwork et al. 2006, Prop. 1); Ghazi et al. 2023 Section 4 (baselines)"
     params = (
+        UNIT_PARAM,
         Param("clip_negatives", "bool", False, "set negative noisy counts to zero (post-processing)"),
         Param(
             "top_t",
@@ -299,12 +503,15 @@ class Identity(Mechanism):
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
-        truth = data.true_histogram(domain)
+        bounded = bound_contributions(data, domain, params["unit"])
+        truth = bounded.data.true_histogram(domain)
         top_t = float(params["top_t"]) or None
         noisy = laplace_baseline(truth, eps, ctx.noise, clip=bool(params["clip_negatives"]), top_t=top_t)
         ledger = Ledger()
-        ledger.spend("cell counts", eps, composition="parallel", group="cells", note="Laplace(1/eps) per cell")
-        diag = _base_diagnostics(eps)
+        ledger.spend(
+            "cell counts", eps, composition="parallel", group="cells", note=f"Laplace(1/eps) per cell; {bounded.short}"
+        )
+        diag = _base_diagnostics(eps, bounded)
         diag.update(
             {
                 "noise_scale": 1.0 / eps,
@@ -331,7 +538,8 @@ class IdentityTopT(Identity):
     then only the top t% noisy cells kept (default t = 0.01%, the paper's choice at
     256x256; 0.001% is the other value it reports).
 
-    Same threat model, guarantee and departures as ``identity`` (thresholding is
+    Same threat model, guarantee, unit of privacy (``user`` by default: Ghazi et al.'s
+    per-user normalised histogram) and departures as ``identity`` (thresholding is
     post-processing); a separate key so comparisons can show both baselines side by side.
     """
 
@@ -339,6 +547,7 @@ class IdentityTopT(Identity):
     label = "Identity + top-t% threshold (Ghazi et al. baseline)"
     summary = "Laplace noise per cell, then keep only the top t% cells and zero the rest."
     params = (
+        UNIT_PARAM,
         Param("clip_negatives", "bool", True, "set negative noisy counts to zero (post-processing)"),
         Param(
             "top_t",
@@ -365,31 +574,36 @@ class Uniform(Mechanism):
     ``total = public`` the true total is side information (declared in the ledger),
     no budget is spent, and the release is not private with respect to N.
 
+    Unit of privacy: ``user`` (default) counts each of a user's k locations 1/k, so
+    the total is the number of users and one user moves it by at most 1 (user-level);
+    ``record``: the number of locations (a user with k locations at k*epsilon).
+
     Departures: a negative noisy total is set to zero (post-processing).
     """
 
     key = "uniform"
     label = "Uniform (total spread evenly)"
     family = "central"
-    guarantee = "epsilon-DP (central) on the total; none if the total is public"
+    guarantee = "user-level epsilon-DP (central) on the total (record-level with unit = record); none if public"
     threat_model = "A trusted curator sees all locations; the public sees one number (the total)."
     summary = "Estimate only the total and assume locations are spread evenly."
     paper = "DPBench (Hay et al. 2016)"
     equations = "DPBench data-independent baseline (Uniform)"
-    params = (TOTAL_PARAMS[0],)
+    params = (UNIT_PARAM, TOTAL_PARAMS[0])
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
-        n_true = float(data.true_histogram(domain).sum())
+        bounded = bound_contributions(data, domain, params["unit"])
+        n_true = float(bounded.data.true_histogram(domain).sum())
         ledger = Ledger()
         if params["total"] == "public":
-            ledger.note_side_information("the true number of locations N (spread evenly; no budget spent)")
+            ledger.note_side_information(f"the true {bounded.total_name} N (spread evenly; no budget spent)")
             n_used = n_true
         else:
             n_used = max(float(n_true + ctx.noise.laplace(1.0 / eps)), 0.0)
-            ledger.spend("total count N", eps, note="Laplace(1/eps) on the number of locations")
+            ledger.spend("total count N", eps, note=f"Laplace(1/eps) on the {bounded.total_name}; {bounded.short}")
         cells = domain.n * domain.n
-        diag = _base_diagnostics(eps)
+        diag = _base_diagnostics(eps, bounded)
         diag.update({"total_used": n_used, "total": params["total"]})
         return Release(
             density=np.full((domain.n, domain.n), n_used / cells),
@@ -423,32 +637,46 @@ class UniformGrid(Mechanism):
     with ``total = public`` N is side information (declared in the ledger; the
     paper, like DPComp, assumes N known).
 
+    Unit of privacy: ``user`` (default) weights each of a user's k locations 1/k, so
+    N is the number of users and one user moves N and the grid's count vector by at
+    most 1 in L1 each (user-level epsilon-DP); ``record``: location counts, a user
+    with k locations protected at k*epsilon.
+
     Departures: m is rounded up (the paper leaves the rounding open). With
     ``cap_to_grid`` (default) m is capped at the output resolution 2^L, since cells
     finer than the released map only add noise (DPBench's grids are likewise built
-    over the domain histogram); the cap is a public quantity.
+    over the domain histogram); the cap is a public quantity. Under ``user`` N counts
+    users, not locations, in Guideline 1 (it is the total the noise competes with).
     """
 
     key = "ug"
     label = "UG (uniform grid, Qardaji et al.)"
     family = "central"
-    guarantee = "epsilon-DP (central) with a noisy total; N as side information otherwise"
+    guarantee = (
+        "user-level epsilon-DP (central; record-level with unit = record) with a noisy total; "
+        "N as side information otherwise"
+    )
     threat_model = "A trusted curator sees all locations; the public sees the noisy grid counts."
     summary = "Choose a grid size from N and epsilon, add Laplace noise to each grid cell."
     paper = "Qardaji, Yang, Li. Differentially private grids for geospatial data. ICDE 2013"
     equations = "Section III, Guideline 1: m = sqrt(N eps / c), c = 10"
-    params = TOTAL_PARAMS + (
-        Param("c", "float", 10.0, "constant c of Guideline 1", min=0.1, max=1000.0, log=True),
-        Param("cap_to_grid", "bool", True, "cap the grid size at the output resolution"),
+    params = (
+        (UNIT_PARAM,)
+        + TOTAL_PARAMS
+        + (
+            Param("c", "float", 10.0, "constant c of Guideline 1", min=0.1, max=1000.0, log=True),
+            Param("cap_to_grid", "bool", True, "cap the grid size at the output resolution"),
+        )
     )
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
         noise = ctx.noise
-        xy, w = _points(data, domain)
+        bounded = bound_contributions(data, domain, params["unit"])
+        xy, w = _points(bounded.data, domain)
         n_true = float(len(xy) if w is None else w.sum())
         ledger = Ledger()
-        n_used, eps_cells = _total_count(n_true, eps, params, ledger, noise)
+        n_used, eps_cells = _total_count(n_true, eps, params, ledger, noise, bounded)
         n = domain.n
         m = ug_size(n_used, eps_cells, float(params["c"]), n if params["cap_to_grid"] else None)
         if m * m > MAX_GRID_CELLS:
@@ -457,12 +685,16 @@ class UniformGrid(Mechanism):
         counts = _bin_square(xy, w, domain, m)
         noisy = counts + noise.laplace(1.0 / eps_cells, counts.shape)
         ledger.spend(
-            "grid cell counts", eps_cells, composition="parallel", group="ug cells", note="Laplace(1/eps) per UG cell"
+            "grid cell counts",
+            eps_cells,
+            composition="parallel",
+            group="ug cells",
+            note=f"Laplace(1/eps) per UG cell; {bounded.short}",
         )
         ctx.check_cancelled()
         rects = _grid_rects(m, n)
         density = spread_rects(rects, noisy.ravel(), n)
-        diag = _base_diagnostics(eps)
+        diag = _base_diagnostics(eps, bounded)
         diag.update(
             {
                 "m": int(m),
@@ -524,34 +756,52 @@ class AdaptiveGrid(Mechanism):
     post-processing of the noisy first level). With ``total = public`` N is side
     information (declared).
 
+    Unit of privacy: ``user`` (default) weights each of a user's k locations 1/k:
+    one user moves N, the first-level vector and the second-level vector by at most 1
+    in L1 each (the second-level partition is chosen from the noisy first level,
+    i.e. fixed by post-processing before the second level is noised), so the same
+    scales give user-level epsilon-DP; ``record``: location counts, a user with k
+    locations protected at k*epsilon.
+
     Departures: when N' <= 0 the cell is not split (m2 = 1; the paper's formula is
     undefined there). With ``cap_to_grid`` (default) m1 <= 2^L and m1*m2 <= 2^L so
-    sub-cells are no finer than output cells (see ``ug``).
+    sub-cells are no finer than output cells (see ``ug``). Under ``user`` N and N'
+    count users (user mass), not locations.
     """
 
     key = "ag"
     label = "AG (adaptive grid, Qardaji et al.)"
     family = "central"
-    guarantee = "epsilon-DP (central) with a noisy total; N as side information otherwise"
+    guarantee = (
+        "user-level epsilon-DP (central; record-level with unit = record) with a noisy total; "
+        "N as side information otherwise"
+    )
     threat_model = "A trusted curator sees all locations; the public sees the two levels of noisy grid counts."
     summary = "A coarse noisy grid, then each cell split according to its noisy count, made consistent."
     paper = "Qardaji, Yang, Li. Differentially private grids for geospatial data. ICDE 2013"
     equations = "Section IV: m1 = max(10, sqrt(N eps/c)/4), m2 = sqrt(N'(1-alpha) eps/c2), constrained inference"
-    params = TOTAL_PARAMS + (
-        Param("alpha", "float", 0.5, "fraction of the grid budget spent on the first level", min=0.05, max=0.95),
-        Param("c", "float", 10.0, "constant c of the first level", min=0.1, max=1000.0, log=True),
-        Param("c2", "float", 5.0, "constant c2 of the second level (c/2 in the paper)", min=0.1, max=1000.0, log=True),
-        Param("cap_to_grid", "bool", True, "cap grid sizes so cells are no finer than the output cells"),
+    params = (
+        (UNIT_PARAM,)
+        + TOTAL_PARAMS
+        + (
+            Param("alpha", "float", 0.5, "fraction of the grid budget spent on the first level", min=0.05, max=0.95),
+            Param("c", "float", 10.0, "constant c of the first level", min=0.1, max=1000.0, log=True),
+            Param(
+                "c2", "float", 5.0, "constant c2 of the second level (c/2 in the paper)", min=0.1, max=1000.0, log=True
+            ),
+            Param("cap_to_grid", "bool", True, "cap grid sizes so cells are no finer than the output cells"),
+        )
     )
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
         noise = ctx.noise
         alpha = float(params["alpha"])
-        xy, w = _points(data, domain)
+        bounded = bound_contributions(data, domain, params["unit"])
+        xy, w = _points(bounded.data, domain)
         n_true = float(len(xy) if w is None else w.sum())
         ledger = Ledger()
-        n_used, eps_grid = _total_count(n_true, eps, params, ledger, noise)
+        n_used, eps_grid = _total_count(n_true, eps, params, ledger, noise, bounded)
         eps1, eps2 = _split(eps_grid, alpha)
         n = domain.n
         cap = params["cap_to_grid"]
@@ -566,7 +816,13 @@ class AdaptiveGrid(Mechanism):
         cell = iy1 * m1 + ix1
         level1 = np.bincount(cell, weights=w, minlength=m1 * m1).astype(np.float64)
         noisy1 = level1 + noise.laplace(1.0 / eps1, level1.shape)
-        ledger.spend("first-level counts", eps1, composition="parallel", group="ag level 1", note="Laplace(1/(a eps))")
+        ledger.spend(
+            "first-level counts",
+            eps1,
+            composition="parallel",
+            group="ag level 1",
+            note=f"Laplace(1/(a eps)); {bounded.short}",
+        )
         ctx.progress(0.3, "second level")
         ctx.check_cancelled()
 
@@ -587,7 +843,11 @@ class AdaptiveGrid(Mechanism):
         level2 = np.bincount(sub, weights=w, minlength=total_cells).astype(np.float64)
         noisy2 = level2 + noise.laplace(1.0 / eps2, level2.shape)
         ledger.spend(
-            "second-level counts", eps2, composition="parallel", group="ag level 2", note="Laplace(1/((1-a) eps))"
+            "second-level counts",
+            eps2,
+            composition="parallel",
+            group="ag level 2",
+            note=f"Laplace(1/((1-a) eps)); {bounded.short}",
         )
 
         # constrained inference between the two levels (Section IV-B)
@@ -613,7 +873,7 @@ class AdaptiveGrid(Mechanism):
         rects[:, 3] = (cy + (ly + 1) / m2o) * unit
         density = spread_rects(rects, est2, n)
 
-        diag = _base_diagnostics(eps)
+        diag = _base_diagnostics(eps, bounded)
         diag.update(
             {
                 "m1": int(m1),
@@ -703,23 +963,38 @@ class PrivTree(Mechanism):
     depth limit only removes nodes from the analysis), the leaf counts eps_count-DP,
     composed sequentially.
 
+    Unit of privacy: ``user`` (default) uses ONE location per user, drawn with
+    ``ctx.rng`` uniformly among the user's locations inside the domain
+    (proportionally to weight when weighted), counted 1: the sampling variant, not
+    the 1/k weighting of the other baselines, because the privacy theorem is proved
+    for one record changing the counts along one root-to-leaf path, and a weighted
+    user changes up to k paths (we have no proof for that). Each user's draw depends
+    only on its own locations, so neighbouring datasets give samples differing by
+    at most one record: user-level epsilon-DP. Without user ids each location is a
+    user (no draws; weights clipped to [0, 1]: a change of at most 1 along one path,
+    as in the theorem, whose biased counts already differ by between 0 and 1).
+    ``record``: every location counts (its weight), a user with k locations is
+    protected at k*epsilon.
+
     Departures: fanout fixed at 4 (quadtree over the 2^L grid, so leaves align with
     output cells) and a maximum depth L (the paper has no depth limit: its domain
     is continuous). Defaults split_share = 0.5 and theta = 0 follow the paper's
     spatial experiments as we recall them; the paper is not among the shared
     texts (section and theorem numbers are not cited for that reason), so both are
-    parameters. Negative noisy leaf counts are kept.
+    parameters. Negative noisy leaf counts are kept. Under ``user`` the locations
+    beyond each user's sampled one are not used.
     """
 
     key = "privtree"
     label = "PrivTree (Zhang et al.)"
     family = "central"
-    guarantee = "epsilon-DP (central)"
+    guarantee = "user-level epsilon-DP (central; one sampled location per user); record-level with unit = record"
     threat_model = "A trusted curator sees all locations; the public sees the tree and the noisy leaf counts."
     summary = "Split quadtree nodes while a depth-biased noisy count exceeds a threshold; publish noisy leaf counts."
     paper = "Zhang, Xiao, Xie. PrivTree. SIGMOD 2016"
     equations = "Algorithm 2 (PrivTree); lambda = (2b-1)/((b-1)eps), delta = lambda ln b; biased count b(v) = max(c(v) - depth(v) delta, theta - delta)"
     params = (
+        UNIT_PARAM,
         Param("split_share", "float", 0.5, "fraction of epsilon spent on building the tree", min=0.05, max=0.95),
         Param("theta", "float", 0.0, "split threshold theta", min=0.0, max=1e6),
         Param(
@@ -741,11 +1016,16 @@ class PrivTree(Mechanism):
         eps_tree, eps_count = _split(eps, share)
         lam, delta = privtree_params(eps_tree, 4)
         theta = float(params["theta"])
-        truth = data.true_histogram(domain)
+        bounded = bound_contributions(data, domain, params["unit"], rng=ctx.rng, method="sample")
+        truth = bounded.data.true_histogram(domain)
         levels = pyramid(truth)
         ledger = Ledger()
         leaves = privtree_decompose(levels, lam, delta, theta, noise, max_depth=L)
-        ledger.spend("tree construction", eps_tree, note="PrivTree split decisions, Lap(lambda), depth-biased counts")
+        ledger.spend(
+            "tree construction",
+            eps_tree,
+            note=f"PrivTree split decisions, Lap(lambda), depth-biased counts; {bounded.short}",
+        )
         ctx.progress(0.5, "noisy leaf counts")
         ctx.check_cancelled()
 
@@ -764,14 +1044,20 @@ class PrivTree(Mechanism):
                 depth_grid[iy, ix] = d
                 f = n / (1 << d)
                 rects.append(np.stack([ix * f, iy * f, (ix + 1) * f, (iy + 1) * f], axis=1))
-        ledger.spend("leaf counts", eps_count, composition="parallel", group="leaves", note="Laplace(1/eps) per leaf")
+        ledger.spend(
+            "leaf counts",
+            eps_count,
+            composition="parallel",
+            group="leaves",
+            note=f"Laplace(1/eps) per leaf; {bounded.short}",
+        )
         # leaves at depth < domain depth were spread as they went down; finish to the output grid
         f = n // grid.shape[0]
         if f > 1:
             grid = grid.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
             depth_grid = depth_grid.repeat(f, axis=0).repeat(f, axis=1)
         rects_arr = np.concatenate(rects).astype(np.float64)
-        diag = _base_diagnostics(eps)
+        diag = _base_diagnostics(eps, bounded)
         diag.update(
             {
                 "lambda": lam,
@@ -868,6 +1154,12 @@ class Hierarchical(Mechanism):
     Threat model: trusted curator; the public sees all the noisy node counts.
     Guarantee: epsilon-DP (central); consistency is post-processing.
 
+    Unit of privacy: ``user`` (default) weights each of a user's k locations 1/k;
+    every level is a partition of the domain, so one user moves each level's count
+    vector by at most 1 in L1 and level d stays eps_d-DP (user-level), composed
+    sequentially over levels as for records. ``record``: location counts, a user
+    with k locations protected at k*epsilon.
+
     Departures: fanout 4 instead of Hay's general k (the formulae are the same with
     k = 4); with the geometric budget the inverse-variance form of the bottom-up pass
     is used (equal to Hay's weights when budgets are equal).
@@ -876,12 +1168,13 @@ class Hierarchical(Mechanism):
     key = "hierarchical"
     label = "Hierarchical quadtree + consistency (Hay et al.)"
     family = "central"
-    guarantee = "epsilon-DP (central)"
+    guarantee = "user-level epsilon-DP (central); record-level with unit = record"
     threat_model = "A trusted curator sees all locations; the public sees the noisy counts of every quadtree node."
     summary = "Noisy counts at every level of a quadtree, then least-squares consistency between levels."
     paper = "Hay, Rastogi, Miklau, Suciu. VLDB 2010; geometric budget: Cormode et al. ICDE 2012"
     equations = "Hay et al. Theorem 3 (two-pass constrained inference), k = 4"
     params = (
+        UNIT_PARAM,
         Param("height", "int", 0, "leaf depth of the tree (0 = the run's resolution)", min=0, max=10),
         Param("budget", "choice", "uniform", "split of epsilon over levels", choices=("uniform", "geometric")),
         Param("consistency", "bool", True, "apply constrained inference (off: the raw noisy leaves)"),
@@ -891,20 +1184,27 @@ class Hierarchical(Mechanism):
         eps = _check_eps(epsilon)
         noise = ctx.noise
         h = domain.depth if params["height"] == 0 else min(int(params["height"]), domain.depth)
-        truth = data.true_histogram(domain)
+        bounded = bound_contributions(data, domain, params["unit"])
+        truth = bounded.data.true_histogram(domain)
         levels = pyramid(truth)[: h + 1]
         eps_levels = hierarchical_budget(h + 1, eps, params["budget"])
         ledger = Ledger()
         noisy = []
         for d, (grid, e) in enumerate(zip(levels, eps_levels)):
             noisy.append(grid + noise.laplace(1.0 / e, grid.shape))
-            ledger.spend(f"level {d} counts", float(e), composition="parallel", group=f"level {d}")
+            ledger.spend(
+                f"level {d} counts",
+                float(e),
+                composition="parallel",
+                group=f"level {d}",
+                note=f"Laplace(1/eps_{d}) per node; {bounded.short}",
+            )
         ctx.check_cancelled()
         variances = 2.0 / eps_levels**2
         leaves = constrained_inference(noisy, variances)[h] if params["consistency"] else noisy[h]
         f = domain.n >> h
         density = leaves if f == 1 else leaves.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
-        diag = _base_diagnostics(eps)
+        diag = _base_diagnostics(eps, bounded)
         diag.update(
             {
                 "height": int(h),
