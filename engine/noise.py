@@ -35,6 +35,14 @@ response) use the seeded numpy stream in both modes; ``polya_difference_sum``
 in secure mode draws the privacy-critical discrete-Laplace part of every full
 shard with OpenDP (see its docstring). OpenDP is slower (about 10 µs per
 integer, 25-55 µs per real draw).
+
+Limit of secure mode: the samplers return noise (OpenDP's measurement applied
+to a zero vector) that the caller adds to its data. For integer data and
+discrete Laplace the sum is exact, so OpenDP's guarantee carries over. For
+real-valued data (Laplace, Gaussian) the final float64 addition happens outside
+OpenDP's proof and its rounding depends on the data, so the floating-point
+guarantee is NOT formally inherited; that would need the data itself passed
+through the OpenDP measurement.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from engine.mechanisms._hh_tree import (
     make_ids,
     paint_lut,
     rebuild_density,
+    schedule_epsilon,
     secure_sum,
     sigma_target,
     wrap_signed,
@@ -162,6 +163,22 @@ def test_ledger_never_exceeds_epsilon(city, seed):
         assert rel.ledger.total() <= eps * (1 + 1e-12)
         assert rel.ledger.total() == pytest.approx(eps, rel=1e-9)  # the last sub-query spends the rest
         assert len(rel.ledger.entries) == rel.diagnostics["subqueries"] <= params["max_levels"]
+
+
+def test_fixed_schedule_spends_eps_over_levels_on_every_level(city):
+    # Table 3 "fixed epsilon": epsilon/L on each of L sub-queries. With two sub-queries left
+    # Eq. 9's test b eps~ <= eps_rem is an exact tie (b = 2); float rounding of eps_rem once
+    # made it fail, so the run stopped a sub-query early and spent 2 eps/L on its last level.
+    data, dom = city
+    rel = run("hh_fixed_eps", data, dom, 1.0, 0, max_levels=5)
+    assert [lv["added"] > 0 for lv in rel.diagnostics["levels"][:-1]] == [True] * 4  # the tree kept growing
+    assert [e.epsilon for e in rel.ledger.entries] == pytest.approx([0.2] * 5, rel=1e-9)
+    for eps, L in ((1.0, 10), (0.1, 7), (0.3, 3), (2.0, 10)):
+        spent = [eps / L] * (L - 2)
+        rem = eps - math.fsum(spent)
+        assert schedule_epsilon(rem, eps / L, 2.0) == (eps / L, False)
+    # a sub-query that would leave nothing is the last one (never overspends)
+    assert schedule_epsilon(0.3, 0.3, 1.0) == (0.3, True)
 
 
 # ------------------------------------------------------------- tree & rules
@@ -329,6 +346,27 @@ def test_excess_dropout_degrades_the_guarantee(city):
     assert lv["noise_alpha_total"] == pytest.approx(10 * 0.9)
     with pytest.raises(EngineError, match="abort"):
         run("adaptive_hh", data, dom, 1.0, 1, dropout=0.1, dropout_policy="abort", **base)
+
+
+def test_client_count_is_side_information_and_weak_shards_show_in_the_ledger(city):
+    data, dom = city
+    fast = dict(secagg_shard=20000)
+    for key, extra in (
+        ("adaptive_hh", dict(max_levels=2)),
+        ("flat_onehot", dict(level=4)),
+        ("hierarchical_onehot", dict(first_level=3)),
+        ("cms_hierarchical", dict(first_level=6, depth=4, width=256)),
+        ("ag_polya", dict(m1=0)),
+    ):
+        rel = run(key, data, dom, 1.0, 0, **fast, **extra)
+        # U (read from the data) sets the shards, the Pólya shape and (adaptive_hh) the schedule
+        assert any("number of participating clients" in s for s in rel.ledger.side_information), key
+        assert not any("WEAKER" in e.note for e in rel.ledger.entries), key
+    # N = S_max = 15,000 with 20,000 clients: an even split gives two shards of 10,000 < N, no dropout needed
+    weak = run("flat_onehot", data, dom, 1.0, 0, level=4, secagg_shard=15000, dp_shard=15000)
+    assert weak.diagnostics["effective_epsilon"] > 1.05
+    assert "WEAKER THAN PLANNED" in weak.ledger.entries[0].note  # visible in the dashboard's ledger table
+    assert any("DP shard size N" in w and "effective guarantee" in w for w in weak.diagnostics["warnings"])
 
 
 # ----------------------------------------------------------- proportions

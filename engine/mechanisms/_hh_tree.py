@@ -240,8 +240,14 @@ def sigma_target(schedule: str, c: float, users: int, size: int, secagg_shard: i
 
 def schedule_epsilon(eps_rem: float, eps_tilde: float, b: float) -> tuple[float, bool]:
     """Eq. 9: spend ``eps_tilde`` if ``b * eps_tilde <= eps_rem``, else everything left
-    (and stop). Returns (epsilon, is_last)."""
-    if b * eps_tilde <= eps_rem:
+    (and stop). Returns (epsilon, is_last).
+
+    The comparison tolerates float rounding (relative 1e-12): ``eps_rem`` is a
+    difference of float sums, and an exact tie (e.g. the fixed schedule's
+    ``eps/L`` with two sub-queries left and ``b = 2``) must not end the run one
+    sub-query early. A sub-query that would leave nothing (``eps_tilde >= eps_rem``)
+    is always the last, so the budget is never overspent."""
+    if b * eps_tilde <= eps_rem * (1.0 + 1e-12) and eps_tilde < eps_rem:
         return eps_tilde, False
     return eps_rem, True
 
@@ -563,7 +569,7 @@ def _secure_shard_noise(ctx, sizes, N, surv, r, size, eps, sensitivity) -> np.nd
     discrete-Laplace part of every shard with at least N survivors)."""
     out = np.zeros((sizes.size, size), dtype=np.int64)
     t = sensitivity / eps
-    # one call per distinct (size, N, survivors) class keeps OpenDP calls vectorised
+    # one call per shard, each drawing the shard's whole vector at once (OpenDP is called vectorised)
     for s in range(sizes.size):
         mask = np.zeros(int(sizes[s]), dtype=bool)
         mask[: int(surv[s])] = True

@@ -343,13 +343,33 @@ def _single_codes(clients: Clients) -> np.ndarray:
     return clients.code
 
 
+def _note_clients(ledger: Ledger, uses: str = "") -> None:
+    """U is read from the data: record it as side information (as ``sparse_emd_secagg``)."""
+    ledger.note_side_information(
+        "the number of participating clients U (known to the server in secure aggregation; it sets the shard "
+        "sizes and the Pólya shape 1/N" + (f"; {uses}" if uses else "") + ")"
+    )
+
+
 def _degradation_warning(eff: float, eps: float) -> str | None:
     if eff > eps * (1 + 1e-9):
         return (
-            f"more clients dropped than the noise was planned for: some shards' noise is weaker than discrete "
-            f"Laplace, so the effective guarantee is epsilon = {eff:.4g} instead of {eps:.4g}"
+            f"some secure-aggregation shards summed fewer noise shares than the DP shard size N (dropout above "
+            f"the planned rate, or N larger than the shards of an even split of the clients): their noise is "
+            f"weaker than discrete Laplace, so the effective guarantee is epsilon = {eff:.4g} instead of {eps:.4g}"
         )
     return None
+
+
+def _note(base: str, ss, eps: float) -> str:
+    """Ledger note, flagging a sub-query whose released shards carry weaker noise than planned (the
+    ledger keeps the planned epsilon; the note is what the dashboard's ledger table shows)."""
+    if ss.effective_epsilon > eps * (1 + 1e-9):
+        return (
+            f"{base}; WEAKER THAN PLANNED: some shards kept fewer than N clients, effective epsilon "
+            f"{ss.effective_epsilon:.4g}"
+        )
+    return base
 
 
 def _shard_diag(ss) -> dict:
@@ -428,8 +448,14 @@ class AdaptiveHH(Mechanism):
     sub-query: basic sequential composition over sub-queries; shards are
     disjoint, so a sub-query costs its epsilon however many shards it has),
     computational because it rests on SecAgg (Lemma 5.1); the ledger lists each
-    sub-query. Under excess dropout with policy 'release' the actual guarantee
-    is the reported effective epsilon.
+    sub-query. Neighbouring datasets (Theorem 4.1: a client's vector has L1 norm
+    at most Δ) differ in one user's vector being replaced by zeros while the user
+    still sends its noise shares ("zero-out"); under this relation the number of
+    clients U, the shards and the Pólya shapes are public (U is recorded as side
+    information). A user whose one-hot vector moves to another cell changes the
+    sum by 2Δ, i.e. replace-one-user neighbours get 2 epsilon. Under excess
+    dropout with policy 'release' the actual guarantee is the reported effective
+    epsilon (flagged in the ledger notes and diagnostics).
 
     Departures from the paper and from its public code (REFERENCE_NOTES 1):
     noise is sampled in float64/int64 (the reference uses float16); nodes at the
@@ -497,6 +523,8 @@ class AdaptiveHH(Mechanism):
 
         tree = PrefixTree.initial(D, int(p["start_level"]))
         ledger = Ledger()
+        if private:
+            _note_clients(ledger, "and, through Eq. 7, the epsilon schedule" if schedule != "fixed" else "")
         spent: list[float] = []
         eps_rem = eps_total
         grew = True
@@ -568,9 +596,11 @@ class AdaptiveHH(Mechanism):
                 ledger.spend(
                     f"sub-query {q + 1}: counts of {size} cells",
                     eps_q,
-                    note=(
+                    note=_note(
                         f"discrete Laplace via Pólya shares, sensitivity {sens}, {ss.shard_sizes.size} disjoint "
-                        f"SecAgg shard(s) (parallel within the sub-query)"
+                        f"SecAgg shard(s) (parallel within the sub-query)",
+                        ss,
+                        eps_q,
                     ),
                 )
             ci = None
@@ -923,7 +953,8 @@ class FlatOneHot(Mechanism):
         block = 4 ** (D - level)
         density = ss.total.astype(np.float64)[_pixel_codes_at(D, level)] / block
         ledger = Ledger()
-        ledger.spend("one-hot counts", eps, note="discrete Laplace via Pólya shares, sensitivity 1")
+        _note_clients(ledger)
+        ledger.spend("one-hot counts", eps, note=_note("discrete Laplace via Pólya shares, sensitivity 1", ss, eps))
         diag = {"level": level, "users": U}
         diag.update(_shard_diag(ss))
         w = _degradation_warning(ss.effective_epsilon, eps)
@@ -1046,6 +1077,7 @@ class HierarchicalOneHot(_HierarchicalBase):
         L = len(levels)
         eps_l = eps / L
         ledger = Ledger()
+        _note_clients(ledger)
         noisy: dict[int, np.ndarray] = {}
         eff = 0.0
         sd = 0.0
@@ -1058,7 +1090,9 @@ class HierarchicalOneHot(_HierarchicalBase):
             noisy[lv] = ss.total.astype(np.float64)
             eff += ss.effective_epsilon
             sd = ss.noise_std
-            ledger.spend(f"level {lv} one-hot", eps_l, note="discrete Laplace via Pólya shares, sensitivity 1")
+            ledger.spend(
+                f"level {lv} one-hot", eps_l, note=_note("discrete Laplace via Pólya shares, sensitivity 1", ss, eps_l)
+            )
         est = {lv: (lambda c, v=noisy[lv]: v[c]) for lv in levels}
         ids, vals, t = self._choose(params, D, first, est, sd)
         density, ids = _leaves_release_density(ids, vals, D)
@@ -1127,6 +1161,7 @@ class CountMinHierarchical(_HierarchicalBase):
         L = len(levels)
         eps_l = eps / L
         ledger = Ledger()
+        _note_clients(ledger)
         sketches: dict[int, np.ndarray] = {}
         hashes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         eff, sd = 0.0, 0.0
@@ -1145,7 +1180,11 @@ class CountMinHierarchical(_HierarchicalBase):
             sketches[lv] = ss.total.astype(np.float64).reshape(dep, wid)
             eff += ss.effective_epsilon
             sd = ss.noise_std
-            ledger.spend(f"level {lv} count-min sketch", eps_l, note=f"discrete Laplace, sensitivity {dep} (rows)")
+            ledger.spend(
+                f"level {lv} count-min sketch",
+                eps_l,
+                note=_note(f"discrete Laplace, sensitivity {dep} (rows)", ss, eps_l),
+            )
         reduce = np.min if params["estimator"] == "min" else np.median
 
         def estimator(lv):
@@ -1296,8 +1335,15 @@ class AdaptiveGridPolya(Mechanism):
         rects[:, 3] = (cy + (ly + 1) / m2o) * unit
         density = spread_rects(rects, est2, n)
         ledger = Ledger()
-        ledger.spend("first-level grid", eps1, note="discrete Laplace via Pólya shares, sensitivity 1")
-        ledger.spend("second-level grid", eps2, note="discrete Laplace via Pólya shares, sensitivity 1")
+        _note_clients(
+            ledger, "" if int(params["m1"]) else "and Qardaji's first-level size m1 = max(10, sqrt(U eps/c)/4)"
+        )
+        ledger.spend(
+            "first-level grid", eps1, note=_note("discrete Laplace via Pólya shares, sensitivity 1", ss1, eps1)
+        )
+        ledger.spend(
+            "second-level grid", eps2, note=_note("discrete Laplace via Pólya shares, sensitivity 1", ss2, eps2)
+        )
         metres = rects * domain.cell
         metres[:, [0, 2]] += domain.x0
         metres[:, [1, 3]] += domain.y0
