@@ -52,6 +52,10 @@ def _ensure_loaded() -> None:
         except ModuleNotFoundError as exc:
             if exc.name != f"{__package__}.{mod}":
                 raise
+    # the Gaussian mixtures (a) and (b) of Zong et al. live with their KDE code
+    from ..kde import register_mixture_sources
+
+    register_mixture_sources()
 
 
 def sources() -> dict[str, Source]:
