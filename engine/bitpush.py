@@ -33,6 +33,21 @@ What is here, with the paper's names:
   mechanism, Duchi et al.'s one-bit mechanism, randomized rounding (optionally
   with randomized response) and Laplace noise on the clipped value.
 
+Secure mode: the functions that draw privacy noise (:func:`bitpush`,
+:func:`adaptive_bitpush`, :func:`estimate_mean`, :func:`estimate_variance`,
+:func:`baseline_mean`) take an optional ``noise``, an
+:class:`engine.noise.NoiseSource`. When it is in secure mode, randomized response
+is OpenDP's (``NoiseSource.randomized_response``: ``make_randomized_response_bitvec``)
+and the Laplace baseline is ``NoiseSource.add_laplace`` (the clipped value itself
+passes through OpenDP's Laplace measurement). The piecewise and Duchi mechanisms
+have no OpenDP sampler: their noise stays on the numpy ``rng`` in every mode
+(``SECURE_NUMPY_NOTE``). Everything else drawn from ``rng`` is not privacy noise
+in the DP sense: which bit a client reports, the QMC offsets, the client split
+of Algorithm 2, the subtractive dither ``h`` (public: the server sees it) and
+the coin of randomized rounding (its bit then goes through randomized response,
+which is epsilon-LDP whatever the bit). Without ``noise`` (or with a seeded
+source) every draw comes from ``rng``, exactly as before.
+
 Every run returns a :class:`ServerLog`: the exact (client, bit, round, report)
 tuples the server received, and the estimates are computed from that log only
 (:func:`_aggregate` sees nothing else), so "at most ``b_send`` bits per client
@@ -86,6 +101,7 @@ ASSIGNMENTS = ("central", "local")
 SQUASH_MODES = ("off", "top", "each")
 BASELINES = ("dithering", "rounding", "duchi", "piecewise", "laplace")
 MAX_BITS = 62
+SECURE_NUMPY_NOTE = "secure mode: piecewise/Duchi noise from numpy (no OpenDP sampler)"
 
 
 # --------------------------------------------------------------------- encoding
@@ -264,9 +280,17 @@ def rr_variance(epsilon: float) -> float:
     return e / (e - 1.0) ** 2
 
 
-def randomized_response(bits: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """Client side: keep each bit with probability ``e^eps/(1+e^eps)``, else flip it."""
+def _secure(noise) -> bool:
+    return noise is not None and bool(getattr(noise, "secure", False))
+
+
+def randomized_response(bits: np.ndarray, epsilon: float, rng: np.random.Generator, noise=None) -> np.ndarray:
+    """Client side: keep each bit with probability ``e^eps/(1+e^eps)``, else flip it.
+    ``noise``: a secure-mode :class:`engine.noise.NoiseSource` draws the flips with
+    OpenDP (not seeded); otherwise they come from ``rng``."""
     bits = np.asarray(bits, dtype=np.int8)
+    if _secure(noise):
+        return noise.randomized_response(bits.astype(bool), epsilon).astype(np.int8)
     flip = rng.random(bits.shape) >= rr_keep_probability(epsilon)
     return np.where(flip, 1 - bits, bits).astype(np.int8)
 
@@ -468,11 +492,11 @@ def _local_reads(clients, g, pi, b_send, rng):
     return client, np.concatenate(reads_b), g[client]
 
 
-def _collect(codes, client, bit, grp, rnd, epsilon, b_send, rng) -> ServerLog:
+def _collect(codes, client, bit, grp, rnd, epsilon, b_send, rng, noise=None) -> ServerLog:
     """Client side: read the asked bit, apply randomized response; the server logs it."""
     report = bit_of(codes[client], bit)
     if epsilon is not None:
-        report = randomized_response(report, epsilon / b_send, rng)
+        report = randomized_response(report, epsilon / b_send, rng, noise)
     return ServerLog(
         client=client.astype(np.int64, copy=False),
         bit=bit.astype(np.int16, copy=False),
@@ -513,6 +537,12 @@ def _report_variance(sums: _Sums, epsilon: float | None, b_send: int) -> np.ndar
     variance of the reports (worst case 1/4 / (2p - 1)^2 with fewer than two)."""
     k = 1.0 if epsilon is None else 2.0 * rr_keep_probability(epsilon / b_send) - 1.0
     q = np.divide(sums.Q, sums.C, out=np.full_like(sums.Q, 0.5), where=sums.C > 0)
+    if epsilon is not None:
+        # under randomized response a raw report is 1 with probability in [1-p, p]:
+        # clipping keeps the variance at least the RR floor (an all-zero round-1
+        # sample would otherwise claim zero variance and starve the bit in round 2)
+        keep = rr_keep_probability(epsilon / b_send)
+        q = np.clip(q, 1.0 - keep, keep)
     c = sums.C
     v = q * (1.0 - q) * np.divide(c, c - 1.0, out=np.ones_like(c), where=c > 1) / k**2
     return np.where(c >= 2, v, 0.25 / k**2)
@@ -561,9 +591,10 @@ def _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash,
     return codes, g, G, _check_epsilon(epsilon)
 
 
-def _round(codes, clients, g, G, pi, b_send, epsilon, assignment, rnd, rng, shuffled=False):
+def _round(codes, clients, g, G, pi, b_send, epsilon, assignment, rnd, rng, shuffled=False, noise=None):
     """One round of Algorithm 1 over ``clients``; ``shuffled``: they are already in a
-    random order, grouped (saves a shuffle of a million clients)."""
+    random order, grouped (saves a shuffle of a million clients). ``rng`` picks the bits;
+    randomized response uses ``noise`` in secure mode (see :func:`randomized_response`)."""
     if clients.size == 0:
         return ServerLog.empty()
     if assignment == "central":
@@ -576,7 +607,7 @@ def _round(codes, clients, g, G, pi, b_send, epsilon, assignment, rnd, rng, shuf
         c, bt, gr = _central_reads(order, starts, sizes, pi, b_send, rng)
     else:
         c, bt, gr = _local_reads(clients, g, pi, b_send, rng)
-    return _collect(codes, c, bt, gr, rnd, epsilon, b_send, rng)
+    return _collect(codes, c, bt, gr, rnd, epsilon, b_send, rng, noise)
 
 
 def _nan_if_empty(a: np.ndarray, g: np.ndarray, clients: np.ndarray, G: int) -> np.ndarray:
@@ -599,6 +630,7 @@ def bitpush(
     epsilon: float | None = None,
     squash: str = "off",
     squash_threshold: float = 0.1,
+    noise=None,
 ) -> BitPushResult:
     """Algorithm 1 (basic bit-pushing), per group.
 
@@ -608,7 +640,9 @@ def bitpush(
     elsewhere). Clients with a negative group id are not contacted.
     ``epsilon``: randomized response on every reported bit (local DP; each client
     spends ``epsilon`` in total, ``epsilon / b_send`` per bit). ``squash``: bit
-    squashing of the final bit means (only meaningful with ``epsilon``)."""
+    squashing of the final bit means (only meaningful with ``epsilon``). ``noise``: an
+    :class:`engine.noise.NoiseSource`; in secure mode randomized response is OpenDP's
+    (the bit assignment still uses ``rng``)."""
     if rng is None:
         raise ParamError("a seeded numpy Generator is required")
     encoding = encoding or Encoding()
@@ -622,7 +656,7 @@ def bitpush(
     p = _normalise_rows(np.broadcast_to(p, (G, b)))
     pi = cap_inclusion(p, b_send)
     clients = np.flatnonzero(g >= 0)
-    log = _round(codes, clients, g, G, pi, b_send, eps, assignment, 1, rng)
+    log = _round(codes, clients, g, G, pi, b_send, eps, assignment, 1, rng, noise=noise)
     sums = _aggregate(log, G, b, eps, b_send)
     m = sums.means()
     squashed = _squash(m, squash_threshold, squash, sums.C > 0) if eps is not None else np.zeros((G, b), bool)
@@ -662,6 +696,7 @@ def adaptive_bitpush(
     squash: str = "off",
     squash_threshold: float = 0.1,
     round1_floor: int = 32,
+    noise=None,
 ) -> BitPushResult:
     """Algorithm 2 (adaptive two-round bit-pushing), per group.
 
@@ -671,7 +706,8 @@ def adaptive_bitpush(
     ``p2_j ~ (w_j^2 v_j)^alpha``, ``v_j`` the estimated variance of one report on
     bit ``j`` (= ``m1_j (1 - m1_j)`` without DP, Algorithm 2 line 6); squashed bits
     get ``p2_j = 0``. Final: with ``caching`` the bit means pool both rounds
-    (line 9), else round 2 alone."""
+    (line 9), else round 2 alone. ``noise``: as in :func:`bitpush` (secure mode:
+    OpenDP randomized response in both rounds)."""
     if rng is None:
         raise ParamError("a seeded numpy Generator is required")
     encoding = encoding or Encoding()
@@ -704,7 +740,9 @@ def adaptive_bitpush(
     pmin = p1.min(axis=1, keepdims=True)
     lam = np.clip((floor / slots - pmin) / np.maximum(1.0 / b - pmin, 1e-300), 0.0, 1.0)
     p1 = (1.0 - lam) * p1 + lam / b
-    log1 = _round(codes, c1, g, G, cap_inclusion(p1, b_send), b_send, eps, assignment, 1, rng, shuffled=True)
+    log1 = _round(
+        codes, c1, g, G, cap_inclusion(p1, b_send), b_send, eps, assignment, 1, rng, shuffled=True, noise=noise
+    )
     s1 = _aggregate(log1, G, b, eps, b_send)
     m1 = s1.means()
 
@@ -747,6 +785,7 @@ def adaptive_bitpush(
         2,
         rng,
         shuffled=True,
+        noise=noise,
     )
     s2 = _aggregate(log2, G, b, eps, b_send)
 
@@ -785,7 +824,8 @@ def estimate_mean(
     **kw,
 ) -> BitPushResult:
     """One entry point: ``adaptive`` (Algorithm 2) or a one-round scheme
-    (``uniform``, ``weighted`` with ``alpha``, ``optimal`` with ``bit_means``)."""
+    (``uniform``, ``weighted`` with ``alpha``, ``optimal`` with ``bit_means``).
+    ``noise=`` (secure mode) is passed on through ``kw``."""
     if method == "adaptive":
         return adaptive_bitpush(values, encoding, rng, alpha=alpha, **kw)
     for k in ("gamma", "delta", "caching", "round1_floor"):
@@ -862,6 +902,7 @@ def baseline_mean(
     *,
     groups=None,
     n_groups: int | None = None,
+    noise=None,
 ) -> BaselineResult:
     """Classical one-report mean estimators on the public range ``[low, high]``
     (inputs are clipped to it). Each client sends one report:
@@ -877,6 +918,14 @@ def baseline_mean(
       ``+-B``, ``B = (e^eps + 1)/(e^eps - 1)``, ``P(+B) = 1/2 + t/(2B)`` (needs epsilon).
     * ``piecewise`` (Wang et al. [28]; REFERENCE_NOTES section 3; needs epsilon).
     * ``laplace``: Laplace noise of scale ``(high - low)/eps`` on the clipped value.
+
+    ``noise``: an :class:`engine.noise.NoiseSource`. In secure mode randomized
+    response (dithering, rounding) is OpenDP's and the Laplace report is
+    ``noise.add_laplace`` (the value passes through OpenDP's Laplace measurement).
+    The piecewise and Duchi mechanisms have no OpenDP sampler: their noise comes
+    from the numpy ``rng`` in every mode (``SECURE_NUMPY_NOTE``). The dither ``h``
+    and the rounding coin stay on ``rng`` (not privacy noise: see the module
+    docstring). Without a secure ``noise`` every draw comes from ``rng``.
     """
     if method not in BASELINES:
         raise ParamError(f"unknown baseline {method!r}; expected one of {', '.join(BASELINES)}")
@@ -900,21 +949,24 @@ def baseline_mean(
             aux = h
         else:
             bit = (rng.random(xs.size) < xs).astype(np.int8)
-        report = bit.astype(np.float64) if eps is None else randomized_response(bit, eps, rng).astype(np.float64)
+        report = bit.astype(np.float64) if eps is None else randomized_response(bit, eps, rng, noise).astype(np.float64)
         unb = report if eps is None else rr_unbias(report, eps)
         est01 = unb + h - 0.5 if method == "dithering" else unb
-    elif method == "duchi":
+    elif method == "duchi":  # numpy in every mode (no OpenDP sampler)
         e = math.exp(eps)
         B = (e + 1.0) / (e - 1.0)
         t = 2.0 * xs - 1.0
         plus = rng.random(xs.size) < 0.5 + t / (2.0 * B)
         report = np.where(plus, B, -B)
         est01 = (report + 1.0) / 2.0
-    elif method == "piecewise":
+    elif method == "piecewise":  # numpy in every mode (no OpenDP sampler)
         report = _piecewise(2.0 * xs - 1.0, eps, rng)
         est01 = (report + 1.0) / 2.0
     else:
-        report = xs * width + low + rng.laplace(0.0, width / eps, xs.size)
+        from .noise import NoiseSource
+
+        src = noise if _secure(noise) else NoiseSource(rng)  # seeded: x + rng.laplace(0, scale, n), as before
+        report = src.add_laplace(xs * width + low, width / eps)
         est01 = (report - low) / width
     per_client = low + width * est01
     gc = g[clients]
@@ -936,7 +988,9 @@ def baseline_mean(
 
 
 def _piecewise(t: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
-    """Piecewise mechanism on ``t`` in [-1, 1]; unbiased, output in [-C, C]."""
+    """Piecewise mechanism on ``t`` in [-1, 1]; unbiased, output in [-C, C]. Its noise
+    always comes from the numpy ``rng``: OpenDP has no piecewise sampler (secure mode
+    does not change it)."""
     e2 = math.exp(eps / 2.0)
     C = (e2 + 1.0) / (e2 - 1.0)
     lft = (C + 1.0) / 2.0 * t - (C - 1.0) / 2.0

@@ -21,28 +21,36 @@ Parameterisations (used throughout the engine):
   metre; expected displacement ``2/eps``.
 
 Secure mode (``NoiseSource(rng, secure=True)``): discrete Laplace, Laplace and
-Gaussian noise come from OpenDP's samplers (``make_laplace`` on an ``i64``
-vector domain, which samples the discrete Laplace exactly; ``make_geometric``
-is its bounded constant-time variant of the same law, not needed for noise
-added to a zero vector; ``make_laplace`` and
-``make_gaussian`` on ``f64`` vector domains, which OpenDP samples on a
-discretised lattice of granularity 2^k, free of the floating-point attacks on
-textbook samplers), and binary randomized response from
+Gaussian noise come from OpenDP's measurements (``make_laplace`` on an ``i64``
+vector domain with ``l1_distance``, which samples the discrete Laplace exactly;
+``make_laplace`` on an ``f64`` vector domain with ``l1_distance`` and
+``make_gaussian`` with ``l2_distance``, which OpenDP samples exactly on the
+lattice of multiples of 2^k, free of the floating-point attacks on textbook
+samplers), and binary randomized response from
 ``make_randomized_response_bitvec``. Secure mode is NOT seeded: OpenDP draws
 from the operating system's CSPRNG, so runs are not reproducible. Samplers
 without an OpenDP counterpart (Pólya, planar Laplace, k-ary randomized
 response) use the seeded numpy stream in both modes; ``polya_difference_sum``
 in secure mode draws the privacy-critical discrete-Laplace part of every full
 shard with OpenDP (see its docstring). OpenDP is slower (about 10 µs per
-integer, 25-55 µs per real draw).
+integer, 25-60 µs per real value: 1.6 s for a 256x256 grid with Laplace).
 
-Limit of secure mode: the samplers return noise (OpenDP's measurement applied
-to a zero vector) that the caller adds to its data. For integer data and
-discrete Laplace the sum is exact, so OpenDP's guarantee carries over. For
-real-valued data (Laplace, Gaussian) the final float64 addition happens outside
-OpenDP's proof and its rounding depends on the data, so the floating-point
-guarantee is NOT formally inherited; that would need the data itself passed
-through the OpenDP measurement.
+Use :meth:`NoiseSource.add_laplace`, :meth:`NoiseSource.add_gaussian` and
+:meth:`NoiseSource.add_discrete_laplace` to noise data: in secure mode they pass
+the data vector itself through the OpenDP measurement. For floats OpenDP rounds
+each input to the nearest multiple of 2^k, adds integer noise exactly and rounds
+the sum to a float once (post-processing); with the default k (the smallest,
+2^-1074, on which every finite float64 lies) the rounding is exact and the
+measurement's privacy map is exactly ``sensitivity / scale``, so OpenDP's
+floating-point-safe guarantee covers the released values themselves. Without
+secure mode they return ``x + noise`` from the seeded stream, the same numbers
+as ``x + rng.laplace(0, scale, x.shape)`` (resp. normal, discrete Laplace). The
+bare samplers :meth:`NoiseSource.laplace` / :meth:`NoiseSource.gaussian` return
+noise alone (in secure mode OpenDP's measurement applied to a zero vector);
+adding that noise to real-valued data in numpy is outside OpenDP's proof (the
+rounding of the final float addition depends on the data), so privacy-critical
+callers use the ``add_*`` forms. For integer data and discrete Laplace the sum
+is exact either way.
 """
 
 from __future__ import annotations
@@ -91,7 +99,7 @@ def dl_variance(t: float) -> float:
 def dl_pmf(k, t: float) -> np.ndarray:
     """``P(k) = (1-r)/(1+r) r^|k|`` (vectorised, for tests and tables)."""
     r = dl_r(t)
-    return (1 - r) / (1 + r) * np.exp(-np.abs(np.asarray(k, dtype=np.float64)) / t)
+    return -math.expm1(-1.0 / t) / (1 + r) * np.exp(-np.abs(np.asarray(k, dtype=np.float64)) / t)
 
 
 def dl_cdf(k, t: float) -> np.ndarray:
@@ -124,32 +132,50 @@ def discrete_laplace(rng: np.random.Generator, t: float, size=None) -> np.ndarra
     offsets cancel). Returns int64.
     """
     p = -math.expm1(-1.0 / _positive("discrete Laplace scale", t))  # 1 - r without cancellation
-    return rng.geometric(p, size).astype(np.int64) - rng.geometric(p, size).astype(np.int64)
+    d = np.asarray(rng.geometric(p, size), dtype=np.int64) - np.asarray(rng.geometric(p, size), dtype=np.int64)
+    return d if size is not None else d[()]  # size=None: an int64 scalar
 
 
-def polya(rng: np.random.Generator, alpha, r: float, size=None) -> np.ndarray:
+def _one_minus_r(r: float, one_minus_r: float | None) -> float:
+    """Success probability ``1 - r`` of the Pólya law: ``1.0 - r`` loses relative
+    precision when ``r`` is close to 1 (large scales), so callers that know the
+    scale pass ``one_minus_r`` computed as ``-expm1(-1/t)`` (= ``-expm1(-eps/Δ)``)."""
+    if one_minus_r is None:
+        return 1.0 - r
+    p = _prob("Pólya parameter 1 - r", one_minus_r)
+    if abs((1.0 - p) - r) > 1e-12:
+        raise ParamError(f"one_minus_r = {one_minus_r} does not match r = {r}")
+    return p
+
+
+def polya(rng: np.random.Generator, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray:
     """Pólya(alpha, r) = negative binomial with ``alpha`` "successes" and success
     probability ``1 - r`` (mean ``alpha r/(1-r)``). ``alpha`` may be an array
-    (broadcast); ``alpha == 0`` gives 0. float64 throughout (never float16)."""
+    (broadcast); ``alpha == 0`` gives 0. float64 throughout (never float16).
+    ``one_minus_r``: ``1 - r`` computed without cancellation (``-expm1(-1/t)``),
+    used instead of ``1.0 - r`` when given (precision for r close to 1)."""
     r = _prob("Pólya parameter r", r)
+    p = _one_minus_r(r, one_minus_r)
     a = np.asarray(alpha, dtype=np.float64)
     if not np.all(np.isfinite(a)) or np.any(a < 0):
         raise ParamError("Pólya shape alpha must be finite and non-negative")
     if a.ndim == 0:
         if a == 0:
             return np.zeros(size, dtype=np.int64) if size is not None else np.int64(0)
-        return rng.negative_binomial(float(a), 1.0 - r, size).astype(np.int64)
+        return rng.negative_binomial(float(a), p, size).astype(np.int64)
     shape = np.broadcast_shapes(a.shape, size if size is not None else a.shape)
     a = np.broadcast_to(a, shape)
     out = np.zeros(shape, dtype=np.int64)
     pos = a > 0
-    out[pos] = rng.negative_binomial(a[pos], 1.0 - r)
+    out[pos] = rng.negative_binomial(a[pos], p)
     return out
 
 
-def polya_difference(rng: np.random.Generator, alpha, r: float, size=None) -> np.ndarray:
+def polya_difference(
+    rng: np.random.Generator, alpha, r: float, size=None, *, one_minus_r: float | None = None
+) -> np.ndarray:
     """``Polya(alpha, r) - Polya(alpha, r)``: discrete Laplace(r) when ``alpha = 1``."""
-    return polya(rng, alpha, r, size) - polya(rng, alpha, r, size)
+    return polya(rng, alpha, r, size, one_minus_r=one_minus_r) - polya(rng, alpha, r, size, one_minus_r=one_minus_r)
 
 
 def planar_laplace(rng: np.random.Generator, eps: float, size: int | None = None) -> np.ndarray:
@@ -269,7 +295,9 @@ def unary_encoding_unbias(reported, n: int, eps: float, optimized: bool = True) 
 # -------------------------------------------- distributed discrete Laplace (Pólya)
 
 
-def polya_difference_epsilon(alpha: float, r: float, sensitivity: int = 1) -> float:
+def polya_difference_epsilon(
+    alpha: float, r: float, sensitivity: int = 1, *, one_minus_r: float | None = None
+) -> float:
     """Pure-DP epsilon of adding ``Polya(alpha, r) - Polya(alpha, r)`` to each
     coordinate of an integer vector query of L1 sensitivity ``sensitivity``.
 
@@ -283,15 +311,19 @@ def polya_difference_epsilon(alpha: float, r: float, sensitivity: int = 1) -> fl
       sensitivity over coordinates is the worst case), with
       ``D(k) = sum_j P(j) P(j+k)`` summed in log space. It exceeds ln(1/r)
       and grows without bound as alpha -> 0.
-    * ``alpha == 0``: no noise, ``inf``.
+    * ``alpha == 0``: no noise, ``inf`` (a shard with no survivors sends no data
+      either; :func:`polya_difference_sum` reports 0 for it).
+
+    ``one_minus_r``: ``1 - r`` without cancellation (see :func:`polya`).
     """
     from scipy.special import logsumexp
     from scipy.stats import nbinom
 
     r = _prob("Pólya parameter r", r)
+    p = _one_minus_r(r, one_minus_r)
     if alpha <= 0:
         return math.inf
-    unit = -math.log(r)
+    unit = -math.log(r) if one_minus_r is None else -math.log1p(-p)
     if alpha >= 1:
         return sensitivity * unit
     # terms P(j)P(j+k) decay like r^{2j}: stop when below e^-60 of the head. For
@@ -300,7 +332,7 @@ def polya_difference_epsilon(alpha: float, r: float, sensitivity: int = 1) -> fl
     # reported epsilon stays conservative.
     jmax = int(min(60.0 / (2 * unit) + 50, 4_000_000))
     j = np.arange(jmax + 2, dtype=np.float64)
-    lp = nbinom.logpmf(j, alpha, 1.0 - r)
+    lp = nbinom.logpmf(j, alpha, p)
     ld0 = logsumexp(2 * lp[:-1])
     ld1 = logsumexp(lp[:-1] + lp[1:])
     return sensitivity * float(max(ld0 - ld1, unit))
@@ -332,7 +364,7 @@ class ShardNoise:
     L1 sensitivity ``sensitivity`` (shards hold disjoint clients: the release
     is ``max(epsilon)``-DP by parallel composition); ``planned_epsilon`` is
     ``sensitivity / t``, reached when a shard has at least ``dp_shard_sizes[s]``
-    survivors.
+    survivors; a shard with no survivors releases nothing (``epsilon[s] = 0``).
     """
 
     noise: np.ndarray
@@ -372,7 +404,7 @@ class ShardNoise:
 
     def report(self) -> dict:
         """JSON-able summary for diagnostics."""
-        weak = int((~self.discrete_laplace).sum())
+        weak = int(((~self.discrete_laplace) & (self.survivors > 0)).sum())
         return {
             "n_shards": self.n_shards,
             "shard_size": self.shard_size,
@@ -388,6 +420,7 @@ class ShardNoise:
             "min_variance_per_coordinate": float(self.variance.min()),
             "mean_variance_per_coordinate": float(self.variance.mean()),
             "weak_shards": weak,
+            "empty_shards": int((self.survivors == 0).sum()),
             "notes": list(self.notes),
         }
 
@@ -433,6 +466,7 @@ def polya_difference_sum(
     r = dl_r(t)
     if not 0 < r < 1:
         raise ParamError(f"discrete Laplace scale {t} is too small or too large to sample")
+    omr = -math.expm1(-1.0 / t)  # 1 - r without cancellation (r is close to 1 for large t)
     size = int(size)
     if size < 1:
         raise ParamError("the noise vector needs at least one coordinate")
@@ -479,30 +513,35 @@ def polya_difference_sum(
             m = int(surv[s])
             for start in range(0, m, 4096):  # chunks bound the memory to 4096 x size
                 c = min(4096, m - start)
-                noise[s] += polya_difference(rng, a1, r, (c, size)).sum(axis=0)
+                noise[s] += polya_difference(rng, a1, r, (c, size), one_minus_r=omr).sum(axis=0)
     elif dl_sampler is None:
         # one vectorised pair of negative-binomial draws for all shards and coordinates
-        noise[:] = polya_difference(rng, np.broadcast_to(alpha[:, None], noise.shape), r)
+        noise[:] = polya_difference(rng, np.broadcast_to(alpha[:, None], noise.shape), r, one_minus_r=omr)
     else:
         full = alpha >= 1
         if full.any():
             noise[full] = np.asarray(dl_sampler(t, int(full.sum()) * size), dtype=np.int64).reshape(-1, size)
             extra = np.broadcast_to((alpha[full] - 1)[:, None], (int(full.sum()), size))
-            noise[full] += polya_difference(rng, extra, r)
+            noise[full] += polya_difference(rng, extra, r, one_minus_r=omr)
         if (~full).any():
-            noise[~full] = polya_difference(rng, np.broadcast_to(alpha[~full][:, None], (int((~full).sum()), size)), r)
+            rest = np.broadcast_to(alpha[~full][:, None], (int((~full).sum()), size))
+            noise[~full] = polya_difference(rng, rest, r, one_minus_r=omr)
 
-    q = r / (-math.expm1(-1.0 / t)) ** 2  # Var Polya(1, r)
+    q = r / omr**2  # Var Polya(1, r)
     variance = 2 * alpha * q
     ua, back = np.unique(alpha, return_inverse=True)  # many shards share a survivor count
-    eps = np.array([polya_difference_epsilon(float(a), r, int(sensitivity)) for a in ua])[back.reshape(-1)]
+    eps_u = [polya_difference_epsilon(float(a), r, int(sensitivity), one_minus_r=omr) if a > 0 else 0.0 for a in ua]
+    # a shard without survivors sends neither data nor noise: it releases nothing (epsilon 0, not inf)
+    eps = np.array(eps_u)[back.reshape(-1)]
     planned = int(sensitivity) / t
-    if (alpha < 1).any():
-        k = int((alpha < 1).sum())
+    weak = (alpha < 1) & (surv > 0)
+    if weak.any():
         notes.append(
-            f"{k} shard(s) kept fewer clients than planned: their noise is a sum of fewer Pólya shares than a "
-            f"discrete Laplace; worst epsilon {eps.max():.4g} instead of {planned:.4g}"
+            f"{int(weak.sum())} shard(s) kept fewer clients than planned: their noise is a sum of fewer Pólya "
+            f"shares than a discrete Laplace; worst epsilon {eps.max():.4g} instead of {planned:.4g}"
         )
+    if (surv == 0).any():
+        notes.append(f"{int((surv == 0).sum())} shard(s) lost every client: they release nothing (epsilon 0)")
     return ShardNoise(
         noise=noise,
         t=t,
@@ -533,13 +572,25 @@ class NoiseSource:
     seed). ``secure=True``: discrete Laplace, Laplace, Gaussian and binary
     randomized response come from OpenDP (exact integer / lattice samplers fed
     by the OS entropy source; NOT seeded, NOT reproducible); the other samplers
-    still use ``rng``. See the module docstring.
+    still use ``rng``. Privacy-critical code noises data with
+    :meth:`add_laplace`, :meth:`add_gaussian` and :meth:`add_discrete_laplace`,
+    which in secure mode pass the data itself through OpenDP. See the module
+    docstring.
     """
+
+    _KINDS = {"laplace": "lap", "gaussian": "gauss", "discrete_laplace": "dlap"}
 
     def __init__(self, rng: np.random.Generator, secure: bool = False):
         self.rng = rng
         self.secure = bool(secure)
         self._meas: dict = {}
+
+    @property
+    def description(self) -> str:
+        """Where the privacy noise comes from (for diagnostics)."""
+        if self.secure:
+            return "OpenDP (secure mode: exact samplers on the OS entropy source; not seeded)"
+        return "seeded numpy Generator"
 
     # ---- OpenDP plumbing
     def _opendp(self, kind: str, scale: float):
@@ -549,6 +600,8 @@ class NoiseSource:
             import opendp.prelude as dp
 
             dp.enable_features("contrib")
+            # default k: the finest lattice (2^-1074 for float64), on which every finite float lies, so
+            # OpenDP's rounding of the input is exact and its privacy map is exactly d_in / scale
             if kind == "dlap":
                 space = dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64")
                 m = dp.m.make_laplace(*space, scale=float(scale))
@@ -563,23 +616,88 @@ class NoiseSource:
             self._meas[key] = m
         return m
 
+    def opendp_measurement(self, kind: str, scale: float):
+        """The OpenDP measurement secure mode uses for ``kind`` (``laplace``,
+        ``gaussian``, ``discrete_laplace``) at ``scale``: a vector measurement whose
+        ``map(d_in)`` gives the privacy loss (epsilon; rho for the Gaussian)."""
+        if kind not in self._KINDS:
+            raise ParamError(f"no OpenDP measurement for {kind!r}; expected one of {', '.join(self._KINDS)}")
+        return self._opendp(self._KINDS[kind], _positive(f"{kind} scale", scale))
+
+    def _secure_add(self, kind: str, scale: float, xa: np.ndarray, dtype):
+        """``xa`` passed through OpenDP's vector measurement (same shape; a scalar for 0-d)."""
+        if xa.size == 0:
+            return xa.astype(dtype, copy=True)
+        flat = xa.ravel()
+        arg = flat if dtype == np.int64 else flat.tolist()
+        out = np.asarray(self._opendp(kind, scale)(arg), dtype=dtype)
+        return out.reshape(xa.shape) if xa.ndim else out[0]
+
     @staticmethod
-    def _count(size) -> int:
-        if size is None:
-            return 1
-        return int(np.prod(size))
+    def _float_data(x) -> np.ndarray:
+        xa = np.asarray(x, dtype=np.float64)
+        if not np.isfinite(xa).all():
+            raise ParamError("the values to noise must be finite numbers (got NaN or infinity)")
+        return xa
 
-    def _shape(self, flat: np.ndarray, size):
-        return flat[0] if size is None else flat.reshape(size)
+    @staticmethod
+    def _int_data(x) -> np.ndarray:
+        xa = np.asarray(x)
+        if xa.dtype.kind in "iub":
+            return xa.astype(np.int64)
+        xf = np.asarray(xa, dtype=np.float64)
+        if not (np.isfinite(xf).all() and np.array_equal(xf, np.round(xf))) or (np.abs(xf) >= 2.0**63).any():
+            raise ParamError("discrete Laplace noise needs integer data (int64)")
+        return xf.astype(np.int64)
 
+    @staticmethod
+    def _size(xa: np.ndarray):
+        return xa.shape if xa.ndim else None
+
+    # ---- data + noise (the privacy-critical forms)
+    def add_laplace(self, x, scale: float):
+        """``x + Laplace(0, scale)`` per element, float64 (a scalar for a scalar ``x``):
+        the Laplace mechanism, ``scale = Δ1/ε`` for a query of L1 sensitivity Δ1.
+
+        Secure mode: ``x`` itself goes through OpenDP's ``make_laplace`` on a float64
+        vector domain with ``l1_distance`` (the released values are OpenDP's output).
+        Otherwise exactly ``x + rng.laplace(0, scale, x.shape)`` (the numbers of the
+        seeded stream, bit for bit). ``x`` must be finite."""
+        scale = _positive("Laplace scale", scale)
+        xa = self._float_data(x)
+        if self.secure:
+            return self._secure_add("lap", scale, xa, np.float64)
+        return xa + self.rng.laplace(0.0, scale, self._size(xa))
+
+    def add_gaussian(self, x, sigma: float):
+        """``x + N(0, sigma^2)`` per element, float64. Secure mode: ``x`` goes through
+        OpenDP's ``make_gaussian`` (float64 vector domain, ``l2_distance``; its map is
+        zCDP rho = Δ2^2/(2 sigma^2)). Otherwise exactly ``x + rng.normal(0, sigma, x.shape)``."""
+        sigma = _positive("Gaussian sigma", sigma)
+        xa = self._float_data(x)
+        if self.secure:
+            return self._secure_add("gauss", sigma, xa, np.float64)
+        return xa + self.rng.normal(0.0, sigma, self._size(xa))
+
+    def add_discrete_laplace(self, x_int, scale: float):
+        """``x + DiscreteLaplace(scale)`` per element on integer data, int64. Secure mode:
+        ``x`` goes through OpenDP's ``make_laplace`` on an int64 vector domain with
+        ``l1_distance`` (saturating at the int64 range). Otherwise exactly
+        ``x + discrete_laplace(rng, scale, x.shape)``."""
+        t = _positive("discrete Laplace scale", scale)
+        xa = self._int_data(x_int)
+        if self.secure:
+            return self._secure_add("dlap", t, xa, np.int64)
+        return xa + discrete_laplace(self.rng, t, self._size(xa))
+
+    # ---- bare noise (to add to data, prefer the add_* forms above)
     def _secure_draw(self, kind: str, scale: float, size, dtype):
-        n = self._count(size)
-        zeros = np.zeros(n, dtype=dtype)
-        out = np.asarray(self._opendp(kind, scale)(zeros if dtype == np.int64 else zeros.tolist()), dtype=dtype)
-        return self._shape(out, size)
+        zeros = np.zeros(() if size is None else size, dtype=dtype)
+        return self._secure_add(kind, scale, zeros, dtype)
 
-    # ---- samplers
     def laplace(self, scale: float, size=None) -> np.ndarray:
+        """Laplace(0, scale) noise alone (see the module docstring: adding it to real data
+        outside OpenDP is not covered by OpenDP's proof; use :meth:`add_laplace`)."""
         if self.secure:
             return self._secure_draw("lap", _positive("Laplace scale", scale), size, np.float64)
         return laplace(self.rng, scale, size)
@@ -591,12 +709,13 @@ class NoiseSource:
         return discrete_laplace(self.rng, t, size)
 
     def gaussian(self, sigma: float, size=None) -> np.ndarray:
+        """N(0, sigma^2) noise alone (prefer :meth:`add_gaussian` for data)."""
         if self.secure:
             return self._secure_draw("gauss", _positive("Gaussian sigma", sigma), size, np.float64)
         return gaussian(self.rng, sigma, size)
 
-    def polya(self, alpha, r: float, size=None) -> np.ndarray:
-        return polya(self.rng, alpha, r, size)
+    def polya(self, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray:
+        return polya(self.rng, alpha, r, size, one_minus_r=one_minus_r)
 
     def polya_difference_sum(self, n_clients: int, size: int, t: float, shard_size: int, **kw) -> ShardNoise:
         """:func:`polya_difference_sum`; in secure mode the discrete-Laplace part of
@@ -619,7 +738,7 @@ class NoiseSource:
         import opendp.prelude as dp
 
         dp.enable_features("contrib")
-        f = 2.0 * (1.0 - rr_keep_probability(eps))
+        f = 2.0 / (1.0 + math.exp(_positive("randomized response epsilon", eps)))  # 2 (1 - p), no cancellation
         key = ("rr", f)
         m = self._meas.get(key)
         if m is None:

@@ -313,6 +313,8 @@ def region_mean_release(
         "are used in the clear for the minimum-cohort rule"
     )
     info: dict = {}
+    noise = getattr(ctx, "noise", None)
+    secure = bool(getattr(ctx, "secure", False))
     if estimator == "bitpush":
         kw = dict(
             codes=codes,
@@ -321,6 +323,7 @@ def region_mean_release(
             assignment=params.get("assignment", "central"),
             b_send=int(params.get("b_send", 1)),
             epsilon=epsilon,
+            noise=noise,
         )
         if int(params.get("b_send", 1)) > enc.bits:
             raise ParamError(f"bits per client ({params['b_send']}) cannot exceed the bit depth ({enc.bits})")
@@ -353,7 +356,9 @@ def region_mean_release(
         )
         rounds = res.rounds
     else:
-        res = BP.baseline_mean(vals, estimator, enc.low, enc.high, ctx.rng, epsilon, groups=group, n_groups=k)
+        res = BP.baseline_mean(
+            vals, estimator, enc.low, enc.high, ctx.rng, epsilon, groups=group, n_groups=k, noise=noise
+        )
         est, se, log = res.estimate, res.stderr, res.log
         b_send = 1
         extras_bits = {}
@@ -428,6 +433,8 @@ def region_mean_release(
         "population_mean_private": pop_priv,
         "population_mean_nrmse": abs(pop_priv - pop_true) / abs(pop_true) if pop_true else None,
         "density_is": "private regional mean painted per cell (0 where suppressed or outside every region)",
+        "secure_mode": secure,
+        "noise_source": _noise_source_note(estimator, epsilon, secure),
         **info,
     }
     extras = {
@@ -465,6 +472,22 @@ def region_mean_release(
     )
 
 
+def _noise_source_note(estimator: str, epsilon, secure: bool) -> str:
+    """Where the privacy noise came from (diagnostics)."""
+    if epsilon is None:
+        return "no privacy noise (no DP); bit choices from the seeded numpy Generator"
+    if not secure:
+        return "seeded numpy Generator"
+    if estimator in ("piecewise", "duchi"):
+        return BP.SECURE_NUMPY_NOTE
+    if estimator == "laplace":
+        return "secure mode: Laplace via OpenDP (the clipped value passes through make_laplace)"
+    other = {"bitpush": "bit choices", "dithering": "dither h", "rounding": "rounding coins"}.get(estimator, "")
+    return "secure mode: randomized response via OpenDP (make_randomized_response_bitvec); " + (
+        f"{other} from numpy" if other else ""
+    )
+
+
 # ------------------------------------------------------------------ mechanisms
 _COMMON_DOC = """
     Paper: Cormode, Markov & Srinivas, EDBT 2024: Algorithm 1 (Section 3.1,
@@ -478,7 +501,11 @@ _COMMON_DOC = """
     and, in the LDP variants, by epsilon-LDP. The region counts (used for the
     minimum cohort) are side information. One value per
     client (a random row per user, Section 4.3's sampling); each region runs
-    its own protocol. Departures: see :mod:`engine.bitpush` (QMC counts by
+    its own protocol. Secure mode (RunConfig.secure): randomized response and
+    the Laplace baseline draw from OpenDP; the piecewise and Duchi baselines
+    have no OpenDP sampler and keep numpy noise (said in the diagnostics,
+    ``noise_source``); which bit a client reports is chosen with ctx.rng in
+    every mode. Departures: see :mod:`engine.bitpush` (QMC counts by
     systematic rounding, round-1 floor, per-report-variance round-2 weights,
     "top" squashing, unsampled bits) and this module (regions from a grid or
     rectangles; density = painted regional means).

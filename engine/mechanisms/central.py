@@ -62,6 +62,14 @@ uniformity assumption the papers use to answer range queries).
 The reusable :func:`laplace_baseline` is the baseline of Ghazi et al. used by the
 sparse-EMD mechanism.
 
+Noise: every Laplace draw (cell counts, noisy totals, PrivTree's split decisions and
+leaf counts, quadtree levels) is ``ctx.noise.add_laplace(values, scale)``: from the
+seeded numpy stream (``values + rng.laplace(0, scale, shape)``), or in secure mode
+with the values themselves passed through OpenDP's Laplace measurement, so OpenDP's
+floating-point-safe guarantee covers the released numbers (engine.noise). The one
+non-noise draw, the sampled location per user of PrivTree under ``user``, stays on
+``ctx.rng`` in both modes (not privacy noise: the guarantee holds conditionally on every draw).
+
 Of these papers only Ghazi et al. is in the shared corpus; the formulae of the
 others are taken from REFERENCE_NOTES section 6 and the papers as we know them;
 section numbers quoted for Qardaji et al. and theorem numbers for Hay et al. are
@@ -246,10 +254,11 @@ def bound_contributions(data, domain: Domain, unit: str = "user", rng=None, meth
 
 # ============================================================== shared helpers
 def _noise_source(rng) -> NoiseSource:
-    """Accept a numpy Generator or a NoiseSource (so callers outside a RunContext can reuse helpers)."""
+    """Accept a numpy Generator or a NoiseSource (so callers outside a RunContext can reuse helpers).
+    A Generator gives the seeded (non-secure) source: the same numbers as ``x + rng.laplace(...)``."""
     if isinstance(rng, np.random.Generator):
         return NoiseSource(rng)
-    if callable(getattr(rng, "laplace", None)):  # a NoiseSource (seeded or secure)
+    if callable(getattr(rng, "add_laplace", None)):  # a NoiseSource (seeded or secure)
         return rng
     raise TypeError("rng must be a numpy Generator or an engine.noise.NoiseSource")
 
@@ -282,8 +291,11 @@ def _server_view(what: str):
     return aggregate_view(f"The curator sees every location in the clear; the public sees only {what}.")
 
 
-def _base_diagnostics(eps: float, bounded: Bounded) -> dict:
-    return {**bounded.diagnostics(), "epsilon": float(eps)}
+def _base_diagnostics(eps: float, bounded: Bounded, ctx=None) -> dict:
+    d = {**bounded.diagnostics(), "epsilon": float(eps)}
+    if ctx is not None:
+        d["noise_source"] = getattr(ctx.noise, "description", "custom")
+    return d
 
 
 def _points(data, domain: Domain) -> tuple[np.ndarray, np.ndarray | None]:
@@ -392,7 +404,7 @@ def _total_count(
         return float(xy_count), eps
     rho = float(params["rho"])
     eps_n, eps_rest = _split(eps, rho)
-    n_hat = float(xy_count + noise.laplace(1.0 / eps_n))
+    n_hat = float(noise.add_laplace(xy_count, 1.0 / eps_n))
     ledger.spend("total count N", eps_n, note=f"Laplace(1/({rho:g} eps)) on the {bounded.total_name}; {bounded.short}")
     return max(n_hat, 0.0), eps_rest
 
@@ -440,7 +452,7 @@ def laplace_baseline(
     eps = _check_eps(eps)
     noise = _noise_source(rng)
     truth = np.asarray(truth, dtype=np.float64)
-    noisy = truth + noise.laplace(float(sensitivity) / eps, truth.shape)
+    noisy = noise.add_laplace(truth, float(sensitivity) / eps)
     if top_t is not None and top_t > 0:
         k = top_t_count(noisy.size, float(top_t))
         flat = noisy.ravel()
@@ -511,7 +523,7 @@ class Identity(Mechanism):
         ledger.spend(
             "cell counts", eps, composition="parallel", group="cells", note=f"Laplace(1/eps) per cell; {bounded.short}"
         )
-        diag = _base_diagnostics(eps, bounded)
+        diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "noise_scale": 1.0 / eps,
@@ -600,10 +612,10 @@ class Uniform(Mechanism):
             ledger.note_side_information(f"the true {bounded.total_name} N (spread evenly; no budget spent)")
             n_used = n_true
         else:
-            n_used = max(float(n_true + ctx.noise.laplace(1.0 / eps)), 0.0)
+            n_used = max(float(ctx.noise.add_laplace(n_true, 1.0 / eps)), 0.0)
             ledger.spend("total count N", eps, note=f"Laplace(1/eps) on the {bounded.total_name}; {bounded.short}")
         cells = domain.n * domain.n
-        diag = _base_diagnostics(eps, bounded)
+        diag = _base_diagnostics(eps, bounded, ctx)
         diag.update({"total_used": n_used, "total": params["total"]})
         return Release(
             density=np.full((domain.n, domain.n), n_used / cells),
@@ -683,7 +695,7 @@ class UniformGrid(Mechanism):
             raise ParamError(f"UG would need a {m}x{m} grid; turn on 'cap to grid' or lower epsilon")
         ctx.progress(0.3, f"counting on a {m}x{m} grid")
         counts = _bin_square(xy, w, domain, m)
-        noisy = counts + noise.laplace(1.0 / eps_cells, counts.shape)
+        noisy = noise.add_laplace(counts, 1.0 / eps_cells)
         ledger.spend(
             "grid cell counts",
             eps_cells,
@@ -694,7 +706,7 @@ class UniformGrid(Mechanism):
         ctx.check_cancelled()
         rects = _grid_rects(m, n)
         density = spread_rects(rects, noisy.ravel(), n)
-        diag = _base_diagnostics(eps, bounded)
+        diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "m": int(m),
@@ -815,7 +827,7 @@ class AdaptiveGrid(Mechanism):
         iy1 = np.clip(fy.astype(np.int64), 0, m1 - 1)
         cell = iy1 * m1 + ix1
         level1 = np.bincount(cell, weights=w, minlength=m1 * m1).astype(np.float64)
-        noisy1 = level1 + noise.laplace(1.0 / eps1, level1.shape)
+        noisy1 = noise.add_laplace(level1, 1.0 / eps1)
         ledger.spend(
             "first-level counts",
             eps1,
@@ -841,7 +853,7 @@ class AdaptiveGrid(Mechanism):
         sy = np.minimum(((fy - iy1) * m2p).astype(np.int64), m2p - 1)
         sub = offsets[cell] + sy * m2p + sx
         level2 = np.bincount(sub, weights=w, minlength=total_cells).astype(np.float64)
-        noisy2 = level2 + noise.laplace(1.0 / eps2, level2.shape)
+        noisy2 = noise.add_laplace(level2, 1.0 / eps2)
         ledger.spend(
             "second-level counts",
             eps2,
@@ -873,7 +885,7 @@ class AdaptiveGrid(Mechanism):
         rects[:, 3] = (cy + (ly + 1) / m2o) * unit
         density = spread_rects(rects, est2, n)
 
-        diag = _base_diagnostics(eps, bounded)
+        diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "m1": int(m1),
@@ -937,7 +949,7 @@ def privtree_decompose(
         split_mask = np.zeros(active.shape, dtype=bool)
         if idx.size:
             b = np.maximum(levels[d].ravel()[idx] - d * delta, theta - delta)
-            split = b + noise.laplace(lam, idx.size) > theta
+            split = noise.add_laplace(b, lam) > theta
             split_mask.ravel()[idx[split]] = True
         leaves.append(active & ~split_mask)
         active = split_mask.repeat(2, axis=0).repeat(2, axis=1)
@@ -1040,7 +1052,7 @@ class PrivTree(Mechanism):
             iy, ix = np.nonzero(mask)
             n_leaves.append(int(iy.size))
             if iy.size:
-                grid[iy, ix] = levels[d][iy, ix] + noise.laplace(1.0 / eps_count, iy.size)
+                grid[iy, ix] = noise.add_laplace(levels[d][iy, ix], 1.0 / eps_count)
                 depth_grid[iy, ix] = d
                 f = n / (1 << d)
                 rects.append(np.stack([ix * f, iy * f, (ix + 1) * f, (iy + 1) * f], axis=1))
@@ -1057,7 +1069,7 @@ class PrivTree(Mechanism):
             grid = grid.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
             depth_grid = depth_grid.repeat(f, axis=0).repeat(f, axis=1)
         rects_arr = np.concatenate(rects).astype(np.float64)
-        diag = _base_diagnostics(eps, bounded)
+        diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "lambda": lam,
@@ -1191,7 +1203,7 @@ class Hierarchical(Mechanism):
         ledger = Ledger()
         noisy = []
         for d, (grid, e) in enumerate(zip(levels, eps_levels)):
-            noisy.append(grid + noise.laplace(1.0 / e, grid.shape))
+            noisy.append(noise.add_laplace(grid, 1.0 / e))
             ledger.spend(
                 f"level {d} counts",
                 float(e),
@@ -1204,7 +1216,7 @@ class Hierarchical(Mechanism):
         leaves = constrained_inference(noisy, variances)[h] if params["consistency"] else noisy[h]
         f = domain.n >> h
         density = leaves if f == 1 else leaves.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
-        diag = _base_diagnostics(eps, bounded)
+        diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "height": int(h),

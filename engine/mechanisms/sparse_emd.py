@@ -40,6 +40,13 @@ What is implemented, by section:
 * Section 4 "Baselines" ([LXD+19]): Laplace noise per cell of ``s``, negatives zeroed,
   optionally only the top ``t%`` cells kept, then the same Gaussian heatmap.
 
+Noise: the Laplace measurements (Algorithm 1 and the baselines) are
+``ctx.noise.add_laplace(counts, 1/eps_i)``: seeded numpy, or in secure mode the
+requested counts themselves pass through OpenDP's Laplace measurement (engine.noise),
+so OpenDP's floating-point-safe guarantee covers the measured values. The SecAgg
+variant's discrete-Laplace part comes from OpenDP in secure mode and is added to
+integer sums (exact).
+
 Choices where the paper is silent (also listed in each mechanism's docstring):
 
 * Where the mass of a left-out cell goes inside the cell is not determined by the LP
@@ -356,18 +363,16 @@ class SparseEMDResult:
 
 def laplace_measure(pyr: list[np.ndarray], levels, epsilons, rng):
     """``measure`` for Algorithm 1: true level counts plus ``Lap(1/eps_i)`` per cell.
-    ``rng``: a numpy Generator or an engine NoiseSource (secure mode draws with OpenDP)."""
+    ``rng``: a numpy Generator (seeded: ``counts + rng.laplace(0, 1/eps_i, k)``) or an
+    engine NoiseSource, whose ``add_laplace`` in secure mode passes the requested counts
+    themselves through OpenDP's Laplace measurement."""
+    from ..noise import NoiseSource
+
     eps_of = dict(zip((int(v) for v in levels), (float(e) for e in epsilons)))
-    if isinstance(rng, np.random.Generator):
-
-        def lap(scale, size):
-            return rng.laplace(0.0, scale, size)
-
-    else:
-        lap = rng.laplace  # NoiseSource.laplace(scale, size)
+    noise = NoiseSource(rng) if isinstance(rng, np.random.Generator) else rng
 
     def measure(i, ix, iy):
-        return pyr[i][iy, ix] + lap(1.0 / eps_of[i], ix.size)
+        return noise.add_laplace(pyr[i][iy, ix], 1.0 / eps_of[i])
 
     return measure
 
@@ -559,6 +564,7 @@ class _SparseEMDBase(Mechanism):
             "estimated_total": total,
             "empty_reconstruction": not ok,
             "sigma_cells": params["sigma"] * domain.n,
+            "noise_source": getattr(ctx.noise, "description", "custom"),
         }
         extras = {
             "distribution": dist,
@@ -889,6 +895,7 @@ class _LaplaceGaussBase(Mechanism):
             "sigma_cells": params["sigma"] * domain.n,
             "nonzero_cells": int((noisy > 0).sum()),
             "empty": not ok,
+            "noise_source": getattr(ctx.noise, "description", "custom"),
         }
         if top_t is not None:
             from .central import top_t_count
