@@ -1,0 +1,278 @@
+"""Benchmark of the dashboard, driving the real app (``streamlit run app.py``) with Playwright.
+
+``python -m engine bench app [--json] [--quick]``. Figures (medians over repetitions):
+
+* ``cold_start_s``: from starting the server process to the Explore page usable
+  (title, sidebar and Run button shown), a new server each repetition; the note
+  adds when the script went idle and when the true-map preview was drawn;
+* ``run_to_maps_s``: from clicking Run to both maps drawn (the new run's caption
+  and both charts are on the page, and the private map issued a WebGL draw call
+  after uploading the texture of its new image), identity on 1,000,000 synthetic
+  locations at 256 x 256; a fresh session and a new seed each repetition, after one
+  warm-up run that loads the dataset. The click is a DOM click, not Playwright's
+  click(), whose actionability waits are not the user's;
+* ``bytes_per_map_256`` / ``bytes_per_map_1024``: the deck JSON of one map as the
+  app builds it (``ui.maps``, which imports no Streamlit); the note gives the
+  websocket payload received for the whole page rerun that shows the maps.
+
+Chromium draws WebGL in software (SwiftShader) here: a GPU draws faster.
+
+The benchmark imports Playwright but never Streamlit; it uses Debian's Chromium.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from . import Figure
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+READY = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+CHARTS = '[data-testid="stDeckGlJsonChart"]'
+MB = 1_000_000
+
+# Injected before the app loads: record, per canvas, when a heatmap image was uploaded as a WebGL
+# texture and when the last draw call happened. A map is drawn once a draw call follows the upload
+# of its image (much cheaper and more exact than screenshots under software WebGL).
+WEBGL_PROBE = r"""
+(() => {
+  const now = () => performance.now();
+  for (const C of [window.WebGL2RenderingContext, window.WebGLRenderingContext]) {
+    if (!C) continue;
+    const P = C.prototype;
+    for (const name of ['texImage2D', 'texSubImage2D']) {
+      const orig = P[name];
+      P[name] = function (...args) {
+        const src = args[args.length - 1];
+        if (src && (src instanceof ImageBitmap || src instanceof HTMLImageElement) && src.width > 8) {
+          this.canvas.__img = now();
+        }
+        return orig.apply(this, args);
+      };
+    }
+    for (const name of ['drawArrays', 'drawElements', 'drawArraysInstanced', 'drawElementsInstanced']) {
+      const orig = P[name];
+      if (orig) P[name] = function (...args) { this.canvas.__draw = now(); return orig.apply(this, args); };
+    }
+  }
+})();
+"""
+# chart i drew an image uploaded after time t (ms, page clock)
+DRAWN_JS = """([i, t]) => { const ch = document.querySelectorAll('[data-testid="stDeckGlJsonChart"]')[i];
+  if (!ch) return false;
+  return [...ch.querySelectorAll('canvas')].some(c => (c.__img || 0) > t && (c.__draw || 0) > c.__img); }"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, cache: str):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "HEATMAP_CACHE_DIR": cache}
+        cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port)]
+        cmd += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_health(self, timeout: float = 60) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(self.url + "/_stcore/health", timeout=1).read() == b"ok":
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the app did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _colourful(png: bytes) -> int:
+    import numpy as np
+    from PIL import Image
+
+    a = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return int(((a.max(axis=2) - a.min(axis=2)) > 40).sum())
+
+
+def _cold_start(browser, cache: str) -> tuple[float, float, float]:
+    """(page usable, script idle, preview map drawn), seconds from starting the server process."""
+    srv = Server(cache)
+    try:
+        srv.wait_health()
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.add_init_script(WEBGL_PROBE)
+        page.goto(srv.url + "/?d.n=20000&res=128")
+        page.wait_for_selector("h1:has-text('Explore a private heatmap')", timeout=60_000)
+        page.wait_for_selector(".st-key-run_explore button", timeout=60_000)
+        page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stSelectbox"]', timeout=60_000)
+        usable = time.perf_counter() - srv.t0
+        page.wait_for_selector(READY, timeout=60_000)
+        idle = time.perf_counter() - srv.t0
+        page.wait_for_function(DRAWN_JS, arg=[0, 0], timeout=60_000, polling=20)
+        drawn = time.perf_counter() - srv.t0
+        page.close()
+        return usable, idle, drawn
+    finally:
+        srv.stop()
+
+
+def _run_to_maps(browser, url: str, query: str, seed: int) -> tuple[float, int]:
+    """Seconds from the Run click to both maps drawn, and websocket bytes received meanwhile."""
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+    ctx.add_init_script(WEBGL_PROBE)
+    page = ctx.new_page()
+    got = {"bytes": 0, "on": False}
+
+    def on_ws(ws):
+        def frame(payload):
+            if got["on"]:
+                got["bytes"] += len(payload) if isinstance(payload, (bytes, str)) else 0
+
+        ws.on("framereceived", frame)
+
+    page.on("websocket", on_ws)
+    page.goto(f"{url}/{query}&seed={seed}")
+    page.wait_for_selector(READY, timeout=120_000)
+    page.wait_for_selector(".st-key-run_explore button:not([disabled])", timeout=120_000)
+    page.wait_for_function(DRAWN_JS, arg=[0, 0], timeout=120_000, polling=20)  # the preview is drawn: idle
+    page.wait_for_timeout(300)
+    got["on"] = True
+    t0 = time.perf_counter()
+    t0_page = page.evaluate("performance.now()")
+    # a user's click; Playwright's click() would first wait for its own actionability checks
+    page.evaluate("document.querySelector('.st-key-run_explore button').click()")
+    page.wait_for_function(
+        f"document.querySelectorAll('{CHARTS} canvas').length >= 2 && "
+        f"document.body.innerText.includes('seed {seed} ·')",
+        timeout=120_000,
+        polling=20,
+    )
+    # the private map drew an image sent after the click; the true map has drawn its image
+    page.wait_for_function(DRAWN_JS, arg=[1, t0_page], timeout=120_000, polling=20)
+    page.wait_for_function(DRAWN_JS, arg=[0, 0], timeout=120_000, polling=20)
+    dt = time.perf_counter() - t0
+    if _colourful(page.locator(CHARTS).nth(1).screenshot()) < 2000:  # sanity check, not timed
+        raise RuntimeError("the private map is blank")
+    page.wait_for_selector(READY, timeout=120_000)
+    got["on"] = False
+    ctx.close()
+    return dt, got["bytes"]
+
+
+def _deck_json_bytes(n_points: int, depth: int) -> int:
+    """Size of the private map's deck JSON as ui.maps builds it for an identity release."""
+    from engine.jobs import RunConfig, load_dataset, run
+    from ui.colors import ColourScale
+    from ui.maps import Frame, deck, heat_layer, region_layer
+
+    cfg = RunConfig(dataset_options={"n": n_points}, depth=depth, epsilon=1.0, seed=0)
+    res = run(cfg, use_cache=False)
+    dom = res.release.domain
+    fr = Frame(dom, load_dataset(cfg.dataset, cfg.dataset_options).crs)
+    scale = ColourScale.shared(res.truth, dom.cell**2 / 1e6)
+    d = deck([region_layer(fr), heat_layer(res.release.density, scale, fr, "private_heat")], fr.view())
+    return len(d.to_json().encode())
+
+
+def run(quick: bool = False, progress=print) -> list[Figure]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return [Figure("app", None, "", "", None, "playwright is not installed")]
+    if not Path(CHROMIUM).exists():
+        return [Figure("app", None, "", "", None, f"no Chromium at {CHROMIUM}")]
+    n = 200_000 if quick else 1_000_000
+    reps = 1 if quick else 5
+    cold_reps = 1 if quick else 3
+    figs: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="bench-app-") as cache, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM)
+        # ---------------------------------------------------------------- cold start
+        colds = []
+        for i in range(cold_reps):
+            colds.append(_cold_start(browser, cache))
+            progress(
+                "cold start {}/{}: usable {:.2f} s, idle {:.2f} s, preview drawn {:.2f} s".format(
+                    i + 1, cold_reps, *colds[-1]
+                )
+            )
+        cold = statistics.median(c[0] for c in colds)
+        figs.append(
+            Figure(
+                "cold_start_s",
+                cold,
+                "s",
+                "< 5 s",
+                cold < 5,
+                f"median of {cold_reps}: server process start to the Explore page usable (title, sidebar, Run "
+                f"button); script idle {statistics.median(c[1] for c in colds):.2f} s, true-map preview drawn "
+                f"{statistics.median(c[2] for c in colds):.2f} s",
+                {"runs": colds},
+            )
+        )
+        # ---------------------------------------------------------- run to maps
+        srv = Server(cache)
+        try:
+            srv.wait_health()
+            for depth, tag in ((8, "256"), (10, "1024")):
+                query = f"?d.n={n}&res={2**depth}&eps=1&baselines=0"
+                _run_to_maps(browser, srv.url, query, seed=900 + depth)  # warm-up: loads the dataset
+                times, wss = [], []
+                for r in range(reps if depth == 8 else max(1, reps // 2)):
+                    dt, b = _run_to_maps(browser, srv.url, query, seed=1000 * depth + r)
+                    times.append(dt)
+                    wss.append(b)
+                    progress(f"{tag}x{tag}: run {r + 1}: {dt:.2f} s, websocket {b / MB:.2f} MB")
+                if depth == 8:
+                    med = statistics.median(times)
+                    figs.append(
+                        Figure(
+                            "run_to_maps_s",
+                            med,
+                            "s",
+                            "< 3 s",
+                            med < 3,
+                            f"identity, {n:,} synthetic locations, 256 x 256; median of {len(times)} (fresh session, "
+                            "new seed each)",
+                            {"runs": times},
+                        )
+                    )
+                exact = _deck_json_bytes(n, depth)
+                limit = 2 * MB if depth == 8 else 6 * MB
+                figs.append(
+                    Figure(
+                        f"bytes_per_map_{tag}",
+                        exact / MB,
+                        "MB",
+                        f"< {limit // MB} MB",
+                        exact < limit,
+                        f"deck JSON of one {tag} x {tag} map; websocket payload for the whole rerun: "
+                        f"{statistics.median(wss) / MB:.2f} MB (both maps and the page)",
+                        {"websocket_bytes_page": statistics.median(wss), "deck_json_bytes": exact},
+                    )
+                )
+        finally:
+            srv.stop()
+        browser.close()
+    return figs

@@ -1,0 +1,74 @@
+"""Compare: several mechanisms on the same data, ε and seed."""
+
+import streamlit as st
+
+from ui import boot, budget, controls, jobs, run, state, tables, views
+
+boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
+
+views.header(
+    "Compare mechanisms",
+    "Every selected mechanism releases a map of the same people with the same ε and seed. "
+    "Small multiples share one colour scale; ★ marks the best value of each metric.",
+)
+ctl = controls.sidebar("multi", max_mechs=7)
+for e in ctl.errors:
+    st.error(e)
+if not ctl.mechanisms:
+    st.info("Choose at least one mechanism in the sidebar.", icon=":material/arrow_back:")
+configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
+
+top = st.columns([1, 3], vertical_alignment="center")
+g = run.launch("compare", configs, ctl, label="Compare", container=top[0])
+if configs:
+    budget.meter(configs[0], ctl.budget_limit, views.dataset(configs[0]).meta.name, container=top[1])
+jobs.progress_panel(["compare"], "Comparing")
+
+url = dict(ctl.url)
+if g is not None:
+    views.outcome_messages(g)
+if g is not None and g.done and any(s.state == "ok" for s in g.statuses):
+    jobs.remember_ok("compare")
+show = g if (g is not None and g.done and any(s.state == "ok" for s in g.statuses)) else None
+if show is None:
+    last = jobs.last_ok("compare")
+    show = last if last is not None and last.done else None
+
+if show is not None:
+    ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]
+    if run.is_current(show, configs):
+        url["run"] = 1
+    else:
+        st.info("Settings changed since this comparison: showing the previous one. Press **Run** to update.")
+    first = ok[0][1]
+    fr = views.frame(ok[0][0], first.release.domain)
+    scale = views.scale_for(first.truth, first.release.domain, ctl.display)
+    views.data_badge(first.dataset_meta, first.n_points, first.n_users)
+    view, vurl = views.view_controls(fr, px=215)
+    url.update(vurl)
+    panels = [("True locations", first.truth, None, "compare_true")] + [
+        (f"{views.mech_label(c.mechanism)}", r.release.density, r.release.partition, f"compare_{c.mechanism}")
+        for c, r in ok
+    ]
+    for row in range(0, len(panels), 4):
+        cols = st.columns(4)
+        for col, (title, grid, rects, key) in zip(cols, panels[row : row + 4]):
+            views.heat_chart(
+                grid, scale, fr, view, key, ctl.display, rects=rects, title=title, container=col, height=250
+            )
+    views.legend(scale, note=f"ε = {ok[0][0].epsilon:g} · seed {ok[0][0].seed} for every mechanism")
+    names = views.unique_labels([c.mechanism for c, _ in ok])
+    results = {names[c.mechanism]: r for c, r in ok}
+    st.subheader("Metrics")
+    st.dataframe(tables.compare_table(results), width="stretch")
+    st.caption("★ best of the compared mechanisms · ↓ lower is better · ↑ higher is better")
+    a, b = st.columns([2, 3], gap="medium")
+    with a:
+        st.subheader("Ranking")
+        st.dataframe(tables.ranking(results), hide_index=True, width="stretch")
+        st.caption("Mean rank over the utility metrics (EMD, L1, MSE, SIM, CC, Spearman, KL, range queries).")
+    with b:
+        st.subheader("What the metrics mean")
+        st.dataframe(views.metrics_frame(results)[["What it measures"]], width="stretch")
+
+state.sync_url(url)

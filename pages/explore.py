@@ -1,0 +1,121 @@
+"""Explore: one mechanism on one dataset, true and private maps side by side."""
+
+import streamlit as st
+
+from engine.mechanisms import registry
+from ui import boot, budget, controls, jobs, run, state, views
+
+boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
+
+views.header(
+    "Explore a private heatmap",
+    "Pick a city, a mechanism and a privacy budget ε. The true map (left) is what the mechanism protects; "
+    "the private map (right) is what it publishes. Both share one colour scale.",
+)
+ctl = controls.sidebar("single")
+for e in ctl.errors:
+    st.error(e)
+
+state.seed("explore.baselines", True, "baselines", state.parse_bool)
+cfg = ctl.config() if ctl.ready else None
+base_keys = [b for b in ("identity", "uniform") if b in registry() and cfg is not None and b != cfg.mechanism]
+configs = []
+if cfg is not None:
+    configs = [cfg]
+    if state.get("explore.baselines"):
+        configs += [ctl.config(b, params={}) for b in base_keys]
+
+top = st.columns([1, 3, 2], vertical_alignment="center")
+g = run.launch("explore", configs, ctl, label="Explore", container=top[0])
+top[1].toggle(
+    "Identity and Uniform on the same data, for context",
+    **state.bind("explore.baselines"),
+    help="Two classic baselines run alongside (each is a release too, counted in the ledger).",
+)
+if cfg is not None:
+    budget.meter(cfg, ctl.budget_limit, views.dataset(cfg).meta.name, container=top[2])
+jobs.progress_panel(["explore"], "Running")
+
+url = dict(ctl.url)
+if not state.get("explore.baselines"):
+    url["baselines"] = False
+# Fixed slots: the true map keeps its place in the page before and after a run, so the browser
+# updates that chart instead of building a new one.
+notices = st.container()
+if g is not None:
+    views.outcome_messages(g, notices)
+if jobs.main_ok(g):
+    jobs.remember_ok("explore")
+show = g if jobs.main_ok(g) else jobs.last_ok("explore")
+
+res = rcfg = None
+if show is not None:
+    res, rcfg = show.results[0], show.configs[0]
+    if run.is_current(show, configs):
+        url["run"] = 1
+    elif g is not None and g.running:
+        notices.caption("Showing the previous result while the new run is in progress.")
+    else:
+        notices.info(
+            "Settings changed since this run: showing the previous result. Press **Run** to update.",
+            icon=":material/info:",
+        )
+    meta, n_points, n_users = res.dataset_meta, res.n_points, res.n_users
+    truth, domain, view_cfg = res.truth, res.release.domain, rcfg
+elif cfg is not None:
+    ds, domain, truth = views.prepared(cfg)
+    meta, n_points, n_users, view_cfg = ds.meta, len(ds), ds.n_users, cfg
+
+if show is not None or cfg is not None:
+    views.data_badge(meta, n_points, n_users)
+    fr = views.frame(view_cfg, domain)
+    scale = views.scale_for(truth, domain, ctl.display)
+    left, right = st.columns([2.3, 1], gap="medium")
+    with left:
+        view, vurl = views.view_controls(fr)
+        url.update(vurl)
+        lvl_box = st.container()  # the level slider's slot, empty before a run
+        lvl = views.levels_control(res, lvl_box) if res is not None else None
+        if lvl is not None:
+            url["level"] = state.get("explore.level")
+        m1, m2 = st.columns(2)
+        views.heat_chart(truth, scale, fr, view, "explore_true", ctl.display, title="True locations", container=m1)
+        if res is not None:
+            grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
+            title = f"Private: {views.mech_label(rcfg.mechanism)} · ε = {rcfg.epsilon:g}"
+            views.heat_chart(
+                grid, scale, fr, view, "explore_private", ctl.display, rects=rects, title=title, container=m2
+            )
+            if cap:
+                m2.caption(cap)
+        else:
+            m2.html('<div class="map-title">Private map</div>')
+            m2.info("Press **Run** to release a private heatmap of these locations.", icon=":material/play_arrow:")
+        views.legend(scale, note=f"{2**view_cfg.depth} × {2**view_cfg.depth} cells of {fr.domain.cell:,.0f} m")
+        if res is not None:
+            st.caption(
+                f"run {rcfg.key()[:8]} · seed {rcfg.seed} · computed in {res.timings.get('total_s', 0):.2f} s"
+                + (" · from the disk cache" if res.cached else "")
+            )
+    with right:
+        st.subheader("How good is it?")
+        if res is not None:
+            others = {}
+            for c, s in zip(show.configs[1:], show.statuses[1:]):
+                others[c.mechanism] = s.result if s.state == "ok" else ("…" if s.state == "running" else "failed")
+            views.release_warnings(res)
+            views.metrics_block(res, others)
+        else:
+            st.caption("Metrics compare the private map with the true one after a run.")
+    if res is not None:
+        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
+        views.ledger_block(res, t1)
+        views.communication_block(res, t2)
+        views.server_block(res, t3)
+        views.export_block(res, scale, fr, views.share_url(url), views.stem(rcfg), t4)
+elif ctl.dataset == controls.UPLOAD:
+    st.info("Upload a file of locations in the sidebar to start.", icon=":material/upload:")
+elif ctl.source is not None and not ctl.source.offline:
+    st.info("Download this dataset first (sidebar).", icon=":material/download:")
+
+state.sync_url(url)

@@ -1,0 +1,103 @@
+"""Range queries: how many people are in this rectangle, according to each release?"""
+
+import pandas as pd
+import streamlit as st
+
+from ui import boot, controls, jobs, ranges, run, state, views
+
+boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
+
+views.header(
+    "Range queries",
+    "Draw a rectangle by clicking cells on the map (click again to add cells) or set it by coordinates: each "
+    "mechanism answers from its release. Below, the error over a random workload of squares.",
+)
+ctl = controls.sidebar("multi", max_mechs=7)
+for e in ctl.errors:
+    st.error(e)
+configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
+g = run.launch("ranges", configs, ctl, label="Releases")
+jobs.progress_panel(["ranges"], "Running")
+url = dict(ctl.url)
+if g is not None:
+    views.outcome_messages(g)
+ok_now = g is not None and g.done and any(s.state == "ok" for s in g.statuses)
+if ok_now:
+    jobs.remember_ok("ranges")
+show = g if ok_now else jobs.last_ok("ranges")
+
+if show is not None and show.done:
+    if run.is_current(show, configs):
+        url["run"] = 1
+    ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]
+    cfg0, r0 = ok[0]
+    domain = r0.release.domain
+    fr = views.frame(cfg0, domain)
+    ds, _, _ = views.prepared(cfg0)
+    views.data_badge(r0.dataset_meta, r0.n_points, r0.n_users)
+    left, right = st.columns([3, 2], gap="medium")
+    with right:
+        st.subheader("The rectangle")
+        rect, rurl = ranges.rect_controls(domain)
+        url.update(rurl)
+        true = ranges.exact_count(ds.xy, rect)
+        names = views.unique_labels([c.mechanism for c, _ in ok])
+        rows = []
+        for c, r in ok:
+            ans = float(r.release.answer_range(rect.reshape(1, 4))[0])
+            rows.append(
+                {
+                    "Mechanism": names[c.mechanism],
+                    "Answer": round(ans, 1),
+                    "Error": round(ans - true, 1),
+                    "Relative error": abs(ans - true) / max(true, ranges.psi(r0.truth)),
+                }
+            )
+        st.metric("True count (sampled locations inside)", f"{true:,}")
+        st.dataframe(
+            pd.DataFrame(rows),
+            hide_index=True,
+            width="stretch",
+            column_config={"Relative error": st.column_config.NumberColumn(format="%.3f")},
+        )
+    with left:
+        scale = views.scale_for(r0.truth, domain, ctl.display)
+        view = fr.view(0.0, (0.0, 0.0), px=380)
+        views.heat_chart(
+            r0.truth,
+            scale,
+            fr,
+            view,
+            "ranges_map",
+            ctl.display,
+            extra_layers=[ranges.pick_layer(fr), ranges.rect_layer(rect, fr)],
+            title="True locations · click cells to set the rectangle",
+            on_select=lambda: ranges.on_pick("ranges_map"),
+            selection_mode="multi-object",
+            height=440,
+        )
+        views.legend(scale)
+
+    st.subheader("Error over a random workload")
+    w1, w2 = st.columns(2)
+    state.seed("rq.count", 500, "wq", lambda v: max(10, min(int(v), 5000)))
+    count = w1.slider("Number of random squares", 10, 5000, **state.bind("rq.count"), step=10)
+    state.seed("rq.size", (2, 10), "wsize", ranges.parse_size)
+    size = w2.slider("Square side (% of the region's side)", 1, 100, **state.bind("rq.size"))
+    url.update({"wq": count, "wsize": list(size)})
+    results = {names[c.mechanism]: r for c, r in ok}
+    df = ranges.workload_errors(r0.truth, results, domain, count, size, cfg0.seed)
+    a, b = st.columns([3, 2])
+    a.altair_chart(ranges.error_box(df), width="stretch")
+    b.dataframe(ranges.error_summary(df), width="stretch")
+    b.caption(
+        "Relative error |answer − true| / max(true, 0.1 % of all locations) (SNH's measure). True answers from "
+        "the true histogram, counting partly covered cells by area."
+    )
+    st.download_button(
+        "Workload errors (CSV)", df.to_csv(index=False), "range_workload.csv", "text/csv", on_click="ignore"
+    )
+elif not configs:
+    st.info("Choose mechanisms in the sidebar and press Run.", icon=":material/arrow_back:")
+
+state.sync_url(url)

@@ -1,0 +1,116 @@
+"""Trade-offs: error against ε (and users) with repeated trials, 95 % bands and the frontier."""
+
+import streamlit as st
+
+from ui import boot, budget, controls, explain, jobs, run, state, sweep, views, widgets
+
+boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
+
+views.header(
+    "Privacy–accuracy trade-offs",
+    "Sweep ε (and optionally the number of users) with repeated trials. Lines are means, bands 95 % confidence "
+    "intervals over trials; the frontier shows which mechanism is best at each point.",
+)
+ctl = controls.sidebar("multi", epsilon=False, display=False)
+for e in ctl.errors:
+    st.error(e)
+
+c1, c2, c3 = st.columns([3, 1, 2])
+state.seed(
+    "sweep.eps", [0.1, 0.3, 1.0, 3.0], "eps_list", lambda v: sorted(widgets._eps(x) for x in state.parse_list(v))
+)
+eps_list = c1.multiselect(
+    "ε values",
+    sorted(set(widgets.EPS_GRID) | set(state.get("sweep.eps"))),
+    **state.bind("sweep.eps"),
+    format_func=lambda v: f"{v:g}",
+)
+state.seed("sweep.trials", 3, "trials", lambda v: max(1, min(int(v), 50)))
+trials = int(c2.number_input("Trials", 1, 50, **state.bind("sweep.trials"), help="Seeds 0, 1, …"))
+state.seed("sweep.users", [], "users_list", lambda v: [int(x) for x in state.parse_list(v)])
+users_list = c3.multiselect(
+    "Also vary users sampled (optional)",
+    [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000],
+    **state.bind("sweep.users"),
+    format_func=lambda v: f"{v:,}",
+)
+users = sorted(users_list) if users_list else [ctl.n_users]
+base = {m: ctl.config(m) for m in ctl.mechanisms} if ctl.ready else {}
+configs = sweep.configs(base, sorted(eps_list), users, trials, seed0=ctl.seed) if eps_list else []
+if len(configs) > sweep.MAX_RUNS:
+    st.error(f"This sweep has {len(configs)} runs; the limit is {sweep.MAX_RUNS}. Fewer ε values, users or trials.")
+    configs = []
+elif configs:
+    st.caption(
+        f"{len(configs)} runs: {len(base)} mechanism(s) × {len(eps_list)} ε × {len(users)} size(s) × {trials} trials"
+    )
+if not ctl.mechanisms:
+    st.info("Choose mechanisms in the sidebar.", icon=":material/arrow_back:")
+
+top = st.columns([1, 3], vertical_alignment="center")
+g = run.launch("sweep", configs, ctl, label="Sweep", container=top[0])
+if configs:
+    budget.meter(configs[0], ctl.budget_limit, views.dataset(configs[0]).meta.name, container=top[1])
+jobs.progress_panel(["sweep"], "Sweeping")
+
+url = dict(ctl.url)
+url.update({"eps_list": sorted(eps_list), "trials": trials})
+if users_list:
+    url["users_list"] = sorted(users_list)
+if g is not None:
+    views.outcome_messages(g)
+done_ok = g is not None and g.done and any(s.state == "ok" for s in g.statuses)
+if done_ok:
+    jobs.remember_ok("sweep")
+show = g if done_ok else jobs.last_ok("sweep")
+
+if show is not None and show.done:
+    if run.is_current(show, configs):
+        url["run"] = 1
+    ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]
+    df = sweep.trials_frame(ok, {c.mechanism: views.mech_label(c.mechanism) for c, _ in ok})
+    metrics = [
+        k for k in explain.ordered([c for c in df.columns if c in ok[0][1].metrics]) if sweep.ensure_numeric(df, k)
+    ]
+    o1, o2, o3 = st.columns([2, 2, 1])
+    state.seed(
+        "sweep.metric", "emd_m" if "emd_m" in metrics else metrics[0], "metric", state.one_of({m: m for m in metrics})
+    )
+    if state.get("sweep.metric") not in metrics:
+        state.put("sweep.metric", metrics[0])
+    metric = o1.selectbox("Error measure", metrics, **state.bind("sweep.metric"), format_func=explain.label)
+    xs = ["epsilon", "eps_x_n"] + (["n_users"] if df["n_users"].nunique() > 1 else [])
+    state.seed("sweep.x", "epsilon", "x", state.one_of({x: x for x in ["epsilon", "eps_x_n", "n_users"]}))
+    if state.get("sweep.x") not in xs:
+        state.put("sweep.x", "epsilon")
+    x = o2.radio(
+        "x-axis",
+        xs,
+        **state.bind("sweep.x"),
+        horizontal=True,
+        format_func={"epsilon": "ε", "eps_x_n": "ε × users", "n_users": "users"}.get,
+        help="ε × users: DPBench's scale-ε exchangeability (error often depends on their product).",
+    )
+    state.seed("sweep.logy", True, "logy", state.parse_bool)
+    log_y = o3.toggle("Log y", **state.bind("sweep.logy"))
+    url.update({"metric": metric, "x": x})
+    st.caption(explain.info(metric)[1])
+    summ = sweep.summarise(df, metric, x)
+    st.altair_chart(sweep.error_chart(summ, metric, x, log_y), width="stretch")
+    fr = sweep.frontier(summ, metric, x)
+    st.subheader("Frontier: the best mechanism at each point")
+    f1, f2 = st.columns([3, 2])
+    f1.altair_chart(sweep.frontier_chart(fr, metric, x, log_y), width="stretch")
+    f2.dataframe(fr, hide_index=True, width="stretch")
+    st.download_button(
+        "All trial results (CSV)",
+        df.to_csv(index=False),
+        file_name="tradeoff_trials.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    with st.expander(f"All {len(df)} trials"):
+        st.dataframe(df, hide_index=True, width="stretch")
+
+state.sync_url(url)

@@ -1,0 +1,523 @@
+"""AppTest (no browser) tests of every dashboard page.
+
+AppTest has no ``run_every`` timer, so these tests drive the real background
+path the way the browser's poller does: click Run, then rerun the script until
+the page's jobs are finished (``wait_jobs``). Jobs really run in the shared
+thread pool; nothing is faked but a few tiny test mechanisms registered below to
+exercise the pages that are generic over releases (attack, attributes, levels,
+failures); they are removed from the registry afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.accounting import Ledger
+from engine.errors import EngineError
+from engine.mechanisms import base as mbase
+from engine.mechanisms.base import Communication, Mechanism, Release, ServerView, aggregate_view
+from engine.params import Param
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+SMALL = {"d.n": "3000", "res": "32"}
+
+
+# ---------------------------------------------------------------- test mechanisms
+def _release(data, domain, epsilon, ctx, **kw):
+    truth = data.true_histogram(domain)
+    led = Ledger()
+    led.spend("cells", epsilon, composition="parallel", group="cells")
+    base = dict(
+        density=truth + ctx.rng.laplace(0, 1 / epsilon, truth.shape),
+        domain=domain,
+        ledger=led,
+        communication=Communication(2.0, 64.0),
+        server_view=aggregate_view("test"),
+    )
+    base.update(kw)
+    return Release(**base)
+
+
+class _Fails(Mechanism):
+    """Test only: fails on purpose, with a user-facing message or an unexpected crash."""
+
+    key = "_test_fails"
+    label = "Test: fails"
+    params = (Param("how", "choice", "engine", "kind of failure", choices=("engine", "crash")),)
+
+    def run(self, data, domain, epsilon, params, ctx):
+        if params["how"] == "engine":
+            raise EngineError("the test mechanism refuses this dataset")
+        raise RuntimeError("secret internal detail 12345")
+
+
+class _PerUser(Mechanism):
+    """Test only: the server sees each user's location moved 100 m east (a per-user view)."""
+
+    key = "_test_per_user"
+    label = "Test: per-user view"
+    family = "local"
+
+    def run(self, data, domain, epsilon, params, ctx):
+        inv, _ = data.user_index()
+        xy = data.xy
+
+        def candidates(users):
+            out = []
+            for u in np.asarray(users).ravel():
+                p = xy[inv == u][:1] + np.array([100.0, 0.0])
+                out.append((np.vstack([p, p + 500.0]), np.array([0.75, 0.25])))
+            return out
+
+        def surface(u):
+            g = np.zeros((domain.n, domain.n))
+            ix, iy = domain.cell_index(xy[inv == u][:1])
+            g[iy, ix] = 1.0
+            return g
+
+        view = ServerView("per_user", "each user's shifted location", candidates=candidates, surface=surface)
+        return _release(data, domain, epsilon, ctx, server_view=view)
+
+
+class _Regions(Mechanism):
+    """Test only: mean of ``value`` in the four quadrants, the last one suppressed."""
+
+    key = "_test_regions"
+    label = "Test: regional means"
+    needs = ("value",)
+
+    def run(self, data, domain, epsilon, params, ctx):
+        x0, y0, x1, y1 = domain.bounds
+        xm, ym = (x0 + x1) / 2, (y0 + y1) / 2
+        rects = np.array([[x0, y0, xm, ym], [xm, y0, x1, ym], [x0, ym, xm, y1], [xm, ym, x1, y1]])
+        true = []
+        for r in rects:
+            m = (data.xy[:, 0] >= r[0]) & (data.xy[:, 0] < r[2]) & (data.xy[:, 1] >= r[1]) & (data.xy[:, 1] < r[3])
+            true.append(float(data.value[m].mean()) if m.any() else np.nan)
+        true = np.array(true)
+        extras = {
+            "region_rects": rects,
+            "region_true_mean": true,
+            "region_private_mean": true + 1.0,
+            "region_stderr": np.full(4, 0.5),
+            "suppressed": np.array([False, False, False, True]),
+        }
+        return _release(data, domain, epsilon, ctx, extras=extras)
+
+
+class _Levels(Mechanism):
+    """Test only: a two-level 'adaptive tree' snapshot in ``extras['levels']``."""
+
+    key = "_test_levels"
+    label = "Test: levels"
+
+    def run(self, data, domain, epsilon, params, ctx):
+        x0, y0, x1, y1 = domain.bounds
+        xm, ym = (x0 + x1) / 2, (y0 + y1) / 2
+        quads = np.array([[x0, y0, xm, ym], [xm, y0, x1, ym], [x0, ym, xm, y1], [xm, ym, x1, y1]])
+        levels = [
+            {"rects": np.array([[x0, y0, x1, y1]]), "counts": np.array([len(data)]), "threshold": 5.0, "epsilon": 0.5},
+            {"rects": quads, "counts": np.full(4, len(data) / 4), "threshold": 3.0, "epsilon": 0.5},
+        ]
+        return _release(data, domain, epsilon, ctx, partition=quads, extras={"levels": levels})
+
+
+class _Slow(Mechanism):
+    """Test only: takes up to 10 s in small steps, checking for cancellation between them."""
+
+    key = "_test_slow"
+    label = "Test: slow"
+
+    def run(self, data, domain, epsilon, params, ctx):
+        for i in range(100):
+            ctx.progress(i / 100, f"step {i}")
+            ctx.check_cancelled()
+            time.sleep(0.1)
+        return _release(data, domain, epsilon, ctx)
+
+
+TEST_MECHS = (_Fails, _PerUser, _Regions, _Levels, _Slow)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def test_mechanisms():
+    for cls in TEST_MECHS:
+        mbase.register(cls)
+    yield
+    for cls in TEST_MECHS:
+        mbase._REGISTRY.pop(cls.key, None)
+
+
+# --------------------------------------------------------------------- helpers
+def open_app(page: str | None = None, **qp) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({**SMALL, **{k: str(v) for k, v in qp.items()}})
+    at.run()
+    if page:
+        at.switch_page(f"pages/{page}.py").run()
+        # AppTest sends the previous page's widget protos' *defaults* on the first run after a switch
+        # (a browser sends the real values: see test_browser); the next run is the page as users see it.
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def running(at: AppTest) -> bool:
+    return any("runs done" in (p.proto.text or "") for p in at.get("progress"))
+
+
+def wait_jobs(at: AppTest, timeout: float = 60) -> AppTest:
+    """Rerun as the poller fragment's timer would, until no job of the page is running."""
+    t0 = time.time()
+    while running(at):
+        assert time.time() - t0 < timeout, "jobs did not finish"
+        time.sleep(0.1)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def click_run(at: AppTest, name: str) -> AppTest:
+    at.button(key=f"run_{name}").click().run()
+    return wait_jobs(at)
+
+
+def charts(at: AppTest) -> dict[str, str]:
+    """Deck JSON of every map, keyed by its first heat layer id (or its first layer's)."""
+    out = {}
+    for c in at.get("deck_gl_json_chart"):
+        spec = json.loads(c.proto.json)
+        ids = [layer.get("id", "") for layer in spec.get("layers", [])]
+        name = next((i for i in ids if i.endswith("_heat")), ids[-1] if ids else "")
+        out[name] = c.proto.json
+    return out
+
+
+def frame_with(at: AppTest, column: str):
+    """The first dataframe shown that has ``column``."""
+    for d in at.dataframe:
+        if column in d.value.columns:
+            return d.value
+    raise AssertionError(f"no table with a {column!r} column")
+
+
+def texts(at: AppTest) -> str:
+    parts = []
+    for kind in ("markdown", "error", "warning", "info", "caption", "subheader", "title", "exception"):
+        parts += [str(e.value) for e in getattr(at, kind)]
+    parts += [h.proto.body for h in at.get("html")]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------- explore
+def test_explore_run_metrics_and_url_round_trip():
+    at = open_app(eps="0.5", seed="4", baselines="0")
+    # widgets render with the URL's values
+    assert at.sidebar.select_slider(key="cfg.eps").value == 0.5
+    assert at.sidebar.number_input(key="cfg.seed").value == 4
+    assert at.sidebar.selectbox(key="cfg.ds").value == "synthetic:polycentric"
+    assert at.sidebar.selectbox(key="cfg.mech").value == "identity"
+    assert "explore_true_heat" in charts(at)  # the true map is previewed before any run
+    click_run(at, "explore")
+    maps = charts(at)
+    assert {"explore_true_heat", "explore_private_heat"} <= set(maps)
+    assert "How good is it?" in [s.value for s in at.subheader]
+    body = texts(at)
+    for label in ("EMD", "L1", "Average distance people would have to move"):
+        assert label in body
+    qp = dict(at.query_params)
+    assert qp["eps"] == "0.5" and qp["seed"] == "4" and qp["res"] == "32" and qp["run"] == "1"
+    assert qp["d.n"] == "3000" and qp["mech"] == "identity" and qp["baselines"] == "0"
+
+    # opening that URL in a new session reproduces the view (same release, same maps)
+    at2 = AppTest.from_file(APP, default_timeout=90)
+    at2.query_params.update(qp)
+    at2.run()
+    wait_jobs(at2)
+    assert charts(at2)["explore_private_heat"] == maps["explore_private_heat"]
+    assert dict(at2.query_params) == qp
+
+
+def test_same_config_is_instant_and_identical_new_seed_is_fresh_release():
+    from ui.jobs import board
+
+    at = open_app(eps="0.7", seed="11", baselines="0")
+    click_run(at, "explore")
+    first = charts(at)["explore_private_heat"]
+    jobs_before = len(board().jm._jobs)
+    at.button(key="run_explore").click().run()  # same configuration again
+    assert not running(at)  # answered at once from the shared result cache: no new job
+    assert len(board().jm._jobs) == jobs_before
+    assert charts(at)["explore_private_heat"] == first
+    at.sidebar.number_input(key="cfg.seed").set_value(12).run()
+    assert "Settings changed" in texts(at)
+    click_run(at, "explore")
+    assert charts(at)["explore_private_heat"] != first
+    spent = sum(e["eps"] for d in at.session_state["_budget"].values() for e in d.values())
+    assert spent == pytest.approx(1.4)  # two distinct releases of the same people at ε = 0.7
+
+
+def test_budget_limit_warns_before_spending():
+    at = open_app(eps="0.5", seed="21", baselines="0")
+    at.sidebar.number_input(key="cfg.limit").set_value(0.6).run()
+    click_run(at, "explore")  # 0.5 <= 0.6: runs
+    at.sidebar.number_input(key="cfg.seed").set_value(22).run()
+    at.button(key="run_explore").click().run()
+    assert any("above your limit" in w.value for w in at.warning)
+    assert not running(at) and "Settings changed" in texts(at)  # nothing was submitted
+    at.button(key="confirm_explore").click().run()
+    wait_jobs(at)
+    assert "Settings changed" not in texts(at)
+    assert "explore_private_heat" in charts(at)
+
+
+def test_bad_url_values_are_reported_not_fatal():
+    at = open_app(eps="abc", mech="nope", res="33", seed="-2")
+    warned = " ".join(w.value for w in at.warning)
+    for name in ("eps=abc", "mech=nope", "res=33", "seed=-2"):
+        assert name in warned
+    assert at.sidebar.select_slider(key="cfg.eps").value == 1.0  # defaults instead
+    assert not at.exception
+
+
+@pytest.mark.parametrize("how,expect", [("engine", "refuses this dataset"), ("crash", "failed unexpectedly")])
+def test_engine_errors_are_messages_and_sessions_are_isolated(how, expect):
+    bad = open_app(mech="_test_fails", baselines="0", **{"p._test_fails.how": how})
+    good = open_app(seed="31", baselines="0")
+    bad.button(key="run_explore").click().run()  # both sessions have jobs in flight at once
+    good.button(key="run_explore").click().run()
+    wait_jobs(bad)
+    wait_jobs(good)
+    errors = " ".join(e.value for e in bad.error)
+    assert expect in errors
+    assert "secret internal detail" not in texts(bad) and not bad.exception
+    assert not good.error and "explore_private_heat" in charts(good)
+
+
+def test_progress_and_cancel_keep_the_page_usable():
+    at = open_app(mech="_test_slow", baselines="0", seed="41")
+    at.button(key="run_explore").click().run()
+    assert running(at)
+    bar = next(p for p in at.get("progress") if "runs done" in p.proto.text)
+    assert "Explore: 0/1 runs done" in bar.proto.text and " s" in bar.proto.text  # elapsed time
+    at.sidebar.number_input(key="cfg.seed").set_value(42).run()  # the page answers while the job runs
+    assert running(at)
+    at.button(key="cancel_explore").click().run()
+    wait_jobs(at, timeout=10)
+    assert any("cancelled" in i.value for i in at.info)
+    assert not at.error
+
+
+def test_online_source_downloads_with_the_button(tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    from engine.data.online import download, is_cached
+    from engine.data.registry import _SOURCES, Source, add
+    from engine.data.synthetic import generate
+
+    (tmp_path / "city.bin").write_bytes(b"0123456789" * 5000)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/city.bin"
+
+    def loader(url):
+        download(url, max_bytes=10**6)
+        return generate("monocentric", 2000, 0)
+
+    add(
+        Source(
+            key="_test_online",
+            label="Test online city",
+            kind="online",
+            description="Served by the test on 127.0.0.1.",
+            loader=loader,
+            params=(Param("url", "str", url, "address"),),
+            offline=False,
+            extra={"cached": lambda: is_cached(url)},
+        )
+    )
+    try:
+        at = open_app(ds="_test_online")
+        assert at.sidebar.selectbox(key="cfg.ds").value == "_test_online"
+        assert at.button(key="run_explore").disabled  # nothing to run before the download
+        at.sidebar.button(key="dl__test_online").click().run()
+        t0 = time.time()
+        while not is_cached(url):
+            assert time.time() - t0 < 20
+            time.sleep(0.1)
+        at.run()
+        at.run()
+        assert not at.button(key="run_explore").disabled
+        click_run(at, "explore")
+        assert "explore_private_heat" in charts(at)
+    finally:
+        _SOURCES.pop("_test_online", None)
+        server.shutdown()
+
+
+def test_weaker_than_planned_guarantee_is_shown():
+    # 30% of clients drop out while the noise was planned for none: the engine reports
+    # the effective epsilon, and Explore must show that warning next to the metrics
+    at = open_app(mech="adaptive_hh", baselines="0", **{"p.adaptive_hh.dropout": "0.3"})
+    click_run(at, "explore")
+    warns = [str(w.value) for w in at.warning]
+    assert any("epsilon" in w.lower() for w in warns), warns
+
+
+def test_levels_slider_steps_through_refinement():
+    at = open_app(mech="_test_levels", baselines="0")
+    click_run(at, "explore")
+    final = charts(at)["explore_private_heat"]
+    slider = at.select_slider(key="explore.level")
+    assert slider.value == 2  # the final release
+    slider.set_value(0).run()
+    assert charts(at)["explore_private_heat"] != final
+    assert "level 0" in texts(at) and "threshold = 5" in texts(at)
+
+
+def test_offline_by_default_basemap_on_request():
+    at = open_app(baselines="0")
+    spec = next(iter(charts(at).values()))
+    assert "cartocdn" not in spec and "mapProvider" not in spec
+    assert json.loads(spec)["mapStyle"] == "__MAP_STYLE__"  # Streamlit's "no basemap" sentinel
+    at.sidebar.toggle(key="cfg.basemap").set_value(True).run()
+    assert "cartocdn" in next(iter(charts(at).values()))
+
+
+def test_upload_bad_and_good_files():
+    at = open_app()
+    at.sidebar.selectbox(key="cfg.ds").set_value("__upload__").run()
+    at.sidebar.file_uploader(key="upload_file").upload("bad.csv", b"name,colour\na,red\nb,blue\n", "text/csv").run()
+    assert any("bad.csv" in e.value for e in at.sidebar.error)
+    rng = np.random.default_rng(0)
+    rows = "\n".join(f"{2.3 + a:.6f},{48.85 + b:.6f}" for a, b in rng.normal(0, 0.01, (400, 2)))
+    at.sidebar.file_uploader(key="upload_file").set_value(("mine.csv", f"lon,lat\n{rows}\n".encode(), "text/csv")).run()
+    assert at.sidebar.selectbox(key="cfg.ds").value.startswith("file:")
+    assert "ds" not in at.query_params  # an uploaded file cannot be shared by link
+    click_run(at, "explore")
+    assert "explore_private_heat" in charts(at)
+    assert "read off the data" in texts(at)  # the ledger states the region is side information
+
+
+# ---------------------------------------------------------------------- compare
+def test_compare_marks_best_and_ranks():
+    at = open_app("compare", mechs="identity,uniform", eps="1", seed="2")
+    assert at.sidebar.multiselect(key="cfg.mechs").value == ["identity", "uniform"]
+    click_run(at, "compare")
+    assert {"compare_true_heat", "compare_identity_heat", "compare_uniform_heat"} <= set(charts(at))
+    table, rank = frame_with(at, "EMD ↓"), frame_with(at, "Mean rank")
+    assert table.shape[0] == 2 and table.apply(lambda c: c.str.startswith("★")).to_numpy().any()
+    assert list(rank["Rank"]) == [1, 2] and set(rank["Mechanism"]) == set(table.index)
+    qp = at.query_params
+    assert qp["mechs"] == "identity,uniform" and qp["run"] == "1"
+
+
+# -------------------------------------------------------------------- trade-offs
+def test_tradeoffs_sweep_curves_frontier_and_csv():
+    at = open_app("tradeoffs", mechs="identity,uniform", eps_list="0.5,2", trials="2")
+    click_run(at, "sweep")
+    assert len(at.get("vega_lite_chart")) == 2  # error curves + frontier
+    trials = frame_with(at, "eps_x_n")
+    assert len(trials) == 8 and set(trials["seed"]) == {0, 1}
+    assert {"mechanism", "epsilon", "n_users", "eps_x_n", "emd_m"} <= set(trials.columns)
+    assert at.get("download_button")
+    assert at.query_params["eps_list"] == "0.5,2" and at.query_params["trials"] == "2"
+
+
+def test_sweep_summary_confidence_interval():
+    import pandas as pd
+    from scipy import stats
+
+    from ui.sweep import frontier, summarise
+
+    df = pd.DataFrame(
+        {"mechanism": ["a"] * 3 + ["b"] * 3, "epsilon": [1.0] * 6, "emd_m": [1.0, 2.0, 3.0, 0.5, 0.5, 0.8]}
+    )
+    s = summarise(df, "emd_m", "epsilon").set_index("mechanism")
+    half = stats.t.ppf(0.975, 2) * 1.0 / np.sqrt(3)  # sd of (1,2,3) is 1
+    assert s.loc["a", "mean"] == pytest.approx(2.0) and s.loc["a", "hi"] - 2.0 == pytest.approx(half)
+    assert frontier(s.reset_index(), "emd_m", "epsilon")["best mechanism"].tolist() == ["b"]
+
+
+# ----------------------------------------------------------------- range queries
+def test_range_queries_answers_and_workload():
+    from engine.jobs import RunConfig, prepare
+
+    at = open_app("ranges", mechs="identity", seed="3", rx="2,12", ry="5,15")
+    click_run(at, "ranges")
+    assert at.slider(key="rq.x").value == (2.0, 12.0)
+    cfg = RunConfig(dataset_options={"n": 3000, "seed": 0}, depth=5, seed=3)
+    ds, dom, *_ = prepare(cfg)
+    x0, y0 = dom.x0 + 2000, dom.y0 + 5000
+    inside = (ds.xy[:, 0] >= x0) & (ds.xy[:, 0] < dom.x0 + 12000) & (ds.xy[:, 1] >= y0) & (ds.xy[:, 1] < dom.y0 + 15000)
+    assert at.metric[0].value == f"{int(inside.sum()):,}"
+    answers = frame_with(at, "Answer")
+    assert list(answers["Mechanism"]) == ["Identity"]
+    at.slider(key="rq.x").set_value((0.0, 20.0)).run()
+    assert frame_with(at, "Answer")["Answer"].iloc[0] != answers["Answer"].iloc[0]
+    assert at.query_params["rx"] == "0,20"
+    assert at.get("vega_lite_chart")  # workload error distribution
+
+
+# ------------------------------------------------------------------ attack / attributes
+def test_attack_page_shows_one_users_view():
+    at = open_app("attack", mech="_test_per_user")
+    assert at.sidebar.selectbox(key="atk.mech").value == "_test_per_user"
+    click_run(at, "attack")
+    assert "User 0" in [s.value for s in at.subheader]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Best guess is off by"] == "100 m"  # the test view shifts everyone 100 m east
+    spec = next(iter(charts(at).values()))
+    assert '"candidates"' in spec and '"truth"' in spec
+    at.number_input(key="atk.user").set_value(3).run()
+    assert at.query_params["user"] == "3" and "User 3" in [s.value for s in at.subheader]
+
+
+def test_attack_page_explains_aggregate_views():
+    at = open_app("attack", mech="identity")
+    click_run(at, "attack")
+    assert any("nothing per user" in i.value for i in at.info)
+    assert any(m.label == "Privacy distance" for m in at.metric)
+
+
+def test_attributes_page_regional_means():
+    at = open_app("attributes", mech="_test_regions")
+    click_run(at, "attributes")
+    assert len(at.get("deck_gl_json_chart")) == 2
+    df = frame_with(at, "private mean")
+    assert len(df) == 4 and int(df["suppressed"].sum()) == 1
+    np.testing.assert_allclose(df["error"].dropna(), 1.0)
+
+
+# ------------------------------------------------------------------- methods / data
+def test_methods_page_has_a_section_per_mechanism():
+    from engine.mechanisms import registry
+
+    at = open_app("methods")
+    headers = [h.value for h in at.header]
+    for cls in registry().values():
+        assert (cls.label or cls.key) in headers
+    assert len(at.code) >= 1  # docstrings
+
+
+def test_data_page_provenance_and_density():
+    at = open_app("data")
+    body = texts(at)
+    assert "SYNTHETIC DATA" in body and "Point density" in " ".join(h.proto.body for h in at.get("html"))
+    assert "data_density_heat" in charts(at)
+    table = at.table[0].value
+    assert "Licence" in table.index and "Locations" in table.index
+    assert table.loc["Locations"].iloc[0] == "3,000"
+    catalogue = frame_with(at, "Key")
+    assert "synthetic:polycentric" in set(catalogue["Key"])
+    assert "file" not in set(catalogue["Key"])  # the server-path loader is never offered in the browser

@@ -1,0 +1,92 @@
+"""Regional means of a numeric attribute (e.g. age) released privately, region by region.
+
+Generic over any release whose ``extras`` carry ``region_rects`` (k, 4) metres and
+``region_true_mean`` / ``region_private_mean`` / ``region_stderr`` / ``suppressed``
+(length k)."""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import pydeck as pdk
+
+from . import maps
+from .colors import lut
+
+KEYS = ("region_rects", "region_true_mean", "region_private_mean")
+
+
+def has_regions(release) -> bool:
+    ex = release.extras or {}
+    return all(k in ex for k in KEYS)
+
+
+def region_frame(release) -> pd.DataFrame:
+    ex = release.extras
+    rects = np.asarray(ex["region_rects"], dtype=np.float64).reshape(-1, 4)
+    k = len(rects)
+
+    def col(name, default):
+        v = ex.get(name)
+        return np.full(k, default) if v is None else np.asarray(v).reshape(-1)
+
+    df = pd.DataFrame(
+        {
+            "region": np.arange(k),
+            "true mean": col("region_true_mean", np.nan).astype(float),
+            "private mean": col("region_private_mean", np.nan).astype(float),
+            "std. error": col("region_stderr", np.nan).astype(float),
+            "suppressed": col("suppressed", False).astype(bool),
+        }
+    )
+    df["error"] = df["private mean"] - df["true mean"]
+    df.loc[df["suppressed"], ["private mean", "error"]] = np.nan
+    return df
+
+
+def region_layer(release, fr: maps.Frame, which: str, lo: float, hi: float, cmap: str = "viridis") -> pdk.Layer:
+    ex = release.extras
+    rects = np.asarray(ex["region_rects"], dtype=np.float64).reshape(-1, 4)
+    df = region_frame(release)
+    vals = df[which].to_numpy(dtype=float)
+    colours = lut(cmap, 255)
+    paths = maps.rect_paths(rects, fr)
+    data = []
+    for p, v, sup in zip(paths, vals, df["suppressed"]):
+        if sup or not np.isfinite(v):
+            fill = [160, 160, 160, 110]
+        else:
+            t = 0.0 if hi <= lo else (v - lo) / (hi - lo)
+            r, g, b = colours[int(np.clip(t, 0, 1) * 254)]
+            fill = [int(r), int(g), int(b), 210]
+        data.append({"polygon": p["path"], "fill": fill, "value": None if not np.isfinite(v) else round(float(v), 3)})
+    return pdk.Layer(
+        "PolygonLayer",
+        id=f"regions_{which.replace(' ', '_')}",
+        data=data,
+        get_polygon="polygon",
+        get_fill_color="fill",
+        get_line_color=[255, 255, 255, 160],
+        line_width_min_pixels=1,
+        pickable=True,
+    )
+
+
+def scatter(df: pd.DataFrame, value_name: str) -> alt.Chart:
+    """Private against true mean per region, with ±1.96 standard-error bars and the diagonal."""
+    d = df.dropna(subset=["private mean", "true mean"]).copy()
+    d["lo"] = d["private mean"] - 1.96 * d["std. error"].fillna(0)
+    d["hi"] = d["private mean"] + 1.96 * d["std. error"].fillna(0)
+    lo = float(min(d["true mean"].min(), d["lo"].min())) if len(d) else 0.0
+    hi = float(max(d["true mean"].max(), d["hi"].max())) if len(d) else 1.0
+    sc = alt.Scale(domain=[lo, hi], zero=False)
+    diag = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(color="#999", strokeDash=[4, 3])
+    diag = diag.encode(x=alt.X("x:Q", scale=sc), y=alt.Y("y:Q", scale=sc))
+    base = alt.Chart(d).encode(x=alt.X("true mean:Q", title=f"true mean {value_name}", scale=sc))
+    bars = base.mark_rule(color="#3b528b", opacity=0.5, clip=True).encode(y=alt.Y("lo:Q", scale=sc), y2="hi:Q")
+    pts = base.mark_circle(size=60, color="#3b528b").encode(
+        y=alt.Y("private mean:Q", title="private mean", scale=sc),
+        tooltip=["region", "true mean", "private mean", "std. error"],
+    )
+    return (diag + bars + pts).properties(height=320)

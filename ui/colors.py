@@ -1,0 +1,194 @@
+"""Colour scales shared by every map of a view, their PNG rendering and legend.
+
+One :class:`ColourScale` is built per view from the true histogram so the true
+and private maps (and every small multiple) use the same mapping from counts to
+colours. Values are shown in display units (locations per km², or % of all
+locations per cell); the mapping works in counts per cell internally.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+# 17 evenly spaced stops of matplotlib's perceptually uniform maps (CC0).
+CMAPS = {
+    "viridis": "440154 48186a 472d7b 424086 3b528b 33638d 2c728e 26828e 21918c 1fa088 28ae80 3fbc73 5ec962 84d44b "
+    "addc30 d8e219 fde725",
+    "magma": "000004 0a0822 1d1147 36106b 51127c 6a1c81 832681 9c2e7f b73779 d0416f e75263 f56b5c fc8961 fea772 "
+    "fec488 fde2a3 fcfdbf",
+    "cividis": "00224e 002e6a 1a386f 32436d 434e6c 535a6d 61656f 6f7073 7d7c78 8c8878 9b9476 aba072 bcae6c cdbb63 "
+    "dec958 f0d846 fee838",
+    "inferno": "000004 0b0724 210c4a 3d0965 57106e 71196e 8a226a a32c61 bc3754 d24644 e45a31 f1731d f98e09 fcac11 "
+    "f9cb35 f2ea69 fcffa4",
+}
+UNITS = {"km2": "locations per km²", "share": "% of all locations (per cell)"}
+
+
+def stops(cmap: str) -> np.ndarray:
+    return np.array([[int(h[i : i + 2], 16) for i in (0, 2, 4)] for h in CMAPS[cmap].split()], dtype=np.float64)
+
+
+def lut(cmap: str, n: int = 255) -> np.ndarray:
+    """``n`` RGB colours interpolated along the map's stops (uint8, shape (n, 3))."""
+    s = stops(cmap)
+    x = np.linspace(0, 1, len(s))
+    t = np.linspace(0, 1, n)
+    return np.stack([np.interp(t, x, s[:, c]) for c in range(3)], axis=1).round().astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class ColourScale:
+    """Counts per cell -> colour index; ``lo``/``hi`` are counts per cell."""
+
+    lo: float
+    hi: float
+    log: bool
+    factor: float  # counts per cell -> display units
+    unit: str
+    cmap: str = "viridis"
+
+    @classmethod
+    def shared(
+        cls, truth: np.ndarray, cell_km2: float, *, log: bool = True, units: str = "km2", cmap: str = "viridis"
+    ) -> ColourScale:
+        """One scale for a view, read off the true histogram (the reference every panel is compared with)."""
+        t = np.asarray(truth, dtype=np.float64)
+        pos = t[t > 0]
+        top = float(pos.max()) if pos.size else 1.0
+        if log:
+            lo = 0.5  # half a location per cell: anything below is drawn transparent
+            hi = max(top, 2 * lo)
+        else:
+            lo = 0.0
+            # a heavy-tailed city saturates its few densest cells rather than darkening the rest
+            hi = float(np.percentile(pos, 99.5)) if pos.size > 200 else top
+            hi = max(hi, 1e-9)
+        total = float(t.sum()) if t.sum() > 0 else 1.0
+        factor = 1.0 / cell_km2 if units == "km2" else 100.0 / total
+        return cls(lo, hi, log, factor, UNITS.get(units, units), cmap)
+
+    # ---------------------------------------------------------------- mapping
+    def index(self, grid: np.ndarray) -> np.ndarray:
+        """uint8 indices: 0 = transparent (no one, or a negative estimate), 1..255 colours."""
+        g = np.asarray(grid, dtype=np.float64)
+        if self.log:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = (np.log(np.maximum(g, 1e-300)) - math.log(self.lo)) / (math.log(self.hi) - math.log(self.lo))
+            show = g >= self.lo
+        else:
+            t = (g - self.lo) / (self.hi - self.lo)
+            show = g > 0
+        idx = 1 + np.clip(np.nan_to_num(t), 0.0, 1.0) * 254
+        out = idx.round().astype(np.uint8)
+        out[~show | ~np.isfinite(g)] = 0
+        return out
+
+    def png(self, grid: np.ndarray, background: tuple[int, int, int] | None = None) -> bytes:
+        """Indexed PNG (1 byte per cell), north up. Palette index 0 (no one, or a negative
+        estimate) is transparent, or the opaque ``background`` colour when there is no basemap
+        (one layer then draws the whole region: less work for the browser)."""
+        idx = np.ascontiguousarray(self.index(grid)[::-1])  # grid row 0 is the south edge
+        img = Image.fromarray(idx, mode="P")
+        pal = np.zeros((256, 3), dtype=np.uint8)
+        pal[1:] = lut(self.cmap, 255)
+        if background is not None:
+            pal[0] = background
+        img.putpalette(pal.ravel().tolist())
+        buf = io.BytesIO()
+        if background is None:
+            img.save(buf, format="PNG", transparency=0, compress_level=6)
+        else:
+            img.save(buf, format="PNG", compress_level=6)
+        return buf.getvalue()
+
+    def rgba_png(self, grid: np.ndarray, min_side: int = 512) -> bytes:
+        """RGBA PNG for export, upscaled (nearest) so small grids stay visible."""
+        idx = self.index(grid)[::-1]
+        pal = np.zeros((256, 4), dtype=np.uint8)
+        pal[1:, :3] = lut(self.cmap, 255)
+        pal[1:, 3] = 255
+        rgba = pal[idx]
+        k = max(1, int(math.ceil(min_side / max(rgba.shape[0], 1))))
+        if k > 1:
+            rgba = rgba.repeat(k, axis=0).repeat(k, axis=1)
+        buf = io.BytesIO()
+        Image.fromarray(rgba, mode="RGBA").save(buf, format="PNG")
+        return buf.getvalue()
+
+    # ----------------------------------------------------------------- legend
+    def ticks(self) -> list[tuple[float, str]]:
+        """(position 0..1, label in display units)."""
+        a, b = self.lo * self.factor, self.hi * self.factor
+        out = []
+        if self.log:
+            la, lb = math.log10(a), math.log10(b)
+            decades = lb - la
+            mult = (1,) if decades > 3.5 else ((1, 3) if decades > 1.5 else (1, 2, 5))
+            for e in range(math.floor(la), math.ceil(lb) + 1):
+                for m in mult:
+                    v = m * 10.0**e
+                    if a * 0.999 <= v <= b * 1.001:
+                        out.append(((math.log10(v) - la) / (lb - la), _fmt(v)))
+        else:
+            step = _nice_step((b - a) / 4)
+            v = math.ceil(a / step) * step
+            while v <= b * 1.0001:
+                out.append(((v - a) / (b - a), _fmt(v)))
+                v += step
+        return out
+
+    def legend_html(self, note: str = "", shared: bool = True, floor: str | None = None) -> str:
+        cols = lut(self.cmap, 17)
+        grad = ", ".join(f"rgb({r},{g},{b}) {i * 100 / 16:.1f}%" for i, (r, g, b) in enumerate(cols))
+        ticks = "".join(
+            f'<span style="position:absolute;left:{p * 100:.1f}%;transform:translateX(-50%);">{html.escape(lbl)}</span>'
+            for p, lbl in self.ticks()
+        )
+        scale = "log scale" if self.log else "linear scale"
+        if floor is None:
+            floor = (
+                f"below {_fmt(self.lo * self.factor)} (and negative estimates): drawn as empty"
+                if self.log
+                else "zero or negative estimates: drawn as empty"
+            )
+        extra = f" · {html.escape(note)}" if note else ""
+        return (
+            '<div class="heat-legend" style="font-size:0.85rem;line-height:1.2;margin:0.2rem 0 0.6rem 0;">'
+            f"<div><b>{html.escape(self.unit)}</b> ({scale}{', shared by every map on this page' if shared else ''}; "
+            f"values above {_fmt(self.hi * self.factor)} get the top colour)</div>"
+            f'<div style="height:14px;border-radius:3px;margin-top:4px;background:linear-gradient(to right, {grad});">'
+            "</div>"
+            f'<div style="position:relative;height:1.3em;margin:2px 8px 0 8px;">{ticks}</div>'
+            f'<div style="opacity:0.75">{html.escape(floor)}{extra}</div></div>'
+        )
+
+
+def _nice_step(x: float) -> float:
+    if x <= 0 or not math.isfinite(x):
+        return 1.0
+    e = 10 ** math.floor(math.log10(x))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * e >= x:
+            return m * e
+    return 10 * e
+
+
+def _fmt(v: float) -> str:
+    if v == 0:
+        return "0"
+    av = abs(v)
+    if av >= 1e6:
+        return f"{v / 1e6:g}M"
+    if av >= 1e4:
+        return f"{v / 1e3:g}k"
+    if av >= 100:
+        return f"{v:,.0f}"
+    if av >= 1:
+        return f"{v:.3g}"
+    return f"{v:.2g}"

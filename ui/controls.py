@@ -1,0 +1,487 @@
+"""The sidebar: dataset, mechanism(s) and their parameters, ε, users, resolution, seed.
+
+Every page that runs something builds its :class:`Controls` here, so the same
+choices carry from page to page and into the URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field, replace
+
+import streamlit as st
+
+from engine.errors import EngineError
+from engine.jobs import RunConfig
+from engine.mechanisms import registry
+
+from . import state, widgets
+from .jobs import board
+
+UPLOAD = "__upload__"
+# server-side file paths are for the command line: a browser user must not read the server's disk
+HIDDEN_SOURCE_PARAMS = ("path",)
+DEFAULT_DATASET = "synthetic:polycentric"
+KIND_TAG = {"synthetic": "", "builtin": "", "online": " [online]", "file": ""}
+FAMILY_ORDER = {"none": 0, "central": 1, "distributed": 2, "local": 3, "federated": 4}
+
+
+@dataclass
+class Display:
+    log: bool = True
+    units: str = "km2"
+    cmap: str = "viridis"
+    basemap: bool = False
+    outlines: bool = True
+
+    def url(self) -> dict:
+        d = {}
+        if not self.log:
+            d["scale"] = "linear"
+        if self.units != "km2":
+            d["units"] = self.units
+        if self.cmap != "viridis":
+            d["cmap"] = self.cmap
+        if self.basemap:
+            d["basemap"] = True
+        if not self.outlines:
+            d["outlines"] = False
+        return d
+
+
+@dataclass
+class Controls:
+    dataset: str
+    dataset_options: dict
+    source: object  # engine.data.registry.Source
+    epsilon: float
+    n_users: int | None
+    depth: int
+    seed: int
+    secure: bool
+    mechanisms: list[str] = field(default_factory=list)
+    params: dict[str, dict] = field(default_factory=dict)  # mechanism -> values
+    errors: list[str] = field(default_factory=list)
+    display: Display = field(default_factory=Display)
+    budget_limit: float = 10.0
+    url: dict = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        """False while the dataset is not usable yet (upload pending, download needed) or inputs are bad."""
+        return not self.errors and self.dataset != UPLOAD and bool(getattr(self.source, "offline", True))
+
+    def config(self, mechanism: str | None = None, **overrides) -> RunConfig:
+        m = mechanism or (self.mechanisms[0] if self.mechanisms else "identity")
+        params = dict(overrides.pop("params", self.params.get(m, {})))
+        try:  # defaults filled in, so equal releases share one configuration key (and one ledger entry)
+            params = registry()[m].schema().resolve(params)
+        except (EngineError, KeyError):
+            pass  # the run reports the problem
+        cfg = RunConfig(
+            dataset=self.dataset,
+            dataset_options=dict(self.dataset_options),
+            mechanism=m,
+            params=params,
+            epsilon=float(self.epsilon),
+            n_users=self.n_users,
+            depth=int(self.depth),
+            seed=int(self.seed),
+            secure=bool(self.secure),
+        )
+        return replace(cfg, **overrides) if overrides else cfg
+
+
+# --------------------------------------------------------------------- datasets
+def _sources() -> dict:
+    from engine.data import sources
+
+    return sources()
+
+
+def _visible_sources(srcs: dict) -> list[str]:
+    """Catalogue sources, plus only this session's own uploaded files."""
+    own = st.session_state.setdefault("_uploads", {})
+    order = {"synthetic": 0, "builtin": 1, "online": 2, "file": 3}
+    keys = [k for k, s in srcs.items() if s.kind != "file" or k in own]
+    return sorted(keys, key=lambda k: (order.get(srcs[k].kind, 9), srcs[k].label))
+
+
+def _source_label(srcs: dict, key: str) -> str:
+    if key == UPLOAD:
+        return "Upload a file…"
+    s = srcs.get(key)
+    if s is None:
+        return key
+    extra = " — download needed" if s.kind == "online" and not s.offline else ""
+    return f"{s.label}{KIND_TAG.get(s.kind, '')}{extra}"
+
+
+def _on_upload() -> None:
+    """Parse an uploaded file with the engine and register it as this session's source."""
+    f = st.session_state.get("upload_file")
+    st.session_state.pop("_upload_error", None)
+    if f is None:
+        return
+    try:
+        from engine.data.files import load_file
+
+        data = f.getvalue()
+        ds = load_file(data, f.name)
+    except EngineError as exc:
+        st.session_state["_upload_error"] = f"{f.name}: {exc}"
+        return
+    except ImportError:
+        st.session_state["_upload_error"] = "file loading is not available in this installation"
+        return
+    except Exception as exc:  # never a traceback for a user's file
+        st.session_state["_upload_error"] = f"{f.name} could not be read ({type(exc).__name__})"
+        return
+    key = register_upload(ds, f.name, data)
+    state.put("cfg.ds", key)
+
+
+def register_upload(ds, filename: str, data: bytes) -> str:
+    """Make a parsed upload a registry source visible only to this session (keyed by its content)."""
+    from engine.data.registry import Source, add
+
+    key = "file:" + hashlib.sha256(data).hexdigest()[:16]
+    label = f"{filename} (your file)"
+    add(
+        Source(
+            key=key,
+            label=label,
+            kind="file",
+            description=f"Uploaded by you: {filename}",
+            loader=lambda: ds,
+            citation=getattr(ds.meta, "citation", ""),
+            license=getattr(ds.meta, "license", ""),
+        )
+    )
+    st.session_state.setdefault("_uploads", {})[key] = label
+    return key
+
+
+def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
+    c = container or st.sidebar
+    srcs = _sources()
+    keys = _visible_sources(srcs) + [UPLOAD]
+
+    def _check(v):
+        if v not in keys:
+            raise ValueError("unknown dataset (uploaded files cannot be shared by link)")
+        return v
+
+    state.seed("cfg.ds", DEFAULT_DATASET if DEFAULT_DATASET in keys else keys[0], "ds", _check)
+    if state.get("cfg.ds") not in keys:
+        state.put("cfg.ds", keys[0])
+    key = c.selectbox(
+        "Dataset",
+        keys,
+        **state.bind("cfg.ds"),
+        format_func=lambda k: _source_label(srcs, k),
+        help="Synthetic cities and bundled datasets work offline; online datasets are downloaded once.",
+    )
+    errors: list[str] = []
+    if key == UPLOAD:
+        c.file_uploader(
+            "Your file (CSV with lon/lat columns, GeoJSON, GeoParquet, zipped Shapefile)",
+            key="upload_file",
+            on_change=_on_upload,
+            type=["csv", "tsv", "txt", "json", "geojson", "parquet", "geoparquet", "zip", "gpkg"],
+        )
+        if st.session_state.get("_upload_error"):
+            c.error(st.session_state["_upload_error"])
+        return key, {}, None, errors
+    src = srcs[key]
+    shown = tuple(p for p in src.params if p.name not in HIDDEN_SOURCE_PARAMS)
+    opts, errs = widgets.schema_widgets(shown, f"cfg.d.{key}", "d", container=c)
+    errors += errs
+    try:
+        opts = src.schema().resolve(opts)  # coerced, so the run's cache key is stable
+    except EngineError as exc:
+        errors.append(str(exc))
+    if src.kind == "online" and not src.offline:
+        download_controls(src, opts, c)
+    return key, opts, src, errors
+
+
+def download_controls(src, opts: dict, c) -> None:
+    """Download button with progress for an online source not cached yet."""
+    downloads = st.session_state.setdefault("_downloads", {})
+    d = downloads.get(src.key)
+    c.info(f"{src.label} is not on this machine yet. {src.description}")
+    if d is None or d["future"].done():
+        if d is not None and d["future"].done():
+            exc = d["future"].exception()
+            if exc is not None:
+                msg = str(exc) if isinstance(exc, EngineError) else f"the download failed ({type(exc).__name__})"
+                c.error(msg)
+        if c.button(
+            "Download",
+            key=f"dl_{src.key}",
+            icon=":material/download:",
+            help="Fetch the public file once into the cache",
+        ):
+            downloads[src.key] = _start_download(src, opts)
+            st.rerun()
+        return
+
+    @st.fragment(run_every=0.5)
+    def _dl_progress():
+        dd = st.session_state["_downloads"].get(src.key)
+        if dd is None or dd["future"].done():
+            st.rerun()
+        st.progress(min(max(dd["progress"]["f"], 0.0), 1.0), text=f"Downloading… {dd['progress']['msg']}")
+
+    with c:
+        _dl_progress()
+
+
+def _start_download(src, opts: dict) -> dict:
+    """Fetch an online source on the job pool: ``engine.data.online.prefetch`` reports bytes as it goes;
+    a source it does not know is simply loaded (which downloads and caches it)."""
+    prog = {"f": 0.0, "msg": ""}
+
+    def cb(done, total=None):
+        if total:
+            prog["f"], prog["msg"] = done / total, f"{done / 2**20:,.1f} of {total / 2**20:,.1f} MB"
+        else:
+            prog["f"], prog["msg"] = 0.0, f"{done / 2**20:,.1f} MB"
+
+    def work():
+        try:
+            from engine.data.online import prefetch
+        except ImportError:
+            prefetch = None
+        if prefetch is not None and prefetch(src.key, progress=cb, url=opts.get("url") or None) is not None:
+            return True
+        src.load(**opts)
+        return True
+
+    return {"future": board().submit_task(work), "progress": prog, "started": time.time()}
+
+
+# ------------------------------------------------------------------ mechanisms
+def mechanism_keys() -> list[str]:
+    reg = registry()
+    return sorted(reg, key=lambda k: (FAMILY_ORDER.get(reg[k].family, 9), (reg[k].label or k).lower()))
+
+
+def default_set(n: int = 4) -> list[str]:
+    """A small, varied default comparison: the classic baselines, then one mechanism per other family."""
+    reg = registry()
+    usable = [k for k in mechanism_keys() if not reg[k].needs and reg[k].family != "none" and reg[k].uses_epsilon]
+    out = [k for k in ("identity", "uniform") if k in usable]
+    for fam in ("distributed", "local", "federated", "central"):
+        pick = next((k for k in usable if reg[k].family == fam and k not in out), None)
+        if pick is not None and len(out) < n:
+            out.append(pick)
+    return out or mechanism_keys()[:n]
+
+
+def mechanism_label(key: str) -> str:
+    cls = registry().get(key)
+    return key if cls is None else f"{cls.label or key} · {cls.family}"
+
+
+def mechanism_params(mech: str, container=None, expanded=False, in_expander=True) -> tuple[dict, list[str]]:
+    cls = registry()[mech]
+    if not cls.params:
+        return {}, []
+    c = container or st.sidebar
+    box = c.expander(f"Parameters of {cls.label or mech}", expanded=expanded) if in_expander else c
+    return widgets.schema_widgets(tuple(cls.params), f"cfg.p.{mech}", f"p.{mech}", container=box)
+
+
+def single_mechanism(container=None, key="cfg.mech", url_name="mech", default="identity") -> str:
+    c = container or st.sidebar
+    keys = mechanism_keys()
+
+    def _check(v):
+        if v not in keys:
+            raise ValueError(f"unknown mechanism; known: {', '.join(keys)}")
+        return v
+
+    state.seed(key, default if default in keys else keys[0], url_name, _check)
+    if state.get(key) not in keys:
+        state.put(key, keys[0])
+    m = c.selectbox(
+        "Mechanism",
+        keys,
+        **state.bind(key),
+        format_func=mechanism_label,
+        help="Every mechanism registered in the engine; see the Methods page for details.",
+    )
+    summ = registry()[m].summary
+    if summ:
+        c.caption(summ)
+    return m
+
+
+def multi_mechanisms(container=None, key="cfg.mechs", url_name="mechs", default=None, max_n=None) -> list[str]:
+    c = container or st.sidebar
+    keys = mechanism_keys()
+
+    def _check(v):
+        vals = state.parse_list(v)
+        bad = [x for x in vals if x not in keys]
+        if bad:
+            raise ValueError(f"unknown mechanism(s) {', '.join(bad)}")
+        return vals
+
+    state.seed(key, default if default is not None else default_set(), url_name, _check)
+    state.put(key, [m for m in state.get(key) if m in keys])
+    return list(
+        c.multiselect(
+            "Mechanisms",
+            keys,
+            **state.bind(key),
+            format_func=mechanism_label,
+            max_selections=max_n,
+            help="Every mechanism registered in the engine runs on the same data, ε and seed.",
+        )
+    )
+
+
+# ------------------------------------------------------------------ the sidebar
+def display_controls(container=None) -> Display:
+    c = container or st.sidebar
+    box = c.expander("Map display", expanded=False)
+    state.seed("cfg.log", True, "scale", state.one_of({"log": True, "linear": False}))
+    state.seed("cfg.units", "km2", "units", state.one_of({"km2": "km2", "share": "share"}))
+    state.seed("cfg.cmap", "viridis", "cmap", state.one_of({k: k for k in ("viridis", "magma", "cividis", "inferno")}))
+    state.seed("cfg.basemap", False, "basemap", state.parse_bool)
+    state.seed("cfg.outlines", True, "outlines", state.parse_bool)
+    log = box.toggle("Log colour scale", **state.bind("cfg.log"), help="Cities are heavy-tailed")
+    units = box.radio(
+        "Units",
+        ["km2", "share"],
+        **state.bind("cfg.units"),
+        format_func=lambda u: {"km2": "locations per km²", "share": "% of all locations"}[u],
+        horizontal=True,
+    )
+    cmap = box.selectbox("Colour map", ["viridis", "magma", "cividis", "inferno"], **state.bind("cfg.cmap"))
+    outlines = box.toggle(
+        "Outline adaptive cells",
+        **state.bind("cfg.outlines"),
+        help="For mechanisms that refine a partition of the region",
+    )
+    basemap = box.toggle(
+        "Basemap (online)",
+        **state.bind("cfg.basemap"),
+        help="Loads map tiles from Carto over the internet. Off by default: the app makes no network request.",
+    )
+    return Display(log=log, units=units, cmap=cmap, basemap=basemap, outlines=outlines)
+
+
+def sidebar(
+    mechanisms: str = "single",
+    epsilon: bool = True,
+    users: bool = True,
+    resolution: bool = True,
+    seed: bool = True,
+    display: bool = True,
+    default_mechs=None,
+    max_mechs=None,
+    mech_key: str = "cfg.mech",
+    default_mech: str | None = None,
+) -> Controls:
+    """Build the sidebar for a page. ``mechanisms`` is "single", "multi" or "none"."""
+    sb = st.sidebar
+    sb.markdown("### Data")
+    ds, opts, src, errors = dataset_controls(sb)
+    mechs: list[str] = []
+    params: dict[str, dict] = {}
+    url: dict = {"ds": ds if not ds.startswith("file:") and ds != UPLOAD else None}
+    if src is not None:
+        url.update({f"d.{p.name}": opts.get(p.name) for p in src.params if opts.get(p.name) != p.default})
+    if mechanisms != "none":
+        sb.markdown("### Mechanism" + ("s" if mechanisms == "multi" else ""))
+        if mechanisms == "single":
+            mechs = [single_mechanism(sb, key=mech_key, default=default_mech or "identity")]
+            url["mech"] = mechs[0]
+            vals, errs = mechanism_params(mechs[0], sb)
+            params[mechs[0]] = vals
+            errors += errs
+            url.update(widgets.non_default(tuple(registry()[mechs[0]].params), vals, f"p.{mechs[0]}"))
+        else:
+            mechs = multi_mechanisms(sb, default=default_mechs, max_n=max_mechs)
+            url["mechs"] = mechs
+            for m in mechs:
+                vals, errs = mechanism_params(m, sb)
+                params[m] = vals
+                errors += errs
+                url.update(widgets.non_default(tuple(registry()[m].params), vals, f"p.{m}"))
+    sb.markdown("### Run")
+    eps = widgets.epsilon_widget(container=sb) if epsilon else 1.0
+    n = (
+        widgets.int_widget(
+            "Users sampled (0 = all)",
+            "cfg.n",
+            "n",
+            0,
+            container=sb,
+            step=1000,
+            help="Draw this many users without replacement (all their locations are kept).",
+        )
+        if users
+        else 0
+    )
+    depth = widgets.resolution_widget(container=sb) if resolution else 8
+    sd = (
+        widgets.int_widget(
+            "Release seed",
+            "cfg.seed",
+            "seed",
+            0,
+            container=sb,
+            help="Same seed, same release. A new seed is a new release.",
+        )
+        if seed
+        else 0
+    )
+    state.seed("cfg.secure", False, "secure", state.parse_bool)
+    secure = False
+    if mechanisms != "none":
+        secure = sb.toggle(
+            "Secure noise (OpenDP)",
+            **state.bind("cfg.secure"),
+            help="Draw the noise that supports it with OpenDP's samplers (slower, floating-point safe).",
+        )
+    disp = display_controls(sb) if display else Display()
+    state.seed("cfg.limit", 10.0, None)
+    limit = float(state.get("cfg.limit"))
+    if mechanisms != "none":
+        with sb.expander("Privacy budget", expanded=False):
+            limit = st.number_input(
+                "Warn when ε spent on one dataset this session exceeds",
+                min_value=0.01,
+                max_value=10_000.0,
+                step=1.0,
+                **state.bind("cfg.limit"),
+                format="%g",
+            )
+    url.update({"eps": eps if epsilon and eps != 1.0 else None, "n": n or None, "seed": sd or None})
+    if resolution and depth != 8:
+        url["res"] = 2**depth
+    if secure:
+        url["secure"] = True
+    url.update(disp.url())
+    return Controls(
+        dataset=ds,
+        dataset_options=opts,
+        source=src,
+        epsilon=float(eps),
+        n_users=int(n) if n else None,
+        depth=int(depth),
+        seed=int(sd),
+        secure=bool(secure),
+        mechanisms=mechs,
+        params=params,
+        errors=errors,
+        display=disp,
+        budget_limit=float(limit),
+        url={k: v for k, v in url.items() if v is not None},
+    )

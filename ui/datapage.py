@@ -1,0 +1,121 @@
+"""The Data page's blocks: provenance card, density preview, attribute summaries, catalogue."""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from . import views
+
+SAMPLE = 50_000  # points used for attribute histograms
+
+
+def source_card(src) -> None:
+    st.markdown(f"### {src.label}")
+    st.write(src.description)
+    rows = {"Source key": src.key, "Kind": src.kind, "Citation": src.citation or "—", "Licence": src.license or "—"}
+    st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
+
+
+def overview(cfg, ctl) -> None:
+    ds, domain, truth = views.prepared(cfg)
+    meta = ds.meta
+    views.data_badge(meta, len(ds), ds.n_users)
+    left, right = st.columns([3, 2], gap="medium")
+    with right:
+        st.markdown(f"### {meta.name}")
+        if meta.description:
+            st.write(meta.description)
+        bbox = ", ".join(f"{v:.5f}" for v in meta.bbox)
+        rows = {
+            "Source": meta.source,
+            "Citation": meta.citation or "—",
+            "Licence": meta.license or "—",
+            "Locations": f"{len(ds):,}" + (" (sample)" if cfg.n_users else ""),
+            "Users": f"{ds.n_users:,}",
+            "Region (lon/lat box)": bbox,
+            "Region side": f"{domain.side / 1000:,.2f} km (square, {2**cfg.depth} × {2**cfg.depth} cells of "
+            f"{domain.cell:,.0f} m)",
+            "Attributes": ", ".join(attribute_names(ds)) or "none",
+        }
+        st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
+        if meta.bbox_from_data:
+            st.warning(
+                "The region was read off the data's own bounding box: that is side information about the "
+                "extreme locations, not covered by ε (the ledger of every run says so).",
+                icon=":material/warning:",
+            )
+        else:
+            st.caption("The region comes from a public catalogue, not from the data.")
+    with left:
+        fr = views.frame(cfg, domain)
+        scale = views.scale_for(truth, domain, ctl.display)
+        views.heat_chart(
+            truth, scale, fr, fr.view(px=380), "data_density", ctl.display, title="Point density", height=440
+        )
+        views.legend(scale)
+    attributes(ds)
+
+
+def attribute_names(ds) -> list[str]:
+    names = []
+    m = ds.meta
+    if ds.user_id is not None:
+        names.append("user id (several locations per user)")
+    if ds.weight is not None:
+        names.append("weight")
+    if ds.value is not None:
+        names.append(f"value: {m.value_name or 'numeric'}")
+    if ds.flag is not None:
+        names.append(f"flag: {m.flag_name or 'yes/no'}")
+    return names
+
+
+def attributes(ds) -> None:
+    if ds.value is None and ds.flag is None and ds.weight is None:
+        return
+    st.subheader("Attributes")
+    rng = np.random.default_rng(0)  # display sample only
+    idx = rng.choice(len(ds), size=min(len(ds), SAMPLE), replace=False) if len(ds) > SAMPLE else np.arange(len(ds))
+    cols = st.columns(3)
+    i = 0
+    for arr, name in ((ds.value, ds.meta.value_name or "value"), (ds.weight, "weight")):
+        if arr is None:
+            continue
+        v = np.asarray(arr, dtype=float)[idx]
+        v = v[np.isfinite(v)]
+        chart = (
+            alt.Chart(pd.DataFrame({name: v}))
+            .mark_bar()
+            .encode(x=alt.X(f"{name}:Q", bin=alt.Bin(maxbins=40)), y=alt.Y("count():Q", title="locations"))
+            .properties(height=220, title=name)
+        )
+        cols[i].altair_chart(chart, width="stretch")
+        cols[i].caption(f"mean {v.mean():.3g} · median {np.median(v):.3g} · range {v.min():.3g} – {v.max():.3g}")
+        i += 1
+    if ds.flag is not None:
+        rate = float(np.mean(ds.flag))
+        cols[i].metric(ds.meta.flag_name or "flag", f"{rate:.1%}", help="share of locations with the flag set")
+
+
+def catalogue() -> None:
+    from engine.data import sources
+
+    own = st.session_state.get("_uploads", {})
+    rows = []
+    for key, s in sorted(sources().items()):
+        if s.kind == "file" and key not in own:
+            continue
+        rows.append(
+            {
+                "Dataset": s.label,
+                "Key": key,
+                "Kind": s.kind,
+                "Available offline": "yes" if s.offline else "download needed",
+                "Licence": s.license,
+                "Citation": s.citation,
+            }
+        )
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

@@ -1,0 +1,208 @@
+"""pydeck map layers for grids on the public domain.
+
+Heatmaps are BitmapLayers carrying a server-rendered indexed PNG (a data URL,
+passed as ``pdk.types.String`` so the JSON converter does not read it as an
+expression), drawn with nearest-neighbour filtering. Offline maps have no
+basemap (``map_provider=None``) and make no network request. Every map of a
+view gets the same view state, so side-by-side maps frame the same area.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pydeck as pdk
+
+from engine.data.projection import to_lonlat
+
+from .colors import ColourScale
+
+MAP_HEIGHT = 420
+NEAREST = {"minFilter": "nearest", "magFilter": "nearest", "mipmapFilter": "nearest"}
+MAX_PATHS = 4000  # more outlines than this are drawn as a raster overlay instead
+
+
+class CompactDeck(pdk.Deck):
+    """pydeck's JSON is indented; the browser needs it compact."""
+
+    def to_json(self):  # noqa: D401 - pydeck API
+        return json.dumps(json.loads(super().to_json()), separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where a domain sits on the globe: its corners and a fitted view."""
+
+    domain: object  # engine.grid.Domain
+    crs: str
+
+    def lonlat(self, x, y) -> np.ndarray:
+        return to_lonlat(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64), self.crs)
+
+    def corners(self) -> list[list[float]]:
+        """Bottom-left, top-left, top-right, bottom-right (BitmapLayer order)."""
+        x0, y0, x1, y1 = self.domain.bounds
+        ll = self.lonlat([x0, x0, x1, x1], [y0, y1, y1, y0])
+        return [[round(float(a), 7), round(float(b), 7)] for a, b in ll]
+
+    def centre(self) -> tuple[float, float]:
+        x0, y0, x1, y1 = self.domain.bounds
+        ll = self.lonlat([(x0 + x1) / 2], [(y0 + y1) / 2])[0]
+        return float(ll[0]), float(ll[1])
+
+    def view(self, zoom: float = 0.0, pan: tuple[float, float] = (0.0, 0.0), px: int = 380) -> pdk.ViewState:
+        """Fit the square into ``px`` pixels, then zoom in by ``zoom`` levels and pan by
+        a fraction of the side (east, north)."""
+        x0, y0, x1, y1 = self.domain.bounds
+        cx = (x0 + x1) / 2 + pan[0] * self.domain.side
+        cy = (y0 + y1) / 2 + pan[1] * self.domain.side
+        lon, lat = self.lonlat([cx], [cy])[0]
+        m_per_px = self.domain.side / px
+        # deck.gl's web-mercator zoom: the world is 512 * 2**zoom pixels wide
+        z = math.log2(78271.51696 * math.cos(math.radians(float(lat))) / m_per_px)
+        return pdk.ViewState(
+            longitude=round(float(lon), 7), latitude=round(float(lat), 7), zoom=round(z + zoom, 3), pitch=0, bearing=0
+        )
+
+
+def data_url(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+EMPTY = (236, 238, 242)  # cells with no one, when no basemap is drawn
+
+
+def heat_layer(
+    grid: np.ndarray, scale: ColourScale, frame: Frame, layer_id: str, opacity: float = 1.0, background=None
+) -> pdk.Layer:
+    return pdk.Layer(
+        "BitmapLayer",
+        id=layer_id,
+        image=pdk.types.String(data_url(scale.png(grid, background))),
+        bounds=frame.corners(),
+        texture_parameters=NEAREST,
+        opacity=opacity,
+        pickable=False,
+    )
+
+
+def region_layer(frame: Frame, dark: bool = False) -> pdk.Layer:
+    """The public square: a faint fill so the region's extent is visible with no basemap."""
+    ring = frame.corners() + [frame.corners()[0]]
+    return pdk.Layer(
+        "PolygonLayer",
+        id="region",
+        data=[{"polygon": ring}],
+        get_polygon="polygon",
+        filled=True,
+        stroked=True,
+        get_fill_color=[40, 40, 48, 255] if dark else [236, 238, 242, 255],
+        get_line_color=[120, 120, 130, 255],
+        line_width_min_pixels=1,
+        pickable=False,
+    )
+
+
+def rect_paths(rects: np.ndarray, frame: Frame) -> list[dict]:
+    """Closed lon/lat paths of rectangles (metres)."""
+    r = np.asarray(rects, dtype=np.float64).reshape(-1, 4)
+    xs = r[:, [0, 0, 2, 2, 0]]
+    ys = r[:, [1, 3, 3, 1, 1]]
+    ll = frame.lonlat(xs.ravel(), ys.ravel()).round(6).reshape(len(r), 5, 2)
+    return [{"path": p.tolist()} for p in ll]
+
+
+def outline_layer(rects: np.ndarray, frame: Frame, layer_id: str, colour=(255, 255, 255, 200)) -> pdk.Layer:
+    """Outlines of adaptive cells; a PathLayer, or a raster overlay beyond ``MAX_PATHS`` cells."""
+    rects = np.asarray(rects, dtype=np.float64).reshape(-1, 4)
+    if len(rects) > MAX_PATHS:
+        return pdk.Layer(
+            "BitmapLayer",
+            id=layer_id,
+            image=pdk.types.String(data_url(outline_png(rects, frame.domain, colour))),
+            bounds=frame.corners(),
+            texture_parameters=NEAREST,
+        )
+    return pdk.Layer(
+        "PathLayer",
+        id=layer_id,
+        data=rect_paths(rects, frame),
+        get_path="path",
+        get_color=list(colour),
+        width_min_pixels=1,
+        width_max_pixels=2,
+        pickable=False,
+    )
+
+
+def outline_png(rects: np.ndarray, domain, colour=(255, 255, 255, 200), side: int = 1024) -> bytes:
+    """Rectangle borders rasterised on a ``side`` x ``side`` transparent image."""
+    import io
+
+    from PIL import Image
+
+    img = np.zeros((side, side, 4), dtype=np.uint8)
+    s = side / domain.side
+    for x0, y0, x1, y1 in rects:
+        i0 = int(np.clip((x0 - domain.x0) * s, 0, side - 1))
+        i1 = int(np.clip((x1 - domain.x0) * s, 0, side - 1))
+        j0 = int(np.clip((y0 - domain.y0) * s, 0, side - 1))
+        j1 = int(np.clip((y1 - domain.y0) * s, 0, side - 1))
+        img[j0, i0 : i1 + 1] = colour
+        img[j1, i0 : i1 + 1] = colour
+        img[j0 : j1 + 1, i0] = colour
+        img[j0 : j1 + 1, i1] = colour
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(img[::-1]), mode="RGBA").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def rects_to_grid(rects: np.ndarray, values: np.ndarray, domain) -> np.ndarray:
+    """Spread each rectangle's count uniformly over the grid cells it covers (display only)."""
+    n = domain.n
+    out = np.zeros((n, n))
+    s = n / domain.side
+    for (x0, y0, x1, y1), v in zip(np.asarray(rects).reshape(-1, 4), np.asarray(values).ravel()):
+        i0, i1 = int(round((x0 - domain.x0) * s)), int(round((x1 - domain.x0) * s))
+        j0, j1 = int(round((y0 - domain.y0) * s)), int(round((y1 - domain.y0) * s))
+        i0, j0 = max(i0, 0), max(j0, 0)
+        i1, j1 = min(max(i1, i0 + 1), n), min(max(j1, j0 + 1), n)
+        out[j0:j1, i0:i1] += v / ((i1 - i0) * (j1 - j0))
+    return out
+
+
+def points_layer(points_lonlat: np.ndarray, layer_id: str, colour, radius_px=6, weights=None) -> pdk.Layer:
+    pts = np.asarray(points_lonlat, dtype=np.float64).reshape(-1, 2).round(6)
+    w = np.ones(len(pts)) if weights is None else np.asarray(weights, dtype=np.float64)
+    wmax = float(w.max()) if len(w) and w.max() > 0 else 1.0
+    data = [
+        {"p": p.tolist(), "r": float(radius_px * (0.4 + 0.6 * math.sqrt(max(wi, 0) / wmax))), "w": float(wi)}
+        for p, wi in zip(pts, w)
+    ]
+    return pdk.Layer(
+        "ScatterplotLayer",
+        id=layer_id,
+        data=data,
+        get_position="p",
+        get_radius="r",
+        radius_units=pdk.types.String("pixels"),  # a plain string would be read as an expression
+        get_fill_color=list(colour),
+        get_line_color=[255, 255, 255, 255],
+        line_width_min_pixels=1,
+        stroked=True,
+        pickable=True,
+    )
+
+
+def deck(layers: list, view: pdk.ViewState, basemap: bool = False, tooltip=None) -> CompactDeck:
+    """A deck with no basemap (offline, no network) unless ``basemap`` is on."""
+    kw = dict(layers=layers, initial_view_state=view, tooltip=tooltip if tooltip is not None else False)
+    if basemap:
+        return CompactDeck(map_provider="carto", map_style="light", **kw)
+    # map_style left at its default: pydeck then sends the "__MAP_STYLE__" sentinel, which Streamlit reads as
+    # "no basemap"; map_style=None would make Streamlit fall back to a Carto basemap (a network request).
+    return CompactDeck(map_provider=None, **kw)

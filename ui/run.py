@@ -1,0 +1,86 @@
+"""The Run button of a page: budget check, confirmation, submission, re-use of cached releases."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.jobs import RunConfig
+
+from . import budget, jobs, state
+
+
+def launch(
+    name: str,
+    configs: list[RunConfig],
+    ctl,
+    label: str,
+    button: str = "Run",
+    help: str = "Run in the background; the page stays usable.",
+    container=None,
+) -> jobs.Group | None:
+    """Render the Run button and handle a click; return the session's group ``name``.
+
+    * A click on a configuration whose releases would push the dataset's session
+      total past the limit asks for confirmation first.
+    * A URL opened with ``run=1`` runs once on its own, so a shared link shows its view.
+    * Going back to configurations this session already released shows them again at once
+      (they are cached and cost nothing more).
+    """
+    c = container or st
+    pending_key = f"_pending_{name}"
+    clicked = c.button(
+        button,
+        type="primary",
+        key=f"run_{name}",
+        disabled=not (ctl.ready and configs),
+        help=help,
+        icon=":material/play_arrow:",
+    )
+    auto = f"_autorun_{name}"
+    if state.url_value("run") == "1" and not st.session_state.get(auto) and ctl.ready and configs:
+        st.session_state[auto] = True
+        clicked = True
+    if clicked:
+        st.session_state.pop(pending_key, None)
+        over = budget.over_limit(configs, ctl.budget_limit)
+        if over is None:
+            _go(name, configs, label)
+        else:
+            st.session_state[pending_key] = [cfg.to_dict() for cfg in configs]
+    pending = st.session_state.get(pending_key)
+    if pending:
+        pcfgs = [RunConfig.from_dict(d) for d in pending]
+        over = budget.over_limit(pcfgs, ctl.budget_limit)
+        if over is None:  # the limit was raised meanwhile
+            st.session_state.pop(pending_key, None)
+            _go(name, pcfgs, label)
+        else:
+            after, add = over
+            st.warning(
+                f"This would release {len(pcfgs)} new heatmap{'s' if len(pcfgs) != 1 else ''} of this dataset "
+                f"(ε = {add:g}), bringing this session's total to ε = {after:g}, above your limit of "
+                f"{ctl.budget_limit:g}. Releases of the same people add up.",
+                icon=":material/warning:",
+            )
+            b1, b2, _ = st.columns([1, 1, 4])
+            if b1.button("Run anyway", key=f"confirm_{name}", type="primary"):
+                st.session_state.pop(pending_key, None)
+                _go(name, pcfgs, label)
+            if b2.button("Don't run", key=f"drop_{name}"):
+                st.session_state.pop(pending_key, None)
+                st.rerun()
+    g = jobs.get_group(name)
+    if configs and (g is None or g.keys != [cfg.key() for cfg in configs]):
+        # configurations this session already released and the server still holds: show them at once
+        if all(budget.released(cfg) and jobs.board().cached(cfg.key()) for cfg in configs):
+            g = jobs.submit_group(name, configs, label=label, wait=False)
+    return g
+
+
+def _go(name: str, configs: list[RunConfig], label: str) -> None:
+    budget.record(configs, name)
+    jobs.submit_group(name, configs, label=label)
+
+
+def is_current(g: jobs.Group | None, configs: list[RunConfig]) -> bool:
+    return g is not None and g.keys == [c.key() for c in configs]

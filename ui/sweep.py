@@ -1,0 +1,117 @@
+"""Trade-off sweeps: configurations, the trial table, 95 % confidence bands, the frontier, charts."""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from engine.jobs import RunConfig
+
+from . import explain
+
+MAX_RUNS = 600
+
+
+def configs(base_cfgs: dict[str, RunConfig], epsilons, users, trials: int, seed0: int = 0) -> list[RunConfig]:
+    """mechanism x ε x users x trial; trial t uses seed ``seed0 + t`` (a fresh release each)."""
+    out = []
+    for base in base_cfgs.values():
+        for e in epsilons:
+            for n in users:
+                for t in range(trials):
+                    out.append(
+                        RunConfig.from_dict({**base.to_dict(), "epsilon": float(e), "n_users": n, "seed": seed0 + t})
+                    )
+    return out
+
+
+def trials_frame(results: list[tuple[RunConfig, object]], labels: dict[str, str]) -> pd.DataFrame:
+    """One row per trial: mechanism, ε, users, seed, ε × n, every metric, run time."""
+    rows = []
+    for cfg, r in results:
+        row = {
+            "mechanism": labels.get(cfg.mechanism, cfg.mechanism),
+            "mechanism_key": cfg.mechanism,
+            "epsilon": float(cfg.epsilon),
+            "n_users": int(r.n_users),
+            "seed": int(cfg.seed),
+            "eps_x_n": float(cfg.epsilon) * int(r.n_users),
+        }
+        row.update({k: float(v) for k, v in r.metrics.items() if isinstance(v, (int, float))})
+        row["run_time_s"] = float(r.timings.get("total_s", float("nan")))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarise(df: pd.DataFrame, metric: str, x: str) -> pd.DataFrame:
+    """Mean and 95 % confidence interval (Student t over trials) per mechanism and x."""
+
+    def agg(s: pd.Series) -> pd.Series:
+        v = s.dropna().to_numpy(dtype=float)
+        k = len(v)
+        mean = float(v.mean()) if k else math.nan
+        if k > 1:
+            half = float(stats.t.ppf(0.975, k - 1) * v.std(ddof=1) / math.sqrt(k))
+        else:
+            half = math.nan
+        return pd.Series({"mean": mean, "lo": mean - half, "hi": mean + half, "trials": k})
+
+    g = df.groupby(["mechanism", x])[metric].apply(agg).unstack().reset_index()
+    return g.sort_values(["mechanism", x])
+
+
+def frontier(summary: pd.DataFrame, metric: str, x: str) -> pd.DataFrame:
+    """For each x, the mechanism with the best mean (DPComp-style lower envelope)."""
+    d = explain.better(metric) or "lower"
+    rows = []
+    for xv, grp in summary.groupby(x):
+        grp = grp.dropna(subset=["mean"])
+        if grp.empty:
+            continue
+        best = grp.loc[grp["mean"].idxmin() if d == "lower" else grp["mean"].idxmax()]
+        rows.append({x: xv, "best mechanism": best["mechanism"], "mean": best["mean"]})
+    return pd.DataFrame(rows)
+
+
+def error_chart(summary: pd.DataFrame, metric: str, x: str, log_y: bool = True) -> alt.Chart:
+    xt = "ε × users" if x == "eps_x_n" else ("users" if x == "n_users" else "ε")
+    unit = explain.info(metric)[3]
+    ylab = (
+        explain.label(metric)
+        + (f" ({unit})" if unit else "")
+        + {"lower": " (lower is better)", "higher": " (higher is better)"}.get(explain.better(metric) or "", "")
+    )
+    yscale = alt.Scale(type="log") if log_y and (summary["mean"] > 0).all() else alt.Scale(zero=False)
+    base = alt.Chart(summary).encode(
+        x=alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=xt),
+        color=alt.Color("mechanism:N", title="Mechanism", scale=alt.Scale(scheme="tableau10")),
+    )
+    band = base.mark_area(opacity=0.18).encode(y=alt.Y("lo:Q", scale=yscale, title=ylab), y2="hi:Q")
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("mean:Q", scale=yscale, title=ylab),
+        tooltip=["mechanism", alt.Tooltip(f"{x}:Q", format=".3g"), alt.Tooltip("mean:Q", format=".4g"), "trials"],
+    )
+    return (band + line).properties(height=360)
+
+
+def frontier_chart(fr: pd.DataFrame, metric: str, x: str, log_y: bool = True) -> alt.Chart:
+    xt = "ε × users" if x == "eps_x_n" else ("users" if x == "n_users" else "ε")
+    yscale = alt.Scale(type="log") if log_y and (fr["mean"] > 0).all() else alt.Scale(zero=False)
+    base = alt.Chart(fr).encode(x=alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=xt))
+    line = base.mark_line(color="#888", strokeDash=[4, 3]).encode(
+        y=alt.Y("mean:Q", scale=yscale, title=f"best {explain.label(metric)}")
+    )
+    pts = base.mark_point(filled=True, size=110).encode(
+        y="mean:Q",
+        color=alt.Color("best mechanism:N", title="Best mechanism", scale=alt.Scale(scheme="tableau10")),
+        tooltip=["best mechanism", alt.Tooltip(f"{x}:Q", format=".3g"), alt.Tooltip("mean:Q", format=".4g")],
+    )
+    return (line + pts).properties(height=260)
+
+
+def ensure_numeric(df: pd.DataFrame, metric: str) -> bool:
+    return metric in df.columns and np.isfinite(df[metric].to_numpy(dtype=float)).any()

@@ -1,0 +1,390 @@
+"""Building blocks the pages share: headers, maps with one colour scale and one view,
+metric tables, the ledger, communication, the server's view, exports."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import numpy as np
+import streamlit as st
+
+from engine.jobs import RunConfig, load_dataset, prepare
+from engine.mechanisms import registry
+
+from . import explain, export, maps, state
+from .colors import ColourScale
+
+AREAS = {
+    "whole region": (0.0, 0.0),
+    "north": (0.0, 0.25),
+    "north-east": (0.25, 0.25),
+    "east": (0.25, 0.0),
+    "south-east": (0.25, -0.25),
+    "south": (0.0, -0.25),
+    "south-west": (-0.25, -0.25),
+    "west": (-0.25, 0.0),
+    "north-west": (-0.25, 0.25),
+}
+ZOOMS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+
+
+# ------------------------------------------------------------------- headers
+def header(title: str, blurb: str) -> None:
+    st.title(title)
+    st.caption(blurb)
+    state.warnings_box()
+
+
+def data_badge(meta, n_points: int | None = None, n_users: int | None = None, container=None) -> None:
+    c = container or st
+    size = ""
+    if n_points is not None:
+        size = f" · {n_points:,} locations" + (
+            f" of {n_users:,} users" if n_users is not None and n_users != n_points else ""
+        )
+    if getattr(meta, "synthetic", False):
+        c.markdown(
+            f":orange-badge[:material/science: SYNTHETIC DATA] {html.escape(meta.name)}{size} — generated, no real person.",
+        )
+    else:
+        c.markdown(f":blue-badge[:material/location_on: Real data] {html.escape(getattr(meta, 'name', ''))}{size}")
+
+
+# ------------------------------------------------------------------- data
+@st.cache_resource(max_entries=8, show_spinner="Loading the dataset…")
+def _dataset(key: str, options_json: str):
+    return load_dataset(key, json.loads(options_json))
+
+
+def dataset(cfg: RunConfig):
+    return _dataset(cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True, default=str))
+
+
+@st.cache_resource(max_entries=12, show_spinner="Preparing the data…")
+def _prepared(cfg_json: str):
+    cfg = RunConfig.from_dict(json.loads(cfg_json))
+    ds, domain, _, _ = prepare(cfg, dataset(cfg))
+    return ds, domain, ds.true_histogram(domain)
+
+
+def prepared(cfg: RunConfig):
+    """(sampled dataset, domain, true counts) exactly as the run of ``cfg`` sees them."""
+    d = cfg.to_dict()
+    d["mechanism"], d["params"] = "identity", {}  # the sample does not depend on the mechanism
+    return _prepared(json.dumps(d, sort_keys=True, default=str))
+
+
+def frame(cfg: RunConfig, domain) -> maps.Frame:
+    return maps.Frame(domain, dataset(cfg).crs)
+
+
+def scale_for(truth: np.ndarray, domain, display) -> ColourScale:
+    return ColourScale.shared(truth, domain.cell**2 / 1e6, log=display.log, units=display.units, cmap=display.cmap)
+
+
+# ------------------------------------------------------------------- maps
+def view_controls(fr: maps.Frame, prefix: str = "view", container=None, px: int = 290):
+    """One zoom and centre for every map of the page (URL: zoom, area)."""
+    c = container or st
+    state.seed(f"{prefix}.zoom", 0.0, "zoom", lambda v: state.one_of({f"{z:g}": z for z in ZOOMS})(v))
+    state.seed(f"{prefix}.area", "whole region", "area", state.one_of({a: a for a in AREAS}))
+    c1, c2 = c.columns(2)
+    z = c1.select_slider(
+        "Zoom (all maps)",
+        ZOOMS,
+        **state.bind(f"{prefix}.zoom"),
+        format_func=lambda v: "whole region" if v == 0 else f"×{2**v:g}",
+    )
+    a = c2.selectbox("Centre on", list(AREAS), **state.bind(f"{prefix}.area"))
+    url = {}
+    if z:
+        url["zoom"] = z
+    if a != "whole region":
+        url["area"] = a
+    return fr.view(z, AREAS[a], px=px), url
+
+
+def heat_chart(
+    grid,
+    scale: ColourScale,
+    fr: maps.Frame,
+    view,
+    key: str,
+    display,
+    rects=None,
+    extra_layers=(),
+    height: int = 330,
+    title: str | None = None,
+    container=None,
+    on_select="ignore",
+    selection_mode="single-object",
+):
+    c = container or st
+    if title:  # a fixed-height title keeps small multiples aligned when labels wrap
+        c.html(f'<div class="map-title">{html.escape(title)}</div>')
+    layers = []
+    if grid is None:
+        layers = [] if display.basemap else [maps.region_layer(fr)]
+    elif display.basemap:  # empty cells transparent over the basemap
+        layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", opacity=0.8))
+    else:  # one opaque bitmap draws the whole region
+        layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", background=maps.EMPTY))
+    if rects is not None and len(rects) and display.outlines:
+        layers.append(maps.outline_layer(rects, fr, f"{key}_cells"))
+    layers += list(extra_layers)
+    return c.pydeck_chart(
+        maps.deck(layers, view, display.basemap),
+        height=height,
+        key=key,
+        on_select=on_select,
+        selection_mode=selection_mode,
+    )
+
+
+def legend(scale: ColourScale, note: str = "", container=None, shared: bool = True) -> None:
+    (container or st).html(scale.legend_html(note, shared=shared))
+
+
+# ------------------------------------------------------------------ results
+def mech_label(key: str) -> str:
+    cls = registry().get(key)
+    return (cls.label or key) if cls else key
+
+
+def short_label(key: str) -> str:
+    """A mechanism's label without its parenthesised detail, for narrow columns."""
+    return mech_label(key).split(" (")[0]
+
+
+def unique_labels(keys: list[str]) -> dict[str, str]:
+    """Short labels, falling back to the full label where two mechanisms would share one."""
+    short = {k: short_label(k) for k in keys}
+    counts = {v: list(short.values()).count(v) for v in short.values()}
+    return {k: (v if counts[v] == 1 else mech_label(k)) for k, v in short.items()}
+
+
+def release_warnings(result, container=None) -> None:
+    """The mechanism's own warnings (e.g. a guarantee weaker than planned because
+    more clients dropped out than the noise was planned for), shown prominently."""
+    c = container or st
+    for w in result.release.diagnostics.get("warnings", []) or []:
+        c.warning(str(w), icon=":material/gpp_maybe:")
+
+
+def metrics_block(main, others: dict[str, object], container=None) -> None:
+    """Primary metrics with one-line explanations, next to baselines' values on the same data."""
+    c = container or st
+    names = list(others)
+    keys = [k for k in explain.ordered(main.metrics) if k in explain.PRIMARY]
+    head = "".join(f"<th>{html.escape(short_label(n))}</th>" for n in names)
+    rows = [f'<table class="metric-table"><tr><th></th><th>This run</th>{head}</tr>']
+    for k in keys:
+        lbl, expl, better, _ = explain.info(k)
+        arrow = {"lower": " ↓", "higher": " ↑"}.get(better, "")
+        cells = [explain.fmt(k, main.metrics.get(k))]
+        for n in names:
+            o = others[n]
+            cells.append(explain.fmt(k, o.metrics.get(k)) if hasattr(o, "metrics") else str(o))
+        tds = "".join(f"<td>{html.escape(v)}</td>" for v in cells)
+        rows.append(f"<tr><td><b>{html.escape(lbl)}</b>{arrow}</td>{tds}</tr>")
+        rows.append(f'<tr class="expl"><td colspan="{len(cells) + 1}">{html.escape(expl)}</td></tr>')
+    rows.append("</table>")
+    c.html("".join(rows))
+    c.caption("↓ lower is better · ↑ higher is better. Maps are compared after scaling each to sum to 1.")
+    with c.expander("All metrics"):
+        st.dataframe(
+            metrics_frame({"This run": main, **{mech_label(n): o for n, o in others.items()}}), width="stretch"
+        )
+
+
+def metrics_frame(results: dict[str, object]):
+    import pandas as pd
+
+    keys: list[str] = []
+    for r in results.values():
+        for k in getattr(r, "metrics", {}):
+            if k not in keys:
+                keys.append(k)
+    keys = explain.ordered(keys)
+    data = {
+        name: [explain.fmt(k, r.metrics.get(k)) if hasattr(r, "metrics") else "–" for k in keys]
+        for name, r in results.items()
+    }
+    df = pd.DataFrame(data, index=[explain.label(k) for k in keys])
+    df.insert(0, "What it measures", [explain.info(k)[1] for k in keys])
+    return df
+
+
+def ledger_block(result, container=None) -> None:
+    c = container or st
+    rel = result.release
+    led = rel.ledger.to_dict()
+    entries = led["entries"]
+    if entries:
+        import pandas as pd
+
+        df = pd.DataFrame(entries)[["step", "epsilon", "composition", "group", "delta", "note"]]
+        df.columns = ["Step", "ε", "Composition", "Group", "δ", "Note"]
+        c.dataframe(df, hide_index=True, width="stretch")
+    else:
+        c.caption("This mechanism spends no privacy budget.")
+    delta = f", δ = {led['total_delta']:g}" if led.get("total_delta") else ""
+    c.markdown(
+        f"**Total ε = {led['total_epsilon']:g}**{delta} of the configured ε = {result.config.epsilon:g}. "
+        "Sequential steps add up; a *parallel* group (disjoint cells or users) costs only its largest entry."
+    )
+    side = list(led.get("side_information", []))
+    meta = result.dataset_meta
+    if getattr(meta, "bbox_from_data", False):
+        side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
+    if side:
+        c.markdown("**Side information** (read from the data without spending ε):")
+        for s in side:
+            c.markdown(f"- :material/warning: {s}")
+
+
+def communication_block(result, container=None) -> None:
+    c = container or st
+    comm = result.release.communication
+    a, b, d = c.columns(3)
+    a.metric("Numbers sent per client", f"{comm.elements_per_client:,.4g}")
+    if comm.bits_per_client is not None:
+        kb = comm.bits_per_client / 8 / 1024
+        b.metric("Upload per client", f"{kb:,.2f} KiB" if kb >= 1 else f"{comm.bits_per_client:,.0f} bits")
+    else:
+        b.metric("Upload per client", "n/a")
+    d.metric("Rounds", f"{comm.rounds}")
+    if comm.note:
+        c.caption(comm.note)
+
+
+KIND_TEXT = {
+    "clear": ":material/lock_open: sees every location in the clear",
+    "aggregate": ":material/lock: sees only the aggregate",
+    "per_user": ":material/visibility: sees something from each user",
+}
+
+
+def server_block(result, container=None) -> None:
+    c = container or st
+    view = result.release.server_view
+    cls = registry().get(result.config.mechanism)
+    c.markdown(f"**The server {KIND_TEXT.get(view.kind, view.kind)}.**")
+    c.write(view.description)
+    if cls is not None and cls.threat_model:
+        c.caption(f"Threat model: {cls.threat_model}")
+    if cls is not None and cls.guarantee:
+        c.caption(f"Guarantee: {cls.guarantee}")
+
+
+def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str, container=None) -> None:
+    c = container or st
+    dens = np.asarray(result.release.density, dtype=np.float64)
+    a, b, d, e = c.columns(4)
+    a.download_button(
+        "Private map (PNG)",
+        lambda: scale.rgba_png(dens),
+        file_name=f"{stem}.png",
+        mime="image/png",
+        on_click="ignore",
+        key=f"dl_png_{stem}",
+    )
+    b.download_button(
+        "Grid (GeoJSON)",
+        lambda: export.geojson_grid(dens, fr.domain, fr.crs),
+        file_name=f"{stem}.geojson",
+        mime="application/geo+json",
+        on_click="ignore",
+        key=f"dl_geojson_{stem}",
+    )
+    d.download_button(
+        "Grid (CSV)",
+        lambda: export.csv_grid(dens, fr.domain, fr.crs),
+        file_name=f"{stem}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key=f"dl_csv_{stem}",
+    )
+    e.download_button(
+        "Metrics + config (JSON)",
+        lambda: export.record_json(result, url),
+        file_name=f"{stem}.json",
+        mime="application/json",
+        on_click="ignore",
+        key=f"dl_json_{stem}",
+    )
+    c.caption("Exports contain only the private release (the true map is the sensitive input).")
+
+
+def stem(cfg: RunConfig) -> str:
+    return f"{cfg.mechanism}_eps{cfg.epsilon:g}_seed{cfg.seed}_{2**cfg.depth}px"
+
+
+def share_url(params: dict) -> str:
+    from urllib.parse import urlencode
+
+    return "?" + urlencode({k: state._str(v) for k, v in params.items() if v is not None})
+
+
+def levels_control(result, container=None):
+    """Slider over per-level snapshots of an adaptive tree (``release.extras["levels"]``).
+
+    Returns (grid, rects, caption) for the chosen level, or None for the final release."""
+    levels = (result.release.extras or {}).get("levels")
+    if not isinstance(levels, (list, tuple)) or not levels or not all(isinstance(v, dict) for v in levels):
+        return None
+    c = container or st
+    n = len(levels)
+    state.seed("explore.level", n, "level", lambda v: max(0, min(int(v), n)))
+    if state.get("explore.level") > n:
+        state.put("explore.level", n)
+    lv = c.select_slider(
+        "Refinement level (adaptive tree)",
+        list(range(n + 1)),
+        **state.bind("explore.level"),
+        format_func=lambda i: "final release" if i == n else f"level {i}",
+        help="Step through the levels the mechanism refined; each shows the cells kept at that level.",
+    )
+    if lv == n:
+        return None
+    snap = levels[lv]
+    rects = np.asarray(snap.get("rects", np.zeros((0, 4))), dtype=np.float64).reshape(-1, 4)
+    grid = level_grid(result, lv, rects)
+    bits = [f"level {lv}", f"{len(rects):,} cells"]
+    for k in ("threshold", "epsilon"):
+        if snap.get(k) is not None:
+            bits.append(f"{'ε' if k == 'epsilon' else k} = {float(snap[k]):.4g}")
+    return grid, rects, " · ".join(bits)
+
+
+def level_grid(result, index: int, rects: np.ndarray):
+    """The map of one refinement level: the snapshot's own ``density`` if it has one, else the
+    mechanism module's ``level_density(release, index)`` if it defines one (it knows how its tree
+    nodes share pixels), else each rectangle's count spread evenly over its cells."""
+    import sys
+
+    rel = result.release
+    snap = rel.extras["levels"][index]
+    if snap.get("density") is not None:
+        return np.asarray(snap["density"], dtype=np.float64)
+    cls = registry().get(result.config.mechanism)
+    hook = getattr(sys.modules.get(cls.__module__), "level_density", None) if cls is not None else None
+    if callable(hook):
+        try:
+            return np.asarray(hook(rel, index), dtype=np.float64)
+        except Exception:  # fall back to the generic picture
+            pass
+    counts = snap.get("counts")
+    if counts is None or not len(rects):
+        return None
+    return maps.rects_to_grid(rects, np.asarray(counts, dtype=np.float64), rel.domain)
+
+
+def outcome_messages(group, container=None) -> None:
+    """Errors and cancellations of a group, as messages (never tracebacks)."""
+    c = container or st
+    for msg in group.errors:
+        c.error(f"The run failed: {msg}", icon=":material/error:")
+    if group.cancelled:
+        c.info("The run was cancelled.", icon=":material/stop_circle:")
