@@ -885,7 +885,7 @@ def privacy_utility_curve(
     Returns ``{"h_m", "reference", "n_users", "n_attack", "attack_cells", "zero_feature_m",
     "rows": [...], "gain_per_cost": [...]}``; each row has ``method`` ("rff",
     "geoind", "kde"), ``B`` or ``eps_per_m`` and ``displacement_m``, ``spearman``,
-    ``privacy_m``, ``privacy_ratio`` (to the 0-feature value).
+    ``privacy_m``, ``ratio`` (privacy over the 0-feature value).
     """
     rng = np.random.default_rng(seed)
     inside = domain.inside(data.xy)

@@ -75,6 +75,7 @@ if show is not None:
             st.subheader(f"User {user}")
             for k, v in detail.stats.items():
                 st.metric(k, v)
+        attack.curve_section(res, rcfg)
     else:
         st.info(
             "This mechanism's server sees nothing per user that it could attack individually: its best guess of "

@@ -483,6 +483,20 @@ def test_attack_page_shows_one_users_view():
     assert at.query_params["user"] == "3" and "User 3" in [s.value for s in at.subheader]
 
 
+def test_attack_page_privacy_utility_curve():
+    at = open_app("attack", mech="federated_rff_kde", **{"d.n": "1500", "res": "16"})
+    click_run(at, "attack")
+    assert "Privacy-utility curve" in [s.value for s in at.subheader]
+    at.button(key="atk.curve.go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    df = frame_with(at, "privacy ratio")
+    assert set(df["method"]) == {"Federated RFF KDE", "Geo-ind + KDE", "Federated KDE"}
+    rff = df[df["method"] == "Federated RFF KDE"].set_index("setting")
+    # B = 0 is the 0-feature baseline: privacy ratio 1; exact KDE gives the attacker almost everything
+    assert abs(rff.loc["B=0", "privacy ratio"] - 1.0) < 1e-9
+    assert df[df["method"] == "Federated KDE"]["privacy ratio"].iloc[0] < 0.2
+
+
 def test_attack_page_explains_aggregate_views():
     at = open_app("attack", mech="identity")
     click_run(at, "attack")
