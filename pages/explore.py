@@ -108,6 +108,7 @@ if show is not None or cfg is not None:
         else:
             st.caption("Metrics compare the private map with the true one after a run.")
     if res is not None:
+        views.proportion_block(res, fr, view, ctl.display)
         t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
         views.ledger_block(res, t1)
         views.communication_block(res, t2)

@@ -374,6 +374,13 @@ def test_weaker_than_planned_guarantee_is_shown():
     assert any("epsilon" in w.lower() for w in warns), warns
 
 
+def test_proportion_estimate_rate_and_interval_maps():
+    at = open_app(mech="adaptive_hh", baselines="0", **{"p.adaptive_hh.attribute": "flag"})
+    click_run(at, "explore")
+    assert "Proportion estimate (Appendix B)" in [s.value for s in at.subheader]
+    assert {"explore_rate_heat", "explore_ciwidth_heat"} <= set(charts(at))
+
+
 def test_levels_slider_steps_through_refinement():
     at = open_app(mech="_test_levels", baselines="0")
     click_run(at, "explore")

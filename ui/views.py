@@ -388,3 +388,39 @@ def outcome_messages(group, container=None) -> None:
         c.error(f"The run failed: {msg}", icon=":material/error:")
     if group.cancelled:
         c.info("The run was cancelled.", icon=":material/stop_circle:")
+
+
+def proportion_block(result, fr, view, display) -> None:
+    """Appendix B proportion estimate: the per-region rate of the flag and the width of
+    its confidence interval, each painted on the region's cells."""
+    ex = result.release.extras
+    if "rate_grid" not in ex:
+        return
+    from .colors import ColourScale
+
+    prop = ex.get("proportion", {})
+    level = prop.get("level", 0.95)
+    st.subheader("Proportion estimate (Appendix B)")
+    st.caption(
+        "Each user also reported its binary attribute; per region the server releases the share of users with it "
+        f"and a {level:.0%} confidence interval that accounts for the DP noise. Wide intervals = too few users."
+    )
+    a, b = st.columns(2)
+    rate_scale = ColourScale(0.0, 1.0, False, 1.0, "rate", display.cmap)
+    width = np.asarray(ex["ci_width_grid"], dtype=float) if "ci_width_grid" in ex else None
+    heat_chart(
+        np.asarray(ex["rate_grid"], dtype=float),
+        rate_scale,
+        fr,
+        view,
+        "explore_rate",
+        display,
+        title="Private rate per region",
+        container=a,
+    )
+    a.html(rate_scale.legend_html("share of users with the attribute", shared=False))
+    if width is not None:
+        hi = float(np.nanmax(width)) if np.isfinite(width).any() else 1.0
+        w_scale = ColourScale(0.0, max(hi, 1e-6), False, 1.0, "CI width", display.cmap)
+        heat_chart(width, w_scale, fr, view, "explore_ciwidth", display, title="Confidence-interval width", container=b)
+        b.html(w_scale.legend_html("interval width (rate units)", shared=False))

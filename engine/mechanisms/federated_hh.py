@@ -706,7 +706,9 @@ class AdaptiveHH(Mechanism):
                 "positive": n1,
                 "level": float(p["ci_level"]),
             }
-            extras["rate_grid"] = rate[lut[morton_of_pixels(D)]].astype(np.float32)
+            pix = lut[morton_of_pixels(D)]
+            extras["rate_grid"] = rate[pix].astype(np.float32)
+            extras["ci_width_grid"] = (hi - lo)[pix].astype(np.float32)
             diag["mean_ci_width"] = float(np.mean(hi - lo))
             diag["mean_ci_width_weighted"] = float(np.sum((hi - lo) * nn) / np.sum(nn))
         return Release(
