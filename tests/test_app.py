@@ -477,6 +477,43 @@ def test_range_queries_answers_and_workload():
     assert at.get("vega_lite_chart")  # workload error distribution
 
 
+def test_snh_answers_range_queries_with_its_model():
+    """SNH (issue 7) through the dashboard: its trained networks answer the Range queries
+    page, next to IDENTITY@ParamSelect; the public auxiliary data is stated."""
+    from engine.jobs import RunConfig, prepare
+
+    small_nets = {
+        "p.snh.k": "2",
+        "p.snh.preset": "custom",
+        "p.snh.depth": "2",
+        "p.snh.width": "16",
+        "p.snh.epochs": "30",
+        "p.snh.rho_m": "1000",
+    }
+    at = open_app("ranges", mechs="snh,identity_paramselect", seed="3", rx="2,12", ry="5,15", **small_nets)
+    click_run(at, "ranges")
+    answers = frame_with(at, "Answer")
+    assert len(answers) == 2 and answers["Mechanism"].str.contains("SNH").any()
+    cfg = RunConfig(dataset_options={"n": 3000, "seed": 0}, depth=5, seed=3)
+    ds, dom, *_ = prepare(cfg)
+    x0, y0 = dom.x0 + 2000, dom.y0 + 5000
+    inside = (ds.xy[:, 0] >= x0) & (ds.xy[:, 0] < dom.x0 + 12000) & (ds.xy[:, 1] >= y0) & (ds.xy[:, 1] < dom.y0 + 15000)
+    snh_answer = float(answers.loc[answers["Mechanism"].str.contains("SNH"), "Answer"].iloc[0])
+    # a 10 x 10 km box holds a large share of the city: the model's answer is in the right range
+    assert 0.3 * inside.sum() < snh_answer < 3 * inside.sum()
+    at.slider(key="rq.x").set_value((0.0, 20.0)).run()
+    changed = frame_with(at, "Answer")
+    assert float(changed.loc[changed["Mechanism"].str.contains("SNH"), "Answer"].iloc[0]) != snh_answer
+
+    # Explore: its density grid on the map, the public auxiliary data declared as side information
+    ex = open_app("explore", mech="snh", seed="3", **small_nets)
+    click_run(ex, "explore")
+    assert set(charts(ex)) == {"explore_true_heat", "explore_private_heat"}
+    assert "SNH" in texts(ex)
+    shown = texts(ex) + " ".join(str(d.value.to_dict()) for d in ex.dataframe)
+    assert "treated as public" in shown.lower()
+
+
 # ------------------------------------------------------------------ attack / attributes
 def test_attack_page_shows_one_users_view():
     at = open_app("attack", mech="_test_per_user")

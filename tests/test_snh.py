@@ -1,0 +1,216 @@
+"""SNH (Zeighami et al. 2022): augmentation, workload weights, ledger, determinism, the
+released model, IDENTITY@ParamSelect. Tiny grids and networks so the file stays fast."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from engine.errors import Cancelled, ParamError
+from engine.grid import Domain
+from engine.mechanisms import RunContext, get
+from engine.mechanisms.snh import (
+    SNH,
+    CellGrid,
+    GridAnswerer,
+    IdentityParamSelect,
+    augment,
+    fit_snh,
+    workload_weights,
+)
+
+TINY = dict(
+    rho_m=625.0,  # 32 cells over the 20 km synthetic city
+    k=2,
+    query_min_pct=5.0,
+    query_max_pct=10.0,
+    preset="custom",
+    depth=1,
+    width=8,
+    epochs=3,
+    batch_size=256,
+    patience=5,
+    lr=1e-2,
+)
+
+
+@pytest.fixture(scope="module")
+def city():
+    from engine.data.synthetic import generate
+
+    ds = generate("polycentric", n=5000, seed=3)
+    dom = ds.public_domain(6)
+    return ds.in_domain(dom), dom
+
+
+def _overlap(a0, a1, b0, b1):
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def test_augmentation_equals_brute_force_sums():
+    # Algorithm 1, line 6: Y_A^r[c] = sum_c' |(c, r) ∩ (c', rho)| / rho^2 * Y_D[c'], here by brute force
+    rng = np.random.default_rng(0)
+    m, rho, r, pad = 5, 2.0, 3.3, 2
+    noisy = rng.normal(3.0, 2.0, (m, m))
+    corners, labels = augment(noisy, rho, r, pad)
+    assert len(corners) > m * m  # the padded corners beyond the west/south edges are there
+    for (cx, cy), y in zip(corners, labels):
+        x0, y0 = cx * rho, cy * rho
+        want = 0.0
+        for iy in range(m):
+            for ix in range(m):
+                a = _overlap(x0, x0 + r, ix * rho, (ix + 1) * rho) * _overlap(y0, y0 + r, iy * rho, (iy + 1) * rho)
+                want += a / rho**2 * noisy[iy, ix]
+        assert y == pytest.approx(want, abs=1e-9)
+    # every query meets the grid (fully outside ones are dropped)
+    assert np.all(corners * rho + r > 0)
+
+
+def test_workload_weights_count_overlapping_workload_squares():
+    # with cell-aligned boxes (rho = 1, r = 2, workload side 2) the uniformity assumption is exact:
+    # w = number of auxiliary points whose workload square (side 2, centred on it) overlaps (c, r)
+    rng = np.random.default_rng(1)
+    m = 8
+    pts = rng.uniform(0, m, (300, 2))
+    dom = Domain(0.0, 0.0, float(m), 3)
+    grid = CellGrid(dom, 1.0)
+    corners, _ = augment(np.zeros((m, m)), 1.0, 2.0, 2)
+    w = workload_weights(grid.counts(pts), corners, 1.0, 2.0, 2.0, 2.0)
+    for (cx, cy), wi in zip(corners, w):
+        inside = (pts[:, 0] >= cx - 1) & (pts[:, 0] < cx + 3) & (pts[:, 1] >= cy - 1) & (pts[:, 1] < cy + 3)
+        assert wi == pytest.approx(inside.sum(), abs=1e-9)
+    assert np.all(workload_weights(None, corners, 1.0, 2.0, 1.0, 3.0) == 1.0)
+
+
+def test_ledger_is_exactly_epsilon_and_release_contract(city):
+    ds, dom = city
+    params = SNH.schema().resolve(TINY)
+    messages = []
+    rel = SNH().run(
+        ds, dom, 0.37, params, RunContext(rng=np.random.default_rng(5), progress_cb=lambda f, m: messages.append(m))
+    )
+    assert rel.ledger.total() == 0.37
+    assert len(rel.ledger.entries) == 1 and rel.ledger.entries[0].composition == "parallel"
+    # the synthetic proxy is public side information, and said so
+    assert any("treated as public" in s for s in rel.ledger.side_information)
+    assert "PUBLIC" in rel.diagnostics["public_note"]
+    assert rel.density.shape == (dom.n, dom.n) and np.all(rel.density >= 0)
+    assert rel.range_answerer is not None
+    # progress reports each network's training loss
+    assert any("training loss per network" in m for m in messages)
+    d = rel.diagnostics
+    assert len(d["epochs_run"]) == 2 and d["model_bytes"] < 10_000_000
+
+
+def test_predictions_are_deterministic_by_seed(city):
+    ds, dom = city
+    params = SNH.schema().resolve(TINY)
+    rects = dom.random_square_queries(np.random.default_rng(2), 50, (0.05, 0.1))
+
+    def answers(seed):
+        rel = SNH().run(ds, dom, 1.0, params, RunContext(rng=np.random.default_rng(seed)))
+        return rel.answer_range(rects), rel.density
+
+    a1, d1 = answers(11)
+    a2, d2 = answers(11)
+    a3, _ = answers(12)
+    assert np.array_equal(a1, a2) and np.array_equal(d1, d2)
+    assert not np.array_equal(a1, a3)
+
+
+def test_model_utilisation_rule_pickling_and_jit_match_numpy(city):
+    from engine.snh_model import forward_numpy
+
+    ds, dom = city
+    params = SNH.schema().resolve(TINY)
+    fit = fit_snh(ds, dom, 1.0, params, RunContext(rng=np.random.default_rng(3)))
+    model = fit["model"]
+    lo, hi = fit["diagnostics"]["query_side_m"]
+    # Section 4.3: a square of side r in [l, u] is the nearest network's output scaled by (r / r*)^2
+    x, y, r = np.array([-3000.0, 1000.0]), np.array([-2000.0, 500.0]), np.array([lo * 1.01, hi * 0.99])
+    rects = np.column_stack([x, y, x + r, y + r])
+    direct = model.squares(x, y, r)
+    js = model.model_index(r)
+    assert list(js) == [0, 1]
+    for i, j in enumerate(js):
+        inp = model._norm(x[i : i + 1], y[i : i + 1])
+        pj = [(w[j], b[j]) for w, b in model.params]
+        want = model.scales[j] * forward_numpy(pj, inp.astype(np.float32))[0] * (r[i] / model.sizes[j]) ** 2
+        assert direct[i] == pytest.approx(want, rel=1e-4, abs=1e-4)
+    assert np.allclose(model(rects), np.maximum(direct, 0))
+    clone = pickle.loads(pickle.dumps(model))
+    assert np.array_equal(clone(rects), model(rects))
+    # a rectangle is cut into pieces; a query outside the domain is 0
+    assert model(np.array([[dom.x0 - 500, dom.y0 - 500, dom.x0 - 10, dom.y0 - 10]]))[0] == 0.0
+    big = model(np.array([dom.bounds]))[0]
+    assert big > 0
+
+
+def test_snh_qs_variant_and_cancel(city):
+    ds, dom = city
+    params = SNH.schema().resolve(dict(TINY, variant="snh_qs", qs_sizes=2, workload="uniform"))
+    rel = SNH().run(ds, dom, 1.0, params, RunContext(rng=np.random.default_rng(0)))
+    assert rel.range_answerer.variant == "snh_qs" and rel.diagnostics["workload"] == "uniform"
+    assert np.isfinite(rel.answer_range(np.array([[0, 0, 1500, 1500]]))).all()
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        return len(calls) > 2
+
+    with pytest.raises(Cancelled):
+        SNH().run(ds, dom, 1.0, SNH.schema().resolve(TINY), RunContext(rng=np.random.default_rng(0), cancel_cb=cancel))
+
+
+def test_bad_parameters_raise_clear_errors(city):
+    ds, dom = city
+    with pytest.raises(ParamError, match="smaller than"):
+        SNH().run(
+            ds,
+            dom,
+            1.0,
+            SNH.schema().resolve(dict(TINY, query_min_pct=5, query_max_pct=4)),
+            RunContext(rng=np.random.default_rng(0)),
+        )
+    with pytest.raises(ParamError, match="cells per side"):
+        SNH().run(ds, dom, 1.0, SNH.schema().resolve(dict(TINY, rho_m=1.0)), RunContext(rng=np.random.default_rng(0)))
+    with pytest.raises(ParamError, match="aux_dataset"):
+        SNH().run(
+            ds, dom, 1.0, SNH.schema().resolve(dict(TINY, aux="dataset")), RunContext(rng=np.random.default_rng(0))
+        )
+    with pytest.raises(ParamError, match="private dataset itself"):
+        SNH().run(
+            ds,
+            dom,
+            1.0,
+            SNH.schema().resolve(dict(TINY, aux="dataset", aux_dataset=ds.meta.source)),
+            RunContext(rng=np.random.default_rng(0)),
+        )
+    with pytest.raises(ParamError, match="public auxiliary data"):
+        SNH().run(
+            ds,
+            dom,
+            1.0,
+            SNH.schema().resolve(dict(TINY, aux="none", workload="aux")),
+            RunContext(rng=np.random.default_rng(0)),
+        )
+
+
+def test_identity_paramselect_is_the_noisy_grid(city):
+    ds, dom = city
+    assert get("identity_paramselect") is IdentityParamSelect
+    params = IdentityParamSelect.schema().resolve({"rho_m": 1250.0})
+    rel = IdentityParamSelect().run(ds, dom, 0.5, params, RunContext(rng=np.random.default_rng(4)))
+    assert rel.ledger.total() == 0.5
+    grid = CellGrid(dom, 1250.0)
+    counts = grid.counts(ds.xy)
+    # a cell-aligned rectangle is the sum of its noisy cells; the noise is Laplace(1/eps) around the counts
+    rect = np.array([[dom.x0 + 2 * 1250.0, dom.y0 + 3 * 1250.0, dom.x0 + 6 * 1250.0, dom.y0 + 5 * 1250.0]])
+    got = rel.answer_range(rect)[0]
+    assert GridAnswerer(counts, grid)(rect)[0] == counts[3:5, 2:6].sum()
+    true = counts[3:5, 2:6].sum()
+    # 8 cells of Laplace(2): |sum| < 60 fails with probability far below 1e-6
+    assert abs(got - true) < 60
+    assert rel.density.sum() == pytest.approx(rel.answer_range(np.array([dom.bounds]))[0], rel=1e-9)
