@@ -49,13 +49,18 @@ def _overlap(a0, a1, b0, b1):
     return max(0.0, min(a1, b1) - max(a0, b0))
 
 
-def test_augmentation_equals_brute_force_sums():
+@pytest.mark.parametrize("per_cell", [1, 2])
+def test_augmentation_equals_brute_force_sums(per_cell):
     # Algorithm 1, line 6: Y_A^r[c] = sum_c' |(c, r) ∩ (c', rho)| / rho^2 * Y_D[c'], here by brute force
     rng = np.random.default_rng(0)
     m, rho, r, pad = 5, 2.0, 3.3, 2
     noisy = rng.normal(3.0, 2.0, (m, m))
-    corners, labels = augment(noisy, rho, r, pad)
-    assert len(corners) > m * m  # the padded corners beyond the west/south edges are there
+    corners, labels = augment(noisy, rho, r, pad, per_cell)
+    assert len(corners) > (m * per_cell) ** 2  # the padded corners beyond the west/south edges are there
+    # corners on the cell corners (paper) or also every rho / per_cell
+    assert np.allclose(corners * per_cell, np.round(corners * per_cell))
+    xs = np.arange(-pad * per_cell, m * per_cell) / per_cell
+    assert np.allclose(np.unique(corners[:, 0]), xs[xs + r / rho > 0])  # queries fully outside the grid dropped
     for (cx, cy), y in zip(corners, labels):
         x0, y0 = cx * rho, cy * rho
         want = 0.0

@@ -51,7 +51,9 @@ Departures from the paper (and from the reference code, szeighami/SNH):
   uniformity assumption). The reference counts auxiliary points inside the training
   query instead. Other workloads: ``uniform`` (every training query weighs 1: queries
   anywhere, like the paper's test queries) and ``noisy`` (squares centred where the
-  *noisy grid* has mass: post-processing, no side information; not in the paper, the
+  *noisy grid* has mass: the same weights computed on the signed noisy grid, whose noise
+  averages out in the box sums, clipped at 0 afterwards, so their expectation is the
+  weights of a workload drawn like the data; post-processing, no side information; not in the paper, the
   default when there is no public data). ``weight_floor`` (default 0 = paper) adds a
   fraction of the mean weight to every query.
 * Public auxiliary data: ``aux = proxy`` draws a public proxy of a synthetic city from a
@@ -80,6 +82,10 @@ Departures from the paper (and from the reference code, szeighami/SNH):
   ``clip(min side, l, u)``; each piece is answered by the Section 4.3 rule with
   ``r = sqrt(piece area)``. A square of side in ``[l, u]`` is one piece, i.e. exactly
   Section 4.3. Answers are clipped at 0 (a count is never negative).
+* ``corners_per_cell`` (default 1 = Algorithm 1): s > 1 also trains on corners every
+  ``rho / s``, answered from the same noisy grid (post-processing). Training corners
+  only at the cell corners sample ``f(c)`` every ``rho``, which aliases when the query
+  side is below ``rho``.
 * SNH+QS: each network covers ``[l + (u-l) j/k, l + (u-l)(j+1)/k]``, trained on
   ``qs_sizes`` sizes spaced in that interval; its output is scaled by ``(r / r_mid)^2``
   so the network learns the correction to the uniformity assumption.
@@ -256,14 +262,15 @@ def box_sums(s: np.ndarray, fx0, fy0, fx1, fy1) -> np.ndarray:
     return _interp(s, fx1, fy1) - _interp(s, fx0, fy1) - _interp(s, fx1, fy0) + _interp(s, fx0, fy0)
 
 
-def augment(noisy: np.ndarray, rho: float, r: float, pad: int) -> tuple[np.ndarray, np.ndarray]:
+def augment(noisy: np.ndarray, rho: float, r: float, pad: int, per_cell: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 1 for one size ``r``: corners ``c = (i rho, j rho)`` for ``i, j`` in
-    ``[-pad, m)`` (cell units from the grid origin) and ``Y_A^r[c]``.
+    ``[-pad, m)`` (cell units from the grid origin) and ``Y_A^r[c]``. ``per_cell > 1`` also
+    takes corners at ``rho / per_cell`` steps (a departure, see the module docstring).
 
     Returns ``(corners (P, 2) in cell units, labels (P,))``, row-major over (j, i)."""
     m = noisy.shape[0]
     s = integral(noisy)
-    idx = np.arange(-pad, m, dtype=np.float64)
+    idx = np.arange(-pad * per_cell, m * per_cell, dtype=np.float64) / per_cell
     cx, cy = np.meshgrid(idx, idx)
     cx, cy = cx.ravel(), cy.ravel()
     rr = r / rho
@@ -623,6 +630,15 @@ class SNH(Mechanism):
             "snh: one network per size, answers scaled (r/r*)^2 (Section 4.3); snh_qs: the size is an input (Section 6.3.2)",
             choices=("snh", "snh_qs"),
         ),
+        Param(
+            "corners_per_cell",
+            "int",
+            1,
+            "training-query corners per cell side: 1 = the cell corners of Algorithm 1 (paper); s > 1 adds corners "
+            "every rho/s (more augmented queries from the same noisy grid, for queries smaller than rho)",
+            min=1,
+            max=4,
+        ),
         Param("qs_sizes", "int", 4, "SNH+QS: training sizes per network", min=2, max=16),
         Param(
             "anchor",
@@ -784,7 +800,7 @@ def fit_snh(
     if wmode == "aux":
         aux_grid = grid.counts(aux)
     elif wmode == "noisy":
-        aux_grid = np.maximum(noisy, 0.0)
+        aux_grid = noisy  # signed: the noise cancels in the box sums; workload_weights clips the sums at 0
     else:
         aux_grid = None
     Xs, Ys, Ws, scales, counts_used = [], [], [], [], []
@@ -792,7 +808,7 @@ def fit_snh(
         xs, ys, ws = [], [], []
         for r in train_sizes[j]:
             pad = int(math.ceil(r / rho))
-            corners, y = augment(noisy, rho, r, pad)
+            corners, y = augment(noisy, rho, r, pad, int(params["corners_per_cell"]))
             if params["clip_labels"]:
                 y = np.maximum(y, 0.0)
             wq = workload_weights(aux_grid, corners, rho, r, lo, hi)
