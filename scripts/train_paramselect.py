@@ -110,7 +110,15 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress):
     def trial(mult):
         rho = mult * mid
         params = SNH.schema().resolve(
-            {"rho_m": rho, "k": k, "query_min_pct": lo * 100, "query_max_pct": hi * 100, "preset": "fast"}
+            # weight_floor 0: the settings the shipped table was made with (SNH's default is now 1)
+            {
+                "rho_m": rho,
+                "k": k,
+                "query_min_pct": lo * 100,
+                "query_max_pct": hi * 100,
+                "preset": "fast",
+                "weight_floor": 0.0,
+            }
         )
         t = time.perf_counter()
         fit = fit_snh(

@@ -326,6 +326,7 @@ def reference_figure(quick: bool, progress) -> list[Figure]:
             "query_max_pct": 0.8,
             "aux": "none",
             "workload": "noisy",
+            "weight_floor": 0.0,  # the reference has no uniform share in its workload
             "preset": "custom",
             "depth": 20,
             "width": 80,

@@ -54,8 +54,14 @@ Departures from the paper (and from the reference code, szeighami/SNH):
   *noisy grid* has mass: the same weights computed on the signed noisy grid, whose noise
   averages out in the box sums, clipped at 0 afterwards, so their expectation is the
   weights of a workload drawn like the data; post-processing, no side information; not in the paper, the
-  default when there is no public data). ``weight_floor`` (default 0 = paper) adds a
-  fraction of the mean weight to every query.
+  default when there is no public data).
+* ``weight_floor`` (default 1; 0 = the paper) adds that fraction of the mean weight to
+  every training query, i.e. mixes a uniform workload of equal total weight into
+  ``Q_W``. With the paper's pure workload a training query that meets no workload
+  query has weight 0 and drops out of Eq. 6, so the network is unconstrained there:
+  on the coastal city (sea) and the SF cabs (empty blocks) queries centred uniformly
+  at random then got relative errors of 0.18-0.20 against 0.03-0.06 with the floor,
+  while data-centred queries were unchanged (``python -m engine bench snh``).
 * Public auxiliary data: ``aux = proxy`` draws a public proxy of a synthetic city from a
   sibling city of the same preset (same centres, river and coast, different
   neighbourhood fields and parks): another dataset of the same region, never the
@@ -656,8 +662,9 @@ class SNH(Mechanism):
         Param(
             "weight_floor",
             "float",
-            0.0,
-            "added to every workload weight, fraction of the mean weight (0 = paper)",
+            1.0,
+            "added to every workload weight, fraction of the mean weight: f mixes a uniform workload of f times the "
+            "weight into Q_W (0 = the paper; with 0 the model is unconstrained where the workload has no query)",
             min=0.0,
             max=100.0,
         ),
