@@ -486,9 +486,9 @@ def test_snh_answers_range_queries_with_its_model():
         "p.snh.k": "2",
         "p.snh.preset": "custom",
         "p.snh.depth": "2",
-        "p.snh.width": "16",
-        "p.snh.epochs": "30",
-        "p.snh.rho_m": "1000",
+        "p.snh.width": "32",
+        "p.snh.epochs": "100",
+        "p.snh.rho_m": "2000",
     }
     at = open_app("ranges", mechs="snh,identity_paramselect", seed="3", rx="2,12", ry="5,15", **small_nets)
     click_run(at, "ranges")

@@ -169,3 +169,16 @@ def test_two_sessions_run_at_once(browser, app_url, tmp_path):
         w.check()
     for p in pages:
         p.context.close()
+
+
+def test_snh_density_map_and_public_data_notice(page, app_url, tmp_path):
+    """SNH (issue 7) in the browser: the networks train in the background, the density grid is
+    drawn next to the truth, and the page says the auxiliary data is treated as public."""
+    watch = Watch(page)
+    open_explore(page, app_url, f"{QUERY}&mech=snh&p.snh.k=4&baselines=0")
+    run_and_wait_maps(page, timeout=180_000)
+    for i in (0, 1):
+        assert heat_pixels(page, i) > 5_000
+    assert page.locator("text=/treated as public/i").count() >= 1
+    save(page, tmp_path, "snh_explore")
+    watch.check()

@@ -68,6 +68,12 @@ def test_shipped_table_fits_and_predicts():
     a, _ = ps.predict_rho(1e5, 0.2, 0.005, 0.02, 9.0)
     b, _ = ps.predict_rho(1e5, 0.2, 0.002, 0.008, 9.0)
     assert ps.RHO_BOUNDS[0] <= min(a, b) and max(a, b) <= ps.RHO_BOUNDS[1]
+    # the trends the table's labels carry (Section 5.1's premise): larger queries and less
+    # signal (smaller n * eps) want wider cells
+    assert a > b
+    small, _ = ps.predict_rho(25_000, 0.05, 0.002, 0.008, 9.0)
+    large, _ = ps.predict_rho(400_000, 0.8, 0.002, 0.008, 9.0)
+    assert small > 1.5 * large
 
 
 def test_paramselect_features_use_public_data_only(monkeypatch, toy_table):
