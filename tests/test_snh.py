@@ -219,3 +219,32 @@ def test_identity_paramselect_is_the_noisy_grid(city):
     # 8 cells of Laplace(2): |sum| < 60 fails with probability far below 1e-6
     assert abs(got - true) < 60
     assert rel.density.sum() == pytest.approx(rel.answer_range(np.array([dom.bounds]))[0], rel=1e-9)
+
+
+def test_secure_mode_and_user_level_unit(city):
+    """Secure mode passes the grid counts through OpenDP (fresh noise, not the seeded stream);
+    unit = user bounds a user with k locations to 1/k per location."""
+    from dataclasses import replace
+
+    ds, dom = city
+    params = IdentityParamSelect.schema().resolve({"rho_m": 1250.0})
+    grid = CellGrid(dom, 1250.0)
+    counts = grid.counts(ds.xy)
+    runs = [
+        IdentityParamSelect().run(ds, dom, 0.5, params, RunContext(rng=np.random.default_rng(4), secure=True))
+        for _ in range(2)
+    ]
+    seeded = IdentityParamSelect().run(ds, dom, 0.5, params, RunContext(rng=np.random.default_rng(4)))
+    full = np.array([dom.bounds])
+    a, b, c = (r.answer_range(full)[0] for r in (*runs, seeded))
+    assert a != b and a != c  # OpenDP draws its own noise
+    # total noise of m^2 Laplace(2) cells: sd 2 * sqrt(2) * m; 10 sd is a 1e-6-level false alarm
+    assert abs(a - counts.sum()) < 10 * 2 * np.sqrt(2) * grid.m
+    assert all(r.ledger.total() == 0.5 for r in runs)
+    # one user holding every location counts 1 in total under unit = user, n under unit = record
+    one = replace(ds, user_id=np.zeros(len(ds), dtype=np.int64))
+    for unit, total in (("user", 1.0), ("record", float(len(ds)))):
+        p = IdentityParamSelect.schema().resolve({"rho_m": 1250.0, "unit": unit})
+        rel = IdentityParamSelect().run(one, dom, 1e6, p, RunContext(rng=np.random.default_rng(0)))
+        assert rel.answer_range(full)[0] == pytest.approx(total, abs=0.05 * grid.m)
+        assert rel.diagnostics["unit"] == unit
