@@ -315,6 +315,33 @@ def test_progress_and_cancel_keep_the_page_usable():
     assert not at.error
 
 
+def test_a_run_ending_while_the_page_draws_is_redrawn(monkeypatch):
+    """Race: the page reads its run as still running, the run ends before the progress panel
+    reads it. The panel must redraw the page (else no poller comes back and the outcome,
+    here "cancelled", never shows). Forced by making the first status read of a page run stale."""
+    from ui import jobs as uijobs
+
+    at = open_app(mech="_test_slow", baselines="0", seed="43")
+    at.button(key="run_explore").click().run()
+    at.button(key="cancel_explore").click().run()
+    wait_jobs(at, timeout=20)
+    assert any("cancelled" in i.value for i in at.info)
+    real = uijobs.Board.status
+    calls = []
+
+    def stale_first(self, key):
+        calls.append(key)
+        if len(calls) == 1:  # the page's first read: the run still looks alive
+            return uijobs.Status("running", progress=0.5)
+        return real(self, key)
+
+    monkeypatch.setattr(uijobs.Board, "status", stale_first)
+    at.run()
+    assert len(calls) > 2  # the page was drawn again after the panel saw the change
+    assert any("cancelled" in i.value for i in at.info), texts(at)
+    assert not running(at)
+
+
 def test_online_source_downloads_with_the_button(tmp_path):
     import functools
     import http.server

@@ -250,6 +250,8 @@ def get_group(name: str) -> Group | None:
             b.submit(RunConfig.from_dict(g["configs"][i]), session_id())
             statuses[i] = b.status(g["keys"][i])
     configs = [RunConfig.from_dict(c) for c in g["configs"]]
+    # what the page last saw, so progress_panel can tell when it drew a state that has since changed
+    st.session_state.setdefault("_seen_states", {})[name] = [s.state for s in statuses]
     return Group(name, configs, g["keys"], statuses, g["started"], g.get("label", ""))
 
 
@@ -272,8 +274,13 @@ def progress_panel(names: list[str], title: str = "Running") -> None:
     whole page when it finishes; when idle the fragment is static (``run_every=None``).
     The rest of the page stays usable meanwhile.
     """
+    seen = {n: list(v) for n, v in st.session_state.get("_seen_states", {}).items()}
     groups = [g for g in (get_group(n) for n in names) if g is not None]
     active = any(g.running for g in groups)
+    if not active and any("running" in seen.get(g.name, []) for g in groups):
+        # a run ended between the page reading its state and this panel: the page above drew it as still
+        # running (no result, no cancelled/failed message) and no poller would come back; redraw now
+        st.rerun()
     done_at_render = sum(s.state != "running" for g in groups for s in g.statuses)
 
     @st.fragment(run_every=POLL_S if active else None)
@@ -317,6 +324,8 @@ def last_ok(name: str) -> Group | None:
     if statuses[0].state != "ok":
         return None
     configs = [RunConfig.from_dict(c) for c in g["configs"]]
+    # what the page last saw, so progress_panel can tell when it drew a state that has since changed
+    st.session_state.setdefault("_seen_states", {})[name] = [s.state for s in statuses]
     return Group(name, configs, g["keys"], statuses, g["started"], g.get("label", ""))
 
 
