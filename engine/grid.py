@@ -249,8 +249,10 @@ def _interp_integral(s: np.ndarray, fx: np.ndarray, fy: np.ndarray) -> np.ndarra
     # Under the uniformity assumption the cumulative count F(x, y) is bilinear
     # inside each cell, so it is the bilinear interpolation of the integral image.
     n = s.shape[0] - 1
-    i = np.clip(np.floor(fx).astype(np.int64), 0, n - 1)
-    j = np.clip(np.floor(fy).astype(np.int64), 0, n - 1)
+    fx = np.clip(fx, 0, n)  # outside the grid F is that of the nearest edge: cells there count 0
+    fy = np.clip(fy, 0, n)
+    i = np.minimum(np.floor(fx).astype(np.int64), n - 1)
+    j = np.minimum(np.floor(fy).astype(np.int64), n - 1)
     tx = fx - i
     ty = fy - j
     return (
@@ -261,6 +263,20 @@ def _interp_integral(s: np.ndarray, fx: np.ndarray, fy: np.ndarray) -> np.ndarra
     )
 
 
+def box_sums(s: np.ndarray, fx0, fy0, fx1, fy1) -> np.ndarray:
+    """Sums of a grid over boxes given in fractional cell units, from its integral image
+    ``s``: partly covered cells count by the fraction of their area inside (uniformity
+    assumption); the parts of a box outside the grid count 0."""
+    fx1 = np.maximum(fx1, fx0)
+    fy1 = np.maximum(fy1, fy0)
+    return (
+        _interp_integral(s, fx1, fy1)
+        - _interp_integral(s, fx0, fy1)
+        - _interp_integral(s, fx1, fy0)
+        + _interp_integral(s, fx0, fy0)
+    )
+
+
 def range_counts(grid: np.ndarray, domain: Domain, rects: np.ndarray, integral: np.ndarray | None = None) -> np.ndarray:
     """Answer rectangles (metres) from a grid, counting partly covered cells by the
     fraction of their area inside the rectangle (uniformity assumption)."""
@@ -268,12 +284,4 @@ def range_counts(grid: np.ndarray, domain: Domain, rects: np.ndarray, integral: 
         raise ValueError(f"grid shape {grid.shape} does not match domain {domain.n}x{domain.n}")
     s = integral_image(grid) if integral is None else integral
     c = domain.rect_to_cells(rects)
-    x0, y0, x1, y1 = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
-    x1 = np.maximum(x1, x0)
-    y1 = np.maximum(y1, y0)
-    return (
-        _interp_integral(s, x1, y1)
-        - _interp_integral(s, x0, y1)
-        - _interp_integral(s, x1, y0)
-        + _interp_integral(s, x0, y0)
-    )
+    return box_sums(s, c[:, 0], c[:, 1], c[:, 2], c[:, 3])

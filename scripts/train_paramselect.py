@@ -84,6 +84,7 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress):
     from engine.data.synthetic import generate
     from engine.mechanisms import RunContext
     from engine.mechanisms.snh import SNH, fit_snh, synthetic_proxy
+    from engine.metrics import snh_relative_error
     from engine.paramselect import entropy_512
 
     ds = generate(preset, n, city_seed)
@@ -104,7 +105,6 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress):
     sides = r_mid + rng.uniform(-width / 2, width / 2, n_queries)
     rects = np.column_stack([centres - sides[:, None] / 2, centres + sides[:, None] / 2])
     true = exact_counts(tree, centres, sides)
-    psi = 0.001 * len(ds)
     errors = {}
 
     def trial(mult):
@@ -125,7 +125,7 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress):
             ds, dom, eps, params, RunContext(rng=np.random.default_rng(city_seed)), sizes_subset=list(TRAIN_MODELS)
         )
         y = fit["model"](rects)
-        errors[rho / dom.side] = float(np.mean(np.abs(y - true) / np.maximum(true, psi)))
+        errors[rho / dom.side] = snh_relative_error(true, y, len(ds))
         progress(f"  rho={rho:.0f} m err={errors[rho / dom.side]:.4f} ({time.perf_counter() - t:.0f} s)")
 
     for mult in mults:

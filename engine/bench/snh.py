@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..metrics import snh_relative_error
 from . import Figure
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -95,7 +96,8 @@ def query_sets(ds, dom, rng, lo, hi, count=2000):
 
 
 def rel_error(answers, true, n) -> float:
-    return float(np.mean(np.abs(np.asarray(answers) - true) / np.maximum(true, 0.001 * n)))
+    """The paper's relative error, psi = 0.1% n (engine.metrics.snh_relative_error)."""
+    return snh_relative_error(true, answers, n)
 
 
 def _dataset(name: str, n: int, seed: int):

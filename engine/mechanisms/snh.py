@@ -108,7 +108,7 @@ import numpy as np
 
 from ..accounting import Ledger
 from ..errors import ParamError
-from ..grid import Domain
+from ..grid import Domain, box_sums, integral_image
 from ..params import Param
 from .base import Communication, Mechanism, Release, aggregate_view, register
 from .central import UNIT_PARAM, bound_contributions
@@ -235,39 +235,6 @@ class CellGrid:
         return np.bincount(iy * m + ix, weights=w, minlength=m * m).astype(np.float64).reshape(m, m)
 
 
-def integral(grid: np.ndarray) -> np.ndarray:
-    """``S[j, i]`` = sum of ``grid[:j, :i]``."""
-    s = np.zeros((grid.shape[0] + 1, grid.shape[1] + 1))
-    np.cumsum(np.cumsum(grid, axis=0), axis=1, out=s[1:, 1:])
-    return s
-
-
-def _interp(s: np.ndarray, fx: np.ndarray, fy: np.ndarray) -> np.ndarray:
-    # Under the uniformity assumption the cumulative count is bilinear inside each cell:
-    # the bilinear interpolation of the integral image (cell units, clipped to the grid).
-    n = s.shape[0] - 1
-    fx = np.clip(fx, 0, n)
-    fy = np.clip(fy, 0, n)
-    i = np.minimum(np.floor(fx).astype(np.int64), n - 1)
-    j = np.minimum(np.floor(fy).astype(np.int64), n - 1)
-    tx = fx - i
-    ty = fy - j
-    return (
-        s[j, i] * (1 - tx) * (1 - ty)
-        + s[j, i + 1] * tx * (1 - ty)
-        + s[j + 1, i] * (1 - tx) * ty
-        + s[j + 1, i + 1] * tx * ty
-    )
-
-
-def box_sums(s: np.ndarray, fx0, fy0, fx1, fy1) -> np.ndarray:
-    """Sum of the grid over boxes in cell units (outside the grid counts 0), uniformity
-    assumption for partly covered cells: ``sum_c' |box ∩ c'| / rho^2 * grid[c']``."""
-    fx1 = np.maximum(fx1, fx0)
-    fy1 = np.maximum(fy1, fy0)
-    return _interp(s, fx1, fy1) - _interp(s, fx0, fy1) - _interp(s, fx1, fy0) + _interp(s, fx0, fy0)
-
-
 def augment(noisy: np.ndarray, rho: float, r: float, pad: int, per_cell: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 1 for one size ``r``: corners ``c = (i rho, j rho)`` for ``i, j`` in
     ``[-pad, m)`` (cell units from the grid origin) and ``Y_A^r[c]``. ``per_cell > 1`` also
@@ -275,7 +242,7 @@ def augment(noisy: np.ndarray, rho: float, r: float, pad: int, per_cell: int = 1
 
     Returns ``(corners (P, 2) in cell units, labels (P,))``, row-major over (j, i)."""
     m = noisy.shape[0]
-    s = integral(noisy)
+    s = integral_image(noisy)
     idx = np.arange(-pad * per_cell, m * per_cell, dtype=np.float64) / per_cell
     cx, cy = np.meshgrid(idx, idx)
     cx, cy = cx.ravel(), cy.ravel()
@@ -294,7 +261,7 @@ def workload_weights(
     by ``t/2`` on every side. ``aux_grid=None``: uniform weights."""
     if aux_grid is None:
         return np.ones(len(corners))
-    s = integral(aux_grid)
+    s = integral_image(aux_grid)
     rr = r / rho
     out = np.zeros(len(corners))
     for q in range(WEIGHT_QUAD):
@@ -439,7 +406,7 @@ class GridAnswerer:
     IDENTITY@ParamSelect's release. Picklable."""
 
     def __init__(self, noisy: np.ndarray, grid: CellGrid):
-        self.s = integral(noisy)
+        self.s = integral_image(noisy)
         self.x0, self.y0, self.rho = grid.x0, grid.y0, grid.rho
 
     def __call__(self, rects: np.ndarray) -> np.ndarray:
@@ -593,6 +560,35 @@ def collect(
         note=f"Laplace(1/eps) per disjoint cell of width rho; {bounded.short}",
     )
     return noisy, counts
+
+
+def collect_step(data, domain: Domain, eps: float, params: dict, ctx, step: str, check=None) -> dict:
+    """The part SNH and IDENTITY@ParamSelect share: public auxiliary data (side information),
+    contribution bounding, the cell width (given or ParamSelect), the noisy grid (one ledger
+    entry) and their diagnostics. ``check(aux)`` validates parameters against the aux data."""
+    ledger = Ledger()
+    mode, aux, aux_text = aux_points(data, domain, params)
+    if check is not None:
+        check(aux)
+    if aux is not None:
+        ledger.note_side_information(aux_text)
+    bounded = bound_contributions(data, domain, params["unit"])
+    rho, rho_info = choose_rho(bounded.data, domain, eps, params, ledger, aux)
+    grid = CellGrid(domain, rho)
+    ctx.progress(0.01, f"data collection: {grid.m}x{grid.m} grid of {rho:.1f} m cells")
+    noisy, _ = collect(bounded, domain, grid, eps, ctx, ledger, step)
+    diag = {
+        **bounded.diagnostics(),
+        "epsilon": eps,
+        "rho_m": rho,
+        "rho_frac": rho / domain.side,
+        "rho_choice": rho_info,
+        "grid_cells_per_side": grid.m,
+        "noise_scale": 1.0 / eps,
+        "aux": mode,
+        "aux_description": aux_text,
+    }
+    return {"ledger": ledger, "aux": aux, "aux_text": aux_text, "grid": grid, "noisy": noisy, "diagnostics": diag}
 
 
 def _server_view():
@@ -774,18 +770,20 @@ def fit_snh(
     from ..snh_model import train
 
     t0 = time.perf_counter()
-    ledger = Ledger()
     lo, hi = _query_bounds(params, domain)
     k = int(params["k"])
-    mode, aux, aux_text = aux_points(data, domain, params)
-    workload_mode(params, aux)  # fail early on an impossible combination
-    if aux is not None:
-        ledger.note_side_information(aux_text)
-    bounded = bound_contributions(data, domain, params["unit"])
-    rho, rho_info = choose_rho(bounded.data, domain, eps, params, ledger, aux)
-    grid = CellGrid(domain, rho)
-    ctx.progress(0.01, f"data collection: {grid.m}x{grid.m} grid of {rho:.1f} m cells")
-    noisy, _ = collect(bounded, domain, grid, eps, ctx, ledger, "data collection grid Q_D (Section 4.1)")
+    # workload_mode: fail before spending budget on an impossible combination
+    got = collect_step(
+        data,
+        domain,
+        eps,
+        params,
+        ctx,
+        "data collection grid Q_D (Section 4.1)",
+        check=lambda a: workload_mode(params, a),
+    )
+    ledger, aux, aux_text, grid, noisy = got["ledger"], got["aux"], got["aux_text"], got["grid"], got["noisy"]
+    rho = grid.rho
     ctx.check_cancelled()
 
     # ---------------------------------------------------------------- augmentation
@@ -891,19 +889,11 @@ def fit_snh(
     )
     model = make(res.params)
     diag = {
-        **bounded.diagnostics(),
-        "epsilon": eps,
-        "rho_m": rho,
-        "rho_frac": rho / domain.side,
-        "rho_choice": rho_info,
-        "grid_cells_per_side": grid.m,
-        "noise_scale": 1.0 / eps,
+        **got["diagnostics"],
         "query_side_m": [lo, hi],
         "model_sizes_m": [float(v) for v in sizes_out],
         "variant": variant,
         "anchor": params["anchor"],
-        "aux": mode,
-        "aux_description": aux_text,
         "aux_points": None if aux is None else int(len(aux)),
         "workload": wmode,
         "public_note": (
@@ -957,25 +947,11 @@ class IdentityParamSelect(Mechanism):
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
-        ledger = Ledger()
-        mode, aux, aux_text = aux_points(data, domain, params)
-        if aux is not None:
-            ledger.note_side_information(aux_text)
-        bounded = bound_contributions(data, domain, params["unit"])
-        rho, info = choose_rho(bounded.data, domain, eps, params, ledger, aux)
-        grid = CellGrid(domain, rho)
-        noisy, _ = collect(bounded, domain, grid, eps, ctx, ledger, "noisy grid (Section 4.1)")
-        ans = GridAnswerer(noisy, grid)
+        got = collect_step(data, domain, eps, params, ctx, "noisy grid (Section 4.1)")
+        ledger = got["ledger"]
+        ans = GridAnswerer(got["noisy"], got["grid"])
         diag = {
-            **bounded.diagnostics(),
-            "epsilon": eps,
-            "rho_m": rho,
-            "rho_frac": rho / domain.side,
-            "rho_choice": info,
-            "grid_cells_per_side": grid.m,
-            "noise_scale": 1.0 / eps,
-            "aux": mode,
-            "aux_description": aux_text,
+            **got["diagnostics"],
             "density_derivation": "each output cell is the noisy rho-grid's count over it (uniformity assumption)",
         }
         return Release(
