@@ -33,6 +33,7 @@ from engine.mechanisms._hh_tree import (
     wrap_signed,
 )
 from engine.mechanisms.federated_hh import level_density
+from engine.noise import polya_difference_epsilon
 
 P_MIN = 1e-3  # false-alarm rate of every chi-square test below
 
@@ -346,6 +347,15 @@ def test_excess_dropout_degrades_the_guarantee(city):
     assert lv["noise_alpha_total"] == pytest.approx(10 * 0.9)
     with pytest.raises(EngineError, match="abort"):
         run("adaptive_hh", data, dom, 1.0, 1, dropout=0.1, dropout_policy="abort", **base)
+
+
+def test_a_shard_without_survivors_leaks_nothing():
+    # 3 clients in shards of 2 and 1; half drop: the big shard keeps 1 of 2 (weaker noise),
+    # the small one keeps nobody and sends neither data nor noise (no privacy loss)
+    empty = np.zeros(0, dtype=np.int64)
+    ss = secure_sum(ctx(0), empty, empty, None, 3, 4, 1.0, 1, secagg_shard=2, dropout=0.5)
+    assert math.isfinite(ss.effective_epsilon) and ss.effective_epsilon > 1.05
+    assert ss.effective_epsilon == pytest.approx(polya_difference_epsilon(0.5, math.exp(-1.0), 1))
 
 
 def test_client_count_is_side_information_and_weak_shards_show_in_the_ledger(city):

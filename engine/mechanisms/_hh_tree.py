@@ -507,7 +507,8 @@ def secure_sum(
     eps_eff = 0.0
     if noisy:
         cache: dict[float, float] = {}
-        for a in alpha[released]:
+        # a shard with no survivors sums nobody's data (and no noise): it leaks nothing
+        for a in alpha[released & (surv > 0)]:
             a = float(a)
             if a not in cache:
                 cache[a] = polya_difference_epsilon(a, r, int(sensitivity)) if a < 1 else eps
