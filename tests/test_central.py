@@ -784,3 +784,16 @@ def test_secure_mode_runs_end_to_end(key, params):
         assert abs(np.abs(resid).mean() - 1.0) < 6 / math.sqrt(resid.size)
     # the total mass is near the number of points (Laplace noise sums, generous 8-sigma band)
     assert abs(rel.density.sum() - len(data)) < 8 * math.sqrt(2 * (2 * dom.n**2 + 10))
+
+
+@pytest.mark.parametrize("key", [*CENTRAL_KEYS, "identity_paramselect"])
+def test_curator_upload_counts_every_location(multi, key):
+    # central DP: every user uploads all its locations (2 coordinates each) before bounding
+    ds, dom = multi
+    rel = run_mech(key, ds, dom, 0.8, seed=4)
+    per_user = len(ds) / ds.n_users
+    assert per_user > 1.5  # the fixture has users with several locations
+    assert rel.communication.elements_per_client == pytest.approx(2.0 * per_user)
+    assert rel.communication.bits_per_client == pytest.approx(128.0 * per_user)
+    one = run_mech(key, replace(ds, user_id=None), dom, 0.8, seed=4)
+    assert one.communication.elements_per_client == pytest.approx(2.0)

@@ -281,9 +281,15 @@ def _split(eps: float, frac: float) -> tuple[float, float]:
     return a, b
 
 
-def _communication() -> Communication:
+def curator_communication(data) -> Communication:
+    """Central DP: every user uploads all of its locations in the clear (2 coordinates of 64
+    bits each); the trusted curator bounds contributions after receiving them."""
+    per_user = len(data) / max(data.n_users, 1)
     return Communication(
-        2.0, 128.0, note="each user sends its location(s) (2 coordinates, 64-bit, per location) to the trusted curator"
+        2.0 * per_user,
+        128.0 * per_user,
+        note=f"each user sends its location(s) to the trusted curator: 2 coordinates (64-bit) per location, "
+        f"{per_user:.3g} locations per user on average",
     )
 
 
@@ -537,7 +543,7 @@ class Identity(Mechanism):
             density=noisy,
             domain=domain,
             ledger=ledger,
-            communication=_communication(),
+            communication=curator_communication(data),
             server_view=_server_view("the noisy histogram"),
             diagnostics=diag,
         )
@@ -621,7 +627,7 @@ class Uniform(Mechanism):
             density=np.full((domain.n, domain.n), n_used / cells),
             domain=domain,
             ledger=ledger,
-            communication=_communication(),
+            communication=curator_communication(data),
             server_view=_server_view("the total count"),
             diagnostics=diag,
         )
@@ -722,7 +728,7 @@ class UniformGrid(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=_communication(),
+            communication=curator_communication(data),
             server_view=_server_view("the noisy grid counts"),
             partition=_cells_to_metres(rects, domain),
             diagnostics=diag,
@@ -906,7 +912,7 @@ class AdaptiveGrid(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=_communication(),
+            communication=curator_communication(data),
             server_view=_server_view("the two levels of noisy grid counts"),
             partition=_cells_to_metres(rects, domain),
             diagnostics=diag,
@@ -1087,7 +1093,7 @@ class PrivTree(Mechanism):
             density=grid,
             domain=domain,
             ledger=ledger,
-            communication=_communication(),
+            communication=curator_communication(data),
             server_view=_server_view("the PrivTree partition and its noisy leaf counts"),
             partition=_cells_to_metres(rects_arr, domain),
             diagnostics=diag,
@@ -1230,7 +1236,7 @@ class Hierarchical(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=_communication(),
+            communication=curator_communication(data),
             server_view=_server_view("the noisy counts of every quadtree node"),
             diagnostics=diag,
             extras={"raw_leaves": noisy[h]},

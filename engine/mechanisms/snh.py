@@ -110,8 +110,8 @@ from ..accounting import Ledger
 from ..errors import ParamError
 from ..grid import Domain, box_sums, integral_image
 from ..params import Param
-from .base import Communication, Mechanism, Release, aggregate_view, register
-from .central import UNIT_PARAM, bound_contributions
+from .base import Mechanism, Release, aggregate_view, register
+from .central import UNIT_PARAM, bound_contributions, curator_communication
 
 MAX_CELLS_PER_SIDE = 2048
 MAX_PIECES_PER_SIDE = 64
@@ -597,10 +597,6 @@ def _server_view():
     )
 
 
-def _communication():
-    return Communication(2.0, 128.0, note="each user sends its location (2 coordinates, 64-bit) to the trusted curator")
-
-
 # ====================================================================== SNH
 @register
 class SNH(Mechanism):
@@ -729,7 +725,7 @@ class SNH(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=_communication(),
+            communication=curator_communication(data),
             server_view=_server_view(),
             range_answerer=model,
             diagnostics=diag,
@@ -958,7 +954,7 @@ class IdentityParamSelect(Mechanism):
             density=ans.density(domain),
             domain=domain,
             ledger=ledger,
-            communication=_communication(),
+            communication=curator_communication(data),
             server_view=aggregate_view("The curator sees every location; the public sees only the noisy grid."),
             range_answerer=ans,
             diagnostics=diag,

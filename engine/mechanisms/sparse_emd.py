@@ -88,6 +88,7 @@ from ..errors import DataError, EngineError, ParamError
 from ..grid import Domain, pyramid
 from ..params import Param
 from .base import Communication, Mechanism, Release, ServerView, aggregate_view, register
+from .central import curator_communication
 
 GAMMA_SECTION4 = 1.0 / math.sqrt(2.0)  # Section 4, footnote 5
 W_DEFAULT = 20  # Section 4
@@ -520,15 +521,6 @@ def _heatmap_extras(estimate: np.ndarray, sigma: float, domain: Domain) -> tuple
     return dist, heat / heat.sum() if heat.sum() > 0 else dist, ok
 
 
-def _central_comm(data) -> Communication:
-    per_user = len(data) / max(data.n_users, 1)
-    return Communication(
-        2.0 * per_user,
-        128.0 * per_user,
-        note="each user sends its locations (2 float64 coordinates each) to the trusted curator",
-    )
-
-
 class _SparseEMDBase(Mechanism):
     def _run_core(self, domain, epsilon, params, ctx, measure_factory):
         w = params["w"]
@@ -640,7 +632,7 @@ class SparseEMD(_SparseEMDBase):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=_central_comm(data),
+            communication=curator_communication(data),
             server_view=aggregate_view(
                 "The curator sees every location in the clear; the public sees only the released "
                 "sparse reconstruction / heatmap."
@@ -905,7 +897,7 @@ class _LaplaceGaussBase(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=_central_comm(data),
+            communication=curator_communication(data),
             server_view=aggregate_view(
                 "The curator sees every location in the clear; the public sees only the noisy heatmap."
             ),
