@@ -139,7 +139,14 @@ def load_dataset(key: str, options: dict):
     """Load (and memoise in-process) a dataset from the registry."""
     from .data import load
 
-    ck = json.dumps([key, options], sort_keys=True, default=str)
+    stamp = None
+    if options.get("path"):  # a file read by path: an edited file is read again
+        try:
+            st = os.stat(options["path"])
+            stamp = [st.st_mtime_ns, st.st_size]
+        except OSError:
+            pass  # the loader reports the missing file
+    ck = json.dumps([key, options, stamp], sort_keys=True, default=str)
     with _DATA_LOCK:
         if ck in _DATA_CACHE:
             return _DATA_CACHE[ck]
@@ -149,6 +156,14 @@ def load_dataset(key: str, options: dict):
             _DATA_CACHE.pop(next(iter(_DATA_CACHE)))
         _DATA_CACHE[ck] = ds
     return ds
+
+
+def _users_own_file(key: str) -> bool:
+    """True for sources that are the user's own data (kind ``file``: uploads and paths)."""
+    from .data.registry import sources
+
+    src = sources().get(key)
+    return src is None or src.kind == "file"
 
 
 def prepare(config: RunConfig, dataset=None):
@@ -179,7 +194,10 @@ def run(
     mech_cls = get(config.mechanism)
     params = mech_cls.schema().resolve(config.params)
     cache_file = cache_dir() / "runs" / f"{config.key()}.pkl"
-    if use_cache and dataset is None and cache_file.exists():
+    # a user's own file never reaches the disk cache: the result holds its true map, and a
+    # file read by path may change under the same configuration
+    use_cache = use_cache and dataset is None and not _users_own_file(config.dataset)
+    if use_cache and cache_file.exists():
         try:
             with cache_file.open("rb") as f:
                 res = pickle.load(f)
@@ -244,7 +262,7 @@ def run(
         n_points=len(ds),
         dataset_meta=ds.meta,
     )
-    if use_cache and dataset is None:
+    if use_cache:
         _store(cache_file, res)
     if progress:
         progress(1.0, "done")

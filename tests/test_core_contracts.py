@@ -69,6 +69,25 @@ def test_run_deterministic_by_seed_and_cached():
     assert a.truth.sum() == a.n_points
 
 
+def test_users_own_file_is_never_cached_on_disk(tmp_path):
+    from engine.jobs import cache_dir
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.csv"
+
+    def write(n):
+        lat, lon = 51.5 + rng.normal(0, 0.01, n), -0.12 + rng.normal(0, 0.01, n)
+        path.write_text("lat,lon\n" + "".join(f"{a:.6f},{b:.6f}\n" for a, b in zip(lat, lon)))
+
+    write(400)
+    cfg = RunConfig(dataset="file", dataset_options={"path": str(path)}, depth=5, epsilon=1.0, seed=0)
+    first = run(cfg)
+    assert not (cache_dir() / "runs" / f"{cfg.key()}.pkl").exists()  # the true map stays off the disk
+    write(900)  # the same configuration on an edited file reads the new file
+    again = run(cfg)
+    assert not again.cached and (first.n_points, again.n_points) == (400, 900)
+
+
 def test_config_key_and_validation():
     assert small_config().key() == small_config().key()
     assert small_config().key() != small_config(epsilon=2.0).key()
