@@ -248,3 +248,22 @@ def test_secure_mode_and_user_level_unit(city):
         rel = IdentityParamSelect().run(one, dom, 1e6, p, RunContext(rng=np.random.default_rng(0)))
         assert rel.answer_range(full)[0] == pytest.approx(total, abs=0.05 * grid.m)
         assert rel.diagnostics["unit"] == unit
+
+
+def test_initialisation_is_the_reference_he_uniform():
+    # reference code: VarianceScaling(2.0, fan_in, uniform) on every layer, biases 0;
+    # Kolmogorov-Smirnov against U(-a, a), a = sqrt(6 / fan_in) (x sin_scale on the sin layer),
+    # false-alarm rate 1e-3 per layer
+    from scipy import stats
+
+    from engine.snh_model import NetConfig, init_params_np
+
+    cfg = NetConfig(depth=3, width=64, sin_scale=2.5)
+    params = init_params_np(0, cfg, k=4)
+    assert len(params) == cfg.depth + 2
+    for layer, (w, b) in enumerate(params):
+        fan_in = w.shape[1]
+        a = np.sqrt(6.0 / fan_in) * (cfg.sin_scale if layer == 0 else 1.0)
+        assert np.all(b == 0) and np.abs(w).max() <= a
+        assert stats.kstest(w.ravel(), stats.uniform(-a, 2 * a).cdf).pvalue > 1e-3
+    assert not np.array_equal(params[1][0][0], params[1][0][1])  # the k networks start apart

@@ -79,10 +79,10 @@ Departures from the paper (and from the reference code, szeighami/SNH):
   (the paper uses 0.1% of n).
 * One "epoch" is one pass over the training queries in mini-batches (the reference uses
   one full batch per epoch). Presets: ``paper`` = depth 20, width 80, Adam lr 1e-3,
-  1,000 epochs, the usual weight initialisation; ``fast`` (default, interactive on a
-  CPU) = depth 4, width 64, at most 1,500 steps per network, lr 3e-3 with a cosine decay
-  to 5%, and the sin layer's weights scaled by 6 (higher initial frequencies: a small
-  network trained briefly otherwise underfits the city's structure).
+  1,000 epochs, the reference code's He-uniform initialisation; ``fast`` (default,
+  interactive on a CPU) = depth 4, width 64, at most 1,500 steps per network, lr 3e-3
+  with a cosine decay to 5%, and the sin layer's weights scaled by 2.5 (higher initial
+  frequencies: a small network trained briefly otherwise underfits the city's structure).
 * Model utilisation extends to rectangles and to sizes outside ``[l, u]``: a rectangle is
   clipped to the domain and cut into ``a x b`` near-square pieces of side close to
   ``clip(min side, l, u)``; each piece is answered by the Section 4.3 rule with
@@ -124,7 +124,7 @@ PRESETS = {
     "fast": dict(
         depth=4,
         width=64,
-        sin_scale=6.0,
+        sin_scale=2.5,
         lr=3e-3,
         lr_decay=0.05,
         epochs=300,
@@ -682,7 +682,7 @@ class SNH(Mechanism):
             "sin_scale",
             "float",
             1.0,
-            "custom preset: first (sin) layer weights have std sin_scale/sqrt(2); 1 = the usual init (reference)",
+            "custom preset: first (sin) layer weights He uniform (std 1 for 2 inputs) times sin_scale; 1 = the reference",
             min=0.01,
             max=1000.0,
             log=True,
