@@ -365,6 +365,20 @@ except ImportError:  # pragma: no cover - numba is in requirements
     HAVE_NUMBA = False
 
 
+def ag_subcell_rects(owner: np.ndarray, offsets: np.ndarray, m2: np.ndarray, m1: int, n: int) -> np.ndarray:
+    """AG's second-level cells as rectangles ``(x0, y0, x1, y1)`` in output-cell units:
+    cell ``t`` is sub-cell ``t - offsets[owner[t]]`` (row-major) of the ``m2 x m2`` split of
+    first-level cell ``owner[t]`` of the ``m1 x m1`` grid over ``n`` output cells."""
+    local = np.arange(owner.size) - offsets[owner]
+    m2o = m2[owner]
+    ly, lx = np.divmod(local, m2o)
+    cx, cy = owner % m1, owner // m1
+    unit = n / m1
+    return np.column_stack(
+        [(cx + lx / m2o) * unit, (cy + ly / m2o) * unit, (cx + (lx + 1) / m2o) * unit, (cy + (ly + 1) / m2o) * unit]
+    )
+
+
 def spread_rects(rects: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Spread each rectangle's value uniformly over the n x n output cells it overlaps,
     in proportion to the overlap area (the uniformity assumption).
@@ -879,16 +893,7 @@ class AdaptiveGrid(Mechanism):
         ctx.check_cancelled()
 
         # sub-cell rectangles in output-cell units
-        local = np.arange(total_cells) - offsets[owner]
-        m2o = m2[owner]
-        ly, lx = np.divmod(local, m2o)
-        cx, cy = owner % m1, owner // m1
-        unit = n / m1
-        rects = np.empty((total_cells, 4))
-        rects[:, 0] = (cx + lx / m2o) * unit
-        rects[:, 1] = (cy + ly / m2o) * unit
-        rects[:, 2] = (cx + (lx + 1) / m2o) * unit
-        rects[:, 3] = (cy + (ly + 1) / m2o) * unit
+        rects = ag_subcell_rects(owner, offsets, m2, m1, n)
         density = spread_rects(rects, est2, n)
 
         diag = _base_diagnostics(eps, bounded, ctx)

@@ -1282,7 +1282,7 @@ class AdaptiveGridPolya(Mechanism):
     ) + _secagg_params()
 
     def run(self, data, domain, epsilon, params, ctx):
-        from .central import ag_level1_size, ag_level2_sizes, spread_rects
+        from .central import ag_level1_size, ag_level2_sizes, ag_subcell_rects, spread_rects
 
         eps = _check_eps(epsilon)
         alpha = float(params["alpha"])
@@ -1325,16 +1325,7 @@ class AdaptiveGridPolya(Mechanism):
             kv2 = sizes * v2
             v_star = (noisy1 * kv2 + u * v1) / np.maximum(kv2 + v1, 1e-300)
             est2 = noisy2 + ((v_star - u) / sizes)[owner]
-        local = np.arange(total_cells) - offsets[owner]
-        m2o = m2[owner]
-        ly, lx = np.divmod(local, m2o)
-        cx, cy = owner % m1, owner // m1
-        unit = n / m1
-        rects = np.empty((total_cells, 4))
-        rects[:, 0] = (cx + lx / m2o) * unit
-        rects[:, 1] = (cy + ly / m2o) * unit
-        rects[:, 2] = (cx + (lx + 1) / m2o) * unit
-        rects[:, 3] = (cy + (ly + 1) / m2o) * unit
+        rects = ag_subcell_rects(owner, offsets, m2, m1, n)
         density = spread_rects(rects, est2, n)
         ledger = Ledger()
         _note_clients(
