@@ -23,9 +23,7 @@ jobs.progress_panel(["attack"], "Running")
 url = dict(ctl.url)
 if g is not None:
     views.outcome_messages(g)
-if jobs.main_ok(g):
-    jobs.remember_ok("attack")
-show = g if jobs.main_ok(g) else jobs.last_ok("attack")
+show = jobs.shown("attack", g)
 
 if show is not None:
     res, rcfg = show.results[0], show.configs[0]

@@ -31,9 +31,7 @@ jobs.progress_panel(["attributes"], "Running")
 url = dict(ctl.url)
 if g is not None:
     views.outcome_messages(g)
-if jobs.main_ok(g):
-    jobs.remember_ok("attributes")
-show = g if jobs.main_ok(g) else jobs.last_ok("attributes")
+show = jobs.shown("attributes", g)
 
 if show is not None:
     res, rcfg = show.results[0], show.configs[0]

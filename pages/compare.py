@@ -27,12 +27,7 @@ jobs.progress_panel(["compare"], "Comparing")
 url = dict(ctl.url)
 if g is not None:
     views.outcome_messages(g)
-if g is not None and g.done and any(s.state == "ok" for s in g.statuses):
-    jobs.remember_ok("compare")
-show = g if (g is not None and g.done and any(s.state == "ok" for s in g.statuses)) else None
-if show is None:
-    last = jobs.last_ok("compare")
-    show = last if last is not None and last.done else None
+show = jobs.shown("compare", g, whole=True)
 
 if show is not None:
     ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]

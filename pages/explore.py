@@ -44,9 +44,7 @@ if not state.get("explore.baselines"):
 notices = st.container()
 if g is not None:
     views.outcome_messages(g, notices)
-if jobs.main_ok(g):
-    jobs.remember_ok("explore")
-show = g if jobs.main_ok(g) else jobs.last_ok("explore")
+show = jobs.shown("explore", g)
 
 res = rcfg = None
 if show is not None:

@@ -21,12 +21,9 @@ jobs.progress_panel(["ranges"], "Running")
 url = dict(ctl.url)
 if g is not None:
     views.outcome_messages(g)
-ok_now = g is not None and g.done and any(s.state == "ok" for s in g.statuses)
-if ok_now:
-    jobs.remember_ok("ranges")
-show = g if ok_now else jobs.last_ok("ranges")
+show = jobs.shown("ranges", g, whole=True)
 
-if show is not None and show.done:
+if show is not None:
     if run.is_current(show, configs):
         url["run"] = 1
     ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]

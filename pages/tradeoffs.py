@@ -59,12 +59,9 @@ if users_list:
     url["users_list"] = sorted(users_list)
 if g is not None:
     views.outcome_messages(g)
-done_ok = g is not None and g.done and any(s.state == "ok" for s in g.statuses)
-if done_ok:
-    jobs.remember_ok("sweep")
-show = g if done_ok else jobs.last_ok("sweep")
+show = jobs.shown("sweep", g, whole=True)
 
-if show is not None and show.done:
+if show is not None:
     if run.is_current(show, configs):
         url["run"] = 1
     ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]

@@ -457,6 +457,22 @@ def test_compare_marks_best_and_ranks():
     assert qp["mechs"] == "identity,uniform" and qp["run"] == "1"
 
 
+def test_compare_keeps_a_partly_failed_result_while_the_next_run_goes():
+    """A comparison whose first mechanism failed still has good maps; they stay on the page
+    (as the last good view) while the next comparison runs, as on every other page."""
+    at = open_app("compare", mechs="_test_fails,identity", eps="1", seed="5")
+    click_run(at, "compare")
+    assert "refuses this dataset" in " ".join(e.value for e in at.error)
+    assert "compare_identity_heat" in charts(at)
+    at.sidebar.multiselect(key="cfg.mechs").set_value(["_test_slow"]).run()
+    at.button(key="run_compare").click().run()
+    assert running(at)
+    assert "compare_identity_heat" in charts(at)  # the previous good maps, not an empty page
+    at.button(key="cancel_compare").click().run()
+    wait_jobs(at, timeout=20)
+    assert not at.exception
+
+
 # -------------------------------------------------------------------- trade-offs
 def test_tradeoffs_sweep_curves_frontier_and_csv():
     at = open_app("tradeoffs", mechs="identity,uniform", eps_list="0.5,2", trials="2")

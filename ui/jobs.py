@@ -315,13 +315,14 @@ def remember_ok(name: str) -> None:
         st.session_state.setdefault("_last_ok", {})[name] = dict(g)
 
 
-def last_ok(name: str) -> Group | None:
+def last_ok(name: str, whole: bool = False) -> Group | None:
+    """The page's last good view, if the server still holds it: its first run (``whole``: any run) ok."""
     g = st.session_state.get("_last_ok", {}).get(name)
     if g is None:
         return None
     b = board()
     statuses = [b.status(k) for k in g["keys"]]
-    if statuses[0].state != "ok":
+    if not any(s.state == "ok" for s in (statuses if whole else statuses[:1])):
         return None
     configs = [RunConfig.from_dict(c) for c in g["configs"]]
     # what the page last saw, so progress_panel can tell when it drew a state that has since changed
@@ -331,3 +332,20 @@ def last_ok(name: str) -> Group | None:
 
 def main_ok(g: Group | None) -> bool:
     return g is not None and bool(g.statuses) and g.statuses[0].state == "ok"
+
+
+def shown(name: str, g: Group | None, whole: bool = False) -> Group | None:
+    """The group a page draws: the current one when it finished well (kept as the page's last
+    good view), else the last good one, else None. ``whole`` (pages comparing several runs):
+    the group must have finished and any run may be the good one; otherwise (one main run
+    plus context) the first run must have succeeded."""
+    ok = _finished_ok(g) if whole else main_ok(g)
+    if ok:
+        remember_ok(name)
+        return g
+    last = last_ok(name, whole)
+    return None if last is None or (whole and not last.done) else last
+
+
+def _finished_ok(g: Group | None) -> bool:
+    return g is not None and g.done and any(s.state == "ok" for s in g.statuses)
