@@ -312,24 +312,47 @@ def test_gaussian_heatmap_matches_section_2_3_formula_untruncated():
 
 
 def test_lp_tie_break_keeps_the_optimum():
-    # split="noisy" and split="solver" are both minimisers; they differ only in how each
+    # split="even", "noisy" and "solver" are all minimisers; they differ only in how each
     # kept cell's left-out mass is shared among its left-out children
     rng = np.random.default_rng(21)
     s = _sparse_grid(rng, 32, 60, integer=True)
-    a = S.sparse_emd(s, 0.5, np.random.default_rng(4), w=4, split="noisy")
-    b = S.sparse_emd(s, 0.5, np.random.default_rng(4), w=4, split="solver")
-    assert a.recon.lp["objective"] == pytest.approx(b.recon.lp["objective"], rel=1e-9)
-    pyr_a, pyr_b = pyramid(a.recon.s_hat), pyramid(b.recon.s_hat)
-    for lv, cells in zip(a.recon.levels, a.recon.kept):  # same mass under every kept cell
-        np.testing.assert_allclose(pyr_a[lv][cells[:, 1], cells[:, 0]], pyr_b[lv][cells[:, 1], cells[:, 0]], atol=1e-8)
-    for j in range(1, len(a.recon.levels)):
-        vals = np.clip(a.recon.left_out_values[j], 0, None)
-        xa = a.recon.left_out_mass[j]
-        parents = np.unique(a.recon.left_out[j] // 2, axis=0)
-        for par in parents:
-            sib = (a.recon.left_out[j] // 2 == par).all(axis=1)
-            if xa[sib].sum() > 0 and vals[sib].sum() > 0:
-                np.testing.assert_allclose(xa[sib] / xa[sib].sum(), vals[sib] / vals[sib].sum(), atol=1e-9)
+    runs = {m: S.sparse_emd(s, 0.5, np.random.default_rng(4), w=4, split=m) for m in S.SPLITS}
+    b = runs["solver"]
+    pyr_b = pyramid(b.recon.s_hat)
+    for mode in ("even", "noisy"):
+        a = runs[mode]
+        assert a.recon.lp["objective"] == pytest.approx(b.recon.lp["objective"], rel=1e-9)
+        assert _l1_objective(a.recon) == pytest.approx(b.recon.lp["objective"], rel=1e-9)  # the returned s_hat's
+        pyr_a = pyramid(a.recon.s_hat)
+        for lv, cells in zip(a.recon.levels, a.recon.kept):  # same mass under every kept cell
+            np.testing.assert_allclose(
+                pyr_a[lv][cells[:, 1], cells[:, 0]], pyr_b[lv][cells[:, 1], cells[:, 0]], atol=1e-8
+            )
+    assert S.sparse_emd(s, 0.5, np.random.default_rng(4), w=4).recon.s_hat.tolist() == runs["even"].recon.s_hat.tolist()
+    checked = 0
+    for j in range(1, len(b.recon.levels)):
+        vals = np.clip(runs["noisy"].recon.left_out_values[j], 0, None)
+        xn, xe = runs["noisy"].recon.left_out_mass[j], runs["even"].recon.left_out_mass[j]
+        for par in np.unique(b.recon.left_out[j] // 2, axis=0):
+            sib = (b.recon.left_out[j] // 2 == par).all(axis=1)
+            if xn[sib].sum() > 0 and vals[sib].sum() > 0:
+                np.testing.assert_allclose(xn[sib] / xn[sib].sum(), vals[sib] / vals[sib].sum(), atol=1e-9)
+            if xe[sib].sum() > 0:
+                np.testing.assert_allclose(xe[sib], xe[sib].mean(), rtol=1e-12)
+                checked += int(sib.sum() > 1)
+    assert checked > 0  # some kept cell had several left-out children with mass
+
+
+def _l1_objective(recon) -> float:
+    """||y_hat - P s_hat||_1 with the scaled pyramid (Definition 3.1): kept cells carry their noisy
+    counts, every other cell of a measured level 0."""
+    pyr = pyramid(recon.s_hat)
+    total = 0.0
+    for lv, cells, vals in zip(recon.levels, recon.kept, recon.kept_values):
+        y = np.zeros_like(pyr[lv])
+        y[cells[:, 1], cells[:, 0]] = vals
+        total += np.abs(y - pyr[lv]).sum() / 2.0**lv
+    return total
 
 
 # ----------------------------------------------------------------- padding
