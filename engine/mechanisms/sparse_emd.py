@@ -62,7 +62,8 @@ Choices where the paper is silent (also listed in each mechanism's docstring):
   cell's left-out children evenly among them (``split="even"``): they lost the top-w
   contest, so their noisy counts are mostly noise; following them (``"noisy"``, the earlier
   default) or the solver's vertex (``"solver"``) concentrates mass where the truth has
-  little (Figure 1 setting, paired runs: KL 0.27 / 0.15 / 0.10 higher at eps 0.5 / 1 / 2), and
+  little (Figure 1 setting, ``python -m engine bench sparse_emd``: the comparisons lost went
+  from 4 + 2 to 2 + 1 of 16, offline + check-in; BENCHMARKS.md), and
   spreads a left-out cell's mass uniformly over it (``fill``); both keep the objective.
 * The release's ``density`` is ``s_hat`` itself: an estimate of ``sum_i p_i`` in user units
   whose total is a DP estimate of the number of users (so no private count is needed to
@@ -461,7 +462,7 @@ _COMMON_PARAMS = (
         W_DEFAULT,
         "cells kept per level (Algorithm 2): the w children of kept cells with the largest noisy "
         "values; governs the sparsity k the output can follow. Section 4 uses 20, for 200 users per map; "
-        "with many users raise it (100k users, eps 1: EMD 604 m at w = 20, 72 m at 320, 41 m at 1280; "
+        "with many users raise it (100k users, eps 1: EMD 663 m at w = 20, 82 m at 320, 41 m at 1280; "
         "python -m engine bench sparse_emd)",
         min=1,
         max=4096,
