@@ -218,7 +218,21 @@ def test_identity_paramselect_is_the_noisy_grid(city):
     true = counts[3:5, 2:6].sum()
     # 8 cells of Laplace(2): |sum| < 60 fails with probability far below 1e-6
     assert abs(got - true) < 60
-    assert rel.density.sum() == pytest.approx(rel.answer_range(np.array([dom.bounds]))[0], rel=1e-9)
+    assert rel.density.min() >= 0.0  # answers are clipped at 0 by default, as SNH's
+    raw_params = IdentityParamSelect.schema().resolve({"rho_m": 1250.0, "clip_answers": False})
+    raw = IdentityParamSelect().run(ds, dom, 0.5, raw_params, RunContext(rng=np.random.default_rng(4)))
+    # the same noise: clipping is post-processing of the same grid, and only touches negatives
+    assert raw.density.min() < 0.0
+    assert np.array_equal(rel.density, np.maximum(raw.density, 0.0))
+    assert raw.density.sum() == pytest.approx(raw.answer_range(np.array([dom.bounds]))[0], rel=1e-9)
+
+
+def test_grid_answerer_clips_negative_answers():
+    grid = CellGrid(Domain(0.0, 0.0, 4.0, 2), 1.0)
+    noisy = np.array([[-3.0, 1.0, 0.5, 0.0]] * 4)
+    rects = np.array([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 2.0, 1.0], [1.0, 0.0, 3.0, 2.0]])
+    assert GridAnswerer(noisy, grid, clip=False)(rects).tolist() == [-3.0, -2.0, 3.0]
+    assert GridAnswerer(noisy, grid)(rects).tolist() == [0.0, 0.0, 3.0]
 
 
 def test_secure_mode_and_user_level_unit(city):

@@ -403,22 +403,25 @@ class SNHModel:
 
 class GridAnswerer:
     """Range answers from a noisy ``m x m`` grid of width ``rho`` (uniformity assumption);
-    IDENTITY@ParamSelect's release. Picklable."""
+    IDENTITY@ParamSelect's release. ``clip`` sets answers below zero to zero, as SNH's
+    (post-processing; a rectangle's count is never negative). Picklable."""
 
-    def __init__(self, noisy: np.ndarray, grid: CellGrid):
+    def __init__(self, noisy: np.ndarray, grid: CellGrid, clip: bool = True):
         self.s = integral_image(noisy)
         self.x0, self.y0, self.rho = grid.x0, grid.y0, grid.rho
+        self.clip = bool(clip)
 
     def __call__(self, rects: np.ndarray) -> np.ndarray:
         r = np.atleast_2d(np.asarray(rects, dtype=np.float64))
         f = (r - np.array([self.x0, self.y0, self.x0, self.y0])) / self.rho
-        return box_sums(
+        out = box_sums(
             self.s,
             np.minimum(f[:, 0], f[:, 2]),
             np.minimum(f[:, 1], f[:, 3]),
             np.maximum(f[:, 0], f[:, 2]),
             np.maximum(f[:, 1], f[:, 3]),
         )
+        return np.maximum(out, 0.0) if self.clip else out
 
     def density(self, domain: Domain) -> np.ndarray:
         n = domain.n
@@ -562,12 +565,18 @@ def collect(
     return noisy, counts
 
 
-def collect_step(data, domain: Domain, eps: float, params: dict, ctx, step: str, check=None) -> dict:
+def collect_step(data, domain: Domain, eps: float, params: dict, ctx, step: str, check=None, aux_given=None) -> dict:
     """The part SNH and IDENTITY@ParamSelect share: public auxiliary data (side information),
     contribution bounding, the cell width (given or ParamSelect), the noisy grid (one ledger
-    entry) and their diagnostics. ``check(aux)`` validates parameters against the aux data."""
+    entry) and their diagnostics. ``check(aux)`` validates parameters against the aux data.
+    ``aux_given = (points, description)`` supplies public points directly (scripts and
+    benchmarks with their own public data), in place of the ``aux`` parameter."""
     ledger = Ledger()
-    mode, aux, aux_text = aux_points(data, domain, params)
+    if aux_given is None:
+        mode, aux, aux_text = aux_points(data, domain, params)
+    else:
+        aux = np.asarray(aux_given[0], dtype=np.float64)
+        mode, aux, aux_text = "given", aux[domain.inside(aux)], str(aux_given[1])
     if check is not None:
         check(aux)
     if aux is not None:
@@ -758,11 +767,13 @@ def fit_snh(
     sizes_subset: list[int] | None = None,
     on_epoch=None,
     every: int = 0,
+    aux_given=None,
 ) -> dict:
     """Data collection, augmentation, training; returns the model, ledger and diagnostics.
 
     ``sizes_subset`` trains only some of the k networks (benchmarks of one model);
-    ``on_epoch(epoch, model)`` sees the model every ``every`` epochs (learning curves)."""
+    ``on_epoch(epoch, model)`` sees the model every ``every`` epochs (learning curves);
+    ``aux_given``: see :func:`collect_step`."""
     from ..snh_model import train
 
     t0 = time.perf_counter()
@@ -777,6 +788,7 @@ def fit_snh(
         ctx,
         "data collection grid Q_D (Section 4.1)",
         check=lambda a: workload_mode(params, a),
+        aux_given=aux_given,
     )
     ledger, aux, aux_text, grid, noisy = got["ledger"], got["aux"], got["aux_text"], got["grid"], got["noisy"]
     rho = grid.rho
@@ -928,7 +940,10 @@ class IdentityParamSelect(Mechanism):
     Threat model: a trusted curator publishes the noisy grid. Guarantee: epsilon-DP
     (central), one Laplace(1/eps) draw per disjoint cell (parallel composition).
     Departures: as SNH's (public-domain grid from its south-west corner, ParamSelect
-    table and query-size feature of :mod:`engine.paramselect`); no clipping of negatives.
+    table and query-size feature of :mod:`engine.paramselect`). Answers (and density
+    cells) below zero are set to zero by default (``clip_answers``), as SNH's are, so the
+    two are compared on the same post-processing; the paper does not say whether its
+    IDENTITY clips. Noisy cells themselves are never clipped (that would bias sums up).
     """
 
     key = "identity_paramselect"
@@ -939,13 +954,18 @@ class IdentityParamSelect(Mechanism):
     summary = "The SNH data-collection grid, with ParamSelect's cell width, released as a noisy histogram."
     paper = SNH.paper
     equations = "Section 4.1 (data collection), Section 5.1 (ParamSelect), Section 6.3.1 (IDENTITY@ParamSelect)"
-    params = (UNIT_PARAM, *_rho_params(), *_aux_params())
+    params = (
+        UNIT_PARAM,
+        *_rho_params(),
+        *_aux_params(),
+        Param("clip_answers", "bool", True, "set answers below zero to zero (post-processing, as SNH's answers)"),
+    )
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
         got = collect_step(data, domain, eps, params, ctx, "noisy grid (Section 4.1)")
         ledger = got["ledger"]
-        ans = GridAnswerer(got["noisy"], got["grid"])
+        ans = GridAnswerer(got["noisy"], got["grid"], clip=params["clip_answers"])
         diag = {
             **got["diagnostics"],
             "density_derivation": "each output cell is the noisy rho-grid's count over it (uniformity assumption)",
