@@ -4,8 +4,9 @@ synthetic cities only, and write ``data/paramselect_table.csv``.
     python scripts/train_paramselect.py [--quick] [--out data/paramselect_table.csv]
 
 For every public training dataset D (synthetic cities of the four presets, city seeds
-101.. so they differ from the benchmark cities, seed 0), every n, every epsilon and
-every query range [l, u]:
+101-104 so they differ from the benchmark cities, seed 0; and two concentrated "venue"
+cities, seeds 105-106, whose records sit at venues: see ``venue_city``), every n, every
+epsilon and every query range [l, u]:
 
 * ``pi_hat(D, eps)``: SNH is run at several cell widths rho (multiples of the mid query
   side) with the engine's interactive ``fast`` preset; its relative error (psi = 0.1% n)
@@ -16,8 +17,9 @@ every query range [l, u]:
   label is the minimum of a parabola through the three best points in log(rho) (the
   best candidate when the parabola is not convex).
 * ``h``: the entropy of the 512 x 512 histogram of the public *proxy* of D (50,000
-  points of its sibling city, see engine.mechanisms.snh.synthetic_proxy), exactly the
-  feature ParamSelect computes at inference.
+  points of its sibling city, see engine.mechanisms.snh.synthetic_proxy; for a venue
+  city, 50,000 records of its public sibling), exactly the feature ParamSelect computes
+  at inference. The proxy is also SNH's public workload (Eq. 6).
 
 The private datasets of the benchmarks (SF cabs, the seed-0 cities) are never used.
 Rows are appended as they finish, so an interrupted run can be resumed (--resume).
@@ -56,6 +58,9 @@ N_VALUES = (25_000, 100_000, 400_000)
 EPS_VALUES = (0.05, 0.2, 0.8)
 Q_RANGES = ((0.002, 0.008), (0.005, 0.02))  # the reference code's range, the issue's range (fractions of the side)
 RHO_MULT = (0.25, 0.5, 1.0, 2.0, 4.0)  # candidate rho = multiple of the mid query side
+# concentrated cities (records at venues: preset, venues, scatter in m), so the entropy feature
+# spans more than the presets' 10.2-10.5 nats: ~7.3 nats (Gowalla cities 4.0-7.8) and ~9.5 (SF cabs 9.0)
+VENUE_CITIES = (("polycentric", 1000, 20.0), ("monocentric", 3000, 80.0))
 TRAIN_MODELS = (3,)
 
 
@@ -78,7 +83,28 @@ def label(errors: dict[float, float]) -> float:
     return float(rhos[i])
 
 
-def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress):
+def venue_city(preset: str, n: int, city_seed: int, n_venues: int, scatter_m: float, public: bool = False):
+    """A concentrated city: ``n`` records at ``n_venues`` venues (sites drawn from the preset's
+    density, lognormal popularity), each scattered by a Gaussian of ``scatter_m`` metres. ``public=True`` is
+    its public sibling (the proxy): the same venues, a correlated popularity (times another
+    lognormal) and its own records, like another check-in source of the same region."""
+    from dataclasses import replace
+
+    from engine.data.dataset import Dataset
+    from engine.data.projection import to_lonlat
+    from engine.data.synthetic import generate
+
+    base = generate(preset, n_venues, city_seed)  # venue sites follow where people are
+    pop = np.random.default_rng([city_seed, n_venues, 11]).lognormal(0.0, 1.5, n_venues)
+    if public:
+        pop = pop * np.random.default_rng([city_seed, n_venues, 12]).lognormal(0.0, 0.7, n_venues)
+    rng = np.random.default_rng([city_seed, n_venues, n, 13 if public else 14])
+    xy = base.xy[rng.choice(n_venues, size=n, p=pop / pop.sum())] + rng.normal(0.0, scatter_m, (n, 2))
+    meta = replace(base.meta, name=f"{preset} venues ({n_venues})", source=f"venues{n_venues}:{preset}", extra={})
+    return Dataset(xy=xy, lonlat=to_lonlat(xy[:, 0], xy[:, 1], base.crs), crs=base.crs, meta=meta)
+
+
+def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress, venues: int = 0, scatter_m: float = 0.0):
     from scipy.spatial import cKDTree
 
     from engine.data.synthetic import generate
@@ -87,10 +113,17 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress):
     from engine.metrics import snh_relative_error
     from engine.paramselect import entropy_512
 
-    ds = generate(preset, n, city_seed)
-    dom = ds.public_domain(8)
-    ds = ds.in_domain(dom)
-    proxy, _ = synthetic_proxy(ds, dom, 50_000)
+    if venues:
+        dom = generate(preset, 1000, city_seed).public_domain(8)
+        ds = venue_city(preset, n, city_seed, venues, scatter_m).in_domain(dom)
+        proxy = venue_city(preset, 50_000, city_seed, venues, scatter_m, public=True).xy
+        aux_given = (proxy, "public sibling check-ins at the same venues")
+    else:
+        ds = generate(preset, n, city_seed)
+        dom = ds.public_domain(8)
+        ds = ds.in_domain(dom)
+        proxy, _ = synthetic_proxy(ds, dom, 50_000)
+        aux_given = None  # SNH's own aux = proxy (the same points)
     ent = entropy_512(proxy, dom)
     lo, hi = q
     mid = (lo + hi) / 2 * dom.side
@@ -122,7 +155,13 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress):
         )
         t = time.perf_counter()
         fit = fit_snh(
-            ds, dom, eps, params, RunContext(rng=np.random.default_rng(city_seed)), sizes_subset=list(TRAIN_MODELS)
+            ds,
+            dom,
+            eps,
+            params,
+            RunContext(rng=np.random.default_rng(city_seed)),
+            sizes_subset=list(TRAIN_MODELS),
+            aux_given=aux_given,
         )
         y = fit["model"](rects)
         errors[rho / dom.side] = snh_relative_error(true, y, len(ds))
@@ -142,7 +181,7 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress):
             break
     best = label(errors)
     return {
-        "dataset": f"synthetic:{preset}",
+        "dataset": f"venues{venues}:{preset}" if venues else f"synthetic:{preset}",
         "city_seed": city_seed,
         "n": n,
         "eps": eps,
@@ -186,16 +225,30 @@ def main(argv=None) -> int:
         with out.open("w", newline="") as f:
             f.write(HEADER)
             csv.writer(f).writerow(COLUMNS)
-    settings = list(itertools.product(enumerate(presets), ns, epss, Q_RANGES))
+    cities = [(f"synthetic:{p}", p, args.city_seed + i, 0, 0.0) for i, p in enumerate(presets)]
+    venue_cities = VENUE_CITIES[:1] if args.quick else VENUE_CITIES
+    cities += [
+        (f"venues{v}:{p}", p, args.city_seed + len(PRESETS) + i, v, sc) for i, (p, v, sc) in enumerate(venue_cities)
+    ]
+    settings = list(itertools.product(cities, ns, epss, Q_RANGES))
     t0 = time.perf_counter()
-    for i, ((pi, preset), n, eps, q) in enumerate(settings):
-        if (f"synthetic:{preset}", n, eps, q[0]) in done:
+    for i, ((name, preset, city_seed, venues, scatter_m), n, eps, q) in enumerate(settings):
+        if (name, n, eps, q[0]) in done:
             continue
         print(
-            f"[{i + 1}/{len(settings)}] {preset} n={n:,} eps={eps} q={q} ({time.perf_counter() - t0:.0f} s)", flush=True
+            f"[{i + 1}/{len(settings)}] {name} n={n:,} eps={eps} q={q} ({time.perf_counter() - t0:.0f} s)", flush=True
         )
         row = run_setting(
-            preset, args.city_seed + pi, n, eps, q, RHO_MULT, args.queries, lambda m: print(m, flush=True)
+            preset,
+            city_seed,
+            n,
+            eps,
+            q,
+            RHO_MULT,
+            args.queries,
+            lambda m: print(m, flush=True),
+            venues=venues,
+            scatter_m=scatter_m,
         )
         with out.open("a", newline="") as f:
             csv.DictWriter(f, fieldnames=COLUMNS).writerow(row)

@@ -74,6 +74,11 @@ def test_shipped_table_fits_and_predicts():
     small, _ = ps.predict_rho(25_000, 0.05, 0.002, 0.008, 9.0)
     large, _ = ps.predict_rho(400_000, 0.8, 0.002, 0.008, 9.0)
     assert small > 1.5 * large
+    # and concentrated public data (low entropy: the venue cities) wants a finer grid than the
+    # spread synthetic presets (~10.3 nats)
+    concentrated, _ = ps.predict_rho(1e5, 0.2, 0.005, 0.02, 7.3)
+    spread, _ = ps.predict_rho(1e5, 0.2, 0.005, 0.02, 10.3)
+    assert concentrated < 0.8 * spread
 
 
 def test_paramselect_features_use_public_data_only(monkeypatch, toy_table):
@@ -103,3 +108,60 @@ def test_paramselect_features_use_public_data_only(monkeypatch, toy_table):
     assert len(seen) == 2 and all(np.array_equal(s, proxy) for s in seen)
     # the proxy is not the private data: no private point is among its points
     assert not (np.isin(proxy[:, 0], private_a.xy[:, 0]).any())
+
+
+def test_given_public_points_set_the_entropy_feature(monkeypatch, toy_table):
+    """collect_step(aux_given=...) (scripts and benchmarks with their own public data): the
+    given points, only those inside the domain, feed ParamSelect; the description is noted as
+    side information and only the grid spends budget."""
+    from engine.data.synthetic import generate
+    from engine.mechanisms import RunContext
+    from engine.mechanisms.snh import collect_step
+
+    monkeypatch.setattr(ps, "TABLE", toy_table)
+    private = generate("polycentric", n=3000, seed=2)
+    dom = private.public_domain(6)
+    private = private.in_domain(dom)
+    rng = np.random.default_rng(1)
+    public = dom.x0 + rng.uniform(0, dom.side, (500, 2))
+    outside = np.array([[dom.x0 - 10.0, dom.y0 - 10.0]] * 50)
+    seen = []
+    real = ps.entropy_512
+    monkeypatch.setattr(ps, "entropy_512", lambda pts, d: seen.append(np.array(pts)) or real(pts, d))
+    params = SNH.schema().resolve({"rho_m": 0.0})
+    got = collect_step(
+        private,
+        dom,
+        0.4,
+        params,
+        RunContext(rng=np.random.default_rng(0)),
+        "grid",
+        aux_given=(np.vstack([public, outside]), "test public points"),
+    )
+    assert len(seen) == 1 and np.array_equal(seen[0], public)
+    assert np.array_equal(got["aux"], public)
+    assert got["diagnostics"]["aux"] == "given"
+    assert got["diagnostics"]["rho_choice"]["features"]["entropy"] == pytest.approx(real(public, dom))
+    assert "test public points" in got["ledger"].side_information
+    assert got["ledger"].total() == pytest.approx(0.4)
+
+
+def test_training_venue_cities_are_concentrated_and_public_siblings_differ():
+    import importlib.util
+    from pathlib import Path
+
+    from engine.data.synthetic import generate
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "train_paramselect.py"
+    spec = importlib.util.spec_from_file_location("train_paramselect", path)
+    tp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tp)
+    dom = generate("polycentric", 1000, 105).public_domain(8)
+    private = tp.venue_city("polycentric", 20_000, 105, 1000, 20.0)
+    again = tp.venue_city("polycentric", 20_000, 105, 1000, 20.0)
+    public = tp.venue_city("polycentric", 20_000, 105, 1000, 20.0, public=True)
+    assert np.array_equal(private.xy, again.xy)  # deterministic
+    assert not np.isin(public.xy[:, 0], private.xy[:, 0]).any()  # its own records
+    spread = generate("polycentric", 20_000, 105)
+    h_private, h_public, h_spread = (ps.entropy_512(d.xy, dom) for d in (private, public, spread))
+    assert h_private < h_spread - 1.5 and abs(h_public - h_private) < 0.5
