@@ -15,6 +15,12 @@ import json
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+# Third-party benchmark data beside the checkout (``../shared/data``): benchmarks may read it, never
+# the app or the tests; every figure that needs it is skipped with a message when it is absent.
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+SF_CABS_PATH = SHARED_DATA / "sf_cabs_pickups.npy"
 
 SUITES = ("core", "adaptive_hh", "sparse_emd", "rff_kde", "snh", "bit_pushing", "app")
 

@@ -29,17 +29,16 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
 from ..mechanisms.federated_hh import cms_level_estimates, level_density
-from . import Figure, median_time
+from . import SF_CABS_PATH, Figure, median_time
 
 EPS = 1.0
 S_MAX = 10_000
 DEPTH = 10
-SF_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "sf_cabs_pickups.npy"
+SF_PATH = SF_CABS_PATH
 SF_BBOX = (-122.50764, 37.70794, -122.35978, 37.81944)  # lon_min, lat_min, lon_max, lat_max (data/README.md)
 CALIBRATION_GRID = [(c, k) for c in (0.1, 0.2, 0.3) for k in (2.0, 8.0, 16.0)]
 

@@ -42,11 +42,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
-from . import Figure, median_time
+from . import SF_CABS_PATH, Figure, median_time
 
 H_M = 550.0
 BS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 50)
@@ -185,7 +184,7 @@ def _accuracy() -> Figure:
 
 
 def _real(progress) -> list[Figure]:
-    path = Path(__file__).resolve().parents[3] / "shared" / "data" / "sf_cabs_pickups.npy"
+    path = SF_CABS_PATH
     if not path.exists():
         return [Figure("real/sf_cabs", None, "", "informative", None, f"skipped: {path} not found")]
     from ..data.dataset import Dataset, DatasetMeta

@@ -46,15 +46,14 @@ import csv
 import os
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
 from ..metrics import snh_relative_error
-from . import Figure
+from . import SF_CABS_PATH, SHARED_DATA, Figure
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-SF_PATH = SHARED / "sf_cabs_pickups.npy"
+SHARED = SHARED_DATA
+SF_PATH = SF_CABS_PATH
 PS_DIR = SHARED / "snh_paramselect"
 SF_BBOX = (-122.50764, 37.70794, -122.35978, 37.81944)  # published bounding box (data/README.md)
 BASELINES = ("ug", "ag", "privtree")
