@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,20 @@ from . import __version__
 from .errors import Cancelled, EngineError, ParamError
 
 CACHE_VERSION = 1
+ROOT = Path(__file__).resolve().parents[1]
 MIN_EPS, MAX_EPS = 1e-4, 100.0
+
+
+@lru_cache(maxsize=4)
+def source_fingerprint(root: Path = ROOT) -> str:
+    """Digest of what decides a release: the engine's Python sources (benchmarks aside) and the
+    tables shipped in ``data/`` (ParamSelect's). Part of every run's cache key, so a changed
+    engine never serves a release that the old code computed."""
+    h = hashlib.sha256()
+    files = [p for p in sorted(root.glob("engine/**/*.py")) if "bench" not in p.relative_to(root).parts[:2]]
+    for p in files + sorted((root / "data").glob("*.csv")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def cache_dir() -> Path:
@@ -69,9 +83,10 @@ class RunConfig:
         return cls(**d)
 
     def key(self) -> str:
-        """Stable hash of the configuration (and engine/cache version)."""
+        """Stable hash of the configuration and of the engine that runs it (version, cache
+        format and :func:`source_fingerprint`)."""
         payload = json.dumps(
-            {"config": self.to_dict(), "engine": __version__, "cache": CACHE_VERSION},
+            {"config": self.to_dict(), "engine": __version__, "cache": CACHE_VERSION, "source": source_fingerprint()},
             sort_keys=True,
             default=str,
         )

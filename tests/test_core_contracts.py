@@ -88,6 +88,32 @@ def test_users_own_file_is_never_cached_on_disk(tmp_path):
     assert not again.cached and (first.n_points, again.n_points) == (400, 900)
 
 
+def test_cache_key_follows_the_engine_source(tmp_path, monkeypatch):
+    """A changed engine (source or shipped table) gets new cache keys, so a release computed by
+    older code is never served as this code's; benchmark modules and docs do not count."""
+    from engine import jobs
+
+    fp = jobs.source_fingerprint.__wrapped__  # uncached, on a made-up tree
+    (tmp_path / "engine" / "bench").mkdir(parents=True)
+    (tmp_path / "data").mkdir()
+    src, table = tmp_path / "engine" / "m.py", tmp_path / "data" / "t.csv"
+    src.write_text("x = 1\n")
+    table.write_text("a\n1\n")
+    first = fp(tmp_path)
+    assert fp(tmp_path) == first
+    (tmp_path / "engine" / "bench" / "suite.py").write_text("y = 1\n")
+    (tmp_path / "data" / "README.md").write_text("notes\n")
+    assert fp(tmp_path) == first
+    src.write_text("x = 2\n")
+    second = fp(tmp_path)
+    assert second != first
+    table.write_text("a\n2\n")
+    assert fp(tmp_path) not in (first, second)
+    key = small_config().key()
+    monkeypatch.setattr(jobs, "source_fingerprint", lambda: "another engine")
+    assert small_config().key() != key
+
+
 def test_config_key_and_validation():
     assert small_config().key() == small_config().key()
     assert small_config().key() != small_config(epsilon=2.0).key()
