@@ -420,6 +420,18 @@ def test_levels_slider_steps_through_refinement():
     assert "level 0" in texts(at) and "threshold = 5" in texts(at)
 
 
+def test_sparse_emd_levels_show_the_kept_cells():
+    """Issue 5: Explore steps through Sparse EMD's measured levels (kept cells S_i, eps_i)."""
+    at = open_app(mech="sparse_emd", baselines="0")
+    click_run(at, "explore")
+    final = charts(at)["explore_private_heat"]
+    slider = at.select_slider(key="explore.level")
+    assert slider.value == len(slider.options) - 1  # the final release first
+    slider.set_value(0).run()  # level q = 2: all 16 cells are kept
+    assert charts(at)["explore_private_heat"] != final
+    assert "level 2 · 16 cells · ε = " in texts(at)
+
+
 def test_offline_by_default_basemap_on_request():
     at = open_app(baselines="0")
     spec = next(iter(charts(at).values()))

@@ -243,6 +243,50 @@ def test_density_choices_and_partition(small_city):
     assert all(k <= 20 for k in est.diagnostics["kept_per_level"])
 
 
+def test_level_snapshots_are_the_kept_cells_and_their_noisy_counts(small_city):
+    """extras["levels"] (Explore's level slider): per measured level, S_i as rectangles with
+    their noisy counts and eps_i. With a huge epsilon the counts are the true counts inside
+    the rectangles, which checks that each count sits on its own cell."""
+    dom = small_city.public_domain(6)
+    data = small_city.sample_users(300, np.random.default_rng(2))
+    s, _ = S.user_distribution_sum(data, dom)
+    for eps in (1.0, 1e7):
+        rel = _run("sparse_emd", data, dom, eps, seed=3)
+        snaps, diag = rel.extras["levels"], rel.diagnostics
+        assert [sn["level"] for sn in snaps] == diag["levels"]
+        np.testing.assert_allclose([sn["epsilon"] for sn in snaps], diag["level_epsilons"])
+        assert sum(sn["epsilon"] for sn in snaps) == pytest.approx(eps)
+        prev = None
+        for sn, k in zip(snaps, diag["kept_per_level"]):
+            rects, size = sn["rects"], dom.side / (1 << sn["level"])
+            assert rects.shape == (k, 4) and len(sn["counts"]) == k
+            np.testing.assert_allclose(rects[:, 2] - rects[:, 0], size)
+            np.testing.assert_allclose(rects[:, 3] - rects[:, 1], size)
+            if prev is None:  # level q: every cell is considered
+                assert sn["considered"] == 4 ** sn["level"]
+            else:  # T_i = children of S_{i-1}: each kept cell lies inside a kept parent
+                assert sn["considered"] == 4 * len(prev)
+                cx, cy = (rects[:, 0] + rects[:, 2]) / 2, (rects[:, 1] + rects[:, 3]) / 2
+                inside = (
+                    (prev[:, None, 0] < cx)
+                    & (cx < prev[:, None, 2])
+                    & (prev[:, None, 1] < cy)
+                    & (cy < prev[:, None, 3])
+                )
+                assert inside.any(axis=0).all()
+            if eps > 1e6:
+                px = dom.side / dom.n
+                true = [
+                    s[
+                        int(round((y0 - dom.y0) / px)) : int(round((y1 - dom.y0) / px)),
+                        int(round((x0 - dom.x0) / px)) : int(round((x1 - dom.x0) / px)),
+                    ].sum()
+                    for x0, y0, x1, y1 in rects
+                ]
+                np.testing.assert_allclose(sn["counts"], true, atol=1e-4)
+            prev = rects
+
+
 def test_deterministic_given_seed(small_city):
     dom = small_city.public_domain(6)
     data = small_city.sample_users(150, np.random.default_rng(4))

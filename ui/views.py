@@ -328,7 +328,8 @@ def share_url(params: dict) -> str:
 
 
 def levels_control(result, container=None):
-    """Slider over per-level snapshots of an adaptive tree (``release.extras["levels"]``).
+    """Slider over per-level snapshots of a refined tree (``release.extras["levels"]``: Adaptive HH's
+    sub-queries, Sparse EMD's measured levels).
 
     Returns (grid, rects, caption) for the chosen level, or None for the final release."""
     levels = (result.release.extras or {}).get("levels")
@@ -339,11 +340,13 @@ def levels_control(result, container=None):
     state.seed("explore.level", n, "level", lambda v: max(0, min(int(v), n)))
     if state.get("explore.level") > n:
         state.put("explore.level", n)
+    # a snapshot may name its quadtree level (Sparse EMD starts measuring at q); else its index
+    names = [f"level {snap.get('level', i)}" for i, snap in enumerate(levels)]
     lv = c.select_slider(
-        "Refinement level (adaptive tree)",
+        "Refinement level",
         list(range(n + 1)),
         **state.bind("explore.level"),
-        format_func=lambda i: "final release" if i == n else f"level {i}",
+        format_func=lambda i: "final release" if i == n else names[i],
         help="Step through the levels the mechanism refined; each shows the cells kept at that level.",
     )
     if lv == n:
@@ -351,7 +354,7 @@ def levels_control(result, container=None):
     snap = levels[lv]
     rects = np.asarray(snap.get("rects", np.zeros((0, 4))), dtype=np.float64).reshape(-1, 4)
     grid = level_grid(result, lv, rects)
-    bits = [f"level {lv}", f"{len(rects):,} cells"]
+    bits = [names[lv], f"{len(rects):,} cells"]
     for k in ("threshold", "epsilon"):
         if snap.get(k) is not None:
             bits.append(f"{'ε' if k == 'epsilon' else k} = {float(snap[k]):.4g}")

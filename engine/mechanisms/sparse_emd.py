@@ -574,6 +574,18 @@ class _SparseEMDBase(Mechanism):
             "kept_cells": dict(zip((int(v) for v in levels), recon.kept)),
             "left_out_cells": dict(zip((int(v) for v in levels), recon.left_out)),
             "kept_values": dict(zip((int(v) for v in levels), recon.kept_values)),
+            # Explore's level slider: S_i and its noisy counts per measured level. They are the
+            # eps_i-DP measurements themselves, so showing them spends no further budget.
+            "levels": [
+                {
+                    "level": int(lv),
+                    "rects": _cell_rects(kept, int(lv), domain),
+                    "counts": vals,
+                    "epsilon": float(e),
+                    "considered": int(kept.shape[0] + left.shape[0]),  # |T_i|
+                }
+                for lv, e, kept, vals, left in zip(levels, eps, recon.kept, recon.kept_values, recon.left_out)
+            ],
         }
         return density, ledger, diagnostics, extras, recon
 
@@ -652,20 +664,20 @@ class SparseEMD(_SparseEMDBase):
         )
 
 
+def _cell_rects(cells, level: int, domain) -> np.ndarray:
+    """(k, 4) rectangles ``(x0, y0, x1, y1)`` in metres of level-``level`` cells ``[ix, iy]``."""
+    c = np.asarray(cells, dtype=np.float64).reshape(-1, 2)
+    size = domain.side / (1 << level)
+    x0, y0 = domain.x0 + c[:, 0] * size, domain.y0 + c[:, 1] * size
+    return np.stack([x0, y0, x0 + size, y0 + size], axis=1)
+
+
 def _leaf_rects_from(extras, domain):
-    rects = []
-    for lvl, cells in extras["left_out_cells"].items():
-        size = domain.side / (1 << lvl)
-        for cx, cy in cells:
-            rects.append((cx * size, cy * size, (cx + 1) * size, (cy + 1) * size))
+    """The reconstruction's leaves: every left-out cell and the kept cells of the last level."""
+    parts = [_cell_rects(cells, lvl, domain) for lvl, cells in extras["left_out_cells"].items()]
     last = max(extras["kept_cells"])
-    size = domain.side / (1 << last)
-    for cx, cy in extras["kept_cells"][last]:
-        rects.append((cx * size, cy * size, (cx + 1) * size, (cy + 1) * size))
-    r = np.asarray(rects, dtype=np.float64).reshape(-1, 4)
-    r[:, [0, 2]] += domain.x0
-    r[:, [1, 3]] += domain.y0
-    return r
+    parts.append(_cell_rects(extras["kept_cells"][last], last, domain))
+    return np.concatenate(parts)
 
 
 # ------------------------------------------------------------ distributed variant
