@@ -18,11 +18,12 @@ Protocol (Section 4.1 of the paper, on data this machine has):
     the sparsity that real check-ins have. Each user's check-ins share weight 1.
   - ``real_sf_cabs`` and ``real_berlin`` (informative, not the issue's datasets): real
     locations, one region each with as many runs as a synthetic set (60): SF cab
-    pick-ups (``../shared/data``, SNH's 20 km San Francisco square, the scale of the paper's
-    cells, concentrated downtown; skipped when the file is absent) and the bundled Berlin Prenzlauer Berg Airbnb listings (5 km square,
-    spread over a residential district). They show that the KL comparison at small
-    epsilon follows how concentrated the data is (a near-uniform Laplace map is already
-    close in KL to a diffuse truth), not whether the data are synthetic.
+    pick-ups (``../shared/data``, SNH's 20 km San Francisco square, the scale of the
+    paper's cells, concentrated downtown; skipped when the file is absent) and the
+    bundled Berlin Prenzlauer Berg Airbnb listings (5 km square, spread over a
+    residential district). They show that the KL comparison at small epsilon follows how
+    concentrated the data is (a near-uniform Laplace map is already close in KL to a
+    diffuse truth), not whether the data are synthetic.
 
   Each trial samples ``n = 200`` users, the resolution is 256 x 256, epsilon in
   {0.1, 0.5, 1, 2, 5, 10}.
@@ -187,13 +188,11 @@ REAL = {  # real location data, one region each (see the module docstring)
 
 
 def real_region(kind: str):
-    """A real dataset as one Figure 1 region, or None when its file is absent."""
+    """A real dataset as one Figure 1 region (SF cabs needs ``SF_CABS_PATH``)."""
     if kind == "real_berlin":
         from ..data.builtin import load_berlin
 
         return load_berlin()
-    if not SF_CABS_PATH.exists():
-        return None
     from ..data.online import load_sf_cabs
 
     return load_sf_cabs(path=str(SF_CABS_PATH))
@@ -527,7 +526,7 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
     for kind in ("offline", "checkin"):
         figs += figure1(kind, regions(n_regions), trials, emd_cells, progress)
     for kind in REAL:  # one region, as many runs as the synthetic sets (the paper: 30 cells x 2)
-        if real_region(kind) is None:
+        if kind == "real_sf_cabs" and not SF_CABS_PATH.exists():
             progress(f"{kind}: {SF_CABS_PATH} not found, skipped")
             figs.append(Figure(f"fig1/{kind}/wins", None, "", "informative", None, f"skipped: {SF_CABS_PATH} absent"))
             continue
