@@ -38,7 +38,6 @@ from . import SF_CABS_PATH, Figure, median_time
 EPS = 1.0
 S_MAX = 10_000
 DEPTH = 10
-SF_PATH = SF_CABS_PATH
 SF_BBOX = (-122.50764, 37.70794, -122.35978, 37.81944)  # lon_min, lat_min, lon_max, lat_max (data/README.md)
 CALIBRATION_GRID = [(c, k) for c in (0.1, 0.2, 0.3) for k in (2.0, 8.0, 16.0)]
 
@@ -74,7 +73,7 @@ def _sf_population():
     from ..data import make_dataset
     from ..data.dataset import DatasetMeta
 
-    arr = np.load(SF_PATH)
+    arr = np.load(SF_CABS_PATH)
     meta = DatasetMeta(
         name="SF cab pick-ups",
         source="file:sf_cabs_pickups.npy",
@@ -382,7 +381,7 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
         pooled["Ours, calibrated c,k"]["params"] = calibrated
         figures += _table_figures("all synthetic cities (ratios), 100k users", pooled, with_targets=True)
 
-    if SF_PATH.exists():
+    if SF_CABS_PATH.exists():
         pop, dom, truth = _sf_population()
         cases = [(pop.sample_users(100_000, np.random.default_rng([s, 9])), dom, truth, s) for s in seeds]
         res = _evaluate(cases, methods, progress, "SF cabs 100k")
@@ -397,8 +396,8 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 )
         figures += figs
     else:
-        progress(f"SF cabs data not found at {SF_PATH}: skipping the SF figures")
-        figures.append(Figure("SF cabs", None, "", "data present", None, note=f"skipped: {SF_PATH} not found"))
+        progress(f"SF cabs data not found at {SF_CABS_PATH}: skipping the SF figures")
+        figures.append(Figure("SF cabs", None, "", "data present", None, note=f"skipped: {SF_CABS_PATH} not found"))
 
     figures += _smoothness(quick, progress)
     figures += _dropout_effect(progress)

@@ -54,9 +54,7 @@ import numpy as np
 from ..metrics import snh_relative_error
 from . import SF_CABS_PATH, SHARED_DATA, Figure
 
-SHARED = SHARED_DATA
-SF_PATH = SF_CABS_PATH
-PS_DIR = SHARED / "snh_paramselect"
+PS_DIR = SHARED_DATA / "snh_paramselect"
 SF_BBOX = (-122.50764, 37.70794, -122.35978, 37.81944)  # published bounding box (data/README.md)
 BASELINES = ("ug", "ag", "privtree")
 CITIES = ("polycentric", "monocentric", "sprawl", "coastal")
@@ -106,7 +104,7 @@ def _dataset(name: str, n: int, seed: int):
     if name == "sf_cabs":
         from ..data.online import load_sf_cabs
 
-        full = load_sf_cabs(path=str(SF_PATH))
+        full = load_sf_cabs(path=str(SF_CABS_PATH))
         dom = full.public_domain(10)
         full = full.in_domain(dom)
         return full.sample_users(n, np.random.default_rng([seed, 7])), dom
@@ -138,9 +136,9 @@ def comparison_figures(
     if datasets is None:
         datasets = ["polycentric", "sf_cabs"] if quick else [*CITIES, "sf_cabs"]
     datasets = list(datasets)
-    if "sf_cabs" in datasets and not SF_PATH.is_file():
+    if "sf_cabs" in datasets and not SF_CABS_PATH.is_file():
         datasets.remove("sf_cabs")
-        progress(f"{SF_PATH} absent: SF cabs comparisons skipped")
+        progress(f"{SF_CABS_PATH} absent: SF cabs comparisons skipped")
     if seeds is None:
         seeds = (0,) if quick else (0, 1, 2)
     eps, n = 0.2, 100_000
@@ -186,7 +184,7 @@ def comparison_figures(
 
 def identity_sweep_figures(quick: bool, progress) -> list[Figure]:
     datasets = ["polycentric"] if quick else ["polycentric", "sf_cabs"]
-    if "sf_cabs" in datasets and not SF_PATH.is_file():
+    if "sf_cabs" in datasets and not SF_CABS_PATH.is_file():
         datasets.remove("sf_cabs")
     epss = (0.05, 3.2) if quick else (0.05, 0.2, 0.8, 3.2)
     figs = []
@@ -317,15 +315,15 @@ def speed_figures(fast_times: list[float], progress) -> list[Figure]:
 # ------------------------------------------------------------------ the reference run
 def reference_figure(quick: bool, progress) -> list[Figure]:
     name = "sf_cabs_reference_rel_error"
-    if not SF_PATH.is_file():
-        return [Figure(name, None, "", "<= 0.074", None, f"skipped: {SF_PATH} is absent")]
+    if not SF_CABS_PATH.is_file():
+        return [Figure(name, None, "", "<= 0.074", None, f"skipped: {SF_CABS_PATH} is absent")]
     from ..data.online import load_sf_cabs
     from ..data.projection import bbox_to_local
     from ..grid import Domain
     from ..mechanisms import RunContext
     from ..mechanisms.snh import SNH, GridAnswerer, fit_snh
 
-    ds = load_sf_cabs(path=str(SF_PATH))
+    ds = load_sf_cabs(path=str(SF_CABS_PATH))
     dom = Domain.around(*bbox_to_local(SF_BBOX, ds.crs), 8)
     ds = ds.in_domain(dom)
     rng = np.random.default_rng(5)
