@@ -353,7 +353,8 @@ class JobManager:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def submit(self, config: RunConfig, use_cache: bool = True) -> Job:
+    def submit(self, config: RunConfig, use_cache: bool = True, dataset=None) -> Job:
+        """Run ``config`` in the pool (``dataset``: a dataset object instead of the registry's, e.g. an upload)."""
         ev = threading.Event()
         jid = uuid.uuid4().hex[:12]
         holder: dict[str, Job] = {}
@@ -365,7 +366,7 @@ class JobManager:
 
         def work():
             try:
-                return run(config, progress=prog, cancelled=ev.is_set, use_cache=use_cache)
+                return run(config, progress=prog, cancelled=ev.is_set, use_cache=use_cache, dataset=dataset)
             finally:
                 j = holder.get("job")
                 if j is not None:
