@@ -4,6 +4,7 @@ import streamlit as st
 
 from engine.mechanisms import registry
 from ui import attack, boot, controls, explain, jobs, run, state, views
+from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
@@ -15,7 +16,7 @@ views.header(
 per_user_default = next((k for k in controls.mechanism_keys() if registry()[k].family in ("federated", "local")), None)
 ctl = controls.sidebar("single", mech_key="atk.mech", default_mech=per_user_default)
 for e in ctl.errors:
-    st.error(e)
+    st.error(plain(e, 600))
 cfg = ctl.config() if ctl.ready else None
 configs = [cfg] if cfg is not None else []
 g = run.launch("attack", configs, ctl, label="Attack run")

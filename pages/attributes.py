@@ -6,6 +6,7 @@ import streamlit as st
 from engine.mechanisms import registry
 from ui import attributes, boot, controls, jobs, run, state, views
 from ui.colors import ColourScale
+from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
@@ -17,7 +18,7 @@ views.header(
 with_value = [k for k in controls.mechanism_keys() if "value" in registry()[k].needs]
 ctl = controls.sidebar("single", mech_key="attr.mech", default_mech=with_value[0] if with_value else None)
 for e in ctl.errors:
-    st.error(e)
+    st.error(plain(e, 600))
 if not with_value:
     st.info(
         "No registered mechanism releases regional means yet (they declare `needs = ('value',)`). "

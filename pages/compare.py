@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import boot, budget, controls, jobs, run, state, tables, views
+from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
@@ -13,7 +14,7 @@ views.header(
 )
 ctl = controls.sidebar("multi", max_mechs=7)
 for e in ctl.errors:
-    st.error(e)
+    st.error(plain(e, 600))
 if not ctl.mechanisms:
     st.info("Choose at least one mechanism in the sidebar.", icon=":material/arrow_back:")
 configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import boot, controls, datapage, state, views
+from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
@@ -13,7 +14,7 @@ views.header(
 )
 ctl = controls.sidebar("none", epsilon=False, seed=False)
 for e in ctl.errors:
-    st.error(e)
+    st.error(plain(e, 600))
 url = dict(ctl.url)
 if ctl.ready:
     cfg = ctl.config("identity", params={})

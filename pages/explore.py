@@ -4,6 +4,7 @@ import streamlit as st
 
 from engine.mechanisms import registry
 from ui import boot, budget, controls, jobs, run, state, views
+from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
@@ -14,7 +15,7 @@ views.header(
 )
 ctl = controls.sidebar("single")
 for e in ctl.errors:
-    st.error(e)
+    st.error(plain(e, 600))
 
 state.seed("explore.baselines", True, "baselines", state.parse_bool)
 cfg = ctl.config() if ctl.ready else None

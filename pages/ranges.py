@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import boot, controls, jobs, ranges, run, state, views
+from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
@@ -14,7 +15,7 @@ views.header(
 )
 ctl = controls.sidebar("multi", max_mechs=7)
 for e in ctl.errors:
-    st.error(e)
+    st.error(plain(e, 600))
 configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
 g = run.launch("ranges", configs, ctl, label="Releases")
 jobs.progress_panel(["ranges"], "Running")

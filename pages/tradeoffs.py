@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import boot, budget, controls, explain, jobs, run, state, sweep, views, widgets
+from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
@@ -13,7 +14,7 @@ views.header(
 )
 ctl = controls.sidebar("multi", epsilon=False, display=False)
 for e in ctl.errors:
-    st.error(e)
+    st.error(plain(e, 600))
 
 c1, c2, c3 = st.columns([3, 1, 2])
 state.seed(
@@ -48,7 +49,7 @@ if not ctl.mechanisms:
     st.info("Choose mechanisms in the sidebar.", icon=":material/arrow_back:")
 
 top = st.columns([1, 3], vertical_alignment="center")
-g = run.launch("sweep", configs, ctl, label="Sweep", container=top[0])
+g = run.launch("sweep", configs, ctl, label="Sweep", container=top[0], light=True)
 if configs:
     budget.meter(configs[0], ctl.budget_limit, views.dataset(configs[0]).meta.name, container=top[1])
 jobs.progress_panel(["sweep"], "Sweeping")

@@ -30,3 +30,20 @@ def small_city():
     from engine.data.synthetic import generate
 
     return generate("polycentric", n=20_000, seed=3)
+
+
+# ------------------------------------------------------------------ browser tests (browser_support.py)
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory):
+    """One real server for every browser test of the run."""
+    from browser_support import serve
+
+    with serve(tmp_path_factory) as (url, _proc):
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    from browser_support import CHROMIUM
+
+    return {**browser_type_launch_args, "executable_path": CHROMIUM}

@@ -1,6 +1,6 @@
 """The real app in headless Chromium (pytest-playwright, Debian's /usr/bin/chromium).
 
-A session fixture starts ``streamlit run app.py`` on a free port with its own
+A session fixture (``conftest.app_url``) starts ``streamlit run app.py`` on a free port with its own
 cache folder; each test drives it like a user. Any browser console error (pydeck
 errors only show there) or request leaving 127.0.0.1 fails the test.
 Screenshots go to pytest's tmp folder and /tmp/screens/.
@@ -8,122 +8,10 @@ Screenshots go to pytest's tmp folder and /tmp/screens/.
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
-
 import pytest
+from browser_support import MAPS, QUERY, READY, Watch, heat_pixels, open_explore, run_and_wait_maps, save
 
 pytestmark = pytest.mark.browser
-
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-READY = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-MAPS = '[data-testid="stDeckGlJsonChart"] canvas'
-SCREENS = Path("/tmp/screens")
-QUERY = "?d.n=20000&res=128&eps=0.5"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def app_url(tmp_path_factory):
-    port = free_port()
-    cache = tmp_path_factory.mktemp("browser-cache")
-    log = open(tmp_path_factory.mktemp("browser-log") / "streamlit.log", "w")  # noqa: SIM115
-    env = {**os.environ, "HEATMAP_CACHE_DIR": str(cache)}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-    cmd += ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not start (exit {proc.poll()}); see {log.name}")
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    return {**browser_type_launch_args, "executable_path": CHROMIUM}
-
-
-class Watch:
-    """Collect console errors, page errors and requests that leave the machine."""
-
-    def __init__(self, page):
-        self.problems: list[str] = []
-        page.on("console", lambda m: self.problems.append(f"console: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
-        page.on(
-            "request",
-            lambda r: (
-                self.problems.append(f"network: {r.url}")
-                if not r.url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:"))
-                else None
-            ),
-        )
-
-    def check(self):
-        assert not self.problems, "\n".join(self.problems)
-
-
-def open_explore(page, url: str, query: str = QUERY):
-    page.set_viewport_size({"width": 1440, "height": 1000})
-    page.goto(url + "/" + query)
-    page.wait_for_selector(READY, timeout=60_000)
-    page.wait_for_selector(".st-key-run_explore button:not([disabled])", timeout=60_000)
-
-
-def run_and_wait_maps(page, timeout=90_000):
-    page.click(".st-key-run_explore button")
-    page.wait_for_selector("text=How good is it?", timeout=timeout)
-    page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 2", timeout=timeout)
-    page.wait_for_selector(READY, timeout=timeout)
-    page.wait_for_timeout(800)  # let deck.gl draw its first frames
-
-
-def save(page, tmp_path, name: str) -> Path:
-    out = tmp_path / f"{name}.png"
-    page.screenshot(path=str(out), full_page=True)
-    SCREENS.mkdir(parents=True, exist_ok=True)
-    shutil.copy(out, SCREENS / out.name)
-    return out
-
-
-def heat_pixels(page, index: int) -> int:
-    """Pixels of a map chart that carry heatmap colours (not white/grey background)."""
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    png = page.locator('[data-testid="stDeckGlJsonChart"]').nth(index).screenshot()
-    a = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
-    sat = a.max(axis=2) - a.min(axis=2)
-    return int((sat > 40).sum())
 
 
 def test_explore_run_draws_both_maps(page, app_url, tmp_path):

@@ -17,6 +17,8 @@ import streamlit as st
 from engine.jobs import RunConfig
 from engine.mechanisms import registry
 
+from .text import plain
+
 
 def dataset_ident(cfg: RunConfig) -> str:
     return json.dumps([cfg.dataset, cfg.dataset_options], sort_keys=True, default=str)
@@ -85,7 +87,7 @@ def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> N
     frac = min(total / limit, 1.0) if limit > 0 else 1.0
     c.progress(
         frac,
-        text=f"ε spent on {dataset_label} this session: **{total:g}** of your limit {limit:g} "
+        text=f"ε spent on {plain(dataset_label)} this session: **{total:g}** of your limit {limit:g} "
         f"({len(entries)} distinct release{'s' if len(entries) != 1 else ''})",
     )
     if total > limit:

@@ -6,22 +6,24 @@ choices carry from page to page and into the URL.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
+from engine.data.registry import Source
 from engine.errors import EngineError
 from engine.jobs import RunConfig
 from engine.mechanisms import registry
 
-from . import state, widgets
+from . import state, uploads, widgets
 from .jobs import board
+from .text import plain
 
 UPLOAD = "__upload__"
-# server-side file paths are for the command line: a browser user must not read the server's disk
-HIDDEN_SOURCE_PARAMS = ("path",)
+# server-side file paths and download addresses are for the command line (operators): a browser user
+# must neither read the server's disk nor make the server fetch an address of their choosing
+HIDDEN_SOURCE_PARAMS = ("path", "url")
 DEFAULT_DATASET = "synthetic:polycentric"
 KIND_TAG = {"synthetic": "", "builtin": "", "online": " [online]", "file": ""}
 FAMILY_ORDER = {"none": 0, "central": 1, "distributed": 2, "local": 3, "federated": 4}
@@ -101,11 +103,13 @@ def _sources() -> dict:
 
 
 def _visible_sources(srcs: dict) -> list[str]:
-    """Catalogue sources, plus only this session's own uploaded files."""
-    own = st.session_state.setdefault("_uploads", {})
-    order = {"synthetic": 0, "builtin": 1, "online": 2, "file": 3}
-    keys = [k for k, s in srcs.items() if s.kind != "file" or k in own]
-    return sorted(keys, key=lambda k: (order.get(srcs[k].kind, 9), srcs[k].label))
+    """Catalogue sources, plus only this session's own uploads (the registry's "file" source reads
+    server paths: command line only)."""
+    order = {"synthetic": 0, "builtin": 1, "online": 2}
+    keys = sorted(
+        (k for k, s in srcs.items() if s.kind != "file"), key=lambda k: (order.get(srcs[k].kind, 9), srcs[k].label)
+    )
+    return keys + [u.key for u in uploads.mine()]
 
 
 def _source_label(srcs: dict, key: str) -> str:
@@ -113,64 +117,70 @@ def _source_label(srcs: dict, key: str) -> str:
         return "Upload a file…"
     s = srcs.get(key)
     if s is None:
-        return key
+        up = uploads.get(key)
+        return key if up is None else up.label
     extra = " — download needed" if s.kind == "online" and not s.offline else ""
     return f"{s.label}{KIND_TAG.get(s.kind, '')}{extra}"
 
 
+def _upload_source(up) -> Source:
+    """A session's upload as a Source for the page (never added to the shared registry)."""
+    ds = up.dataset
+    return Source(
+        key=up.key,
+        label=up.label,
+        kind="file",
+        description=f"Uploaded by you: {up.filename}",
+        loader=lambda: ds,
+        citation="the user's own file",
+        license="the user's own data",
+    )
+
+
 def _on_upload() -> None:
-    """Parse an uploaded file with the engine and register it as this session's source."""
+    """Parse an uploaded file with the engine and keep it as this session's own dataset."""
     f = st.session_state.get("upload_file")
     st.session_state.pop("_upload_error", None)
+    st.session_state.pop("_upload_note", None)
     if f is None:
         return
+    name = f.name if len(f.name) <= 80 else f.name[:77] + "…"
     try:
         from engine.data.files import load_file
 
-        data = f.getvalue()
-        ds = load_file(data, f.name)
+        ds = load_file(f.getvalue(), f.name)
     except EngineError as exc:
-        st.session_state["_upload_error"] = f"{f.name}: {exc}"
+        msg = str(exc)
+        st.session_state["_upload_error"] = msg if msg.startswith(name) else f"{name}: {msg}"
         return
     except ImportError:
         st.session_state["_upload_error"] = "file loading is not available in this installation"
         return
     except Exception as exc:  # never a traceback for a user's file
-        st.session_state["_upload_error"] = f"{f.name} could not be read ({type(exc).__name__})"
+        st.session_state["_upload_error"] = f"{name} could not be read ({type(exc).__name__})"
         return
-    key = register_upload(ds, f.name, data)
-    state.put("cfg.ds", key)
-
-
-def register_upload(ds, filename: str, data: bytes) -> str:
-    """Make a parsed upload a registry source visible only to this session (keyed by its content)."""
-    from engine.data.registry import Source, add
-
-    key = "file:" + hashlib.sha256(data).hexdigest()[:16]
-    label = f"{filename} (your file)"
-    add(
-        Source(
-            key=key,
-            label=label,
-            kind="file",
-            description=f"Uploaded by you: {filename}",
-            loader=lambda: ds,
-            citation=getattr(ds.meta, "citation", ""),
-            license=getattr(ds.meta, "license", ""),
+    key, dropped = uploads.store().add(uploads.owner(), name, ds)
+    try:
+        uploads.forget_raw(f)
+    except Exception:  # freeing memory early is an optimisation, never an error for the user
+        pass
+    if dropped:
+        st.session_state["_upload_note"] = (
+            f"To stay within this server's limits for one session, your oldest upload{'s' if len(dropped) > 1 else ''} "
+            f"({', '.join(dropped)}) {'were' if len(dropped) > 1 else 'was'} released."
         )
-    )
-    st.session_state.setdefault("_uploads", {})[key] = label
-    return key
+    state.put("cfg.ds", key)
 
 
 def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
     c = container or st.sidebar
     srcs = _sources()
     keys = _visible_sources(srcs) + [UPLOAD]
+    labels = {k: _source_label(srcs, k) for k in keys}  # computed now: format_func may run outside this session
 
     def _check(v):
         if v not in keys:
-            raise ValueError("unknown dataset (uploaded files cannot be shared by link)")
+            raise ValueError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
         return v
 
     state.seed("cfg.ds", DEFAULT_DATASET if DEFAULT_DATASET in keys else keys[0], "ds", _check)
@@ -180,7 +190,7 @@ def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
         "Dataset",
         keys,
         **state.bind("cfg.ds"),
-        format_func=lambda k: _source_label(srcs, k),
+        format_func=labels.get,
         help="Synthetic cities and bundled datasets work offline; online datasets are downloaded once.",
     )
     errors: list[str] = []
@@ -192,9 +202,12 @@ def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
             type=["csv", "tsv", "txt", "json", "geojson", "parquet", "geoparquet", "zip", "gpkg"],
         )
         if st.session_state.get("_upload_error"):
-            c.error(st.session_state["_upload_error"])
+            c.error(plain(st.session_state["_upload_error"], 600))  # it quotes the user's file name
         return key, {}, None, errors
-    src = srcs[key]
+    if st.session_state.get("_upload_note"):
+        c.info(plain(st.session_state.pop("_upload_note"), 600))
+    up = uploads.get(key)
+    src = _upload_source(up) if up is not None else srcs[key]
     shown = tuple(p for p in src.params if p.name not in HIDDEN_SOURCE_PARAMS)
     opts, errs = widgets.schema_widgets(shown, f"cfg.d.{key}", "d", container=c)
     errors += errs
@@ -255,7 +268,8 @@ def _start_download(src, opts: dict) -> dict:
             from engine.data.online import prefetch
         except ImportError:
             prefetch = None
-        if prefetch is not None and prefetch(src.key, progress=cb, url=opts.get("url") or None) is not None:
+        # only the catalogue's own address: a download address is never a browser user's parameter
+        if prefetch is not None and prefetch(src.key, progress=cb) is not None:
             return True
         src.load(**opts)
         return True
@@ -394,7 +408,7 @@ def sidebar(
     ds, opts, src, errors = dataset_controls(sb)
     mechs: list[str] = []
     params: dict[str, dict] = {}
-    url: dict = {"ds": ds if not ds.startswith("file:") and ds != UPLOAD else None}
+    url: dict = {"ds": ds if not ds.startswith(uploads.PREFIX) and ds != UPLOAD else None}
     if src is not None:
         url.update({f"d.{p.name}": opts.get(p.name) for p in src.params if opts.get(p.name) != p.default})
     if mechanisms != "none":

@@ -8,13 +8,14 @@ import pandas as pd
 import streamlit as st
 
 from . import views
+from .text import plain
 
 SAMPLE = 50_000  # points used for attribute histograms
 
 
 def source_card(src) -> None:
-    st.markdown(f"### {src.label}")
-    st.write(src.description)
+    st.markdown(f"### {plain(src.label)}")
+    st.markdown(plain(src.description, 2000))
     rows = {"Source key": src.key, "Kind": src.kind, "Citation": src.citation or "—", "Licence": src.license or "—"}
     st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
 
@@ -25,9 +26,9 @@ def overview(cfg, ctl) -> None:
     views.data_badge(meta, len(ds), ds.n_users)
     left, right = st.columns([3, 2], gap="medium")
     with right:
-        st.markdown(f"### {meta.name}")
+        st.markdown(f"### {plain(meta.name)}")
         if meta.description:
-            st.write(meta.description)
+            st.markdown(plain(meta.description, 2000))
         bbox = ", ".join(f"{v:.5f}" for v in meta.bbox)
         rows = {
             "Source": meta.source,

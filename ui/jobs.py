@@ -12,9 +12,10 @@ they finish. Engine work never calls ``st.*``.
 
 from __future__ import annotations
 
+import os
+import secrets
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
@@ -28,15 +29,61 @@ POLL_S = 0.3  # fragment refresh while something runs
 SYNC_WAIT_S = 0.8  # a fast run is shown without a progress flash
 
 
-def _nbytes(res) -> int:
-    n = 0
-    for a in (getattr(res, "truth", None), getattr(res.release, "density", None)):
-        if isinstance(a, np.ndarray):
-            n += a.nbytes
-    for v in (getattr(res.release, "extras", None) or {}).values():
-        if isinstance(v, np.ndarray):
-            n += v.nbytes
-    return n + 4096
+def deep_nbytes(obj, _seen: set | None = None, _depth: int = 0) -> int:
+    """Bytes held by the arrays reachable from ``obj``: a result's truth, its release's density, partition,
+    extras and diagnostics, and arrays captured by its callables (range answerers, server views). Counting
+    only ``truth`` and ``density`` had let a board of "1.5 GB" hold 6.6 GB."""
+    seen = set() if _seen is None else _seen
+    if obj is None or _depth > 12 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool)):
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        base = obj.base if isinstance(obj.base, np.ndarray) else None
+        return 0 if base is not None and id(base) in seen else obj.nbytes
+    d = _depth + 1
+    if isinstance(obj, dict):
+        return sum(deep_nbytes(v, seen, d) for v in obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return sum(deep_nbytes(v, seen, d) for v in obj)
+    if callable(obj) and hasattr(obj, "__code__"):  # a closure: its captured cells
+        cells = obj.__closure__ or ()
+        return sum(deep_nbytes(c.cell_contents, seen, d) for c in cells if _cell_ok(c))
+    if hasattr(obj, "__self__") and callable(obj):  # a bound method: its object
+        return deep_nbytes(obj.__self__, seen, d)
+    if type(obj).__module__.split(".")[0] in ("engine", "ui") or hasattr(obj, "__dataclass_fields__"):
+        return deep_nbytes(getattr(obj, "__dict__", {}), seen, d)
+    return 0
+
+
+def _cell_ok(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+        return True
+    except ValueError:
+        return False
+
+
+def result_nbytes(res) -> int:
+    return deep_nbytes(res) + 4096
+
+
+@dataclass
+class Light:
+    """A run's summary without its maps (what a sweep reads: metrics, timings, sizes); a few kB."""
+
+    config: RunConfig
+    metrics: dict
+    timings: dict
+    n_users: int
+    n_points: int
+    dataset_meta: object
+    cached: bool = False
+    release: None = None
+    truth: None = None
+
+
+def _light(res) -> Light:
+    return Light(res.config, dict(res.metrics), dict(res.timings), res.n_users, res.n_points, res.dataset_meta)
 
 
 @dataclass
@@ -53,19 +100,36 @@ class Status:
 class _Inflight:
     job: object
     holders: set = field(default_factory=set)
+    light: bool = False  # every holder wants only the summary
+
+
+def private_dataset(config: RunConfig) -> bool:
+    """Runs on a user's upload belong to the session that uploaded it."""
+    return config.dataset.startswith("upload:")
 
 
 class Board:
-    """Jobs and results shared by every session of this server process."""
+    """Jobs and results shared by every session of this server process.
 
-    def __init__(self, workers: int = 4, max_bytes: float = 1.5e9):
+    Results of public datasets are shared (identical configurations are one job); results of an upload
+    belong to its owner session only (:meth:`status` answers "missing" to anyone else) and are dropped
+    with the owner (:meth:`drop_owner`). Full results live in one LRU of at most ``max_bytes`` (counted
+    with :func:`deep_nbytes`); sweep summaries (:class:`Light`) in a second LRU of ``max_light`` entries.
+    """
+
+    def __init__(self, workers: int = 4, max_bytes: float | None = None, max_light: int = 20_000):
         self.jm = JobManager(workers=workers)
-        self.max_bytes = max_bytes
+        mb = os.environ.get("HEATMAP_BOARD_MB")
+        self.max_bytes = float(max_bytes if max_bytes is not None else (float(mb) * 2**20 if mb else 1.5e9))
+        self.max_light = max_light
         self._lock = threading.Lock()
         self._results: OrderedDict[str, object] = OrderedDict()
+        self._sizes: dict[str, int] = {}
         self._bytes = 0
+        self._light: OrderedDict[str, Light] = OrderedDict()
         self._inflight: dict[str, _Inflight] = {}
         self._failed: dict[str, tuple[str, str]] = {}
+        self._owner: dict[str, str] = {}  # key of a private run -> owner session
         self._warm = None
 
     def warm_up(self) -> None:
@@ -76,19 +140,30 @@ class Board:
                 self._warm = self.jm._pool.submit(_warmup)
 
     # ------------------------------------------------------------ submission
-    def submit(self, config: RunConfig, holder: str) -> str:
+    def submit(self, config: RunConfig, holder: str, dataset=None, light: bool = False) -> str:
+        """Start ``config`` (or join the same job); ``dataset`` is required for an upload's run,
+        ``light``: only the summary is kept."""
         key = config.key()
+        private = private_dataset(config)
+        if private and dataset is None:
+            raise ValueError("a run on an uploaded file needs its dataset")
         with self._lock:
-            if key in self._results:
-                self._results.move_to_end(key)
+            if private and self._owner.get(key, holder) != holder:
+                raise PermissionError("not this session's run")
+            if key in self._results or (light and key in self._light):
+                (self._results if key in self._results else self._light).move_to_end(key)
                 return key
             inf = self._inflight.get(key)
             if inf is not None and not inf.job.done:
                 inf.holders.add(holder)
+                inf.light = inf.light and light
                 return key
             self._failed.pop(key, None)
-            job = self.jm.submit(config)
-            self._inflight[key] = _Inflight(job, {holder})
+            # a user's own data never reaches the disk cache (the result holds its true map)
+            job = self.jm.submit(config, use_cache=not private, dataset=dataset)
+            self._inflight[key] = _Inflight(job, {holder}, light)
+            if private:
+                self._owner[key] = holder
         return key
 
     def cancel(self, key: str, holder: str) -> None:
@@ -108,10 +183,20 @@ class Board:
             wait_futures(futs, timeout=timeout)
 
     # ---------------------------------------------------------------- status
-    def status(self, key: str) -> Status:
+    def _allowed(self, key: str, holder: str | None) -> bool:
+        owner = self._owner.get(key)
+        return owner is None or owner == holder
+
+    def status(self, key: str, holder: str | None = None, light: bool = False) -> Status:
+        """The run's state for ``holder`` (another session's private run is "missing");
+        ``light``: a summary is enough."""
         with self._lock:
+            if not self._allowed(key, holder):
+                return Status("missing")
             if key in self._results:
                 return Status("ok", self._results[key], progress=1.0)
+            if light and key in self._light:
+                return Status("ok", self._light[key], progress=1.0)
             if key in self._failed:
                 state, msg = self._failed[key]
                 return Status(state, message=msg, progress=1.0)
@@ -123,36 +208,75 @@ class Board:
         if state == "running":
             return Status("running", progress=float(job.progress), note=job.message, elapsed=job.elapsed)
         with self._lock:
-            self._inflight.pop(key, None)
-            if state == "ok":
-                self._store(key, value)
-            else:
-                self._failed[key] = (state, str(value))
-                if len(self._failed) > 500:
-                    self._failed.pop(next(iter(self._failed)))
+            if self._inflight.get(key) is inf:
+                self._inflight.pop(key, None)
+                if state == "ok":
+                    self._store(key, value, inf.light)
+                else:
+                    self._failed[key] = (state, str(value))
+                    if len(self._failed) > 500:
+                        self._failed.pop(next(iter(self._failed)))
+        _forget(self.jm, job.id)  # the board holds the result now, within its limits
         if state == "ok":
-            return Status("ok", value, progress=1.0, elapsed=job.elapsed)
+            return Status("ok", _light(value) if inf.light else value, progress=1.0, elapsed=job.elapsed)
         return Status(state, message=str(value), progress=1.0, elapsed=job.elapsed)
 
-    def result(self, key: str):
-        st_ = self.status(key)
+    def result(self, key: str, holder: str | None = None):
+        st_ = self.status(key, holder)
         return st_.result if st_.state == "ok" else None
 
-    def cached(self, key: str) -> bool:
+    def cached(self, key: str, holder: str | None = None) -> bool:
         with self._lock:
-            return key in self._results
+            return key in self._results and self._allowed(key, holder)
 
-    def _store(self, key: str, res) -> None:
+    def _store(self, key: str, res, light: bool) -> None:
+        if light:
+            self._light[key] = _light(res)
+            while len(self._light) > self.max_light:
+                self._light.popitem(last=False)
+            return
+        size = result_nbytes(res)
         self._results[key] = res
-        self._bytes += _nbytes(res)
+        self._sizes[key] = size
+        self._bytes += size
         while self._bytes > self.max_bytes and len(self._results) > 1:
-            _, old = self._results.popitem(last=False)
-            self._bytes -= _nbytes(old)
+            old, _ = self._results.popitem(last=False)
+            self._bytes -= self._sizes.pop(old, 0)
+
+    def held_bytes(self) -> int:
+        """Bytes of arrays in the full results the board holds (its memory bound)."""
+        with self._lock:
+            return self._bytes
+
+    def drop_owner(self, owner: str) -> None:
+        """Forget every run of ``owner``'s uploads (its session ended): results, failures, running jobs."""
+        with self._lock:
+            keys = [k for k, o in self._owner.items() if o == owner]
+            for k in keys:
+                self._owner.pop(k, None)
+                if k in self._results:
+                    self._results.pop(k)
+                    self._bytes -= self._sizes.pop(k, 0)
+                self._light.pop(k, None)
+                self._failed.pop(k, None)
+                inf = self._inflight.pop(k, None)
+                if inf is not None:
+                    inf.job.cancel()
+                    _forget(self.jm, inf.job.id)
 
     # ------------------------------------------------------------- other work
     def submit_task(self, fn, *args) -> object:
         """Run a non-run task (e.g. a download) on the same pool; returns its Future."""
         return self.jm._pool.submit(fn, *args)
+
+
+def _forget(jm: JobManager, jid: str) -> None:
+    forget = getattr(jm, "forget", None)  # TEMP until engine.jobs.JobManager.forget lands
+    if forget is not None:
+        forget(jid)
+    else:
+        with jm._lock:
+            jm._jobs.pop(jid, None)
 
 
 def _warmup() -> None:
@@ -172,8 +296,9 @@ def board() -> Board:
 
 # ------------------------------------------------------------------ sessions
 def session_id() -> str:
+    """A random secret per browser session: it owns the session's uploads and their runs."""
     if "_sid" not in st.session_state:
-        st.session_state["_sid"] = uuid.uuid4().hex[:12]
+        st.session_state["_sid"] = secrets.token_hex(16)
     return st.session_state["_sid"]
 
 
@@ -222,33 +347,93 @@ class Group:
         return dict(zip(self.keys, self.statuses))
 
 
-def submit_group(name: str, configs: list[RunConfig], label: str = "", wait: bool = True) -> Group:
-    """Start (or reuse) the runs of ``configs`` under the session's group ``name``."""
+def _dataset_for(config: RunConfig):
+    """The upload a private run reads (this session's only), or None for registry datasets."""
+    if not private_dataset(config):
+        return None
+    from . import uploads
+
+    up = uploads.get(config.dataset)
+    return None if up is None else up.dataset
+
+
+GONE = "your uploaded file is no longer held by the server (the session was idle, or newer uploads replaced it): upload it again"
+
+
+def _submit(b: Board, config: RunConfig, sid: str, light: bool) -> str | None:
+    ds = _dataset_for(config)
+    if private_dataset(config) and ds is None:
+        return None
+    return b.submit(config, sid, dataset=ds, light=light)
+
+
+def submit_group(name: str, configs: list[RunConfig], label: str = "", wait: bool = True, light: bool = False) -> Group:
+    """Start (or reuse) the runs of ``configs`` under the session's group ``name``
+    (``light``: keep only each run's summary, as a sweep needs)."""
     b = board()
     sid = session_id()
     old = _groups().get(name)
-    keys = [b.submit(c, sid) for c in configs]
+    keys = []
+    for c in configs:
+        _submit(b, c, sid, light)
+        keys.append(c.key())
     if old is not None:
         for k in set(old["keys"]) - set(keys):
             b.cancel(k, sid)
-    _groups()[name] = {"keys": keys, "configs": [c.to_dict() for c in configs], "started": time.time(), "label": label}
+    _groups()[name] = {
+        "keys": keys,
+        "configs": [c.to_dict() for c in configs],
+        "started": time.time(),
+        "label": label,
+        "light": light,
+        "resubmitted": [],
+    }
     if wait:
         b.wait(keys, SYNC_WAIT_S)
     return get_group(name)
+
+
+def _statuses(g: dict) -> list[Status]:
+    """The group's statuses. A result dropped from the board's memory is computed again only when that
+    gives the identical release (a seeded evaluation run) and only once per group: re-running a secure
+    run would be a new release the ledger never counted, and re-running without end is how a large sweep
+    once cycled between eviction and re-submission."""
+    b = board()
+    sid = session_id()
+    light = bool(g.get("light"))
+    statuses = [b.status(k, sid, light) for k in g["keys"]]
+    for i, s in enumerate(statuses):
+        if s.state != "missing":
+            continue
+        cfg = RunConfig.from_dict(g["configs"][i])
+        key = g["keys"][i]
+        if cfg.secure:
+            statuses[i] = Status(
+                "error",
+                message="a secure release was dropped from the server's memory; it is not re-drawn silently "
+                "(that would be a new release): press Run for a new one, counted in the ledger",
+                progress=1.0,
+            )
+        elif key in g.setdefault("resubmitted", []):
+            statuses[i] = Status(
+                "error",
+                message="results were dropped from the server's memory to stay within its limit: "
+                "run fewer or smaller configurations at once",
+                progress=1.0,
+            )
+        elif _submit(b, cfg, sid, light) is None:
+            statuses[i] = Status("error", message=GONE, progress=1.0)
+        else:
+            g["resubmitted"].append(key)
+            statuses[i] = b.status(key, sid, light)
+    return statuses
 
 
 def get_group(name: str) -> Group | None:
     g = _groups().get(name)
     if g is None:
         return None
-    b = board()
-    statuses = [b.status(k) for k in g["keys"]]
-    # a result evicted from memory (or a job lost) is re-submitted: runs are deterministic
-    missing = [i for i, s in enumerate(statuses) if s.state == "missing"]
-    if missing:
-        for i in missing:
-            b.submit(RunConfig.from_dict(g["configs"][i]), session_id())
-            statuses[i] = b.status(g["keys"][i])
+    statuses = _statuses(g)
     configs = [RunConfig.from_dict(c) for c in g["configs"]]
     # what the page last saw, so progress_panel can tell when it drew a state that has since changed
     st.session_state.setdefault("_seen_states", {})[name] = [s.state for s in statuses]
@@ -321,7 +506,7 @@ def last_ok(name: str, whole: bool = False) -> Group | None:
     if g is None:
         return None
     b = board()
-    statuses = [b.status(k) for k in g["keys"]]
+    statuses = [b.status(k, session_id(), bool(g.get("light"))) for k in g["keys"]]
     if not any(s.state == "ok" for s in (statuses if whole else statuses[:1])):
         return None
     configs = [RunConfig.from_dict(c) for c in g["configs"]]

@@ -17,14 +17,17 @@ def launch(
     button: str = "Run",
     help: str = "Run in the background; the page stays usable.",
     container=None,
+    light: bool = False,
 ) -> jobs.Group | None:
     """Render the Run button and handle a click; return the session's group ``name``.
 
     * A click on a configuration whose releases would push the dataset's session
       total past the limit asks for confirmation first.
-    * A URL opened with ``run=1`` runs once on its own, so a shared link shows its view.
+    * A URL opened with ``run=1`` runs once on its own, so a shared link shows its view; never when one
+      of its parameters was invalid (the run would release the defaults instead).
     * Going back to configurations this session already released shows them again at once
       (they are cached and cost nothing more).
+    * ``light``: the page reads only each run's summary (a sweep), so the server keeps no maps for it.
     """
     c = container or st
     pending_key = f"_pending_{name}"
@@ -39,12 +42,16 @@ def launch(
     auto = f"_autorun_{name}"
     if state.url_value("run") == "1" and not st.session_state.get(auto) and ctl.ready and configs:
         st.session_state[auto] = True
-        clicked = True
+        if state.url_warnings():
+            # a link with invalid parameters would run the defaults in their place: it must not spend ε
+            c.warning("This link has invalid parameters (see above), so it was not run: check them and press Run.")
+        else:
+            clicked = True
     if clicked:
         st.session_state.pop(pending_key, None)
         over = budget.over_limit(configs, ctl.budget_limit)
         if over is None:
-            _go(name, configs, label)
+            _go(name, configs, label, light)
         else:
             st.session_state[pending_key] = [cfg.to_dict() for cfg in configs]
     pending = st.session_state.get(pending_key)
@@ -53,7 +60,7 @@ def launch(
         over = budget.over_limit(pcfgs, ctl.budget_limit)
         if over is None:  # the limit was raised meanwhile
             st.session_state.pop(pending_key, None)
-            _go(name, pcfgs, label)
+            _go(name, pcfgs, label, light)
         else:
             after, add = over
             st.warning(
@@ -65,21 +72,22 @@ def launch(
             b1, b2, _ = st.columns([1, 1, 4])
             if b1.button("Run anyway", key=f"confirm_{name}", type="primary"):
                 st.session_state.pop(pending_key, None)
-                _go(name, pcfgs, label)
+                _go(name, pcfgs, label, light)
             if b2.button("Don't run", key=f"drop_{name}"):
                 st.session_state.pop(pending_key, None)
                 st.rerun()
     g = jobs.get_group(name)
     if configs and (g is None or g.keys != [cfg.key() for cfg in configs]):
         # configurations this session already released and the server still holds: show them at once
-        if all(budget.released(cfg) and jobs.board().cached(cfg.key()) for cfg in configs):
-            g = jobs.submit_group(name, configs, label=label, wait=False)
+        sid = jobs.session_id()
+        if all(budget.released(cfg) and jobs.board().cached(cfg.key(), sid) for cfg in configs):
+            g = jobs.submit_group(name, configs, label=label, wait=False, light=light)
     return g
 
 
-def _go(name: str, configs: list[RunConfig], label: str) -> None:
+def _go(name: str, configs: list[RunConfig], label: str, light: bool = False) -> None:
     budget.record(configs, name)
-    jobs.submit_group(name, configs, label=label)
+    jobs.submit_group(name, configs, label=label, light=light)
 
 
 def is_current(g: jobs.Group | None, configs: list[RunConfig]) -> bool:

@@ -88,6 +88,11 @@ def warn(text: str) -> None:
         ws.append(text)
 
 
+def url_warnings() -> list[str]:
+    """What was wrong with the opening URL (its invalid parameters were replaced by defaults)."""
+    return list(st.session_state.get(_WARN, []))
+
+
 def warnings_box() -> None:
     """Reserve the place (under the page title) where URL warnings appear; filled by :func:`sync_url`."""
     _local.box = st.container()

@@ -9,11 +9,13 @@ import json
 import numpy as np
 import streamlit as st
 
+from engine.errors import DataError
 from engine.jobs import RunConfig, load_dataset, prepare
 from engine.mechanisms import registry
 
-from . import explain, export, maps, state
+from . import explain, export, maps, state, uploads
 from .colors import ColourScale
+from .text import plain
 
 AREAS = {
     "whole region": (0.0, 0.0),
@@ -45,10 +47,10 @@ def data_badge(meta, n_points: int | None = None, n_users: int | None = None, co
         )
     if getattr(meta, "synthetic", False):
         c.markdown(
-            f":orange-badge[:material/science: SYNTHETIC DATA] {html.escape(meta.name)}{size} — generated, no real person.",
+            f":orange-badge[:material/science: SYNTHETIC DATA] {plain(meta.name)}{size} — generated, no real person.",
         )
     else:
-        c.markdown(f":blue-badge[:material/location_on: Real data] {html.escape(getattr(meta, 'name', ''))}{size}")
+        c.markdown(f":blue-badge[:material/location_on: Real data] {plain(getattr(meta, 'name', ''))}{size}")
 
 
 # ------------------------------------------------------------------- data
@@ -58,12 +60,22 @@ def _dataset(key: str, options_json: str):
 
 
 def dataset(cfg: RunConfig):
+    """The configuration's dataset: a registry dataset (cached for every session) or this session's
+    own upload (never in a shared cache; another session's upload key is an unknown dataset)."""
+    if cfg.dataset.startswith(uploads.PREFIX):
+        up = uploads.get(cfg.dataset)
+        if up is None:
+            raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
+        return up.dataset
     return _dataset(cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True, default=str))
 
 
 @st.cache_resource(max_entries=12, show_spinner="Preparing the data…")
 def _prepared(cfg_json: str):
-    cfg = RunConfig.from_dict(json.loads(cfg_json))
+    return _prepare(RunConfig.from_dict(json.loads(cfg_json)))
+
+
+def _prepare(cfg: RunConfig):
     ds, domain, _, _ = prepare(cfg, dataset(cfg))
     return ds, domain, ds.true_histogram(domain)
 
@@ -72,7 +84,16 @@ def prepared(cfg: RunConfig):
     """(sampled dataset, domain, true counts) exactly as the run of ``cfg`` sees them."""
     d = cfg.to_dict()
     d["mechanism"], d["params"] = "identity", {}  # the sample does not depend on the mechanism
-    return _prepared(json.dumps(d, sort_keys=True, default=str))
+    cj = json.dumps(d, sort_keys=True, default=str)
+    if not cfg.dataset.startswith(uploads.PREFIX):
+        return _prepared(cj)
+    up = uploads.get(cfg.dataset)
+    if up is None:
+        raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
+    if cj not in up.memo:  # kept with the upload (one entry), so it goes when the upload goes
+        up.memo.clear()
+        up.memo[cj] = _prepare(RunConfig.from_dict(json.loads(cj)))
+    return up.memo[cj]
 
 
 def frame(cfg: RunConfig, domain) -> maps.Frame:
@@ -388,7 +409,7 @@ def outcome_messages(group, container=None) -> None:
     """Errors and cancellations of a group, as messages (never tracebacks)."""
     c = container or st
     for msg in group.errors:
-        c.error(f"The run failed: {msg}", icon=":material/error:")
+        c.error(f"The run failed: {plain(msg, 600)}", icon=":material/error:")
     if group.cancelled:
         c.info("The run was cancelled.", icon=":material/stop_circle:")
 

@@ -147,14 +147,18 @@ def resolution_widget(key: str = "cfg.res", url_name: str = "res", container=Non
     return int(math.log2(side))
 
 
-def _nonneg_int(raw) -> int:
-    v = float(raw)
-    if not v.is_integer() or v < 0:
-        raise ValueError("expected a non-negative integer")
-    return int(v)
+def _nonneg_int(raw, max_value: int = 2**31 - 1) -> int:
+    """A URL's integer: digits only (no 1e30, no 2.5), within the widget's range (never clamped silently)."""
+    text = str(raw).strip()
+    if not text.isdigit():
+        raise ValueError("expected a non-negative whole number")
+    v = int(text)
+    if v > max_value:
+        raise ValueError(f"at most {max_value:,}")
+    return v
 
 
 def int_widget(label, key, url_name, default, container=None, help=None, step=1, max_value=2**31 - 1) -> int:
     c = container or st
-    state.seed(key, default, url_name, coerce=_nonneg_int)
+    state.seed(key, default, url_name, coerce=lambda raw: _nonneg_int(raw, max_value))
     return int(c.number_input(label, min_value=0, max_value=max_value, step=step, **state.bind(key), help=help))
