@@ -25,7 +25,8 @@ FAMILIES = ("none", "central", "distributed", "local", "federated")
 @dataclass
 class RunContext:
     """What a running mechanism may use besides the data: its random stream, the
-    noise source (seeded numpy, or OpenDP in secure mode), progress and cancel."""
+    noise source (seeded numpy, or OpenDP in secure mode, which checks ``cancel_cb``
+    between batches of draws), progress and cancel."""
 
     rng: np.random.Generator
     secure: bool = False
@@ -47,7 +48,7 @@ class RunContext:
 
         ns = self.__dict__.get("_noise")
         if ns is None:
-            ns = NoiseSource(self.rng, secure=self.secure)
+            ns = NoiseSource(self.rng, secure=self.secure, cancel_cb=self.cancel_cb)
             self.__dict__["_noise"] = ns
         return ns
 
