@@ -3,7 +3,8 @@
 ``run(config)`` is the one entry point used by the CLI, the benchmarks and the
 dashboard: load the dataset, sample users, build the public domain, run the
 mechanism, compute the metrics. It is deterministic given the configuration
-(seed included); results are cached on disk under the configuration's hash.
+(seed included); results are cached on disk under the configuration's hash, in a
+data-only format (:func:`_encode`): nothing read from the cache can run code.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import threading
 import time
 import uuid
+import weakref
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ import numpy as np
 from . import __version__
 from .errors import Cancelled, EngineError, ParamError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
 ROOT = Path(__file__).resolve().parents[1]
 MIN_EPS, MAX_EPS = 1e-4, 100.0
 
@@ -44,12 +46,44 @@ def source_fingerprint(root: Path = ROOT) -> str:
     return h.hexdigest()[:16]
 
 
+STALE_TMP_S = 600.0  # a temporary file untouched this long was left by a writer that died
+_SWEPT: set[Path] = set()
+
+
 def cache_dir() -> Path:
-    """Run/download cache folder (``HEATMAP_CACHE_DIR`` or ``data/cache``)."""
+    """Run/download cache folder (``HEATMAP_CACHE_DIR`` or ``data/cache``). The first use of a
+    folder in a process removes what interrupted writers left there (:func:`clean_cache_dir`)."""
     root = os.environ.get("HEATMAP_CACHE_DIR")
     path = Path(root) if root else Path(__file__).resolve().parent.parent / "data" / "cache"
     path.mkdir(parents=True, exist_ok=True)
+    if path not in _SWEPT:
+        _SWEPT.add(path)
+        clean_cache_dir(path)
     return path
+
+
+def clean_cache_dir(path: Path, max_age: float = STALE_TMP_S) -> list[Path]:
+    """Remove stale temporaries (older than ``max_age`` seconds, so a concurrent writer is left
+    alone): the runs' ``*.tmp`` and the downloads' ``.*.part*`` files (see
+    ``engine.data.online``), and the runs' ``*.pkl`` entries of the old pickled format, which
+    are never read. Returns what was removed."""
+    cutoff = time.time() - max_age
+    removed = []
+    candidates = [*(path / "runs").glob("*.tmp"), *(path / "downloads").glob(".*.part*")]
+    candidates += [*(path / "downloads" / "derived").glob(".*.part*"), *(path / "runs").glob("*.pkl")]
+    for p in candidates:
+        try:
+            if p.is_file() and (p.suffix == ".pkl" or p.lstat().st_mtime < cutoff):
+                p.unlink()
+                removed.append(p)
+        except OSError:
+            pass  # another process removed it first, or it is not ours to remove
+    return removed
+
+
+def run_cache_path(config: RunConfig) -> Path:
+    """Where the disk cache keeps ``config``'s result."""
+    return cache_dir() / "runs" / f"{config.key()}.npz"
 
 
 @dataclass(frozen=True)
@@ -208,20 +242,16 @@ def run(
 
     mech_cls = get(config.mechanism)
     params = mech_cls.schema().resolve(config.params)
-    cache_file = cache_dir() / "runs" / f"{config.key()}.pkl"
     # a user's own file never reaches the disk cache: the result holds its true map, and a
     # file read by path may change under the same configuration
     use_cache = use_cache and dataset is None and not _users_own_file(config.dataset)
-    if use_cache and cache_file.exists():
-        try:
-            with cache_file.open("rb") as f:
-                res = pickle.load(f)
-            res.cached = True
+    cache_file = run_cache_path(config) if use_cache else None
+    if cache_file is not None:
+        res = _load(cache_file, config)
+        if res is not None:
             if progress:
                 progress(1.0, "loaded from cache")
             return res
-        except Exception:
-            cache_file.unlink(missing_ok=True)  # a corrupt entry is recomputed
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -244,6 +274,7 @@ def run(
     )
     t1 = time.perf_counter()
     ctx.check_cancelled()
+    mech_progress(0.0, f"running {mech_cls.label or mech_cls.key}")
     release = mech_cls().run(ds, domain, float(config.epsilon), params, ctx)
     timings["mechanism_s"] = time.perf_counter() - t1
     ctx.check_cancelled()
@@ -277,36 +308,254 @@ def run(
         n_points=len(ds),
         dataset_meta=ds.meta,
     )
-    if use_cache:
+    if cache_file is not None:
         _store(cache_file, res)
     if progress:
         progress(1.0, "done")
     return res
 
 
+# ------------------------------------------------------------------- disk cache
+# One entry is one uncompressed .npz (read with allow_pickle=False) holding a JSON document
+# ("doc", UTF-8 bytes), the arrays it names ("a0", "a1", ...) and a SHA-256 of all of them
+# ("digest"). The document encodes values generically: JSON scalars as themselves,
+# {"__a": name} an array, {"__s": name} a numpy scalar (0-d array), {"__t": [...]} a tuple,
+# {"__d": [[key, value], ...]} a dict (any JSON-able keys, order kept). Anything else (a
+# callable, an object) makes the result uncacheable: it is simply not stored.
+_ARRAY_KINDS = "biufcUS"  # dtypes numpy reads without pickle
+_RESULT_FIELDS = {"config", "release", "truth", "metrics", "timings", "n_users", "n_points", "dataset_meta", "cached"}
+_RELEASE_FIELDS = {
+    "density",
+    "domain",
+    "ledger",
+    "communication",
+    "server_view",
+    "partition",
+    "range_answerer",
+    "diagnostics",
+    "extras",
+    "quantity",
+}
+
+
+class _NotData(Exception):
+    """The result holds something the data-only cache cannot store."""
+
+
+class _Corrupt(Exception):
+    """A cache entry failed verification."""
+
+
+class _Encoder:
+    def __init__(self):
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def _array(self, tag: str, a: np.ndarray) -> dict:
+        if a.dtype.kind not in _ARRAY_KINDS or a.dtype.fields is not None:
+            raise _NotData(f"array of dtype {a.dtype}")
+        name = f"a{len(self.arrays)}"
+        self.arrays[name] = a
+        return {tag: name}
+
+    def __call__(self, x):
+        if x is None or type(x) in (bool, int, float, str):
+            return x
+        if isinstance(x, np.ndarray):
+            return self._array("__a", x)
+        if isinstance(x, np.generic):
+            return self._array("__s", np.asarray(x))
+        if type(x) is list:
+            return [self(v) for v in x]
+        if type(x) is tuple:
+            return {"__t": [self(v) for v in x]}
+        if type(x) is dict:
+            return {"__d": [[self(k), self(v)] for k, v in x.items()]}
+        raise _NotData(type(x).__name__)
+
+
+def _decoder(arrays: dict[str, np.ndarray]):
+    def dec(x):
+        if x is None or type(x) in (bool, int, float, str):
+            return x
+        if type(x) is list:
+            return [dec(v) for v in x]
+        if type(x) is dict and len(x) == 1:
+            ((tag, v),) = x.items()
+            if tag in ("__a", "__s") and type(v) is str and v in arrays:
+                return arrays[v] if tag == "__a" else arrays[v][()]
+            if tag == "__t" and type(v) is list:
+                return tuple(dec(e) for e in v)
+            if tag == "__d" and type(v) is list and all(type(kv) is list and len(kv) == 2 for kv in v):
+                return {dec(k): dec(e) for k, e in v}
+        raise _Corrupt("unknown value in the document")
+
+    return dec
+
+
+def _digest(doc: bytes, arrays: dict[str, np.ndarray]) -> bytes:
+    h = hashlib.sha256(doc)
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest().encode()
+
+
+def _encode(res: RunResult) -> tuple[bytes, dict[str, np.ndarray]]:
+    """The result as (JSON document, arrays); raises :class:`_NotData` when it cannot be."""
+    from .data.dataset import DatasetMeta
+
+    rel = res.release
+    # a field added to RunResult or Release without teaching this encoder would be lost
+    if {f.name for f in fields(res)} != _RESULT_FIELDS or {f.name for f in fields(rel)} != _RELEASE_FIELDS:
+        raise _NotData("unknown fields")
+    # the pages call these after a run (Attack: candidates/surface; Ranges: range_answerer)
+    view = rel.server_view
+    if rel.range_answerer is not None or view.candidates is not None or view.surface is not None:
+        raise _NotData("callables in the release")
+    if type(res.dataset_meta) is not DatasetMeta:
+        raise _NotData("dataset meta")
+    enc = _Encoder()
+    dom = rel.domain
+    doc = {
+        "schema": CACHE_VERSION,
+        "key": res.config.key(),
+        "truth": enc(res.truth),
+        "metrics": enc(res.metrics),
+        "timings": enc(res.timings),
+        "n_users": int(res.n_users),
+        "n_points": int(res.n_points),
+        "dataset_meta": enc({f.name: getattr(res.dataset_meta, f.name) for f in fields(DatasetMeta)}),
+        "release": {
+            "density": enc(rel.density),
+            "domain": enc([dom.x0, dom.y0, dom.side, dom.depth]),
+            "ledger": enc(
+                {"entries": [asdict(e) for e in rel.ledger.entries], "side_information": rel.ledger.side_information}
+            ),
+            "communication": enc(asdict(rel.communication)),
+            "server_view": enc({"kind": view.kind, "description": view.description}),
+            "partition": enc(rel.partition),
+            "diagnostics": enc(rel.diagnostics),
+            "extras": enc(rel.extras),
+            "quantity": enc(rel.quantity),
+        },
+    }
+    return json.dumps(doc).encode(), enc.arrays
+
+
+def _expect(ok: bool, what: str) -> None:
+    if not ok:
+        raise _Corrupt(what)
+
+
+def _number(x) -> bool:
+    return type(x) in (int, float)
+
+
+def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunResult:
+    """Rebuild the result, checking every key, type and shape a page relies on."""
+    from .accounting import Ledger, LedgerEntry
+    from .data.dataset import DatasetMeta
+    from .grid import Domain
+    from .mechanisms.base import Communication, Release, ServerView
+
+    dec = _decoder(arrays)
+    _expect(type(doc) is dict and doc.get("schema") == CACHE_VERSION and doc.get("key") == config.key(), "schema")
+    r = doc.get("release")
+    _expect(type(r) is dict and set(r) == _RELEASE_FIELDS - {"range_answerer"}, "release keys")
+    n = 1 << config.depth
+    density, truth = dec(r["density"]), dec(doc["truth"])
+    for a in (density, truth):
+        _expect(isinstance(a, np.ndarray) and a.shape == (n, n) and a.dtype.kind in "iuf", "map shape")
+    x0, y0, side, depth = dec(r["domain"])
+    _expect(all(_number(v) for v in (x0, y0, side)) and depth == config.depth, "domain")
+    ledger = dec(r["ledger"])
+    _expect(set(ledger) == {"entries", "side_information"}, "ledger")
+    _expect(all(type(s) is str for s in ledger["side_information"]), "ledger")
+    entries = [LedgerEntry(**e) for e in ledger["entries"]]
+    _expect(all(_number(e.epsilon) and _number(e.delta) for e in entries), "ledger entries")
+    comm = Communication(**dec(r["communication"]))
+    _expect(_number(comm.elements_per_client) and type(comm.rounds) is int, "communication")
+    view = ServerView(**dec(r["server_view"]))
+    _expect(view.kind in ("clear", "aggregate", "per_user") and type(view.description) is str, "server view")
+    partition = dec(r["partition"])
+    _expect(partition is None or (isinstance(partition, np.ndarray) and partition.ndim == 2), "partition")
+    _expect(partition is None or partition.shape[1] == 4, "partition")
+    diagnostics, extras, quantity = dec(r["diagnostics"]), dec(r["extras"]), dec(r["quantity"])
+    _expect(type(diagnostics) is dict and type(extras) is dict and quantity in ("counts", "attribute_mean"), "extras")
+    metrics, timings = dec(doc["metrics"]), dec(doc["timings"])
+    for d in (metrics, timings):
+        _expect(type(d) is dict and all(type(k) is str and _number(v) for k, v in d.items()), "metrics")
+    n_users, n_points = dec(doc["n_users"]), dec(doc["n_points"])
+    _expect(type(n_users) is int and type(n_points) is int and 0 <= n_users <= n_points, "counts")
+    meta = DatasetMeta(**dec(doc["dataset_meta"]))
+    release = Release(
+        density=density,
+        domain=Domain(x0, y0, side, depth),
+        ledger=Ledger(entries=entries, side_information=list(ledger["side_information"])),
+        communication=comm,
+        server_view=view,
+        partition=partition,
+        diagnostics=diagnostics,
+        extras=extras,
+        quantity=quantity,
+    )
+    return RunResult(config, release, truth, metrics, timings, n_users, n_points, meta, cached=True)
+
+
 def _store(path: Path, res: RunResult) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
+    """Write ``res`` to the cache if it is data only (written aside, then renamed into place)."""
     try:
-        # callables in the release (model answerers, server-view closures) may not pickle
+        doc, arrays = _encode(res)
+    except _NotData:
+        return  # e.g. a model answering range queries: kept in memory by the caller only
+    members = dict(arrays)
+    members["doc"] = np.frombuffer(doc, dtype=np.uint8)
+    members["digest"] = np.frombuffer(_digest(doc, arrays), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{uuid.uuid4().hex}.tmp")
+    try:
         with tmp.open("wb") as f:
-            pickle.dump(res, f, protocol=pickle.HIGHEST_PROTOCOL)
+            np.savez(f, **members)
         tmp.replace(path)
-    except Exception:
-        tmp.unlink(missing_ok=True)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk only costs the cache entry
+
+
+def _load(path: Path, config: RunConfig) -> RunResult | None:
+    """The cached result of ``config``, or None. An entry that fails any check (not an
+    uncompressed npz of plain arrays, digest, schema, keys, types, shapes) is deleted."""
+    if not path.is_file():
+        return None
+    try:
+        with zipfile.ZipFile(path) as zf:  # stored members only: nothing expands beyond the file
+            _expect(all(i.compress_type == zipfile.ZIP_STORED for i in zf.infolist()), "compressed member")
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        doc, digest = arrays.pop("doc", None), arrays.pop("digest", None)
+        _expect(doc is not None and digest is not None and doc.dtype == np.uint8, "members")
+        _expect(digest.tobytes() == _digest(doc.tobytes(), arrays), "digest")
+        return _decode(json.loads(doc.tobytes()), arrays, config)
+    except Exception:  # anything unexpected in a cache file means: recompute
+        path.unlink(missing_ok=True)
+        return None
 
 
 # ------------------------------------------------------------------- job manager
+MAX_UNCOLLECTED = 50  # finished jobs whose outcome nobody read, kept for a late get()
+
+
 @dataclass
 class Job:
     id: str
     config: RunConfig
-    future: Future
+    future: Future  # set by JobManager.submit right after the job is made
     cancel_event: threading.Event
     started: float
     progress: float = 0.0
     message: str = "queued"
     finished: float | None = None
+    on_collected: Callable[[Job], None] | None = field(default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -317,13 +566,24 @@ class Job:
         return (self.finished or time.time()) - self.started
 
     def cancel(self) -> None:
+        """Stop the job: a queued job never starts; a running one stops at its next check
+        (the engine checks at least every second or so, noise draws included)."""
         self.cancel_event.set()
-        self.future.cancel()
+        if self.future.cancel() and self.finished is None:
+            self.finished, self.message = time.time(), "cancelled"
 
     def outcome(self) -> tuple[str, Any]:
-        """("ok", RunResult) | ("cancelled", msg) | ("error", user message) | ("running", None)."""
+        """("ok", RunResult) | ("cancelled", msg) | ("error", user message) | ("running", None).
+        Reading a finished job's outcome hands its result to the caller: the manager then
+        stops holding it (see :class:`JobManager`)."""
         if not self.future.done():
             return "running", None
+        out = self._outcome()
+        if self.on_collected is not None:
+            self.on_collected(self)
+        return out
+
+    def _outcome(self) -> tuple[str, Any]:
         if self.future.cancelled():
             return "cancelled", "the run was cancelled"
         exc = self.future.exception()
@@ -345,49 +605,66 @@ class JobManager:
     """Runs configurations in a thread pool; shared by all browser sessions.
 
     Jobs never touch the UI; the dashboard polls ``job.progress``. A failure is
-    confined to its job.
+    confined to its job. The manager holds a job (and so its result) only until its
+    outcome is read, then only weakly: a finished result lives as long as its owner keeps
+    the :class:`Job` (``get`` finds it until then), so the owner's own bounds (e.g. the
+    dashboard's board) are the only ones that keep results. ``forget`` drops a job at once
+    (cancelling it if it still runs); at most ``MAX_UNCOLLECTED`` finished jobs whose outcome
+    nobody read are kept.
     """
 
     def __init__(self, workers: int = 2):
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heatmap-job")
-        self._jobs: dict[str, Job] = {}
+        self._jobs: dict[str, Job] = {}  # running, or finished and not yet collected
+        self._collected: weakref.WeakValueDictionary[str, Job] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     def submit(self, config: RunConfig, use_cache: bool = True, dataset=None) -> Job:
         """Run ``config`` in the pool (``dataset``: a dataset object instead of the registry's, e.g. an upload)."""
         ev = threading.Event()
-        jid = uuid.uuid4().hex[:12]
-        holder: dict[str, Job] = {}
+        # the job exists before its work starts, so no early progress message is lost (a
+        # running job used to show "queued" until the mechanism's first report)
+        job = Job(uuid.uuid4().hex[:12], config, None, ev, time.time(), on_collected=self._collected_cb)
 
         def prog(f, msg=""):
-            j = holder.get("job")
-            if j is not None:
-                j.progress, j.message = f, msg
+            job.progress, job.message = f, msg
 
         def work():
             try:
-                return run(config, progress=prog, cancelled=ev.is_set, use_cache=use_cache, dataset=dataset)
+                res = run(config, progress=prog, cancelled=ev.is_set, use_cache=use_cache, dataset=dataset)
+                if ev.is_set():  # cancelled after the last check: the user asked for no result
+                    raise Cancelled("the run was cancelled")
+                return res
             finally:
-                j = holder.get("job")
-                if j is not None:
-                    j.finished = time.time()
+                job.finished = time.time()
 
-        fut = self._pool.submit(work)
-        job = Job(jid, config, fut, ev, time.time())
-        holder["job"] = job
+        job.future = self._pool.submit(work)
         with self._lock:
-            self._jobs[jid] = job
-            # forget old finished jobs
-            if len(self._jobs) > 200:
-                for k in [k for k, j in self._jobs.items() if j.done][:100]:
-                    self._jobs.pop(k, None)
+            self._jobs[job.id] = job
+            finished = [k for k, j in self._jobs.items() if j.done]
+            for k in finished[: max(0, len(finished) - MAX_UNCOLLECTED)]:
+                self._jobs.pop(k)
         return job
+
+    def _collected_cb(self, job: Job) -> None:
+        with self._lock:
+            if self._jobs.pop(job.id, None) is not None:
+                self._collected[job.id] = job
 
     def get(self, jid: str) -> Job | None:
         with self._lock:
-            return self._jobs.get(jid)
+            return self._jobs.get(jid) or self._collected.get(jid)
+
+    def forget(self, jid: str) -> None:
+        """Drop the manager's hold on a job (cancelled first if it has not finished)."""
+        with self._lock:
+            job = self._jobs.pop(jid, None) or self._collected.pop(jid, None)
+        if job is not None and not job.done:
+            job.cancel()
 
     def shutdown(self) -> None:
-        for j in list(self._jobs.values()):
+        with self._lock:
+            jobs = list(self._jobs.values())
+        for j in jobs:
             j.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)

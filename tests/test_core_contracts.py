@@ -70,7 +70,7 @@ def test_run_deterministic_by_seed_and_cached():
 
 
 def test_users_own_file_is_never_cached_on_disk(tmp_path):
-    from engine.jobs import cache_dir
+    from engine.jobs import run_cache_path
 
     rng = np.random.default_rng(0)
     path = tmp_path / "mine.csv"
@@ -82,7 +82,7 @@ def test_users_own_file_is_never_cached_on_disk(tmp_path):
     write(400)
     cfg = RunConfig(dataset="file", dataset_options={"path": str(path)}, depth=5, epsilon=1.0, seed=0)
     first = run(cfg)
-    assert not (cache_dir() / "runs" / f"{cfg.key()}.pkl").exists()  # the true map stays off the disk
+    assert not run_cache_path(cfg).exists()  # the true map stays off the disk
     write(900)  # the same configuration on an edited file reads the new file
     again = run(cfg)
     assert not again.cached and (first.n_points, again.n_points) == (400, 900)

@@ -476,7 +476,9 @@ def test_end_to_end_job_and_cache():
     r1 = run(cfg)
     assert r1.metrics["privacy_ratio"] > 0.5 and math.isfinite(r1.metrics["spearman"])
     r2 = run(cfg)
-    assert r2.cached and np.array_equal(r2.release.density, r1.release.density)
+    # the attack page needs the view's callables, which the data-only disk cache cannot hold:
+    # the result is not cached but recomputed identically (same seed)
+    assert not r2.cached and np.array_equal(r2.release.density, r1.release.density)
     assert r2.release.server_view.candidates(np.array([0]))[0][0].shape[1] == 2
 
 
