@@ -1252,11 +1252,15 @@ class AdaptiveGridPolya(Mechanism):
     and the second query, a one-hot vector over all sub-cells, uses the rest.
     Both queries use Pólya shares and SecAgg shards (sensitivity 1). Optional
     constrained inference between the levels (Qardaji et al. Section IV-B) with
-    the two levels' actual noise variances. Cells are spread to the output grid
-    by overlap area. Communication: m1^2 + sum m2^2 elements. Threat model and
-    guarantee as ``adaptive_hh``; departures: the first-level size is fixed (or
-    Qardaji's rule with the public number of users); m2 is capped so sub-cells
-    are no finer than output pixels; N' <= 0 gives m2 = 1."""
+    the two levels' actual noise variances. Communication: m1^2 + sum m2^2 elements.
+    Threat model and guarantee as ``adaptive_hh``; departures: the first-level size is
+    fixed (or Qardaji's rule with the public number of users); m1 and every m2 are
+    snapped to the power of two nearest in ratio that divides the output resolution
+    (``central.snap_to_divisor``; the paper's m1 = 10 becomes 8, Qardaji's rule keeps its
+    floor of 10), so every cell is a block of whole output pixels and its count lands
+    exactly on them (spreading cells that straddle pixels by area smeared single-pixel
+    hot spots into their neighbours, as for the central ``ag``); m2 is capped so
+    sub-cells are no finer than output pixels; N' <= 0 gives m2 = 1."""
 
     key = "ag_polya"
     label = "Adaptive grid (Qardaji et al.) with Pólya noise (Table 1)"
@@ -1271,7 +1275,8 @@ class AdaptiveGridPolya(Mechanism):
             "m1",
             "int",
             10,
-            "first-level grid side (the paper: 10); 0 = Qardaji's max(10, sqrt(U eps / c)/4)",
+            "first-level grid side (the paper: 10), snapped to the nearest power of two dividing the resolution; "
+            "0 = Qardaji's max(10, sqrt(U eps / c)/4)",
             min=0,
             max=1024,
         ),
@@ -1282,7 +1287,7 @@ class AdaptiveGridPolya(Mechanism):
     ) + _secagg_params()
 
     def run(self, data, domain, epsilon, params, ctx):
-        from .central import ag_level1_size, ag_level2_sizes, ag_subcell_rects, spread_rects
+        from .central import ag_level1_size, ag_level2_sizes, ag_subcell_rects, snap_to_divisor, spread_rects
 
         eps = _check_eps(epsilon)
         alpha = float(params["alpha"])
@@ -1295,8 +1300,10 @@ class AdaptiveGridPolya(Mechanism):
         _check_secagg(params, U)
         xy = self._client_points(c, domain)
         n = domain.n
-        m1 = int(params["m1"]) or ag_level1_size(U, eps, float(params["c"]), n)
-        m1 = min(m1, n)
+        if int(params["m1"]):
+            m1 = snap_to_divisor(int(params["m1"]), n)
+        else:
+            m1 = snap_to_divisor(ag_level1_size(U, eps, float(params["c"]), n), n, floor=10)
         kw = _secagg_kwargs(params)
         s1 = m1 / domain.side
         fx = (xy[:, 0] - domain.x0) * s1
@@ -1306,7 +1313,7 @@ class AdaptiveGridPolya(Mechanism):
         cell = iy1 * m1 + ix1
         ss1 = secure_sum(ctx, np.arange(U), cell, None, U, m1 * m1, eps1, 1, **kw)
         noisy1 = ss1.total.astype(np.float64)
-        m2 = ag_level2_sizes(noisy1, eps2, float(params["c2"]), max(1, n // m1))
+        m2 = ag_level2_sizes(noisy1, eps2, float(params["c2"]), n // m1, snap=True)
         sizes = m2 * m2
         total_cells = int(sizes.sum())
         offsets = np.zeros(m1 * m1, dtype=np.int64)
