@@ -46,7 +46,7 @@ if show is not None:
         ds, domain, _ = views.prepared(rcfg)
         fr = views.frame(rcfg, domain)
         inv, n_users = ds.user_index()
-        state.seed("atk.user", 0, "user", lambda v: max(0, min(int(v), n_users - 1)))
+        state.seed("atk.user", 0, "user", state.int_in(0, n_users - 1))
         if state.get("atk.user") > n_users - 1:
             state.put("atk.user", 0)
         u1, u2 = st.columns([3, 1], vertical_alignment="bottom")

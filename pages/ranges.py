@@ -16,6 +16,9 @@ views.header(
 ctl = controls.sidebar("multi", max_mechs=7)
 for e in ctl.errors:
     st.error(plain(e, 600))
+# seeded before Run, so an invalid link is caught before it could run (the sliders come after the results)
+state.seed("rq.count", 500, "wq", state.int_in(10, 5000))
+state.seed("rq.size", (2, 10), "wsize", ranges.parse_size)
 configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
 g = run.launch("ranges", configs, ctl, label="Releases")
 jobs.progress_panel(["ranges"], "Running")
@@ -78,9 +81,7 @@ if show is not None:
 
     st.subheader("Error over a random workload")
     w1, w2 = st.columns(2)
-    state.seed("rq.count", 500, "wq", lambda v: max(10, min(int(v), 5000)))
     count = w1.slider("Number of random squares", 10, 5000, **state.bind("rq.count"), step=10)
-    state.seed("rq.size", (2, 10), "wsize", ranges.parse_size)
     size = w2.slider("Square side (% of the region's side)", 1, 100, **state.bind("rq.size"))
     url.update({"wq": count, "wsize": list(size)})
     results = {names[c.mechanism]: r for c, r in ok}

@@ -26,12 +26,18 @@ eps_list = c1.multiselect(
     **state.bind("sweep.eps"),
     format_func=lambda v: f"{v:g}",
 )
-state.seed("sweep.trials", 3, "trials", lambda v: max(1, min(int(v), 50)))
+state.seed("sweep.trials", 3, "trials", state.int_in(1, 50))
 trials = int(c2.number_input("Trials", 1, 50, **state.bind("sweep.trials"), help="Seeds 0, 1, …"))
-state.seed("sweep.users", [], "users_list", lambda v: [int(x) for x in state.parse_list(v)])
+USERS = [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000]
+state.seed(
+    "sweep.users",
+    [],
+    "users_list",
+    lambda v: [state.one_of({str(u): u for u in USERS})(x) for x in state.parse_list(v)],
+)
 users_list = c3.multiselect(
     "Also vary users sampled (optional)",
-    [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000],
+    USERS,
     **state.bind("sweep.users"),
     format_func=lambda v: f"{v:,}",
 )
@@ -48,6 +54,9 @@ elif configs:
 if not ctl.mechanisms:
     st.info("Choose mechanisms in the sidebar.", icon=":material/arrow_back:")
 
+# display choices seeded before Run, so an invalid link is caught before it could run
+state.seed("sweep.x", "epsilon", "x", state.one_of({x: x for x in ["epsilon", "eps_x_n", "n_users"]}))
+state.seed("sweep.logy", True, "logy", state.parse_bool)
 top = st.columns([1, 3], vertical_alignment="center")
 g = run.launch("sweep", configs, ctl, label="Sweep", container=top[0], light=True)
 if configs:
@@ -78,7 +87,6 @@ if show is not None:
         state.put("sweep.metric", metrics[0])
     metric = o1.selectbox("Error measure", metrics, **state.bind("sweep.metric"), format_func=explain.label)
     xs = ["epsilon", "eps_x_n"] + (["n_users"] if df["n_users"].nunique() > 1 else [])
-    state.seed("sweep.x", "epsilon", "x", state.one_of({x: x for x in ["epsilon", "eps_x_n", "n_users"]}))
     if state.get("sweep.x") not in xs:
         state.put("sweep.x", "epsilon")
     x = o2.radio(
@@ -89,7 +97,6 @@ if show is not None:
         format_func={"epsilon": "ε", "eps_x_n": "ε × users", "n_users": "users"}.get,
         help="ε × users: DPBench's scale-ε exchangeability (error often depends on their product).",
     )
-    state.seed("sweep.logy", True, "logy", state.parse_bool)
     log_y = o3.toggle("Log y", **state.bind("sweep.logy"))
     url.update({"metric": metric, "x": x})
     st.caption(explain.info(metric)[1])

@@ -133,6 +133,21 @@ def parse_bool(s: str) -> bool:
     raise ValueError("expected 1/0 or true/false")
 
 
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """A URL coercer for a whole number in [lo, hi]: anything else is refused with the range, never clamped."""
+
+    def f(v: str) -> int:
+        text = str(v).strip()
+        if not text.lstrip("-").isdigit():
+            raise ValueError("expected a whole number")
+        n = int(text)
+        if not lo <= n <= hi:
+            raise ValueError(f"expected a whole number from {lo:,} to {hi:,}")
+        return n
+
+    return f
+
+
 def parse_list(s: str) -> list[str]:
     return [x for x in (p.strip() for p in str(s).split(",")) if x]
 

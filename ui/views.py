@@ -358,7 +358,7 @@ def levels_control(result, container=None):
         return None
     c = container or st
     n = len(levels)
-    state.seed("explore.level", n, "level", lambda v: max(0, min(int(v), n)))
+    state.seed("explore.level", n, "level", state.int_in(0, n))
     if state.get("explore.level") > n:
         state.put("explore.level", n)
     # a snapshot may name its quadtree level (Sparse EMD starts measuring at q); else its index
