@@ -1086,3 +1086,24 @@ def test_curator_upload_counts_every_location(multi, key):
     assert rel.communication.bits_per_client == pytest.approx(128.0 * per_user)
     one = run_mech(key, replace(ds, user_id=None), dom, 0.8, seed=4)
     assert one.communication.elements_per_client == pytest.approx(2.0)
+
+
+# ------------------------------------------------------------- rankings over seeds
+def test_rank_over_seeds_marks_ties_with_the_best():
+    from engine.bench.central import rank_over_seeds
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(1.0, 0.1, 10)
+    errors = {
+        "best": base,
+        "same_plus_noise": base + rng.normal(0.0, 0.01, 10),  # paired differences centred on 0
+        "worse": base + 0.5 + rng.normal(0.0, 0.01, 10),
+    }
+    ranked = rank_over_seeds(errors)
+    by = {r["method"]: r for r in ranked}
+    assert [r["mean"] for r in ranked] == sorted(r["mean"] for r in ranked)
+    assert by["same_plus_noise"]["tied"] and by["best"]["tied"] and not by["worse"]["tied"]
+    for r in ranked:
+        assert r["low"] < r["mean"] < r["high"]
+    with pytest.raises(ValueError):
+        rank_over_seeds({"a": [1.0, 2.0], "b": [1.0]})

@@ -1372,9 +1372,9 @@ class Hierarchical(Mechanism):
       eps_d proportional to n_d^(1/3), i.e. to b^(d/3), the split Cormode et al. derived for
       the quadtree; the model then scores (b - 1) b^-H (sum_d b^(d/3))^3, minimised at
       m = 64, 256 by b = 8, 7 (34.8 at m = 256 against 73.5 for the geometric quadtree).
-      This is the default (``budget = optimal``, branching 0): it measured 0.71x the error of
-      the geometric quadtree and 0.67x that of ``hb`` on 2,000 random rectangles at
-      256 x 256 (BENCHMARKS.md, central).
+      This is the default (``budget = optimal``, branching 0): it measured 0.72x the error of
+      the geometric quadtree, 0.67x that of ``hb`` and 0.41x that of the former uniform
+      quadtree on 2,000 random rectangles at 256 x 256 (BENCHMARKS.md, central).
     * The root, the total, is not measured under either: a query smaller than the domain
       never uses it, so its budget is spent below.
 
