@@ -7,6 +7,8 @@ concurrent contexts are in ``test_browser_sessions.py``.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -207,3 +209,40 @@ def test_a_markdown_file_name_is_shown_as_text():
     body = " ".join(str(m.value) for m in at.markdown)
     assert "![x](" not in body and "\\!\\[x\\]\\(" in body  # escaped: Markdown would fetch the image
     assert name in texts(at)  # and it reads as the user named it
+
+
+def test_a_large_sweep_completes_within_the_board_limit(monkeypatch):
+    """Issue 24 item 6: a 60-run sweep whose full results would be ~25x the board's limit once cycled
+    between eviction and re-submission ("89/100 runs done · queued" for minutes) while results piled up
+    outside the limit. A sweep keeps summaries only: it completes, and the board's bytes stay in bound."""
+    from test_app import running
+
+    from ui.jobs import board
+    from ui.uploads import rss_bytes
+
+    b = board()
+    monkeypatch.setattr(b, "max_bytes", 12e6)
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update(
+        {**SMALL, "res": "512", "mechs": "identity,uniform", "eps_list": "0.1,0.3,1,3,10", "trials": "6"}
+    )
+    at.run()
+    at.switch_page("pages/tradeoffs.py").run()
+    at.run()
+    rss0 = rss_bytes()
+    at.button(key="run_sweep").click().run()
+    at.button(key="confirm_sweep").click().run()  # 60 releases: past the session's ε limit, confirmed
+    t0 = time.time()
+    while running(at):
+        assert time.time() - t0 < 240, "the sweep did not finish"
+        time.sleep(0.2)
+        at.run()
+    g = at.session_state["_groups"]["sweep"]
+    statuses = [b.status(k, at.session_state["_sid"], light=True) for k in g["keys"]]
+    assert len(statuses) == 60 and all(s.state == "ok" for s in statuses)
+    assert g["resubmitted"] == []  # nothing was evicted and re-run
+    assert b.held_bytes() <= 12e6
+    assert not b.jm._jobs  # no finished job keeps a result outside the board
+    growth = (rss_bytes() - rss0) / 2**20
+    print(f"60-run sweep at 512x512: process RSS grew {growth:.0f} MB")
+    assert growth < 300
