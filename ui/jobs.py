@@ -216,7 +216,7 @@ class Board:
                     self._failed[key] = (state, str(value))
                     if len(self._failed) > 500:
                         self._failed.pop(next(iter(self._failed)))
-        _forget(self.jm, job.id)  # the board holds the result now, within its limits
+        self.jm.forget(job.id)  # the board holds the result now, within its limits
         if state == "ok":
             return Status("ok", _light(value) if inf.light else value, progress=1.0, elapsed=job.elapsed)
         return Status(state, message=str(value), progress=1.0, elapsed=job.elapsed)
@@ -262,21 +262,12 @@ class Board:
                 inf = self._inflight.pop(k, None)
                 if inf is not None:
                     inf.job.cancel()
-                    _forget(self.jm, inf.job.id)
+                    self.jm.forget(inf.job.id)
 
     # ------------------------------------------------------------- other work
     def submit_task(self, fn, *args) -> object:
         """Run a non-run task (e.g. a download) on the same pool; returns its Future."""
         return self.jm._pool.submit(fn, *args)
-
-
-def _forget(jm: JobManager, jid: str) -> None:
-    forget = getattr(jm, "forget", None)  # TEMP until engine.jobs.JobManager.forget lands
-    if forget is not None:
-        forget(jid)
-    else:
-        with jm._lock:
-            jm._jobs.pop(jid, None)
 
 
 def _warmup() -> None:
