@@ -25,7 +25,7 @@ class DatasetMeta:
     license: str = ""
     description: str = ""
     synthetic: bool = False
-    # public region, (lon_min, lat_min, lon_max, lat_max)
+    # public region, (lon_min, lat_min, lon_max, lat_max); lon_max > 180 for a region across the antimeridian
     bbox: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
     bbox_from_data: bool = False  # True: the region was read off the data (side information)
     value_name: str = ""  # what `value` means, e.g. "age (years)"
@@ -143,7 +143,7 @@ def make_dataset(
 
     Raises :class:`DataError` with a specific message for every kind of bad input.
     """
-    from .projection import local_crs, to_local
+    from .projection import bbox_to_local, local_crs, lon_extent, to_local
 
     lon = _numeric(lon, "longitude")
     lat = _numeric(lat, "latitude")
@@ -169,12 +169,27 @@ def make_dataset(
         raise DataError(f"longitude {lon[i]} at row {i} is beyond ±180 degrees (is the file in a projected CRS?)")
     bbox = meta.bbox
     if bbox == (0.0, 0.0, 0.0, 0.0) or meta.bbox_from_data:
-        bbox = (float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max()))
+        west, east = lon_extent(lon)
+        bbox = (west, float(lat.min()), east, float(lat.max()))
         meta = replace(meta, bbox=bbox, bbox_from_data=True)
+        if east > 180:
+            note = (
+                f"The locations cross the antimeridian (180°): the region runs east from {west:.4f}° to "
+                f"{east - 360:.4f}° ({east - west:.4f}° of longitude), not round the world; its box gives the east "
+                f"edge past 180 ({east:.4f})."
+            )
+            extra = {**meta.extra, "notes": [*meta.extra.get("notes", []), note]}
+            meta = replace(meta, description=f"{meta.description} {note}".strip(), extra=extra)
     if not (bbox[2] > bbox[0] and bbox[3] > bbox[1]):
         raise DataError("the region is a single point or a line: it needs some width and height")
     crs = local_crs(bbox)
     xy = to_local(lon, lat, crs)
+    x0, y0, x1, y1 = bbox_to_local(bbox, crs)
+    if max(x1 - x0, y1 - y0) < 1.0:  # a grid over less than a metre: cells below float precision
+        raise DataError(
+            f"the locations span less than a metre ({x1 - x0:.2g} m by {y1 - y0:.2g} m): a heatmap needs a region "
+            "at least 1 m across"
+        )
 
     def opt(a, name, kind):
         if a is None:
@@ -193,8 +208,15 @@ def make_dataset(
                 raise DataError(f"{name} must be 0/1 or true/false")
             return np.nan_to_num(arr, nan=0).astype(bool)
         arr = _numeric(a, name)
-        if name == "weight" and (arr[np.isfinite(arr)] < 0).any():
-            raise DataError("weights must be non-negative")
+        if np.isinf(arr).any():
+            raise DataError(f"{name} has an infinite value at row {int(np.argmax(np.isinf(arr)))}")
+        if name == "weight":
+            if np.isnan(arr).any():
+                raise DataError(f"weight is missing at row {int(np.argmax(np.isnan(arr)))}")
+            if (arr < 0).any():
+                raise DataError("weights must be non-negative")
+            if not (arr > 0).any():
+                raise DataError("every weight is 0: the map would be empty")
         return arr
 
     return Dataset(

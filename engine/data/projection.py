@@ -9,7 +9,7 @@ from pyproj import CRS, Transformer
 
 
 def local_crs(bbox: tuple[float, float, float, float]) -> str:
-    lon0 = (bbox[0] + bbox[2]) / 2
+    lon0 = ((bbox[0] + bbox[2]) / 2 + 180) % 360 - 180  # a box across the antimeridian ends past 180
     lat0 = (bbox[1] + bbox[3]) / 2
     return f"+proj=aeqd +lat_0={lat0:.6f} +lon_0={lon0:.6f} +x_0=0 +y_0=0 +datum=WGS84 +units=m +no_defs"
 
@@ -32,6 +32,24 @@ def to_local(lon: np.ndarray, lat: np.ndarray, crs: str) -> np.ndarray:
 def to_lonlat(x: np.ndarray, y: np.ndarray, crs: str) -> np.ndarray:
     lon, lat = _inv(crs).transform(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
     return np.column_stack([lon, lat])
+
+
+def lon_extent(lon: np.ndarray) -> tuple[float, float]:
+    """The longitude interval (west, east) of the points, antimeridian-aware.
+
+    It is (min, max) unless that spans more than 180 degrees while the points fit in less
+    than 180 degrees across the antimeridian (a cluster at 179.95E..179.95W); the interval
+    then runs east from its westmost point past 180, so ``east`` exceeds 180 (179.95, 180.05).
+    The covering interval is the complement of the widest gap between neighbouring longitudes."""
+    lon = np.asarray(lon, dtype=np.float64)
+    west, east = float(lon.min()), float(lon.max())
+    if east - west <= 180:
+        return west, east
+    s = np.unique(lon)
+    i = int(np.argmax(np.diff(s)))
+    if 360 - (s[i + 1] - s[i]) < 180:
+        return float(s[i + 1]), float(s[i] + 360)
+    return west, east
 
 
 def bbox_to_local(bbox, crs: str) -> tuple[float, float, float, float]:
