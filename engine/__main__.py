@@ -1,6 +1,8 @@
 """Command line: ``python -m engine {datasets,mechanisms,run,sweep,bench}``.
 
-Errors meant for the user (bad parameters, bad files) print one line and exit 2.
+Errors meant for the user never print a traceback: a malformed argument or a bad value
+met later (unknown mechanism, dataset or suite, a bad file) prints one ``error:`` line and
+exits 2. Every list, number and ``key=value`` pair is checked before any work starts.
 """
 
 from __future__ import annotations
@@ -10,9 +12,88 @@ import csv
 import io
 import itertools
 import json
+import math
+import os
 import sys
+from dataclasses import replace
 
-from .errors import EngineError
+from .errors import EngineError, ParamError
+
+MAX_SEEDS = 1000  # seeds per sweep
+MAX_RUNS = 10_000  # runs per sweep (mechanisms x epsilons x seeds)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, like the engine's own errors (no usage block)
+        self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
+
+
+# ------------------------------------------------------------- argument types
+def _epsilon(text: str) -> float:
+    from .jobs import MAX_EPS, MIN_EPS
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"epsilon {text.strip()!r} is not a number") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"epsilon must be a finite number (got {text.strip()})")
+    if not MIN_EPS <= v <= MAX_EPS:
+        raise argparse.ArgumentTypeError(f"epsilon must be between {MIN_EPS} and {MAX_EPS} (got {text.strip()})")
+    return v
+
+
+def _epsilons(text: str) -> list[float]:
+    parts = text.split(",")
+    if any(not p.strip() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers without empty items (got {text!r})")
+    return [_epsilon(p) for p in parts]
+
+
+def _names(text: str) -> list[str]:
+    parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated names without empty items (got {text!r})")
+    return parts
+
+
+def _int_in(lo: int, hi: int | None = None):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number (got {text!r})") from None
+        if v < lo or (hi is not None and v > hi):
+            bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
+            raise argparse.ArgumentTypeError(f"must be {bound} (got {v})")
+        return v
+
+    return parse
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    k, sep, v = text.partition("=")
+    if not sep or not k.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
+    return k.strip(), v.strip()
+
+
+def _url(text: str) -> str:
+    from urllib.parse import urlparse
+
+    u = urlparse(text.strip())
+    if u.scheme not in ("http", "https") or not u.netloc:
+        raise argparse.ArgumentTypeError(f"a download address starts with http:// or https:// (got {text!r})")
+    return text.strip()
+
+
+def _options(pairs, what: str) -> dict:
+    out: dict = {}
+    for k, v in pairs or []:
+        if k in out:
+            raise ParamError(f"{what} {k!r} is given twice")
+        out[k] = v
+    return out
 
 
 def _cmd_datasets(args) -> int:
@@ -41,37 +122,40 @@ def _cmd_mechanisms(args) -> int:
     return 0
 
 
-def _config_from_args(args, mechanism=None, epsilon=None, seed=None):
+def _config_from_args(args, mechanism, epsilon, seed):
+    """The run's configuration, its dataset options and mechanism parameters checked against
+    their schemas (coerced, so the cache key is stable) before anything runs."""
+    from .data.registry import get_source
     from .jobs import RunConfig
-    from .params import parse_kv
+    from .mechanisms import get
 
+    src = get_source(args.dataset)
+    data_opts = _options(args.data_opt, "dataset option")
+    if args.url is not None:
+        if "url" not in {p.name for p in src.schema()}:
+            raise ParamError(f"dataset {args.dataset!r} is not downloaded: --url does not apply to it")
+        if "url" in data_opts:
+            raise ParamError("give the download address once, with --url or with --data-opt url=...")
+        data_opts["url"] = args.url
+    params = _options(args.param, "mechanism parameter")
+    get(mechanism).schema().resolve(params)  # unknown names and bad values fail here
     return RunConfig(
         dataset=args.dataset,
-        dataset_options=parse_kv(args.data_opt or []),
-        mechanism=mechanism or args.mechanism,
-        params=parse_kv(args.param or []),
-        epsilon=float(epsilon if epsilon is not None else args.epsilon),
+        dataset_options=src.schema().resolve(data_opts),
+        mechanism=mechanism,
+        params=params,
+        epsilon=epsilon,
         n_users=args.users,
         depth=args.depth,
-        seed=int(seed if seed is not None else args.seed),
+        seed=seed,
         secure=args.secure,
     )
-
-
-def _resolved(config):
-    """Coerce dataset option strings with the source's schema (so the cache key is stable)."""
-    from dataclasses import replace
-
-    from .data.registry import get_source
-
-    src = get_source(config.dataset)
-    return replace(config, dataset_options=src.schema().resolve(config.dataset_options))
 
 
 def _cmd_run(args) -> int:
     from .jobs import run
 
-    cfg = _resolved(_config_from_args(args))
+    cfg = _config_from_args(args, args.mechanism, args.epsilon, args.seed)
     res = run(cfg, use_cache=not args.no_cache)
     out = res.summary()
     if args.format == "json":
@@ -87,13 +171,15 @@ def _cmd_run(args) -> int:
 def _cmd_sweep(args) -> int:
     from .jobs import run
 
-    mechs = args.mechanisms.split(",")
-    epss = [float(e) for e in args.epsilons.split(",")]
-    seeds = range(args.seeds)
+    mechs, epss, seeds = args.mechanisms, args.epsilons, range(args.seeds)
+    n_runs = len(mechs) * len(epss) * len(seeds)
+    if n_runs > MAX_RUNS:
+        raise ParamError(f"the sweep has {n_runs:,} runs, over the limit of {MAX_RUNS:,}; split it")
+    # every mechanism's configuration is checked before the first run, so a typo fails at once
+    base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
     rows = []
     for m, e, s in itertools.product(mechs, epss, seeds):
-        cfg = _resolved(_config_from_args(args, mechanism=m, epsilon=e, seed=s))
-        res = run(cfg, use_cache=not args.no_cache)
+        res = run(replace(base[m], epsilon=e, seed=s), use_cache=not args.no_cache)
         row = {"mechanism": m, "epsilon": e, "seed": s, "n_users": res.n_users}
         row.update(res.metrics)
         rows.append(row)
@@ -111,16 +197,18 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .bench import render_table, run_suite, to_json
+    from .bench import available, render_table, run_suite, to_json
 
+    if args.suite not in available():
+        raise ParamError(f"unknown benchmark suite {args.suite!r}; available: {', '.join(available())}")
     figs = run_suite(args.suite, quick=args.quick, progress=lambda *a: print(*a, file=sys.stderr))
     print(to_json(figs) if args.json else render_table(figs))
     return 0
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine", description="Private location heatmap workbench engine")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = _Parser(prog="python -m engine", description="Private location heatmap workbench engine")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     d = sub.add_parser("datasets", help="list dataset sources")
     d.add_argument("--json", action="store_true")
@@ -132,25 +220,30 @@ def main(argv=None) -> int:
 
     def common(sp):
         sp.add_argument("--dataset", default="synthetic:polycentric")
-        sp.add_argument("--data-opt", action="append", metavar="KEY=VALUE", help="dataset option, e.g. n=100000")
-        sp.add_argument("--param", action="append", metavar="KEY=VALUE", help="mechanism parameter")
-        sp.add_argument("--users", type=int, default=None, help="users sampled (default: all)")
-        sp.add_argument("--depth", type=int, default=8, help="2^depth cells per side")
+        sp.add_argument(
+            "--data-opt", action="append", type=_key_value, metavar="KEY=VALUE", help="dataset option, e.g. n=100000"
+        )
+        sp.add_argument("--param", action="append", type=_key_value, metavar="KEY=VALUE", help="mechanism parameter")
+        sp.add_argument(
+            "--url", type=_url, help="download address of an online dataset (operators only; the dashboard has none)"
+        )
+        sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
+        sp.add_argument("--depth", type=_int_in(1, 10), default=8, help="2^depth cells per side (1..10)")
         sp.add_argument("--secure", action="store_true", help="OpenDP samplers")
         sp.add_argument("--format", choices=("json", "csv"), default="json")
         sp.add_argument("--no-cache", action="store_true")
 
     r = sub.add_parser("run", help="run one mechanism")
     r.add_argument("--mechanism", default="identity")
-    r.add_argument("--epsilon", type=float, default=1.0)
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--epsilon", type=_epsilon, default=1.0)
+    r.add_argument("--seed", type=_int_in(0), default=0)
     common(r)
     r.set_defaults(fn=_cmd_run)
 
     s = sub.add_parser("sweep", help="grid over mechanisms x epsilon x seeds")
-    s.add_argument("--mechanisms", default="identity")
-    s.add_argument("--epsilons", default="0.1,1")
-    s.add_argument("--seeds", type=int, default=3)
+    s.add_argument("--mechanisms", type=_names, default=["identity"], help="comma-separated mechanism keys")
+    s.add_argument("--epsilons", type=_epsilons, default=[0.1, 1.0], help="comma-separated epsilons")
+    s.add_argument("--seeds", type=_int_in(1, MAX_SEEDS), default=3, help="seeds 0..N-1")
     common(s)
     s.set_defaults(fn=_cmd_sweep)
 
@@ -160,12 +253,23 @@ def main(argv=None) -> int:
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     b.set_defaults(fn=_cmd_bench)
 
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed usage and the error (or the help)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.fn(args)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader (e.g. ``head``) stopped reading: nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
+    except Exception as exc:  # a bug, not the user's input: one line (HEATMAP_DEBUG=1 for the traceback)
+        if os.environ.get("HEATMAP_DEBUG"):
+            raise
+        print(f"error: the command failed unexpectedly ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def cli(*args, check=True):
     p = subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=300)
@@ -39,3 +41,140 @@ def test_bad_input_is_one_line_error():
     assert p.returncode == 2 and "unknown mechanism" in p.stderr
     p = cli("run", "--data-opt", "n=abc", check=False)
     assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+# ---------------------------------------------------------------- bad command lines
+# Each: the arguments, a fragment of the one-line message. Every case must exit 2 with that
+# message on one stderr line, print nothing on stdout, and never show a traceback.
+BAD = [
+    (["run", "--epsilon", "abc"], "epsilon 'abc' is not a number"),
+    (["run", "--epsilon", ""], "is not a number"),
+    (["run", "--epsilon", "nan"], "epsilon must be a finite number"),
+    (["run", "--epsilon", "inf"], "epsilon must be a finite number"),
+    (["run", "--epsilon=-inf"], "epsilon must be a finite number"),
+    (["run", "--epsilon=-3"], "epsilon must be between 0.0001 and 100"),
+    (["run", "--epsilon", "0"], "epsilon must be between"),
+    (["run", "--epsilon", "1e9"], "epsilon must be between"),
+    (["run", "--seed", "-1"], "argument --seed: must be at least 0"),
+    (["run", "--seed", "1.5"], "argument --seed: expected a whole number"),
+    (["run", "--seed", "abc"], "argument --seed: expected a whole number"),
+    (["run", "--users", "0"], "argument --users: must be at least 1"),
+    (["run", "--users", "-5"], "argument --users: must be at least 1"),
+    (["run", "--users", "many"], "argument --users: expected a whole number"),
+    (["run", "--depth", "0"], "argument --depth: must be between 1 and 10"),
+    (["run", "--depth", "11"], "argument --depth: must be between 1 and 10"),
+    (["run", "--depth", "3.5"], "argument --depth: expected a whole number"),
+    (["run", "--data-opt", "n"], "argument --data-opt: expected KEY=VALUE"),
+    (["run", "--data-opt", "=5"], "argument --data-opt: expected KEY=VALUE"),
+    (["run", "--param", "top_t"], "argument --param: expected KEY=VALUE"),
+    (["run", "--param", " =1"], "argument --param: expected KEY=VALUE"),
+    (["run", "--param", "top_t=1", "--param", "top_t=2"], "mechanism parameter 'top_t' is given twice"),
+    (["run", "--data-opt", "n=10", "--data-opt", "n=20"], "dataset option 'n' is given twice"),
+    (["run", "--param", "bogus=1"], "unknown parameter(s) bogus"),
+    (["run", "--param", "clip_negatives=maybe"], "'maybe' is not a valid bool"),
+    (["run", "--data-opt", "bogus=1"], "unknown parameter(s) bogus"),
+    (["run", "--data-opt", "n=abc"], "'abc' is not a valid int"),
+    (["run", "--mechanism", "nope"], "unknown mechanism 'nope'"),
+    (["run", "--dataset", "nope"], "unknown dataset 'nope'"),
+    (["run", "--format", "xml"], "argument --format: invalid choice: 'xml'"),
+    (["run", "--url", "ftp://127.0.0.1/x.gz"], "starts with http:// or https://"),
+    (["run", "--url", "not a url"], "starts with http:// or https://"),
+    (["run", "--url", "http://127.0.0.1:9/x.gz"], "--url does not apply"),
+    (
+        [
+            "run",
+            "--dataset",
+            "gowalla:boston",
+            "--url",
+            "http://127.0.0.1:9/a.gz",
+            "--data-opt",
+            "url=http://127.0.0.1:9/b",
+        ],
+        "give the download address once",
+    ),
+    (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["run", "extra"], "unrecognized arguments: extra"),
+    ([], "the following arguments are required: COMMAND"),
+    (["fly"], "invalid choice: 'fly'"),
+    (["sweep", "--epsilons", "a,b"], "epsilon 'a' is not a number"),
+    (["sweep", "--epsilons", ""], "without empty items"),
+    (["sweep", "--epsilons", "0.1,,1"], "without empty items"),
+    (["sweep", "--epsilons", "0.1,nan"], "epsilon must be a finite number"),
+    (["sweep", "--epsilons=0.1,-1"], "epsilon must be between"),
+    (["sweep", "--epsilons", "0.1,1e5"], "epsilon must be between"),
+    (["sweep", "--seeds", "-1"], "argument --seeds: must be between 1 and 1000"),
+    (["sweep", "--seeds", "0"], "argument --seeds: must be between 1 and 1000"),
+    (["sweep", "--seeds", "1000000000"], "argument --seeds: must be between 1 and 1000"),
+    (["sweep", "--seeds", "two"], "argument --seeds: expected a whole number"),
+    (["sweep", "--mechanisms", "identity,nope"], "unknown mechanism 'nope'"),
+    (["sweep", "--mechanisms", ""], "without empty items"),
+    (["sweep", "--mechanisms", "identity,"], "without empty items"),
+    (["sweep", "--seeds", "1000", "--epsilons", ",".join(["1"] * 11)], "over the limit of 10,000"),
+    (["sweep", "--param", "x"], "argument --param: expected KEY=VALUE"),
+    (["sweep", "--depth", "12"], "argument --depth: must be between 1 and 10"),
+    (["sweep", "--users", "0"], "argument --users: must be at least 1"),
+    (["sweep", "--dataset", "nope"], "unknown dataset 'nope'"),
+    (["sweep", "--mechanisms", "identity,ug", "--param", "nope=1"], "unknown parameter(s) nope"),
+    (["bench", "nope"], "unknown benchmark suite 'nope'"),
+    (["bench"], "the following arguments are required: suite"),
+    (["bench", "core", "--bogus"], "unrecognized arguments: --bogus"),
+    (["datasets", "--bogus"], "unrecognized arguments: --bogus"),
+]
+
+
+@pytest.mark.parametrize("argv,fragment", BAD, ids=[" ".join(a) or "(none)" for a, _ in BAD])
+def test_bad_command_line_is_one_clear_line(argv, fragment, capsys):
+    from engine.__main__ import main
+
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, (code, err)
+    assert fragment in err
+    assert err.startswith("error: ") and err.count("\n") == 1  # one line, nothing ran before it
+    assert out == "" and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["sweep", "--epsilons", "a,b"], "epsilon 'a' is not a number"),  # printed a traceback
+        (["sweep", "--seeds", "-1"], "must be between 1 and 1000"),  # printed [] and exited 0
+        (["run", "--seed", "-1"], "must be at least 0"),
+        (["run", "--mechanism", "nope", "--depth", "4"], "unknown mechanism"),
+        (["bench", "nope"], "unknown benchmark suite"),
+    ],
+)
+def test_bad_command_line_through_the_real_entry_point(argv, fragment):
+    p = cli(*argv, check=False)
+    assert p.returncode == 2 and fragment in p.stderr and p.stdout == ""
+    assert "Traceback" not in p.stderr + p.stdout and p.stderr.count("\n") == 1
+
+
+def test_url_reaches_the_download_for_operators(capsys):
+    """``--url`` (operators only) is the address the CLI downloads from: a local listener on
+    127.0.0.1 sees the request, and its 404 is one error line."""
+    import http.server
+    import threading
+
+    from engine.__main__ import main
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            self.send_error(404)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/operator-copy.txt.gz"
+        code = main(["run", "--dataset", "gowalla:boston", "--url", url, "--depth", "4", "--no-cache"])
+    finally:
+        srv.shutdown()
+    err = capsys.readouterr().err
+    assert code == 2 and seen == ["/operator-copy.txt.gz"]
+    assert err.startswith("error: ") and "404" in err and "Traceback" not in err
