@@ -567,9 +567,15 @@ class GeoIndKDE(Mechanism):
     key = "geoind_kde"
     label = "Geo-indistinguishability + federated KDE"
     family = "federated"
-    guarantee = "epsilon-geo-indistinguishability (epsilon per metre): locations d m apart are e^(eps d)-close"
+    guarantee = (
+        "epsilon-geo-indistinguishability (epsilon per km by default, per metre as in the paper: the "
+        "epsilon_unit parameter): locations d apart are e^(eps d)-close"
+    )
     threat_model = _COMMON_THREAT + " Each user perturbs its own location with planar Laplace noise first."
-    summary = "Each phone jitters its location with planar Laplace noise (mean 2/epsilon metres), then sends its bump."
+    summary = (
+        "Each phone jitters its location with planar Laplace noise (mean displacement 2/epsilon km, as epsilon is "
+        "per km by default), then sends its bump."
+    )
     paper = PAPER + " Andres, Bordenabe, Chatzikokolakis, Palamidessi. Geo-indistinguishability. CCS 2013."
     equations = "Section 4.2.3 Definition 4.1, Eqs. 17-18; Algorithm 1; attack Eq. 16"
     uses_epsilon = True
