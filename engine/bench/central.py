@@ -33,7 +33,7 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
   b = 2 uniform tree release exactly what the code before this issue released at the same
   seeds (its defaults; checked against a run of that code, BENCHMARKS.md). Each
   (dataset, size, epsilon) also gets a ranking of the defaults by mean error with 95%
-  t-intervals and the methods tied with the best (:func:`rank_over_seeds`).
+  t-intervals and the methods tied with the best (:func:`engine.metrics.rank_over_seeds`).
 
 Targets (the issue): at 10^6 points UG's and AG's errors fall as epsilon rises (0.1 -> 1);
 AG at or below UG at 10^4 points and epsilon 0.1; the hierarchical default at most 1.05x the
@@ -49,6 +49,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..metrics import rank_over_seeds
 from . import SF_CABS_PATH, Figure
 
 DEPTH = 8
@@ -225,39 +226,6 @@ def run_grid(datasets: dict, sizes, eps_list, seeds, methods, progress) -> dict:
 
 def _med(vals, i=0) -> float:
     return float(statistics.median(v[i] for v in vals))
-
-
-def rank_over_seeds(errors: dict, confidence: float = 0.95) -> list[dict]:
-    """Rank methods by their mean error over seeds, DPComp-style: each method's mean, a
-    t-interval for it at ``confidence``, and ``tied``: not significantly different from the
-    best (lowest mean) by a two-sided paired t-test over the seeds at level 1 - confidence.
-
-    ``errors`` maps a method to its errors over the SAME seeds, in the same order (paired);
-    at least 2 seeds. Returns dicts sorted by mean: method, mean, low, high, tied."""
-    from scipy import stats
-
-    names = list(errors)
-    arr = {k: np.asarray(errors[k], dtype=np.float64) for k in names}
-    k = {a.size for a in arr.values()}
-    if len(k) != 1 or k.pop() < 2:
-        raise ValueError("every method needs errors for the same seeds, at least 2")
-    best = min(names, key=lambda m: arr[m].mean())
-    out = []
-    for m in names:
-        a = arr[m]
-        half = stats.t.ppf(0.5 + confidence / 2, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)
-        d = a - arr[best]
-        tied = m == best or not (d.std(ddof=1) > 0 and stats.ttest_1samp(d, 0.0).pvalue < 1 - confidence)
-        out.append(
-            {
-                "method": m,
-                "mean": float(a.mean()),
-                "low": float(a.mean() - half),
-                "high": float(a.mean() + half),
-                "tied": bool(tied),
-            }
-        )
-    return sorted(out, key=lambda r: r["mean"])
 
 
 # ------------------------------------------------------------------- figures
