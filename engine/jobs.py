@@ -349,12 +349,15 @@ class _Corrupt(Exception):
 class _Encoder:
     def __init__(self):
         self.arrays: dict[str, np.ndarray] = {}
+        self._names: dict[int, str] = {}  # an array referenced twice (a map also in extras) is stored once
 
     def _array(self, tag: str, a: np.ndarray) -> dict:
         if a.dtype.kind not in _ARRAY_KINDS or a.dtype.fields is not None:
             raise _NotData(f"array of dtype {a.dtype}")
-        name = f"a{len(self.arrays)}"
-        self.arrays[name] = a
+        name = self._names.get(id(a))
+        if name is None:
+            name = self._names[id(a)] = f"a{len(self.arrays)}"
+            self.arrays[name] = a
         return {tag: name}
 
     def __call__(self, x):
