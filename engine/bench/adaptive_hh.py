@@ -73,7 +73,7 @@ def _sf_population():
     from ..data import make_dataset
     from ..data.dataset import DatasetMeta
 
-    arr = np.load(SF_CABS_PATH)
+    arr = np.load(SF_CABS_PATH, allow_pickle=False)
     meta = DatasetMeta(
         name="SF cab pick-ups",
         source="file:sf_cabs_pickups.npy",

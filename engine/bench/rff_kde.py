@@ -192,7 +192,7 @@ def _real(progress) -> list[Figure]:
     from ..grid import Domain
     from ..kde import knn_bandwidth, privacy_utility_curve
 
-    raw = np.load(path)  # (lat, lon)
+    raw = np.load(path, allow_pickle=False)  # (lat, lon)
     bbox = (float(raw[:, 1].min()), float(raw[:, 0].min()), float(raw[:, 1].max()), float(raw[:, 0].max()))
     crs = local_crs(bbox)
     rng = np.random.default_rng(11)
