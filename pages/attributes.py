@@ -16,7 +16,9 @@ views.header(
     "regions with too few people are suppressed. True and private means side by side.",
 )
 with_value = [k for k in controls.mechanism_keys() if "value" in registry()[k].needs]
-ctl = controls.sidebar("single", mech_key="attr.mech", default_mech=with_value[0] if with_value else None)
+ctl = controls.sidebar(
+    "single", mech_key="attr.mech", default_mech=with_value[0] if with_value else None, kind="attribute"
+)
 for e in ctl.errors:
     st.error(plain(e, 600))
 if not with_value:

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import boot, budget, controls, jobs, run, state, tables, views
+from ui import boot, budget, controls, explain, jobs, run, state, tables, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -10,14 +10,18 @@ boot.ensure_router()  # first: a deep link on a fresh server must go through app
 views.header(
     "Compare mechanisms",
     "Every selected mechanism releases a map of the same people with the same ε and seed. "
-    "Small multiples share one colour scale; ★ marks the best value of each metric.",
+    "Small multiples share one colour scale; ★ marks the best value of each metric. The ranking repeats "
+    "each release over 5 seeds.",
 )
 ctl = controls.sidebar("multi", max_mechs=7)
 for e in ctl.errors:
     st.error(plain(e, 600))
 if not ctl.mechanisms:
     st.info("Choose at least one mechanism in the sidebar.", icon=":material/arrow_back:")
-configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
+SEEDS = 5  # the ranking is over this many releases per mechanism (DPComp's protocol; cached once run)
+# first the maps' runs (the chosen seed), then the other seeds of the ranking
+mains = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
+configs = mains + [ctl.config(m, seed=ctl.seed + s) for s in range(1, SEEDS) for m in ctl.mechanisms]
 
 top = st.columns([1, 3], vertical_alignment="center")
 g = run.launch("compare", configs, ctl, label="Compare", container=top[0])
@@ -31,14 +35,22 @@ if g is not None:
 show = jobs.shown("compare", g, whole=True)
 
 if show is not None:
-    ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]
+    n_mech = len({c.mechanism for c in show.configs})
+    by_seed = list(zip(show.configs, show.statuses))
+    ok = [(c, s.result) for c, s in by_seed[:n_mech] if s.state == "ok"]
     if run.is_current(show, configs):
         url["run"] = 1
     else:
         st.info("Settings changed since this comparison: showing the previous one. Press **Run** to update.")
     first = ok[0][1]
     fr = views.frame(ok[0][0], first.release.domain)
-    scale = views.scale_for(first.truth, first.release.domain, ctl.display)
+    scale = views.scale_for(
+        first.truth,
+        first.release.domain,
+        ctl.display,
+        [r.release.density for _, r in ok],
+        people=first.n_users != first.n_points,
+    )
     views.data_badge(first.dataset_meta, first.n_points, first.n_users)
     view, vurl = views.view_controls(fr, px=215)
     url.update(vurl)
@@ -61,8 +73,22 @@ if show is not None:
     a, b = st.columns([2, 3], gap="medium")
     with a:
         st.subheader("Ranking")
-        st.dataframe(tables.ranking(results), hide_index=True, width="stretch")
-        st.caption("Mean rank over the utility metrics (EMD, L1, MSE, SIM, CC, Spearman, KL, range queries).")
+        state.seed("compare.rank", "emd_m", "rank", state.one_of({k: k for k in tables.RANK_METRICS}))
+        metric = st.selectbox("Rank on", tables.RANK_METRICS, **state.bind("compare.rank"), format_func=explain.label)
+        if metric != "emd_m":
+            url["rank"] = metric
+        per_seed: dict[str, list] = {}
+        for c, s in by_seed:
+            if s.state == "ok":
+                per_seed.setdefault(names.get(c.mechanism, c.mechanism), []).append(s.result)
+        n_seeds = min((len(v) for v in per_seed.values()), default=0)
+        per_seed = {k: v[:n_seeds] for k, v in per_seed.items()}
+        st.dataframe(tables.ranking(per_seed, metric), hide_index=True, width="stretch")
+        st.caption(
+            f"{explain.label(metric)} over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–"
+            f"{ok[0][0].seed + n_seeds - 1}): mean and 95 % interval. *Tied with the best*: not significantly "
+            "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks ties."
+        )
     with b:
         st.subheader("What the metrics mean")
         st.dataframe(views.metrics_frame(results)[["What it measures"]], width="stretch")

@@ -68,7 +68,6 @@ elif cfg is not None:
 if show is not None or cfg is not None:
     views.data_badge(meta, n_points, n_users)
     fr = views.frame(view_cfg, domain)
-    scale = views.scale_for(truth, domain, ctl.display)
     left, right = st.columns([2.3, 1], gap="medium")
     with left:
         view, vurl = views.view_controls(fr)
@@ -77,11 +76,14 @@ if show is not None or cfg is not None:
         lvl = views.levels_control(res, lvl_box) if res is not None else None
         if lvl is not None:
             url["level"] = state.get("explore.level")
+        grid, rects, cap = (None, None, None)
+        if res is not None:
+            grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
+        scale = views.scale_for(truth, domain, ctl.display, [grid], people=n_users != n_points)
         m1, m2 = st.columns(2)
         views.heat_chart(truth, scale, fr, view, "explore_true", ctl.display, title="True locations", container=m1)
         if res is not None:
-            grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
-            title = f"Private: {views.mech_label(rcfg.mechanism)} · ε = {rcfg.epsilon:g}"
+            title = views.release_title(rcfg, res)
             views.heat_chart(
                 grid, scale, fr, view, "explore_private", ctl.display, rects=rects, title=title, container=m2
             )

@@ -41,20 +41,26 @@ if show is not None:
         st.subheader("The rectangle")
         rect, rurl = ranges.rect_controls(domain)
         url.update(rurl)
-        true = ranges.exact_count(ds.xy, rect)
+        true = ranges.exact_count(ds, rect)
+        people = r0.n_users != r0.n_points
         names = views.unique_labels([c.mechanism for c, _ in ok])
         rows = []
         for c, r in ok:
-            ans = float(r.release.answer_range(rect.reshape(1, 4))[0])
+            raw = float(r.release.answer_range(rect.reshape(1, 4))[0])
+            ans = ranges.shown_answer(raw)
             rows.append(
                 {
                     "Mechanism": names[c.mechanism],
                     "Answer": round(ans, 1),
+                    "Raw estimate": round(raw, 1) if raw < 0 else None,
                     "Error": round(ans - true, 1),
                     "Relative error": abs(ans - true) / max(true, ranges.psi(r0.truth)),
                 }
             )
-        st.metric("True count (sampled locations inside)", f"{true:,}")
+        what = "people (a person's locations share one unit)" if people else "sampled locations"
+        st.metric(f"True count ({what} inside)", f"{true:,.1f}" if people else f"{true:,.0f}")
+        if any(row["Raw estimate"] is not None for row in rows):
+            st.caption("A negative estimate (noise) is shown as 0; its raw value is under *Raw estimate*.")
         st.dataframe(
             pd.DataFrame(rows),
             hide_index=True,
@@ -62,7 +68,7 @@ if show is not None:
             column_config={"Relative error": st.column_config.NumberColumn(format="%.3f")},
         )
     with left:
-        scale = views.scale_for(r0.truth, domain, ctl.display)
+        scale = views.scale_for(r0.truth, domain, ctl.display)  # the truth alone is drawn here
         view = fr.view(0.0, (0.0, 0.0), px=380)
         views.heat_chart(
             r0.truth,

@@ -42,6 +42,22 @@ def lut(cmap: str, n: int = 255) -> np.ndarray:
     return np.stack([np.interp(t, x, s[:, c]) for c in range(3)], axis=1).round().astype(np.uint8)
 
 
+# the floor keeps 99% of the true map's mass and at least 80% of each private map's positive mass drawn:
+# thin noise in a release's empty cells may fall under it, its real structure may not
+FAINT_TRUE, FAINT_PRIVATE = 0.01, 0.2
+
+
+def mass_floor(grid, faint: float) -> float:
+    """The value below which a map's positive cells hold only ``faint`` of its positive mass (0 if none)."""
+    g = np.asarray(grid, dtype=np.float64)
+    v = np.sort(g[np.isfinite(g) & (g > 0)])
+    if not v.size:
+        return 0.0
+    c = np.cumsum(v)
+    i = int(np.searchsorted(c, faint * c[-1], side="right"))
+    return float(v[min(i, v.size - 1)])
+
+
 @dataclass(frozen=True)
 class ColourScale:
     """Counts per cell -> colour index; ``lo``/``hi`` are counts per cell."""
@@ -55,14 +71,31 @@ class ColourScale:
 
     @classmethod
     def shared(
-        cls, truth: np.ndarray, cell_km2: float, *, log: bool = True, units: str = "km2", cmap: str = "viridis"
+        cls,
+        truth: np.ndarray,
+        cell_km2: float,
+        *,
+        log: bool = True,
+        units: str = "km2",
+        cmap: str = "viridis",
+        others=(),
     ) -> ColourScale:
-        """One scale for a view, read off the true histogram (the reference every panel is compared with)."""
+        """One scale for a view: the true map and every private map of the page (``others``).
+
+        The log scale's floor adapts to the maps instead of a fixed half-location per cell: it is the
+        lowest of the maps' *mass floors*, the value under which a map's faintest positive cells hold
+        only a small share of its mass (``FAINT_TRUE`` of the truth's, ``FAINT_PRIVATE`` of a release's).
+        A release that spreads its mass thinly over many cells (a good smooth one, or a truth of
+        per-user weights) then stays visible, while thin noise in a release's empty cells may not. The top is the truth's densest cell (a private map's higher peaks
+        saturate the top colour, as the legend says)."""
         t = np.asarray(truth, dtype=np.float64)
         pos = t[t > 0]
         top = float(pos.max()) if pos.size else 1.0
         if log:
-            lo = 0.5  # half a location per cell: anything below is drawn transparent
+            floors = [mass_floor(t, FAINT_TRUE)] + [mass_floor(m, FAINT_PRIVATE) for m in others]
+            floors = [f for f in floors if f > 0 and math.isfinite(f)]
+            lo = min(floors) if floors else 0.5
+            lo = min(lo, top / 2)
             hi = max(top, 2 * lo)
         else:
             lo = 0.0

@@ -278,9 +278,29 @@ def _start_download(src, opts: dict) -> dict:
 
 
 # ------------------------------------------------------------------ mechanisms
-def mechanism_keys() -> list[str]:
+def non_private(cls) -> bool:
+    """A reference that adds no privacy noise (the paper's non-private rows, plain federated KDE)."""
+    return cls.family == "none" or not cls.uses_epsilon
+
+
+def is_attribute(cls) -> bool:
+    """Estimates a regional mean of the data's ``value`` (painted per region), not where people are."""
+    return "value" in cls.needs
+
+
+def mechanism_keys(kind: str = "all") -> list[str]:
+    """Registered mechanisms for a page: ``kind`` "heatmap" (location maps), "attribute" (attribute means) or
+    "all"; private mechanisms first by family, non-private references last."""
     reg = registry()
-    return sorted(reg, key=lambda k: (FAMILY_ORDER.get(reg[k].family, 9), (reg[k].label or k).lower()))
+    keys = [
+        k
+        for k in reg
+        if kind == "all" or (kind == "attribute") == is_attribute(reg[k])
+    ]
+    return sorted(
+        keys,
+        key=lambda k: (non_private(reg[k]), FAMILY_ORDER.get(reg[k].family, 9), (reg[k].label or k).lower()),
+    )
 
 
 def default_set(n: int = 4) -> list[str]:
@@ -297,7 +317,9 @@ def default_set(n: int = 4) -> list[str]:
 
 def mechanism_label(key: str) -> str:
     cls = registry().get(key)
-    return key if cls is None else f"{cls.label or key} · {cls.family}"
+    if cls is None:
+        return key
+    return f"{cls.label or key} · " + ("non-private reference" if non_private(cls) else cls.family)
 
 
 def mechanism_params(mech: str, container=None, expanded=False, in_expander=True) -> tuple[dict, list[str]]:
@@ -309,9 +331,9 @@ def mechanism_params(mech: str, container=None, expanded=False, in_expander=True
     return widgets.schema_widgets(tuple(cls.params), f"cfg.p.{mech}", f"p.{mech}", container=box)
 
 
-def single_mechanism(container=None, key="cfg.mech", url_name="mech", default="identity") -> str:
+def single_mechanism(container=None, key="cfg.mech", url_name="mech", default="identity", kind="heatmap") -> str:
     c = container or st.sidebar
-    keys = mechanism_keys()
+    keys = mechanism_keys(kind)
 
     def _check(v):
         if v not in keys:
@@ -334,9 +356,11 @@ def single_mechanism(container=None, key="cfg.mech", url_name="mech", default="i
     return m
 
 
-def multi_mechanisms(container=None, key="cfg.mechs", url_name="mechs", default=None, max_n=None) -> list[str]:
+def multi_mechanisms(
+    container=None, key="cfg.mechs", url_name="mechs", default=None, max_n=None, kind="heatmap"
+) -> list[str]:
     c = container or st.sidebar
-    keys = mechanism_keys()
+    keys = mechanism_keys(kind)
 
     def _check(v):
         vals = state.parse_list(v)
@@ -401,8 +425,10 @@ def sidebar(
     max_mechs=None,
     mech_key: str = "cfg.mech",
     default_mech: str | None = None,
+    kind: str = "heatmap",
 ) -> Controls:
-    """Build the sidebar for a page. ``mechanisms`` is "single", "multi" or "none"."""
+    """Build the sidebar for a page. ``mechanisms`` is "single", "multi" or "none"; ``kind`` which
+    mechanisms the page offers ("heatmap" or "attribute")."""
     sb = st.sidebar
     sb.markdown("### Data")
     ds, opts, src, errors = dataset_controls(sb)
@@ -414,14 +440,14 @@ def sidebar(
     if mechanisms != "none":
         sb.markdown("### Mechanism" + ("s" if mechanisms == "multi" else ""))
         if mechanisms == "single":
-            mechs = [single_mechanism(sb, key=mech_key, default=default_mech or "identity")]
+            mechs = [single_mechanism(sb, key=mech_key, default=default_mech or "identity", kind=kind)]
             url["mech"] = mechs[0]
             vals, errs = mechanism_params(mechs[0], sb)
             params[mechs[0]] = vals
             errors += errs
             url.update(widgets.non_default(tuple(registry()[mechs[0]].params), vals, f"p.{mechs[0]}"))
         else:
-            mechs = multi_mechanisms(sb, default=default_mechs, max_n=max_mechs)
+            mechs = multi_mechanisms(sb, default=default_mechs, max_n=max_mechs, kind=kind)
             url["mechs"] = mechs
             for m in mechs:
                 vals, errs = mechanism_params(m, sb)

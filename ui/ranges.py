@@ -112,9 +112,24 @@ def rect_layer(rect: np.ndarray, fr: maps.Frame) -> pdk.Layer:
     )
 
 
-def exact_count(xy: np.ndarray, rect) -> int:
+def exact_count(ds, rect) -> float:
+    """People inside ``rect`` in the releases' unit: each person weighs 1, spread over their locations
+    (with no user ids, a location count)."""
     x0, y0, x1, y1 = rect
-    return int(np.count_nonzero((xy[:, 0] >= x0) & (xy[:, 0] < x1) & (xy[:, 1] >= y0) & (xy[:, 1] < y1)))
+    xy = ds.xy
+    inside = (xy[:, 0] >= x0) & (xy[:, 0] < x1) & (xy[:, 1] >= y0) & (xy[:, 1] < y1)
+    if ds.user_id is None and ds.weight is None:
+        return float(np.count_nonzero(inside))
+    inv, u = ds.user_index()
+    w = np.ones(len(ds)) if ds.weight is None else ds.weight.astype(np.float64)
+    tot = np.bincount(inv, weights=w, minlength=u)[inv]
+    w = np.divide(w, tot, out=np.zeros_like(w), where=tot > 0)
+    return float(w[inside].sum())
+
+
+def shown_answer(raw: float) -> float:
+    """A count cannot be negative: noise can make an estimate so; it is shown as 0 (the raw value beside it)."""
+    return max(float(raw), 0.0)
 
 
 def workload_errors(truth, results: dict[str, object], domain, count: int, side_pct, seed: int) -> pd.DataFrame:

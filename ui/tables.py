@@ -27,29 +27,29 @@ def compare_table(results: dict[str, object], keys: list[str] | None = None) -> 
     return pd.DataFrame(cols, index=names)
 
 
-def ranking(results: dict[str, object], keys=RANK_METRICS) -> pd.DataFrame:
-    """Mean rank over the utility metrics (1 = best; ties share the average rank)."""
-    names = list(results)
-    ranks = {}
-    wins = {n: [] for n in names}
-    for k in keys:
-        d = explain.better(k)
-        vals = np.array([float(results[n].metrics.get(k, np.nan)) for n in names])
-        if d is None or np.all(np.isnan(vals)):
-            continue
-        s = pd.Series(-vals if d == "higher" else vals, index=names)
-        ranks[k] = s.rank(method="average", na_option="bottom")
-        for i in explain.best_index(k, list(vals)):
-            wins[names[i]].append(explain.label(k))
-    if not ranks:
-        return pd.DataFrame(columns=["Mechanism", "Mean rank", "Best on"])
-    mean = pd.DataFrame(ranks).mean(axis=1)
-    out = pd.DataFrame(
-        {
-            "Mechanism": names,
-            "Mean rank": [round(float(mean[n]), 2) for n in names],
-            "Best on": [", ".join(wins[n]) or "–" for n in names],
-        }
-    ).sort_values("Mean rank", kind="stable")
-    out.insert(0, "Rank", range(1, len(out) + 1))
-    return out.reset_index(drop=True)
+def ranking(per_seed: dict[str, list[object]], metric: str = "emd_m", confidence: float = 0.95) -> pd.DataFrame:
+    """Rank mechanisms on one ``metric`` over seeds (DPComp's way): mean, 95 % t-interval, and the
+    mechanisms not significantly different from the best (paired t-test over the same seeds) marked
+    as tied. ``per_seed`` maps a mechanism's label to its results for the same seeds, in order."""
+    from engine.metrics import rank_over_seeds
+
+    sign = -1.0 if explain.better(metric) == "higher" else 1.0
+    errors = {n: [sign * float(r.metrics.get(metric, np.nan)) for r in rs] for n, rs in per_seed.items()}
+    errors = {n: v for n, v in errors.items() if v and np.all(np.isfinite(v))}
+    cols = ["Rank", "Mechanism", "Mean", "95 % interval", "Tied with the best"]
+    if len(errors) < 1 or min(len(v) for v in errors.values()) < 2:
+        return pd.DataFrame(columns=cols)
+    rows = rank_over_seeds(errors, confidence)
+    out = []
+    for i, r in enumerate(rows):
+        lo, hi = sorted((sign * r["low"], sign * r["high"]))
+        out.append(
+            {
+                "Rank": i + 1,
+                "Mechanism": r["method"],
+                "Mean": explain.fmt(metric, sign * r["mean"]),
+                "95 % interval": f"{explain.fmt(metric, lo)} – {explain.fmt(metric, hi)}",
+                "Tied with the best": "yes" if r["tied"] else "",
+            }
+        )
+    return pd.DataFrame(out, columns=cols)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import replace
 
 import numpy as np
 import streamlit as st
@@ -77,7 +78,8 @@ def _prepared(cfg_json: str):
 
 def _prepare(cfg: RunConfig):
     ds, domain, _, _ = prepare(cfg, dataset(cfg))
-    return ds, domain, ds.true_histogram(domain)
+    # the unit of every run's truth and release: each person weighs 1, spread over their locations
+    return ds, domain, ds.true_histogram(domain, per_user_normalised=True)
 
 
 def prepared(cfg: RunConfig):
@@ -100,8 +102,17 @@ def frame(cfg: RunConfig, domain) -> maps.Frame:
     return maps.Frame(domain, dataset(cfg).crs)
 
 
-def scale_for(truth: np.ndarray, domain, display) -> ColourScale:
-    return ColourScale.shared(truth, domain.cell**2 / 1e6, log=display.log, units=display.units, cmap=display.cmap)
+def scale_for(truth: np.ndarray, domain, display, others=(), people: bool = False) -> ColourScale:
+    """One colour scale for the truth and the private maps ``others`` drawn with it (see ColourScale.shared).
+    ``people``: the data has user ids, so maps count people (a person's locations share weight 1)."""
+    others = [np.asarray(o, dtype=np.float64) for o in others if o is not None]
+    sc = ColourScale.shared(
+        truth, domain.cell**2 / 1e6, log=display.log, units=display.units, cmap=display.cmap, others=others
+    )
+    if people:
+        unit = "people per km²" if display.units == "km2" else "% of all people (per cell)"
+        sc = replace(sc, unit=unit + " (a person's locations share one unit)")
+    return sc
 
 
 # ------------------------------------------------------------------- maps
@@ -171,6 +182,18 @@ def legend(scale: ColourScale, note: str = "", container=None, shared: bool = Tr
 def mech_label(key: str) -> str:
     cls = registry().get(key)
     return (cls.label or key) if cls else key
+
+
+def release_title(cfg: RunConfig, result, prefix: str = "Private: ") -> str:
+    """A map's title with the ε its ledger spent, in the mechanism's own unit (geo-indistinguishability:
+    per km or per metre); a mechanism that adds no privacy noise says so instead of showing the run's ε."""
+    label = mech_label(cfg.mechanism)
+    cls = registry().get(cfg.mechanism)
+    spent = float(result.release.ledger.total())
+    if cls is None or not cls.uses_epsilon or spent <= 0:
+        return f"{label} · not private (no ε spent)"
+    unit = cfg.params.get("epsilon_unit") or ""
+    return f"{prefix}{label} · ε = {spent:g}" + (f" {unit}" if unit else "")
 
 
 def short_label(key: str) -> str:
@@ -300,42 +323,35 @@ def server_block(result, container=None) -> None:
 
 
 def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str, container=None) -> None:
+    from . import report
+
     c = container or st
     dens = np.asarray(result.release.density, dtype=np.float64)
-    a, b, d, e = c.columns(4)
-    a.download_button(
-        "Private map (PNG)",
-        lambda: scale.rgba_png(dens),
-        file_name=f"{stem}.png",
-        mime="image/png",
-        on_click="ignore",
-        key=f"dl_png_{stem}",
+    link = (st.context.url or "") + url if url.startswith("?") else url  # the report opens away from the app
+    buttons = [
+        ("Private map (PNG)", lambda: export.release_png(result, scale), "png", "image/png"),
+        ("Grid (GeoTIFF)", lambda: export.release_geotiff(result, fr.crs), "tif", "image/tiff"),
+        ("Grid (GeoJSON)", lambda: export.geojson_grid(dens, fr.domain, fr.crs), "geojson", "application/geo+json"),
+        ("Grid (CSV)", lambda: export.csv_grid(dens, fr.domain, fr.crs), "csv", "text/csv"),
+        ("Metrics + config (JSON)", lambda: export.record_json(result, url), "json", "application/json"),
+        ("Report (HTML)", lambda: report.html_report(result, scale, link), "html", "text/html"),
+    ]
+    for i, (label, data, ext, mime) in enumerate(buttons):
+        if i % 3 == 0:
+            cols = c.columns(3)
+        cols[i % 3].download_button(
+            label,
+            data,
+            file_name=f"{stem}_report.html" if ext == "html" else f"{stem}.{ext}",
+            mime=mime,
+            on_click="ignore",
+            key=f"dl_{ext}_{stem}",
+        )
+    c.caption(
+        "The map exports (PNG, GeoTIFF, GeoJSON, CSV) hold only the private release. The JSON record and the "
+        "HTML report are for evaluation: they contain non-private information about the data (metrics against "
+        "the true map, exact counts; the report also shows the true map)."
     )
-    b.download_button(
-        "Grid (GeoJSON)",
-        lambda: export.geojson_grid(dens, fr.domain, fr.crs),
-        file_name=f"{stem}.geojson",
-        mime="application/geo+json",
-        on_click="ignore",
-        key=f"dl_geojson_{stem}",
-    )
-    d.download_button(
-        "Grid (CSV)",
-        lambda: export.csv_grid(dens, fr.domain, fr.crs),
-        file_name=f"{stem}.csv",
-        mime="text/csv",
-        on_click="ignore",
-        key=f"dl_csv_{stem}",
-    )
-    e.download_button(
-        "Metrics + config (JSON)",
-        lambda: export.record_json(result, url),
-        file_name=f"{stem}.json",
-        mime="application/json",
-        on_click="ignore",
-        key=f"dl_json_{stem}",
-    )
-    c.caption("Exports contain only the private release (the true map is the sensitive input).")
 
 
 def stem(cfg: RunConfig) -> str:
@@ -359,6 +375,13 @@ def levels_control(result, container=None):
     c = container or st
     n = len(levels)
     state.seed("explore.level", n, "level", state.int_in(0, n))
+    # the slider belongs to one release: another release opens at its final map, never at a level
+    # chosen for the previous one (a link's level applies to the release the link was opened with)
+    key = result.config.key()
+    owner = st.session_state.setdefault("_level_for", key)
+    if owner != key:
+        st.session_state["_level_for"] = key
+        state.put("explore.level", n)
     if state.get("explore.level") > n:
         state.put("explore.level", n)
     # a snapshot may name its quadtree level (Sparse EMD starts measuring at q); else its index
