@@ -761,9 +761,14 @@ class NoiseSource:
             # max_weight only enters OpenDP's privacy map, which we do not use here
             m = dp.m.make_randomized_response_bitvec(dp.bitvector_domain(max_weight=1), dp.discrete_distance(), f=f)
             self._meas[key] = m
-        flat = b.ravel()
-        raw = np.frombuffer(m(np.packbits(flat).tobytes()), dtype=np.uint8)
-        return np.unpackbits(raw)[: flat.size].astype(bool).reshape(b.shape)
+        packed = np.packbits(b.ravel())
+        out = np.empty_like(packed)
+        step = SECURE_BATCH * 16  # bytes: about 0.05 s of OpenDP, then the cancel check
+        for i in range(0, packed.size, step):  # each bit is flipped independently: batches are one call's law
+            if self.cancel_cb is not None and self.cancel_cb():
+                raise Cancelled("the run was cancelled")
+            out[i : i + step] = np.frombuffer(m(packed[i : i + step].tobytes()), dtype=np.uint8)
+        return np.unpackbits(out)[: b.size].astype(bool).reshape(b.shape)
 
     def randomized_response_kary(self, values, k: int, eps: float) -> np.ndarray:
         return randomized_response_kary(self.rng, values, k, eps)

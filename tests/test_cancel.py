@@ -208,3 +208,34 @@ def test_uncollected_finished_jobs_are_bounded(fake_run, monkeypatch):
         assert [j.config.seed for j in held] == [2, 3, 4, 5]
     finally:
         jm.shutdown()
+
+
+# ------------------------------------------------------------- the noise source
+@pytest.mark.parametrize("draw", ["add_laplace", "add_gaussian", "add_discrete_laplace", "randomized_response"])
+def test_secure_noise_checks_cancel_between_batches(draw, monkeypatch):
+    """Secure mode noises long vectors in batches and asks the run's cancel callback before
+    each: a cancel during a 1024^2-cell draw stops it after the current batch."""
+    import numpy as np
+
+    from engine import noise
+    from engine.errors import Cancelled
+
+    monkeypatch.setattr(noise, "SECURE_BATCH", 64)  # many batches in a short vector
+    checks = []
+    ns = NoiseSource(np.random.default_rng(0), secure=True, cancel_cb=lambda: checks.append(1) or len(checks) > 2)
+    dtype = bool if draw == "randomized_response" else np.int64 if "discrete" in draw else float
+    x = np.zeros(4**10, dtype=dtype)
+    call = getattr(ns, draw)
+    with pytest.raises(Cancelled):
+        call(x, 1.0)
+    assert len(checks) == 3  # two batches drawn, stopped before the third of many
+    ns.cancel_cb = lambda: False
+    small = x[: 64 * 16 * 8 * 2 + 5]  # several batches (RR: of bits) and a partial one
+    # secure mode is not seeded; false alarms below 1e-6 per case
+    if draw == "randomized_response":  # keep probability e/(1+e) = 0.731 on 16,389 bits; 5 sigma
+        out = call(small, 1.0)
+        assert out.shape == small.shape and abs((~out).mean() - np.e / (1 + np.e)) < 5 * 0.0035
+    else:  # every value noised, the last partial batch too (scale 100: P(0) <= 0.005 per value)
+        out = call(small, 100.0)
+        assert out.shape == small.shape and out.dtype == np.dtype(dtype)
+        assert np.count_nonzero(out[:-5]) > 0.9 * (small.size - 5) and np.count_nonzero(out[-5:]) >= 3
