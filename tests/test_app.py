@@ -535,6 +535,29 @@ def test_sweep_summary_confidence_interval():
     assert frontier(s.reset_index(), "emd_m", "epsilon")["best mechanism"].tolist() == ["b"]
 
 
+def test_frontier_marks_mechanisms_tied_with_the_best():
+    """Issue 17 part 4: over paired seeds, a mechanism not significantly worse than the best is tied
+    (DPComp); one clearly worse is not."""
+    import pandas as pd
+
+    from ui.sweep import frontier, summarise
+
+    rng = np.random.default_rng(0)
+    best = rng.normal(1.0, 0.1, 8)
+    df = pd.DataFrame(
+        {
+            "mechanism": ["a"] * 8 + ["b"] * 8 + ["c"] * 8,
+            "epsilon": [1.0] * 24,
+            "seed": list(range(8)) * 3,
+            "emd_m": np.concatenate([best, best + np.tile([0.05, -0.05], 4), best + 1.0]),  # b: no mean difference
+        }
+    )
+    fr = frontier(summarise(df, "emd_m", "epsilon"), "emd_m", "epsilon", df)
+    assert fr["best mechanism"].iloc[0] in ("a", "b")
+    tied = fr["tied with the best"].iloc[0]
+    assert "c" not in tied and ({"a", "b"} - {fr["best mechanism"].iloc[0]}).pop() in tied
+
+
 # ----------------------------------------------------------------- range queries
 def test_range_queries_answers_and_workload():
     from engine.jobs import RunConfig, prepare

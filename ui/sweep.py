@@ -14,6 +14,8 @@ from engine.jobs import RunConfig
 from . import explain
 
 MAX_RUNS = 600
+# DPBench's signal strength: the data's scale (users) times ε
+AXIS = {"epsilon": "ε", "eps_x_n": "scale × ε (users × ε)", "n_users": "users"}
 
 
 def configs(base_cfgs: dict[str, RunConfig], epsilons, users, trials: int, seed0: int = 0) -> list[RunConfig]:
@@ -64,8 +66,12 @@ def summarise(df: pd.DataFrame, metric: str, x: str) -> pd.DataFrame:
     return g.sort_values(["mechanism", x])
 
 
-def frontier(summary: pd.DataFrame, metric: str, x: str) -> pd.DataFrame:
-    """For each x, the mechanism with the best mean (DPComp-style lower envelope)."""
+def frontier(summary: pd.DataFrame, metric: str, x: str, trials: pd.DataFrame | None = None) -> pd.DataFrame:
+    """For each x, the mechanism with the best mean (DPComp-style lower envelope) and, given the
+    ``trials``, the mechanisms not significantly different from it over the same seeds (paired
+    t-test at the 5 % level, :func:`engine.metrics.rank_over_seeds`): DPComp marks them as tied."""
+    from engine.metrics import rank_over_seeds
+
     d = explain.better(metric) or "lower"
     rows = []
     for xv, grp in summary.groupby(x):
@@ -73,12 +79,19 @@ def frontier(summary: pd.DataFrame, metric: str, x: str) -> pd.DataFrame:
         if grp.empty:
             continue
         best = grp.loc[grp["mean"].idxmin() if d == "lower" else grp["mean"].idxmax()]
-        rows.append({x: xv, "best mechanism": best["mechanism"], "mean": best["mean"]})
+        row = {x: xv, "best mechanism": best["mechanism"], "mean": best["mean"]}
+        if trials is not None:
+            t = trials[trials[x] == xv].pivot_table(index="seed", columns="mechanism", values=metric).dropna()
+            if len(t) >= 2 and t.shape[1] >= 2:
+                sign = -1.0 if d == "higher" else 1.0
+                ranked = rank_over_seeds({m: sign * t[m].to_numpy() for m in t.columns})
+                row["tied with the best"] = ", ".join(r["method"] for r in ranked[1:] if r["tied"]) or "none"
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
 def error_chart(summary: pd.DataFrame, metric: str, x: str, log_y: bool = True) -> alt.Chart:
-    xt = "ε × users" if x == "eps_x_n" else ("users" if x == "n_users" else "ε")
+    xt = AXIS[x]
     unit = explain.info(metric)[3]
     ylab = (
         explain.label(metric)
@@ -99,7 +112,7 @@ def error_chart(summary: pd.DataFrame, metric: str, x: str, log_y: bool = True) 
 
 
 def frontier_chart(fr: pd.DataFrame, metric: str, x: str, log_y: bool = True) -> alt.Chart:
-    xt = "ε × users" if x == "eps_x_n" else ("users" if x == "n_users" else "ε")
+    xt = AXIS[x]
     yscale = alt.Scale(type="log") if log_y and (fr["mean"] > 0).all() else alt.Scale(zero=False)
     base = alt.Chart(fr).encode(x=alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=xt))
     line = base.mark_line(color="#888", strokeDash=[4, 3]).encode(
