@@ -116,9 +116,9 @@ def geotiff_grid(density: np.ndarray, domain, crs: str, tags: dict | None = None
     """The grid as a one-band float32 GeoTIFF in the run's local CRS (azimuthal equidistant,
     metres) with the domain's affine transform, north up, so a GIS places it. Zero and negative
     estimates are values like any other; only cells with no estimate (NaN) are nodata."""
+    from affine import Affine
     from rasterio.crs import CRS
     from rasterio.io import MemoryFile
-    from rasterio.transform import from_origin
 
     g = np.asarray(density, dtype=np.float64)
     if g.shape != (domain.n, domain.n):
@@ -132,7 +132,7 @@ def geotiff_grid(density: np.ndarray, domain, crs: str, tags: dict | None = None
         "count": 1,
         "dtype": "float32",
         "crs": CRS.from_proj4(crs),
-        "transform": from_origin(x0, y1, domain.cell, domain.cell),
+        "transform": Affine(domain.cell, 0.0, x0, 0.0, -domain.cell, y1),  # north-west corner, rows go south
         "nodata": None if np.isfinite(data).all() else np.nan,
         "compress": "deflate",
         "predictor": 3,  # floating-point predictor
@@ -163,16 +163,17 @@ def mechanism_label(key: str) -> str:
 
 
 def release_title(result) -> str:
-    """ "Private map: <mechanism> · ε = <spent>", the ε the ledger spent, in the mechanism's own unit."""
+    """The map's title: the mechanism and the ε its ledger spent, in the mechanism's own unit
+    (geo-indistinguishability's per km or per metre), or "not private" when it spent none."""
     from engine.mechanisms import registry
 
     key = result.config.mechanism
     cls = registry().get(key)
     label = mechanism_label(key)
-    if cls is not None and not cls.uses_epsilon:
-        return f"Map: {label} · no differential privacy (ε not used)"
     led = result.release.ledger
-    unit = cls.schema().resolve(result.config.params).get("epsilon_unit") if cls else None
+    if cls is None or not cls.uses_epsilon or led.total() <= 0:
+        return f"Map: {label} · not private (no ε spent)"
+    unit = cls.schema().resolve(result.config.params).get("epsilon_unit")  # its default when not set
     eps = f"ε = {led.total():g}" + (f" {unit}" if unit else "")
     if led.total_delta():
         eps += f", δ = {led.total_delta():g}"
@@ -191,7 +192,8 @@ def attribution(result) -> str:
     if cite and cite != name:
         data += f" ({cite})"
     lic = getattr(meta, "license", "")
-    return f"{data}{'; ' + lic if lic else ''}. Private release by {mechanism_label(result.config.mechanism)}."
+    by = "Private release" if result.release.ledger.total() > 0 else "Non-private reference"
+    return f"{data}{'; ' + lic if lic else ''}. {by} by {mechanism_label(result.config.mechanism)}."
 
 
 # ------------------------------------------------------------------------ PNG figure
