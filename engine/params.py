@@ -36,7 +36,13 @@ class Param:
 
     @property
     def title(self) -> str:
-        return self.label or self.name.replace("_", " ")
+        """The label, or the name in words with its unit suffix spelled out (spread_m -> "spread (metres)")."""
+        if self.label:
+            return self.label
+        for suffix, unit in (("_m", " (metres)"), ("_km", " (km)"), ("_pct", " (%)"), ("_s", " (seconds)")):
+            if self.name.endswith(suffix):
+                return self.name[: -len(suffix)].replace("_", " ") + unit
+        return self.name.replace("_", " ")
 
     def coerce(self, value: Any) -> Any:
         """Return ``value`` converted to this parameter's type, or raise ParamError."""

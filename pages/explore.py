@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import boot, budget, controls, jobs, run, state, views
+from ui import boot, budget, controls, export, jobs, run, state, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -83,7 +83,7 @@ if show is not None or cfg is not None:
         m1, m2 = st.columns(2)
         views.heat_chart(truth, scale, fr, view, "explore_true", ctl.display, title="True locations", container=m1)
         if res is not None:
-            title = views.release_title(rcfg, res)
+            title = export.release_title(res)
             views.heat_chart(
                 grid, scale, fr, view, "explore_private", ctl.display, rects=rects, title=title, container=m2
             )

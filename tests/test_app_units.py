@@ -21,8 +21,11 @@ def test_shared_scale_maps_counts_monotonically_and_hides_empty_cells():
     truth = np.array([[0.0, 1.0], [10.0, 1000.0]])
     s = ColourScale.shared(truth, cell_km2=0.25)
     idx = s.index(np.array([[-3.0, 0.0, 0.4, 0.6], [1.0, 10.0, 1000.0, 1e6]]))
-    assert list(idx[0, :3]) == [0, 0, 0]  # negative, empty and below half a location: transparent
-    assert 0 < idx[0, 3] < idx[1, 0] < idx[1, 1] < idx[1, 2] == idx[1, 3] == 255  # saturates at the top
+    assert list(idx[0]) == [0, 0, 0, 0]  # negative, empty and under one location (the floor): transparent
+    assert 0 < idx[1, 0] < idx[1, 1] < idx[1, 2] == idx[1, 3] == 255  # saturates at the top
+    # a release that spreads its mass thinly lowers the floor, so it is drawn rather than blanked
+    thin = np.full((2, 4), 0.6)
+    assert (ColourScale.shared(truth, 0.25, others=[thin]).index(thin) > 0).all()
     assert s.factor == pytest.approx(4.0)  # counts per cell of 0.25 km² -> per km²
     share = ColourScale.shared(truth, 0.25, units="share")
     assert share.factor == pytest.approx(100 / truth.sum())
@@ -102,7 +105,7 @@ def test_geojson_and_csv_exports_cover_the_grid():
     f = gj["features"][0]
     ring = f["geometry"]["coordinates"][0]
     assert ring[0] == ring[-1] and len(ring) == 5
-    assert f["properties"]["per_km2"] == pytest.approx(f["properties"]["estimate"] / 0.25)
+    assert f["properties"]["per_km2"] == pytest.approx(f["properties"]["value"] / 0.25)
     rows = csv_grid(dens, dom, CRS).strip().splitlines()
     assert rows[0].startswith("ix,iy,x_m,y_m,lon,lat,estimate,per_km2") and len(rows) == 17
     last = rows[-1].split(",")

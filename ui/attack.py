@@ -113,10 +113,11 @@ def curve_section(res, rcfg) -> None:
         return
     st.subheader("Privacy-utility curve")
     st.caption(
-        "Each point is one setting on this dataset: utility = Spearman rank correlation with the reference "
-        "density, privacy = Eq. 16 privacy distance over 200 attacked users as a share of the 0-feature value "
-        "(1 = the attacker learns nothing). RFF: B = " + ", ".join(map(str, CURVE_BS)) + "; geo-ind: several "
-        "epsilons per metre; same bandwidth as this run."
+        "Each point is one setting on this dataset. Utility: how well the private map ranks places like the true "
+        "one (rank correlation). Privacy: how far off the attacking server's best guesses of 200 people's "
+        "locations are, as a share of its guesses with nothing to go on (1 = it learns nothing; the Methods page "
+        "gives the formula). RFF: B = " + ", ".join(map(str, CURVE_BS)) + " features; geo-indistinguishability: "
+        "several ε; the same bandwidth as this run."
     )
     key = f"atk.curve.{rcfg.key()}"
     if st.button("Compute the curve", key="atk.curve.go", icon=":material/insights:"):

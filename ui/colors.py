@@ -42,9 +42,9 @@ def lut(cmap: str, n: int = 255) -> np.ndarray:
     return np.stack([np.interp(t, x, s[:, c]) for c in range(3)], axis=1).round().astype(np.uint8)
 
 
-# the floor keeps 99% of the true map's mass and at least 80% of each private map's positive mass drawn:
+# the floor keeps 99.9% of the true map's mass and at least 80% of each private map's positive mass drawn:
 # thin noise in a release's empty cells may fall under it, its real structure may not
-FAINT_TRUE, FAINT_PRIVATE = 0.01, 0.2
+FAINT_TRUE, FAINT_PRIVATE = 0.001, 0.2
 
 
 def mass_floor(grid, faint: float) -> float:
@@ -92,7 +92,10 @@ class ColourScale:
         pos = t[t > 0]
         top = float(pos.max()) if pos.size else 1.0
         if log:
-            floors = [mass_floor(t, FAINT_TRUE)] + [mass_floor(m, FAINT_PRIVATE) for m in others]
+            true_floor = mass_floor(t, FAINT_TRUE)
+            if pos.size and np.all(pos == np.round(pos)):
+                true_floor = min(true_floor, 1.0)  # counts of locations: a single location is never hidden
+            floors = [true_floor] + [mass_floor(m, FAINT_PRIVATE) for m in others]
             floors = [f for f in floors if f > 0 and math.isfinite(f)]
             lo = min(floors) if floors else 0.5
             lo = min(lo, top / 2)
@@ -217,9 +220,9 @@ def _fmt(v: float) -> str:
         return "0"
     av = abs(v)
     if av >= 1e6:
-        return f"{v / 1e6:g}M"
+        return f"{v / 1e6:.3g}M"
     if av >= 1e4:
-        return f"{v / 1e3:g}k"
+        return f"{v / 1e3:.3g}k"  # 10.6k, never 10.649k
     if av >= 100:
         return f"{v:,.0f}"
     if av >= 1:

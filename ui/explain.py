@@ -109,9 +109,24 @@ def fmt(key: str, value) -> str:
         return f"{v / 1000:.2f} km" if abs(v) >= 1000 else f"{v:.0f} m"
     if unit in ("elements", "bits"):
         return f"{v:,.0f} {unit}"
-    if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4):
-        return f"{v:.2e}"
+    if key in BOUNDED or abs(v) < 1e-12:  # a correlation of -2e-17 is 0.000, not a number to decipher
+        return f"{0.0 if abs(v) < 5e-4 else v:.3f}"
+    if abs(v) >= 1e4:
+        return f"{v:,.0f}"
+    if abs(v) < 1e-3:
+        return sci(v)
     return f"{v:.3f}" if abs(v) < 10 else f"{v:,.1f}"
+
+
+BOUNDED = ("sim", "cc", "spearman", "privacy_ratio", "l1")  # metrics between -1/0 and 1/2
+_SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def sci(v: float) -> str:
+    """1.2e-10 as "1.2 × 10⁻¹⁰": the same number, readable."""
+    m, e = f"{v:.2g}".split("e") if "e" in f"{v:.2g}" else (f"{v:.2g}", "0")
+    e = int(e)
+    return f"{m} × 10{str(e).translate(_SUP)}" if e else m
 
 
 def ordered(keys) -> list[str]:

@@ -184,18 +184,6 @@ def mech_label(key: str) -> str:
     return (cls.label or key) if cls else key
 
 
-def release_title(cfg: RunConfig, result, prefix: str = "Private: ") -> str:
-    """A map's title with the ε its ledger spent, in the mechanism's own unit (geo-indistinguishability:
-    per km or per metre); a mechanism that adds no privacy noise says so instead of showing the run's ε."""
-    label = mech_label(cfg.mechanism)
-    cls = registry().get(cfg.mechanism)
-    spent = float(result.release.ledger.total())
-    if cls is None or not cls.uses_epsilon or spent <= 0:
-        return f"{label} · not private (no ε spent)"
-    unit = cfg.params.get("epsilon_unit") or ""
-    return f"{prefix}{label} · ε = {spent:g}" + (f" {unit}" if unit else "")
-
-
 def short_label(key: str) -> str:
     """A mechanism's label without its parenthesised detail, for narrow columns."""
     return mech_label(key).split(" (")[0]

@@ -484,7 +484,11 @@ class AdaptiveHH(Mechanism):
     key = "adaptive_hh"
     label = "Adaptive hierarchical histograms (distributed DP + SecAgg)"
     family = "distributed"
-    guarantee = "epsilon-DP (distributed: central-DP sum via Pólya shares and secure aggregation; computational)"
+    guarantee = (
+        "epsilon-DP under zero-out user, the number of clients U public (distributed: central-DP sum via Pólya "
+        "shares and secure aggregation; computational)"
+    )
+    neighbouring = "zero-out user"
     threat_model = THREAT_DISTRIBUTED
     summary = (
         "Interactive quadtree: each round users send a noisy one-hot vector over the current tree's cells through "
@@ -776,6 +780,7 @@ class HHInteractiveNonPrivate(AdaptiveHH):
     label = "Interactive HH without noise, T = 10 (Table 3)"
     family = "none"
     guarantee = "none (exact aggregate counts)"
+    neighbouring = "none"
     threat_model = "The server sees exact counts per tree cell (secure aggregation hides individual vectors)."
     summary = "The interactive quadtree with exact counts: the communication and error floor of the method."
     equations = "Appendix A, Table 3"
@@ -835,6 +840,7 @@ class NonPrivateLevel(Mechanism):
     label = "Non-private, best quadtree level (Table 1)"
     family = "none"
     guarantee = "none"
+    neighbouring = "none"
     threat_model = "The server sees every user's location in the clear."
     summary = "Exact histogram at the quadtree level that best trades resolution against sampling error."
     paper = PAPER
@@ -934,7 +940,8 @@ class FlatOneHot(Mechanism):
     key = "flat_onehot"
     label = "Flat one-hot (distributed DP, Table 1)"
     family = "distributed"
-    guarantee = "epsilon-DP (distributed, Pólya shares + SecAgg)"
+    guarantee = "epsilon-DP under zero-out user, the number of clients U public (distributed, Pólya shares + SecAgg)"
+    neighbouring = "zero-out user"
     threat_model = THREAT_DISTRIBUTED
     summary = "Every user sends a noisy one-hot vector over all cells of a fixed grid."
     paper = PAPER
@@ -1032,7 +1039,11 @@ def _leaves_release_density(ids, vals, D):
 
 class _HierarchicalBase(Mechanism):
     family = "distributed"
-    guarantee = "epsilon-DP (distributed, Pólya shares + SecAgg; epsilon split evenly over levels)"
+    guarantee = (
+        "epsilon-DP under zero-out user, the number of clients U public (distributed, Pólya shares + SecAgg; "
+        "epsilon split evenly over levels)"
+    )
+    neighbouring = "zero-out user"
     threat_model = THREAT_DISTRIBUTED
     paper = PAPER
 
@@ -1256,16 +1267,18 @@ class AdaptiveGridPolya(Mechanism):
     Threat model and guarantee as ``adaptive_hh``; departures: the first-level size is
     fixed (or Qardaji's rule with the public number of users); m1 and every m2 are
     snapped to the power of two nearest in ratio that divides the output resolution
-    (``central.snap_to_divisor``; the paper's m1 = 10 becomes 8, Qardaji's rule keeps its
-    floor of 10), so every cell is a block of whole output pixels and its count lands
-    exactly on them (spreading cells that straddle pixels by area smeared single-pixel
+    (``central.snap_to_divisor``: the paper's m1 = 10 and the minimum 10 of Qardaji's rule
+    become 8, within a factor sqrt 2 as every snapped size), so every cell is a block of
+    whole output pixels and its count lands exactly on them (spreading cells that
+    straddle pixels by area smeared single-pixel
     hot spots into their neighbours, as for the central ``ag``); m2 is capped so
     sub-cells are no finer than output pixels; N' <= 0 gives m2 = 1."""
 
     key = "ag_polya"
     label = "Adaptive grid (Qardaji et al.) with Pólya noise (Table 1)"
     family = "distributed"
-    guarantee = "epsilon-DP (distributed, Pólya shares + SecAgg)"
+    guarantee = "epsilon-DP under zero-out user, the number of clients U public (distributed, Pólya shares + SecAgg)"
+    neighbouring = "zero-out user"
     threat_model = THREAT_DISTRIBUTED
     summary = "Two rounds: a coarse noisy grid, then each cell split according to its noisy count."
     paper = PAPER + "; Qardaji, Yang, Li. Differentially private grids for geospatial data. ICDE 2013"
@@ -1303,7 +1316,7 @@ class AdaptiveGridPolya(Mechanism):
         if int(params["m1"]):
             m1 = snap_to_divisor(int(params["m1"]), n)
         else:
-            m1 = snap_to_divisor(ag_level1_size(U, eps, float(params["c"]), n), n, floor=10)
+            m1 = snap_to_divisor(ag_level1_size(U, eps, float(params["c"]), n), n)
         kw = _secagg_kwargs(params)
         s1 = m1 / domain.side
         fx = (xy[:, 0] - domain.x0) * s1
@@ -1439,7 +1452,8 @@ class LocalGridRR(Mechanism):
     key = "ldp_grid"
     label = "Local DP grid (randomized response / unary encoding)"
     family = "local"
-    guarantee = "epsilon-LDP (each report is private on its own)"
+    guarantee = "epsilon-LDP (each report is private on its own): replace user, the number of reports public"
+    neighbouring = "replace user"
     threat_model = "Untrusted server: it sees every user's randomised report; no secure aggregation."
     summary = "Each user randomises its own cell before sending it; the server unbiases the counts."
     paper = PAPER + "; Wang, Blocki, Li, Jha. Locally differentially private protocols for frequency estimation. 2017"
@@ -1502,7 +1516,8 @@ class LocalGridRR(Mechanism):
         post = _LDPPosterior(params["encoding"], centres, prior, p, q, reports=reports, cells=cells, seed=seed)
         view = ServerView(
             "per_user",
-            "The server sees each user's randomised report; candidates() gives the posterior over cells it implies.",
+            "The server sees each user's randomised report, from which it can tell which cells the user most likely "
+            "was in.",
             candidates=post,
         )
         return Release(
