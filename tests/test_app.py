@@ -444,7 +444,11 @@ def test_offline_by_default_basemap_on_request():
     assert "cartocdn" not in spec and "mapProvider" not in spec
     assert json.loads(spec)["mapStyle"] == "__MAP_STYLE__"  # Streamlit's "no basemap" sentinel
     at.sidebar.toggle(key="cfg.basemap").set_value(True).run()
-    assert "cartocdn" in next(iter(charts(at).values()))
+    spec = json.loads(next(iter(charts(at).values())))
+    assert "cartocdn" in json.dumps(spec)
+    # issue 16 item 7: the heatmap is still drawn (offline the tiles fail, not the map) and the page says why
+    assert any(layer["id"].endswith("_heat") for layer in spec["layers"])
+    assert "needs an internet connection" in texts(at)
 
 
 def test_upload_bad_and_good_files():

@@ -411,6 +411,11 @@ def display_controls(container=None) -> Display:
         **state.bind("cfg.basemap"),
         help="Loads map tiles from Carto over the internet. Off by default: the app makes no network request.",
     )
+    if basemap:
+        box.caption(
+            "The basemap needs an internet connection (tiles from Carto). Without one, the maps show the "
+            "heatmap and the region's outline only."
+        )
     return Display(log=log, units=units, cmap=cmap, basemap=basemap, outlines=outlines)
 
 

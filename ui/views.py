@@ -158,8 +158,9 @@ def heat_chart(
     layers = []
     if grid is None:
         layers = [] if display.basemap else [maps.region_layer(fr)]
-    elif display.basemap:  # empty cells transparent over the basemap
+    elif display.basemap:  # empty cells transparent over the basemap; the outline shows even with no tiles
         layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", opacity=0.8))
+        layers.append(maps.outline_layer(np.array([fr.domain.bounds]), fr, f"{key}_region", (90, 90, 100, 220)))
     else:  # one opaque bitmap draws the whole region
         layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", background=maps.EMPTY))
     if rects is not None and len(rects) and display.outlines:
