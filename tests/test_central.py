@@ -229,7 +229,7 @@ def test_ug_grid_size_formula(city):
     n = len(data)
     for eps, cap in ((1.0, True), (0.01, True), (1.0, False), (4.0, True)):
         rel = run_mech("ug", data, dom, eps, total="public", cap_to_grid=cap, align=False)
-        m = max(10, math.ceil(math.sqrt(n * eps / 10)))
+        m = max(1, math.ceil(math.sqrt(n * eps / 10)))  # Guideline 1 has no floor of 10 (AG's m1 has)
         assert rel.diagnostics["m_uncapped"] == m
         assert rel.diagnostics["m"] == (min(m, dom.n) if cap else m)
         assert ug_size(n, eps, 10, None) == m
@@ -303,17 +303,42 @@ def test_ag_second_level_counts_are_true_counts_plus_laplace(city):
 
 # ---------------------------------------------------- UG / AG aligned with output cells
 def test_snap_to_divisor_is_the_nearest_power_of_two_in_ratio():
-    # examples worked by hand (n = 256): log2 10 = 3.32 -> 8, log2 12 = 3.58 -> 16, 45 -> 32, 46 -> 64
-    assert [snap_to_divisor(m, 256) for m in (1, 3, 10, 12, 45, 46, 98, 5000)] == [1, 4, 8, 16, 32, 64, 128, 256]
-    assert snap_to_divisor(10, 256, floor=10) == 16 and snap_to_divisor(45, 256, floor=10) == 32
-    assert snap_to_divisor(10, 8, floor=10) == 8  # the resolution caps the floor
+    # examples worked by hand (n = 256): log2 10 = 3.32 -> 8, log2 11 = 3.46 -> 8, log2 12 = 3.58 -> 16,
+    # 45 -> 32, 46 -> 64
+    got = [snap_to_divisor(m, 256) for m in (1, 3, 10, 11, 12, 45, 46, 98, 5000)]
+    assert got == [1, 4, 8, 8, 16, 32, 64, 128, 256]
+    assert snap_to_divisor(10, 4) == 4  # the resolution caps every size
     for n in (1, 2, 8, 64, 1024):
         powers = [1 << k for k in range(n.bit_length())]
         for m in range(1, 3000):
             got = snap_to_divisor(m, n)
             assert n % got == 0 and got in powers
             best = min(abs(math.log2(m / p)) for p in powers)
-            assert abs(math.log2(m / got)) == pytest.approx(best)
+            r = got / m
+            assert abs(math.log2(r)) == pytest.approx(best)
+            if m <= n:  # within sqrt 2, so at most 3/(2 sqrt 2) in the model error a m + b/m
+                assert abs(math.log2(r)) <= 0.5 and (r + 1 / r) / 2 <= 3 / (2 * math.sqrt(2)) + 1e-12
+
+
+@pytest.mark.parametrize("eps", [0.01, 0.05])
+def test_aligned_sizes_are_the_papers_snapped_to_the_nearest_divisor(city, eps):
+    """Issue 17: the papers' sizes snapped to the nearest power of two in ratio, no floor added.
+    AG's minimum m1 = 10 becomes 8 (10/8 = 1.25 < 16/10 = 1.6); UG's Guideline 1 has no floor:
+    on these ~20,000 points m = ceil(sqrt(N eps / 10)) is 5 at eps 0.01 (-> 4) and 10 at 0.05
+    (-> 8). The former floor of 10 made all of them 16."""
+    data, dom = city
+    n = len(data)
+    m = math.ceil(math.sqrt(n * eps / 10))
+    assert m == {0.01: 5, 0.05: 10}[eps]  # the fixture is what the docstring says
+    ug = run_mech("ug", data, dom, eps, total="public")
+    assert ug.diagnostics["m_uncapped"] == m and ug.diagnostics["m"] == {5: 4, 10: 8}[m]
+    ag = run_mech("ag", data, dom, eps, total="public")
+    assert ag_level1_size(n, eps) == 10 and ag.diagnostics["m1"] == 8
+    unaligned = run_mech("ag", data, dom, eps, total="public", align=False)
+    assert unaligned.diagnostics["m1"] == 10  # align off keeps the paper's size
+    M = get("ag_polya")  # Qardaji's rule under Pólya noise (m1 = 0) snaps the same way
+    rel = M().run(data, dom, eps, M.schema().resolve({"m1": 0}), RunContext(rng=np.random.default_rng(0)))
+    assert rel.diagnostics["m1"] == 8
 
 
 def _cells(rel, dom):
@@ -877,11 +902,11 @@ def test_record_unit_counts_are_plain_counts(multi):
     ds, dom = multi
     rel = run_mech("ug", ds, dom, 1.0, unit="record", total="public")
     n = int(dom.inside(ds.xy).sum())
-    assert rel.diagnostics["m_uncapped"] == max(10, math.ceil(math.sqrt(n * 1.0 / 10)))
+    assert rel.diagnostics["m_uncapped"] == max(1, math.ceil(math.sqrt(n * 1.0 / 10)))
     assert any("number of locations" in s for s in rel.ledger.side_information)
     usr = run_mech("ug", ds, dom, 1.0, total="public")
     u = _users_inside(ds, dom)
-    assert usr.diagnostics["m_uncapped"] == max(10, math.ceil(math.sqrt(u * 1.0 / 10)))  # N counts users
+    assert usr.diagnostics["m_uncapped"] == max(1, math.ceil(math.sqrt(u * 1.0 / 10)))  # N counts users
     assert any("number of users" in s for s in usr.ledger.side_information)
 
 

@@ -658,25 +658,31 @@ class Uniform(Mechanism):
 
 # ======================================================================== UG
 def ug_size(n: float, eps: float, c: float = 10.0, cap: int | None = None) -> int:
-    """Qardaji et al. Guideline 1: m = max(10, ceil(sqrt(N eps / c))), optionally capped at ``cap``."""
-    m = max(10, math.ceil(math.sqrt(max(n, 0.0) * eps / c)))
+    """Qardaji et al. Guideline 1: m = ceil(sqrt(N eps / c)) (at least 1), optionally capped at ``cap``.
+
+    No lower bound of 10: that is AG's first-level rule (:func:`ag_level1_size`), not UG's
+    (REFERENCE_NOTES section 6; DPComp's UG has none either, its AG has max(10, ...))."""
+    m = max(1, math.ceil(math.sqrt(max(n, 0.0) * eps / c)))
     return int(min(m, cap)) if cap else int(m)
 
 
-def snap_to_divisor(m: float, n: int, floor: int = 1) -> int:
+def snap_to_divisor(m: float, n: int) -> int:
     """The divisor of the output resolution ``n`` (a power of two) nearest to the grid size ``m``
-    in ratio: 2^k with the smallest |log2(m / 2^k)|, floor <= 2^k <= n (n when floor > n).
+    in ratio: 2^k with the smallest |log2(m / 2^k)|, 1 <= 2^k <= n.
 
     Why in ratio: Qardaji et al.'s error model for a grid of m x m cells is a noise term
-    growing as m plus a non-uniformity term falling as 1/m (Section III), a*m + b/m, whose
-    value at r times the optimum is (r + 1/r)/2 of the optimum: symmetric in log r. For an
-    integer m no tie is possible (log2 m = k + 1/2 would need m = 2^k sqrt 2). ``floor``
-    keeps the papers' lower bound of 10 cells per side: their m = max(10, ...) is never
-    snapped down to 8."""
+    growing as m plus a non-uniformity term falling as 1/m (Section III), E(m) = a m + b/m,
+    least at m* = sqrt(b/a) with E(m*) = 2 sqrt(ab). At m = r m*, E = sqrt(ab) (r + 1/r), so
+    E(r m*) / E(m*) = (r + 1/r)/2: symmetric in log r and growing with |log r|, so the power
+    of two nearest in ratio is also the nearest in model error. It is within a factor sqrt 2
+    of m (|log2 r| <= 1/2), so, taking the paper's m as the model's optimum, snapping costs at
+    most (sqrt 2 + 1/sqrt 2)/2 = 3/(2 sqrt 2) = 1.061 in model error; 10 -> 8 (r = 0.8) costs
+    (0.8 + 1.25)/2 = 1.025, where rounding 10 up to 16 (r = 1.6) would cost 1.113. Sizes above
+    n are clipped to n (as the papers' sizes must be). For an integer m no tie is possible
+    (log2 m = k + 1/2 would need m = 2^k sqrt 2)."""
     top = int(n).bit_length() - 1
-    low = min(max(math.ceil(math.log2(max(floor, 1))), 0), top)
     k = int(round(math.log2(m))) if m > 1 else 0
-    return 1 << min(max(k, low), top)
+    return 1 << min(max(k, 0), top)
 
 
 @register
@@ -684,7 +690,7 @@ class UniformGrid(Mechanism):
     """UG, the uniform grid of Qardaji, Yang, Li, "Differentially private grids for
     geospatial data", ICDE 2013, Section III (Guideline 1).
 
-    An m x m grid over the domain with m = max(10, ceil(sqrt(N eps / c))), c = 10;
+    An m x m grid over the domain with m = ceil(sqrt(N eps / c)), c = 10 (no lower bound);
     one Laplace(1/eps) count per grid cell (parallel composition); each cell's count
     is spread uniformly over the output cells it covers (the paper's uniformity
     assumption; by overlap area for cells that straddle output cells, ``align`` off).
@@ -700,17 +706,19 @@ class UniformGrid(Mechanism):
     with k locations protected at k*epsilon.
 
     Departures: m is rounded up (the paper leaves the rounding open). With ``align``
-    (default) the grid size is then snapped to the power of two nearest to m in ratio and
-    not below the paper's floor of 10 (:func:`snap_to_divisor`: 10 becomes 16, 45 becomes
-    32, 98 becomes 128; at most 2^L), so it divides the output resolution 2^L and
+    (default) the grid size is then snapped to the power of two nearest to m in ratio
+    (:func:`snap_to_divisor`: 10 and 11 become 8, 12 becomes 16, 45 becomes 32, 98 becomes
+    128; at most 2^L), so it divides the output resolution 2^L and
     every UG cell is a block of whole output cells: a count lands exactly on the output
     cells of its UG cell instead of being spread by area over cells that straddle UG cell
     edges, which smeared single-cell hot spots (a cab rank, a stadium) into their
     neighbours (issue "Central baselines that hold up on real location data": UG had 1.15 to
     2.06x a peer implementation's error at 10^6 points, epsilon 0.1). By the paper's own
-    error model (see :func:`snap_to_divisor`) the snapped size costs at most a factor
-    (sqrt 2 + 1/sqrt 2)/2 = 1.06 in the model error against the paper's m (1.11 where the
-    floor turns 10 into 16). With ``align`` off, m is the paper's and ``cap_to_grid``
+    error model a m + b/m (see :func:`snap_to_divisor`) the snapped size costs at most a
+    factor (sqrt 2 + 1/sqrt 2)/2 = 1.061 in model error against the paper's m (1.025 for
+    10 -> 8). Until issue 17 UG also had AG's floor of 10 and snapped 10 up to 16 (1.113);
+    unsnapped, that floor never binds in the central benchmark (N eps >= 1,000), so its
+    ``align`` off rows are unchanged. With ``align`` off, m is the paper's and ``cap_to_grid``
     caps it at 2^L, cells finer than the released map only adding noise (DPBench's grids
     are likewise built over the domain histogram); cells are spread over the output cells
     by overlap area. Both are public quantities. Under ``user``
@@ -756,7 +764,7 @@ class UniformGrid(Mechanism):
         n = domain.n
         m_paper = ug_size(n_used, eps_cells, float(params["c"]))
         if params["align"]:
-            m = snap_to_divisor(m_paper, n, floor=10)
+            m = snap_to_divisor(m_paper, n)
         else:
             m = min(m_paper, n) if params["cap_to_grid"] else m_paper
         if m * m > MAX_GRID_CELLS:
@@ -856,16 +864,19 @@ class AdaptiveGrid(Mechanism):
 
     Departures: when N' <= 0 the cell is not split (m2 = 1; the paper's formula is
     undefined there). With ``align`` (default) m1 and each m2 are snapped to the power of
-    two nearest in ratio (:func:`snap_to_divisor`; m1 not below the paper's floor of 10),
-    m1 <= 2^L and m1*m2 <= 2^L, so every
+    two nearest in ratio (:func:`snap_to_divisor`), m1 <= 2^L and m1*m2 <= 2^L, so every
     sub-cell is a block of whole output cells and lands exactly on them: with the paper's
     sizes (25 or 80 first-level cells over 256 output cells) second-level cells were
     1.02-1.07 output cells wide and spreading them by area smeared single-cell hot spots
     into their neighbours, a bias that did not fall with epsilon (issue "Central baselines
-    that hold up on real location data"; see ``ug`` for the cost of snapping in the paper's
-    error model). With ``align`` off the sizes are the paper's, ``cap_to_grid`` caps
-    m1 <= 2^L and m1*m2 <= 2^L, and sub-cells are spread by overlap area. Under ``user``
-    N and N' count users (user mass), not locations.
+    that hold up on real location data"). Each snapped size is within a factor sqrt 2 of
+    the paper's, which can take m1 below the paper's minimum: its 10 becomes 8 (ratio 0.8;
+    16 would be 1.6). m2 is Guideline 1 on a first-level cell, so ``ug``'s bound (at most
+    1.061 in the model error a m + b/m) holds for it; m1 = sqrt(N eps/c)/4 is a heuristic
+    (a quarter of UG's size), for which only the factor sqrt 2 is claimed. With ``align``
+    off the sizes are the paper's, ``cap_to_grid`` caps m1 <= 2^L and m1*m2 <= 2^L, and
+    sub-cells are spread by overlap area. Under ``user`` N and N' count users (user mass),
+    not locations.
     """
 
     key = "ag"
@@ -917,7 +928,7 @@ class AdaptiveGrid(Mechanism):
         cap = align or params["cap_to_grid"]
         m1 = ag_level1_size(n_used, eps_grid, float(params["c"]), n if cap else None)
         if align:
-            m1 = snap_to_divisor(m1, n, floor=10)
+            m1 = snap_to_divisor(m1, n)
 
         # level 1
         s1 = m1 / domain.side
