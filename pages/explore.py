@@ -111,7 +111,7 @@ if show is not None or cfg is not None:
     if res is not None:
         views.proportion_block(res, fr, view, ctl.display)
         t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
-        views.ledger_block(res, t1)
+        views.ledger_block(res, t1, ctl.side_information if run.is_current(show, configs) else ())
         views.communication_block(res, t2)
         views.server_block(res, t3)
         views.export_block(res, scale, fr, views.share_url(url), views.stem(rcfg), t4)

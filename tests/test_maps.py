@@ -147,3 +147,31 @@ def test_negative_range_answers_are_clipped_with_the_raw_value():
     assert len(raw) == 1 and raw.iloc[0] < 0  # this seed's LDP answer is negative: shown as 0, raw beside
     assert "shown as 0" in texts(at)
     assert "True count" in texts(at) or any("True count" in str(m.label) for m in at.metric)
+
+
+def test_automatic_resolution_fits_the_data_and_says_what_it_used():
+    """Issue 16: "auto" resolution from the public or declared number of people (about 2 per cell), shown,
+    overridable; for an upload the number is read off the file and the ledger says so."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import APP, wait_jobs
+    from test_sessions import csv_bytes, upload
+
+    from ui.widgets import auto_side
+
+    assert auto_side(100_000) == 256 and auto_side(3000) == 32 and auto_side(578) == 16 and auto_side(None) == 256
+    assert auto_side(10**9) == 512  # capped: a finer grid is a choice, not a default
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"d.n": "3000"})
+    at.run()
+    assert at.sidebar.select_slider(key="cfg.res").value == "auto"
+    assert "32 × 32 chosen automatically from 3,000 people (the dataset's published size)" in texts(at)
+    assert "res" not in at.query_params
+    at.sidebar.select_slider(key="cfg.res").set_value(128).run()
+    assert at.query_params["res"] == "128"  # overridden, and the link says so
+    at.sidebar.select_slider(key="cfg.res").set_value("auto").run()
+    upload(at, "people.csv", csv_bytes(800))
+    assert "chosen automatically from 800 people (read off your file" in texts(at)
+    at.button(key="run_explore").click().run()
+    wait_jobs(at)
+    ledger = [m.value for m in at.markdown if ":material/warning: Resolution" in m.value]
+    assert ledger and "read off your file without spending ε" in ledger[0]  # the ledger's side information

@@ -68,6 +68,7 @@ class Controls:
     display: Display = field(default_factory=Display)
     budget_limit: float = 10.0
     url: dict = field(default_factory=dict)
+    side_information: list[str] = field(default_factory=list)  # what the page read off private data
 
     @property
     def ready(self) -> bool:
@@ -170,6 +171,28 @@ def _on_upload() -> None:
             f"({', '.join(dropped)}) {'were' if len(dropped) > 1 else 'was'} released."
         )
     state.put("cfg.ds", key)
+
+
+def source_is_data(key: str) -> bool:
+    """A session's upload: its size is read off the private data (side information), not a catalogue's."""
+    return key.startswith(uploads.PREFIX)
+
+
+def _people(key: str, opts: dict, src, sampled: int | None) -> tuple[int | None, str]:
+    """How many people the automatic resolution may use, and where that number comes from."""
+    if sampled:
+        return sampled, "the number of users you chose to sample"
+    if key == UPLOAD or src is None or not getattr(src, "offline", True):
+        return None, ""
+    try:
+        if source_is_data(key):
+            up = uploads.get(key)
+            return (up.dataset.n_users if up else None), "read off your file without spending ε: side information"
+        from engine.jobs import load_dataset
+
+        return load_dataset(key, opts).n_users, "the dataset's published size"
+    except EngineError:
+        return None, ""
 
 
 def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
@@ -292,11 +315,7 @@ def mechanism_keys(kind: str = "all") -> list[str]:
     """Registered mechanisms for a page: ``kind`` "heatmap" (location maps), "attribute" (attribute means) or
     "all"; private mechanisms first by family, non-private references last."""
     reg = registry()
-    keys = [
-        k
-        for k in reg
-        if kind == "all" or (kind == "attribute") == is_attribute(reg[k])
-    ]
+    keys = [k for k in reg if kind == "all" or (kind == "attribute") == is_attribute(reg[k])]
     return sorted(
         keys,
         key=lambda k: (non_private(reg[k]), FAMILY_ORDER.get(reg[k].family, 9), (reg[k].label or k).lower()),
@@ -474,7 +493,10 @@ def sidebar(
         if users
         else 0
     )
-    depth = widgets.resolution_widget(container=sb) if resolution else 8
+    depth, res_note = 8, ""
+    if resolution:
+        people, source = _people(ds, opts, src, int(n) if n else None)
+        depth, res_note = widgets.resolution_widget(container=sb, n_people=people, source=source)
     sd = (
         widgets.int_widget(
             "Release seed",
@@ -509,7 +531,7 @@ def sidebar(
                 format="%g",
             )
     url.update({"eps": eps if epsilon and eps != 1.0 else None, "n": n or None, "seed": sd or None})
-    if resolution and depth != 8:
+    if resolution and state.get("cfg.res") != widgets.AUTO:
         url["res"] = 2**depth
     if secure:
         url["secure"] = True
@@ -529,4 +551,5 @@ def sidebar(
         display=disp,
         budget_limit=float(limit),
         url={k: v for k, v in url.items() if v is not None},
+        side_information=[res_note] if res_note and source_is_data(ds) else [],
     )

@@ -249,7 +249,7 @@ def metrics_frame(results: dict[str, object]):
     return df
 
 
-def ledger_block(result, container=None) -> None:
+def ledger_block(result, container=None, extra_side=()) -> None:
     c = container or st
     rel = result.release
     led = rel.ledger.to_dict()
@@ -267,7 +267,7 @@ def ledger_block(result, container=None) -> None:
         f"**Total ε = {led['total_epsilon']:g}**{delta} of the configured ε = {result.config.epsilon:g}. "
         "Sequential steps add up; a *parallel* group (disjoint cells or users) costs only its largest entry."
     )
-    side = list(led.get("side_information", []))
+    side = list(led.get("side_information", [])) + list(extra_side)
     meta = result.dataset_meta
     if getattr(meta, "bbox_from_data", False):
         side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
