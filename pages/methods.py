@@ -11,6 +11,7 @@ views.header(
     "Every mechanism the engine registers, described from its own metadata: the idea, who sees what, the "
     "guarantee, the paper and equations it implements, its parameters and its full documentation.",
 )
+methods.guide()
 keys = controls.mechanism_keys()
 families = sorted({methods.family(k) for k in keys}, key=lambda f: controls.FAMILY_ORDER.get(f, 9))
 state.seed("methods.family", "all", "family", state.one_of({f: f for f in ["all", *families]}))

@@ -175,3 +175,17 @@ def test_automatic_resolution_fits_the_data_and_says_what_it_used():
     wait_jobs(at)
     ledger = [m.value for m in at.markdown if ":material/warning: Resolution" in m.value]
     assert ledger and "read off your file without spending ε" in ledger[0]  # the ledger's side information
+
+
+def test_methods_opens_with_a_guide_from_the_benches():
+    """Issue 16: Methods opens with "which mechanism for what", each row citing the bench that measured it,
+    and every suite it cites exists."""
+    from engine.bench import SUITES
+    from ui.methods import GUIDE
+
+    at = open_app("methods")
+    body = texts(at)
+    assert "Which mechanism for what" in body
+    for need, use, _why, suite in GUIDE:
+        assert use in body and f"bench {suite}" in body
+        assert suite in SUITES
