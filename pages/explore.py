@@ -65,12 +65,15 @@ elif cfg is not None:
     ds, domain, truth = views.prepared(cfg)
     meta, n_points, n_users, view_cfg = ds.meta, len(ds), ds.n_users, cfg
 
+MAP_PX = 520  # map height; the square region fills it
+
 if show is not None or cfg is not None:
     views.data_badge(meta, n_points, n_users)
     fr = views.frame(view_cfg, domain)
-    left, right = st.columns([2.3, 1], gap="medium")
+    # the two maps take the page's whole width (each about half of it), the metrics go under them
+    left, right = st.container(), st.container()
     with left:
-        view, vurl = views.view_controls(fr)
+        view, vurl = views.view_controls(fr, px=MAP_PX)
         url.update(vurl)
         lvl_box = st.container()  # the level slider's slot, empty before a run
         lvl = views.levels_control(res, lvl_box) if res is not None else None
@@ -81,11 +84,22 @@ if show is not None or cfg is not None:
             grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
         scale = views.scale_for(truth, domain, ctl.display, [grid], people=n_users != n_points)
         m1, m2 = st.columns(2)
-        views.heat_chart(truth, scale, fr, view, "explore_true", ctl.display, title="True locations", container=m1)
+        views.heat_chart(
+            truth, scale, fr, view, "explore_true", ctl.display, title="True locations", container=m1, height=MAP_PX
+        )
         if res is not None:
             title = export.release_title(res)
             views.heat_chart(
-                grid, scale, fr, view, "explore_private", ctl.display, rects=rects, title=title, container=m2
+                grid,
+                scale,
+                fr,
+                view,
+                "explore_private",
+                ctl.display,
+                rects=rects,
+                title=title,
+                container=m2,
+                height=MAP_PX,
             )
             if cap:
                 m2.caption(cap)
