@@ -34,12 +34,17 @@ def small_city():
 
 # ------------------------------------------------------------------ browser tests (browser_support.py)
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory):
-    """One real server for every browser test of the run."""
+def app_server(tmp_path_factory):
+    """One real server for every browser test of the run: (url, process)."""
     from browser_support import serve
 
-    with serve(tmp_path_factory) as (url, _proc):
-        yield url
+    with serve(tmp_path_factory) as (url, proc):
+        yield url, proc
+
+
+@pytest.fixture(scope="session")
+def app_url(app_server):
+    return app_server[0]
 
 
 @pytest.fixture(scope="session")

@@ -93,12 +93,17 @@ def test_two_sessions_same_bytes_other_names(browser, app_url, tmp_path):
     sessions_see_only_their_own(browser, app_url, specs, tmp_path, "two_sessions_same_bytes")
 
 
-def test_eight_concurrent_sessions(browser, app_url, tmp_path):
+def test_eight_concurrent_sessions(browser, app_server, tmp_path):
+    url, proc = app_server
     specs = [(f"clinic_{i}_marker_{1000 + i}.csv", city_csv(i, 400 + 37 * i, 1000 + i), 400 + 37 * i) for i in range(8)]
     specs[1] = ("copy_of_clinic_0.csv", specs[0][1], specs[0][2])  # identical bytes, another name
+    rss0 = rss_mb(proc.pid)
     t0 = time.perf_counter()
-    sessions_see_only_their_own(browser, app_url, specs, tmp_path, "eight_sessions")
-    print(f"eight sessions: {time.perf_counter() - t0:.1f} s")
+    sessions_see_only_their_own(browser, url, specs, tmp_path, "eight_sessions")
+    print(
+        f"eight sessions: {time.perf_counter() - t0:.1f} s; server RSS {rss0:.0f} MB before, "
+        f"{rss_mb(proc.pid):.0f} MB after"
+    )
 
 
 def test_a_guessed_upload_key_is_an_unknown_dataset(page, app_url):
