@@ -189,3 +189,30 @@ def test_methods_opens_with_a_guide_from_the_benches():
     for need, use, _why, suite in GUIDE:
         assert use in body and f"bench {suite}" in body
         assert suite in SUITES
+
+
+def test_margin_of_error_from_repeated_runs():
+    """Issue 16: a margin of error per cell; without a closed form, from 10 more releases (counted)."""
+    at = open_app(mech="privtree", baselines="0", eps="0.5", res="32", run="1")  # 11 releases within the limit
+    wait_jobs_all(at)
+    assert "Estimate from 10 runs" in [b.label for b in at.button]  # offered, not run by the link
+    assert len(at.session_state["_budget"][next(iter(at.session_state["_budget"]))]) == 1
+    at.button(key="run_explore_se").click().run()
+    wait_jobs_all(at)
+    assert "explore_moe_heat" in charts(at)
+    assert "estimated from 10 releases with seeds 1–10" in texts(at)
+    book = at.session_state["_budget"]
+    assert len(book[next(iter(book))]) == 11  # the ten extra releases are in the ledger
+
+
+def wait_jobs_all(at, timeout: float = 90):
+    import time
+
+    from test_app import running
+
+    t0 = time.time()
+    while running(at) or not at.button:
+        assert time.time() - t0 < timeout
+        time.sleep(0.1)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]

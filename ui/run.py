@@ -18,6 +18,7 @@ def launch(
     help: str = "Run in the background; the page stays usable.",
     container=None,
     light: bool = False,
+    autorun: bool = True,
 ) -> jobs.Group | None:
     """Render the Run button and handle a click; return the session's group ``name``.
 
@@ -40,7 +41,7 @@ def launch(
         icon=":material/play_arrow:",
     )
     auto = f"_autorun_{name}"
-    if state.url_value("run") == "1" and not st.session_state.get(auto) and ctl.ready and configs:
+    if autorun and state.url_value("run") == "1" and not st.session_state.get(auto) and ctl.ready and configs:
         st.session_state[auto] = True
         if state.url_warnings():
             # a link with invalid parameters would run the defaults in their place: it must not spend ε

@@ -460,3 +460,52 @@ def proportion_block(result, fr, view, display) -> None:
         w_scale = ColourScale(0.0, max(hi, 1e-6), False, 1.0, "CI width", display.cmap)
         heat_chart(width, w_scale, fr, view, "explore_ciwidth", display, title="Confidence-interval width", container=b)
         b.html(w_scale.legend_html("interval width (rate units)", shared=False))
+
+
+SE_RUNS = 10  # repeated releases behind an empirical margin of error
+
+
+def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, display) -> None:
+    """The private map's margin of error per cell (95 %: 1.96 standard errors).
+
+    Closed form where the release carries it (``extras["stderr"]``: the noise's known scale per cell);
+    otherwise estimated from ``SE_RUNS`` more releases with the next seeds (evaluation only: each is a
+    release of the same people, counted in the ledger), as dp_mobility_report gives a margin for every
+    figure."""
+    from . import jobs, run
+
+    st.subheader("Margin of error")
+    se = (result.release.extras or {}).get("stderr")
+    how = "from the noise's known scale (closed form)"
+    if se is None:
+        name = "explore_se"
+        configs = [replace(cfg, seed=cfg.seed + 1 + i) for i in range(SE_RUNS)]
+        keys = [c.key() for c in configs]
+        g = jobs.get_group(name)
+        if g is None or g.keys != keys:
+            st.caption(
+                "This mechanism's error has no closed form here: estimate it from "
+                f"{SE_RUNS} more releases with the next seeds (each is a release of the same people: the ledger "
+                f"counts them, ε = {cfg.epsilon:g} each)."
+            )
+            # never from a link's run=1: these are extra releases, only on request
+            g = run.launch(
+                name, configs, ctl, label="Margin of error", button=f"Estimate from {SE_RUNS} runs", autorun=False
+            )
+            if g is None or g.keys != keys:
+                return
+        jobs.progress_panel([name], "Estimating")
+        if g.running:
+            return
+        grids = [np.asarray(s.result.release.density, dtype=np.float64) for s in g.statuses if s.state == "ok"]
+        if len(grids) < 2:
+            st.caption("Too few of the repeated releases succeeded to estimate the margin of error.")
+            return
+        se = np.std(np.stack(grids), axis=0, ddof=1)
+        how = f"estimated from {len(grids)} releases with seeds {cfg.seed + 1}–{cfg.seed + len(grids)}"
+    moe = 1.96 * np.asarray(se, dtype=np.float64)
+    heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
+    st.caption(
+        f"Same colour scale as the maps above: a cell whose margin is as bright as its estimate is noise. "
+        f"Margin {how}; median over cells ±{np.median(moe) * scale.factor:.3g} {scale.unit}."
+    )
