@@ -186,7 +186,7 @@ def test_methods_opens_with_a_guide_from_the_benches():
     at = open_app("methods")
     body = texts(at)
     assert "Which mechanism for what" in body
-    for need, use, _why, suite in GUIDE:
+    for _need, use, _why, suite in GUIDE:
         assert use in body and f"bench {suite}" in body
         assert suite in SUITES
 
