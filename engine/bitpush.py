@@ -25,7 +25,8 @@ What is here, with the paper's names:
   both rounds' reports, Section 3.2).
 * Local DP (Section 3.3): randomized response on each reported bit with
   ``p = e^eps / (1 + e^eps)`` and the server-side unbiasing
-  ``(r - (1 - p)) / (2p - 1)``; "bit squashing" with an absolute threshold.
+  ``(r - (1 - p)) / (2p - 1)``; "bit squashing" with a threshold tied to the
+  DP noise of each bit mean (see :func:`_squash`).
 * :func:`lemma31_variance` (Lemma 3.1 / Corollary 3.2), :func:`estimate_variance`
   (Section 3.4, Lemma 3.5: ``E[X^2] - E[X]^2`` and ``E[(X - E[X])^2]``).
 * Baselines (Sections 2 and 4; formulas in REFERENCE_NOTES.md section 3):
@@ -79,10 +80,25 @@ Departures from the paper (each also noted where it is coded):
   than two round-1 reports gets the worst-case variance.
 * Without caching, a bit that round 2 does not ask about keeps its round-1 mean
   (Algorithm 2 would otherwise have no estimate for it).
-* Bit squashing: "each" squashes every bit whose (round-1) mean is below the
-  threshold (the paper's wording); "top" squashes only the run of most
-  significant bits below it (Figure 4b: "treats bits 11 and above as noise").
-  Squashing is defined for unsigned values only.
+* Bit squashing: the paper gives no formula for the threshold. Section 3.3
+  says "below an absolute threshold"; Section 4.2 varies it "as a multiple of
+  the expected amount of DP noise" (Figure 4a: 0.05-0.2 works well; Figure 4b
+  draws 0.05 on the bit means at eps = 2). Read as an absolute threshold alone
+  (this module until issue 22), a bit whose true mean is below it is zeroed at
+  every epsilon: ages >= 64 (bit mean 0.03-0.10) vanished from mean ages and the
+  error stopped falling with epsilon. Here a bit is squashed when its mean is
+  below BOTH the absolute threshold (default 0.1, the middle of Figure 4a's
+  range) and ``c`` standard errors of its DP noise, ``c = 3`` by default (an
+  unused bit survives with probability 0.13%). The paper's 0.05-0.2 cannot be
+  multiples of this standard error (at 0.1 it keeps about half the unused bits,
+  which could not give Figure 4a's gain at 32 bits), so ``c`` is set by the
+  test's false-alarm rate instead: at 32 bits ``c = 2`` lets a noise bit of
+  weight up to 2^31 through often enough to ruin the mean (bench figure 4c).
+  Adaptive runs test the round-1 means (a squashed bit gets no round-2 reports)
+  and test the bits kept again on the final pooled means. "each" squashes every
+  bit below the threshold (the paper's wording); "top" squashes only the run of
+  most significant bits below it (Figure 4b: "treats bits 11 and above as
+  noise"). Squashing is defined for unsigned values only.
 * The distributed variant (sampling and thresholding, Bharadwaj & Cormode [5])
   is not implemented: the paper gives no calibration of its (eps, delta).
 """
@@ -99,6 +115,7 @@ from .errors import ParamError
 SCHEMES = ("uniform", "weighted", "optimal")
 ASSIGNMENTS = ("central", "local")
 SQUASH_MODES = ("off", "top", "each")
+SQUASH_C = 3.0  # squashing: noise standard errors a kept bit's mean must reach (see _squash)
 BASELINES = ("dithering", "rounding", "duchi", "piecewise", "laplace")
 MAX_BITS = 62
 SECURE_NUMPY_NOTE = "secure mode: piecewise/Duchi noise from numpy (no OpenDP sampler)"
@@ -322,6 +339,15 @@ def squash_floor(epsilon: float, threshold: float, z: float = 4.0) -> int:
     # worst-case sd of one unbiased RR report: 1 / (2 (2p - 1)) = sqrt(e^eps / (e^eps - 1)^2 + 1/4)
     sd = math.sqrt(rr_variance(epsilon) + 0.25)
     return int(math.ceil((z * sd / threshold) ** 2))
+
+
+def squash_noise_se(counts: np.ndarray, epsilon: float) -> np.ndarray:
+    """Standard error of a bit mean made of ``counts`` unbiased RR reports when the bit
+    is 0 for every client, i.e. the expected DP noise of an unused bit:
+    ``sqrt(e^eps / (e^eps - 1)^2 / c)`` (Section 3.3's variance of one report, [29]);
+    ``inf`` where there is no report."""
+    c = np.asarray(counts, dtype=np.float64)
+    return np.sqrt(np.divide(rr_variance(epsilon), c, out=np.full_like(c, np.inf), where=c > 0))
 
 
 # ------------------------------------------------------------------ server log
@@ -548,14 +574,24 @@ def _report_variance(sums: _Sums, epsilon: float | None, b_send: int) -> np.ndar
     return np.where(c >= 2, v, 0.25 / k**2)
 
 
-def _squash(bit_means: np.ndarray, threshold: float, mode: str, valid: np.ndarray | None = None) -> np.ndarray:
-    """Bit squashing (Section 3.3): bits whose mean is below an absolute threshold are
-    treated as noise. ``valid`` marks bits with data (others are never squashed)."""
+def _squash(sums: _Sums, epsilon: float, threshold: float, c: float, mode: str) -> np.ndarray:
+    """Bit squashing (Section 3.3): a bit is treated as noise when its unbiased mean is
+    below the absolute ``threshold`` (Section 3.3) AND below ``c`` standard errors of the
+    DP noise of its reports (Section 4.2, Figure 4a: the threshold is "a multiple of the
+    expected amount of DP noise"): ``m_j < min(threshold, c sqrt(e^eps/(e^eps-1)^2 / C_j))``,
+    ``C_j`` its reports, ``epsilon`` per report. For a bit that no client uses this is a
+    one-sided test at level about ``1 - Phi(c)`` (0.13% for ``c = 3``; the exact binomial
+    rate is higher with few reports, e.g. 0.6% with 25 at eps = 1); a used bit of mean
+    ``mu`` is squashed with probability about ``Phi((c se0 - mu) / se1)``, so the bias
+    it leaves vanishes as epsilon or its reports grow (with the absolute threshold alone,
+    a bit whose mean is below it is zeroed at every epsilon). The absolute threshold caps
+    the rule where the noise is so large that c standard errors would exceed it (there
+    the test cannot tell a used bit from noise, and zeroing it would cost more than its
+    noise). Bits without a report are never squashed."""
     if mode == "off":
-        return np.zeros(bit_means.shape, dtype=bool)
-    below = bit_means < threshold
-    if valid is not None:
-        below &= valid
+        return np.zeros(sums.S.shape, dtype=bool)
+    tau = np.minimum(threshold, c * squash_noise_se(sums.C, epsilon))
+    below = (sums.means() < tau) & (sums.C >= 1)
     if mode == "each":
         return below
     # "top": only the run of most significant bits that are all below the threshold
@@ -571,7 +607,9 @@ def _stderr(encoding: Encoding, sums: _Sums, squashed, epsilon, b_send) -> np.nd
     return np.sqrt((w2 * per_bit).sum(axis=1))
 
 
-def _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment):
+def _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c=SQUASH_C):
+    if not (isinstance(squash_c, (int, float, np.floating)) and math.isfinite(squash_c) and squash_c >= 0):
+        raise ParamError(f"the squashing threshold c must be a non-negative number of standard errors (got {squash_c})")
     if assignment not in ASSIGNMENTS:
         raise ParamError(f"bit assignment must be one of {', '.join(ASSIGNMENTS)} (got {assignment!r})")
     if squash not in SQUASH_MODES:
@@ -630,6 +668,7 @@ def bitpush(
     epsilon: float | None = None,
     squash: str = "off",
     squash_threshold: float = 0.1,
+    squash_c: float = SQUASH_C,
     noise=None,
 ) -> BitPushResult:
     """Algorithm 1 (basic bit-pushing), per group.
@@ -640,13 +679,16 @@ def bitpush(
     elsewhere). Clients with a negative group id are not contacted.
     ``epsilon``: randomized response on every reported bit (local DP; each client
     spends ``epsilon`` in total, ``epsilon / b_send`` per bit). ``squash``: bit
-    squashing of the final bit means (only meaningful with ``epsilon``). ``noise``: an
+    squashing of the final bit means below ``squash_threshold`` and ``squash_c`` noise
+    standard errors (only meaningful with ``epsilon``; see :func:`_squash`). ``noise``: an
     :class:`engine.noise.NoiseSource`; in secure mode randomized response is OpenDP's
     (the bit assignment still uses ``rng``)."""
     if rng is None:
         raise ParamError("a seeded numpy Generator is required")
     encoding = encoding or Encoding()
-    codes, g, G, eps = _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment)
+    codes, g, G, eps = _prepare(
+        values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c
+    )
     b = encoding.bits
     if probabilities is None:
         probabilities = bit_probabilities(b, "weighted", 0.5)
@@ -659,7 +701,9 @@ def bitpush(
     log = _round(codes, clients, g, G, pi, b_send, eps, assignment, 1, rng, noise=noise)
     sums = _aggregate(log, G, b, eps, b_send)
     m = sums.means()
-    squashed = _squash(m, squash_threshold, squash, sums.C > 0) if eps is not None else np.zeros((G, b), bool)
+    squashed = (
+        _squash(sums, eps / b_send, squash_threshold, squash_c, squash) if eps is not None else np.zeros((G, b), bool)
+    )
     m = np.where(squashed, 0.0, m)
     return BitPushResult(
         estimate=_nan_if_empty(encoding.decode_mean(m), g, clients, G),
@@ -695,6 +739,7 @@ def adaptive_bitpush(
     epsilon: float | None = None,
     squash: str = "off",
     squash_threshold: float = 0.1,
+    squash_c: float = SQUASH_C,
     round1_floor: int = 32,
     noise=None,
 ) -> BitPushResult:
@@ -711,7 +756,9 @@ def adaptive_bitpush(
     if rng is None:
         raise ParamError("a seeded numpy Generator is required")
     encoding = encoding or Encoding()
-    codes, g, G, eps = _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment)
+    codes, g, G, eps = _prepare(
+        values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c
+    )
     for name, v, lo, hi in (("alpha", alpha, 0.0, 4.0), ("gamma", gamma, 0.0, 4.0), ("delta", delta, 0.0, 1.0)):
         if not (math.isfinite(v) and lo <= v <= hi) or (name == "delta" and not 0.0 < v < 1.0):
             raise ParamError(f"{name} must be in {'(0, 1)' if name == 'delta' else f'[{lo}, {hi}]'} (got {v})")
@@ -732,11 +779,14 @@ def adaptive_bitpush(
         c1, c2 = order[in_r1], order[~in_r1]
 
     # round 1: p1 ~ (2^j)^gamma, mixed with uniform up to the floor
-    floor = int(round1_floor)
-    if eps is not None and squash != "off":
-        floor = max(floor, squash_floor(eps / b_send, squash_threshold))
-    p1 = np.broadcast_to(bit_probabilities(b, "weighted", gamma), (G, b)).copy()
     slots = np.maximum(n1 * b_send, 1).astype(np.float64)[:, None]
+    floor = np.full((G, 1), int(round1_floor))
+    if eps is not None and squash != "off":
+        # raised only where every bit can reach it: a cohort too small to resolve all bits keeps
+        # the (2^j)^gamma weights, which give the high bits (whose squashing matters) more reports
+        sq = max(int(round1_floor), squash_floor(eps / b_send, squash_threshold))
+        floor = np.where(sq * b <= slots, sq, floor)
+    p1 = np.broadcast_to(bit_probabilities(b, "weighted", gamma), (G, b)).copy()
     pmin = p1.min(axis=1, keepdims=True)
     lam = np.clip((floor / slots - pmin) / np.maximum(1.0 / b - pmin, 1e-300), 0.0, 1.0)
     p1 = (1.0 - lam) * p1 + lam / b
@@ -748,7 +798,10 @@ def adaptive_bitpush(
 
     squashed = np.zeros((G, b), dtype=bool)
     if eps is not None:
-        squashed = _squash(m1, squash_threshold, squash, s1.C >= 1)
+        # round 1 decides which bits round 2 need not ask about (Section 1.1: "unused bits
+        # (with estimated mean 0) do not need to be sampled"); the bits it keeps are tested
+        # again on the final (pooled) means below
+        squashed = _squash(s1, eps / b_send, squash_threshold, squash_c, squash)
 
     # round 2: p2 ~ (w_j^2 v_j)^alpha on the bits not squashed
     v1 = _report_variance(s1, eps, b_send)
@@ -794,6 +847,10 @@ def adaptive_bitpush(
     else:
         use2 = s2.C > 0
         final = _Sums(np.where(use2, s2.S, s1.S), np.where(use2, s2.C, s1.C), np.where(use2, s2.Q, s1.Q))
+    if eps is not None:
+        # a bit that passed round 1 by chance rarely passes again with round 2's reports: at
+        # 32 bits one surviving noise bit of weight 2^31 would swamp the mean
+        squashed |= _squash(final, eps / b_send, squash_threshold, squash_c, squash)
     m = np.where(squashed, 0.0, final.means())
     return BitPushResult(
         estimate=_nan_if_empty(encoding.decode_mean(m), g, clients, G),
@@ -808,7 +865,7 @@ def adaptive_bitpush(
         epsilon=eps,
         rounds=2,
         b_send=b_send,
-        info={"round1_clients": n1, "round1_floor": floor, "round1_means": m1},
+        info={"round1_clients": n1, "round1_floor": floor[:, 0], "round1_means": m1},
     )
 
 

@@ -248,12 +248,70 @@ def test_bit_squashing_removes_noise_bits_under_ldp():
     assert (res.probabilities[1][0, 7:] == 0).all()
     plain = B.adaptive_bitpush(x, enc, rng, epsilon=2.0)
     assert abs(res.value - x.mean()) < 5.0 < abs(plain.value - x.mean())
-    # "each": a bit below the threshold is squashed even under a used bit
-    m = np.array([[0.5, 0.02, 0.5, 0.01, 0.0]])
-    np.testing.assert_array_equal(B._squash(m, 0.05, "each")[0], [0, 1, 0, 1, 1])
-    np.testing.assert_array_equal(B._squash(m, 0.05, "top")[0], [0, 0, 0, 1, 1])
+    # "each": a bit below the threshold is squashed even under a used bit. 10,000 reports per
+    # bit at eps = 2: 3 noise standard errors are 0.0128, below the absolute 0.05
+    m = np.array([[0.5, 0.005, 0.5, 0.01, 0.0]])
+    sums = B._Sums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
+    np.testing.assert_array_equal(B._squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
+    np.testing.assert_array_equal(B._squash(sums, 2.0, 0.05, 3.0, "top")[0], [0, 0, 0, 1, 1])
+    m = np.array([[0.5, 0.02, 0.5, 0.03, 0.0]])
+    sums = B._Sums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
+    # 0.02 is 4.7 noise se: a used bit, kept although below the absolute 0.05
+    np.testing.assert_array_equal(B._squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 0, 0, 0, 1])
+    sums = B._Sums(m * 100, np.full_like(m, 100), np.zeros_like(m))  # 100 reports: 3 se = 0.128 > 0.05
+    np.testing.assert_array_equal(B._squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
     with pytest.raises(ParamError, match="unsigned"):
         B.adaptive_bitpush(x, B.Encoding(10, signed=True), rng, epsilon=1.0, squash="top")
+    with pytest.raises(ParamError, match="standard errors"):
+        B.adaptive_bitpush(x, enc, rng, epsilon=1.0, squash="top", squash_c=-1.0)
+
+
+@pytest.mark.parametrize("c", [1.0, 2.0])
+def test_an_unused_bit_survives_squashing_at_the_stated_rate(c):
+    """A bit no client uses is kept only when its unbiased mean reaches c noise standard
+    errors; with 100 reports its raw count of ones is Binomial(100, 1 - p), which gives the
+    exact survival rate (close to 1 - Phi(c)). Binomial test at false-alarm rate 1e-3."""
+    rng = np.random.default_rng(30 + int(c))
+    G, per, eps = 3000, 800, 1.0
+    x = rng.integers(0, 128, G * per).astype(float)  # bit 7 is never set
+    groups = np.repeat(np.arange(G), per)
+    res = B.bitpush(
+        x,
+        B.Encoding(8),
+        B.bit_probabilities(8, "uniform"),
+        rng,
+        groups=groups,
+        epsilon=eps,
+        squash="each",
+        squash_threshold=0.5,
+        squash_c=c,
+    )
+    assert (res.counts[:, 7] == 100).all()  # quasi-Monte-Carlo: exactly 800 / 8 reports per bit
+    p = B.rr_keep_probability(eps)
+    se0 = math.sqrt(B.rr_variance(eps) / 100)
+    # kept <=> (Q/100 - (1 - p)) / (2p - 1) >= c se0 <=> Q >= 100 ((1 - p) + (2p - 1) c se0)
+    q_min = math.ceil(100 * ((1 - p) + (2 * p - 1) * c * se0) - 1e-9)
+    rate = stats.binom.sf(q_min - 1, 100, 1 - p)
+    kept = int((~res.squashed[:, 7]).sum())
+    assert stats.binomtest(kept, G, rate).pvalue > 1e-3
+    assert abs(rate - stats.norm.sf(c)) < 0.3 * stats.norm.sf(c)  # the docstring's 1 - Phi(c)
+
+
+def test_squashing_keeps_a_small_used_bit_once_the_noise_resolves_it():
+    """Issue 22: with an absolute threshold 0.1 a bit of mean 0.04 was zeroed at every
+    epsilon (here ages >= 64: 2.6 years of a mean of ~40 vanished). The threshold now
+    follows the noise: at eps = 5 the bit is kept and the mean is unbiased (z-test at
+    |z| < 4.5 over 60 runs, false-alarm rate 7e-6); at eps = 0.3, where 3 noise standard
+    errors exceed 0.1, the absolute threshold still squashes it."""
+    rng = np.random.default_rng(12)
+    n = 30_000
+    x = np.where(rng.random(n) < 0.04, rng.integers(64, 100, n), rng.integers(0, 64, n)).astype(float)
+    enc = B.Encoding(8)
+    runs = [B.adaptive_bitpush(x, enc, rng, epsilon=5.0, squash="top") for _ in range(60)]
+    assert not any(r.squashed[0, 6] for r in runs) and all(r.squashed[0, 7] for r in runs)
+    assert abs(_z([r.value for r in runs], x.mean())) < Z
+    low = B.adaptive_bitpush(x, enc, rng, epsilon=0.3, squash="top")
+    assert low.squashed[0, 6]
 
 
 # ----------------------------------------------------- variance (Lemma 3.5)

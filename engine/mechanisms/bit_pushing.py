@@ -254,9 +254,22 @@ _SQUASH_PARAMS = (
         "squash_threshold",
         "float",
         0.1,
-        "absolute threshold on a bit's estimated mean below which it is treated as noise (paper: 0.05-0.2)",
+        "absolute cap on the squashing threshold (Section 3.3; paper: 0.05-0.2): a bit is squashed only if its "
+        "estimated mean is below this AND below c noise standard errors",
         min=0.0,
         max=0.5,
+    ),
+    Param(
+        "squash_c",
+        "float",
+        BP.SQUASH_C,
+        "a bit is treated as noise only when its mean is below c standard errors of the DP noise of its reports, "
+        "c x sqrt(e^eps/(e^eps-1)^2 / reports) (Section 4.2: a multiple of the expected DP noise): a bit no "
+        "client uses survives with probability 1 - Phi(c) (0.13% at c = 3); a used bit's squashing bias "
+        "shrinks as epsilon or its reports grow",
+        min=0.0,
+        max=10.0,
+        label="squashing threshold c (noise standard errors)",
     ),
 )
 
@@ -328,7 +341,11 @@ def region_mean_release(
         if int(params.get("b_send", 1)) > enc.bits:
             raise ParamError(f"bits per client ({params['b_send']}) cannot exceed the bit depth ({enc.bits})")
         if epsilon is not None:
-            kw.update(squash=params.get("squash", "off"), squash_threshold=float(params.get("squash_threshold", 0.1)))
+            kw.update(
+                squash=params.get("squash", "off"),
+                squash_threshold=float(params.get("squash_threshold", 0.1)),
+                squash_c=float(params.get("squash_c", BP.SQUASH_C)),
+            )
         method = params.get("method", "adaptive")
         if method == "adaptive":
             res = BP.adaptive_bitpush(
@@ -341,7 +358,8 @@ def region_mean_release(
                 round1_floor=int(params.get("round1_floor", 32)),
                 **kw,
             )
-            info["round1_floor_used"] = int(res.info["round1_floor"])
+            # per region: the squashing floor where the cohort can give it to every bit
+            info["round1_floor_used"] = int(res.info["round1_floor"][~suppressed & (count > 0)].max(initial=0))
         else:
             p = BP.bit_probabilities(enc.bits, method, float(params.get("alpha", 0.5)))
             res = BP.bitpush(encoding=enc, probabilities=p, rng=ctx.rng, **kw)
@@ -564,8 +582,10 @@ class BitPushRegionMeanLDP(Mechanism):
     __doc__ = (
         "Attribute mean by region with bit-pushing under local DP (Section 3.3). Guarantee: epsilon-LDP for each "
         "client's value. Randomized response with "
-        "p = e^eps/(1+e^eps) on the reported bit, unbiased as (r - (1-p))/(2p-1); bit squashing with an absolute "
-        "threshold. Each client answers once, so the ledger has one parallel entry (epsilon per client)." + _COMMON_DOC
+        "p = e^eps/(1+e^eps) on the reported bit, unbiased as (r - (1-p))/(2p-1); bit squashing of the bits whose "
+        "mean is below both an absolute threshold (Section 3.3) and c standard errors of their DP noise (Section "
+        "4.2; see engine.bitpush._squash). Each client answers once, so the ledger has one parallel entry "
+        "(epsilon per client)." + _COMMON_DOC
     )
 
     def run(self, data, domain, epsilon, params, ctx):
