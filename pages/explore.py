@@ -83,29 +83,45 @@ if show is not None or cfg is not None:
         if res is not None:
             grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
         scale = views.scale_for(truth, domain, ctl.display, [grid], people=n_users != n_points)
-        m1, m2 = st.columns(2)
-        views.heat_chart(
-            truth, scale, fr, view, "explore_true", ctl.display, title="True locations", container=m1, height=MAP_PX
-        )
-        if res is not None:
-            title = export.release_title(res)
-            views.heat_chart(
+        title = export.release_title(res) if res is not None else "Private map"
+        if not ctl.display.basemap:  # one deck for both maps: linked zoom and pan, hover values, scale bar
+            views.paired_chart(
+                truth,
                 grid,
                 scale,
                 fr,
-                view,
-                "explore_private",
+                state.get("view.zoom"),
+                views.AREAS[state.get("view.area")],
+                "explore",
                 ctl.display,
                 rects=rects,
-                title=title,
-                container=m2,
+                titles=("True locations", title),
+                stderr=(res.release.extras or {}).get("stderr") if res is not None and lvl is None else None,
+                unit="people" if n_users != n_points else "locations",
                 height=MAP_PX,
             )
-            if cap:
-                m2.caption(cap)
-        else:
-            m2.html('<div class="map-title">Private map</div>')
-            m2.info("Press **Run** to release a private heatmap of these locations.", icon=":material/play_arrow:")
+        else:  # a basemap puts each square on its real place: two maps sharing one view
+            m1, m2 = st.columns(2)
+            kw = dict(container=None, height=MAP_PX)
+            views.heat_chart(
+                truth, scale, fr, view, "explore_true", ctl.display, title="True locations", **{**kw, "container": m1}
+            )
+            if res is not None:
+                views.heat_chart(
+                    grid,
+                    scale,
+                    fr,
+                    view,
+                    "explore_private",
+                    ctl.display,
+                    rects=rects,
+                    title=title,
+                    **{**kw, "container": m2},
+                )
+        if cap:
+            st.caption(cap)
+        if res is None:
+            st.info("Press **Run** to release a private heatmap of these locations.", icon=":material/play_arrow:")
         views.legend(scale, note=f"{2**view_cfg.depth} × {2**view_cfg.depth} cells of {fr.domain.cell:,.0f} m")
         if res is not None:
             st.caption(

@@ -94,7 +94,7 @@ def open_explore(page, url: str, query: str = QUERY):
 def run_and_wait_maps(page, timeout=90_000):
     page.click(".st-key-run_explore button")
     page.wait_for_selector("text=How good is it?", timeout=timeout)
-    page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 2", timeout=timeout)
+    page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=timeout)
     page.wait_for_selector(READY, timeout=timeout)
     page.wait_for_timeout(800)  # let deck.gl draw its first frames
 
@@ -107,8 +107,9 @@ def save(page, tmp_path, name: str) -> Path:
     return out
 
 
-def heat_pixels(page, index: int) -> int:
-    """Pixels of a map chart that carry heatmap colours (not white/grey background)."""
+def heat_pixels(page, index: int, half: str | None = None) -> int:
+    """Pixels of a map chart that carry heatmap colours (not white/grey background); ``half`` "left" or
+    "right" counts one square of Explore's paired deck (true map left, private map right)."""
     import io
 
     import numpy as np
@@ -116,5 +117,8 @@ def heat_pixels(page, index: int) -> int:
 
     png = page.locator('[data-testid="stDeckGlJsonChart"]').nth(index).screenshot()
     a = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    if half is not None:
+        w = a.shape[1] // 2
+        a = a[:, :w] if half == "left" else a[:, w:]
     sat = a.max(axis=2) - a.min(axis=2)
     return int((sat > 40).sum())

@@ -191,13 +191,15 @@ def click_run(at: AppTest, name: str) -> AppTest:
 
 
 def charts(at: AppTest) -> dict[str, str]:
-    """Deck JSON of every map, keyed by its first heat layer id (or its first layer's)."""
+    """Deck JSON of every map, keyed by each of its heat layers' ids (a paired deck holds the true and the
+    private map), or by its first layer's id when it has none."""
     out = {}
     for c in at.get("deck_gl_json_chart"):
         spec = json.loads(c.proto.json)
         ids = [layer.get("id", "") for layer in spec.get("layers", [])]
-        name = next((i for i in ids if i.endswith("_heat")), ids[-1] if ids else "")
-        out[name] = c.proto.json
+        heats = [i for i in ids if i.endswith("_heat")] or [ids[-1] if ids else ""]
+        for name in heats:
+            out[name] = c.proto.json
     return out
 
 

@@ -42,7 +42,7 @@ def upload(page, url: str, name: str, data: bytes) -> None:
 
 def wait_run(page) -> None:
     page.wait_for_selector("text=How good is it?", timeout=120_000)
-    page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 2", timeout=120_000)
+    page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=120_000)
     page.wait_for_selector(READY, timeout=120_000)
     page.wait_for_timeout(600)
 
@@ -74,7 +74,7 @@ def sessions_see_only_their_own(browser, url: str, specs: list[tuple[str, bytes,
         assert f"Real data {name} · {n:,} locations" in body
         assert not [o for o in names if o != name and o in body], f"session {i} sees another's file name"
         assert f"ε spent on {name} this session: 1" in body  # its own ledger, one release
-        assert heat_pixels(p, 1) > 2_000  # its private map is drawn
+        assert heat_pixels(p, 0, "right") > 2_000  # its private map is drawn
         ids.append(run_id(p))
         rec = export_json(p)
         assert rec["dataset"]["name"] == name and rec["n_points"] == n
@@ -113,7 +113,7 @@ def test_a_guessed_upload_key_is_an_unknown_dataset(page, app_url):
     page.wait_for_timeout(500)
     body = page.inner_text("body")
     assert "unknown dataset" in body and "not run" in body
-    assert "How good is it?" not in body or page.locator(MAPS).count() < 2
+    assert "How good is it?" not in body  # nothing ran
     watch.check()
 
 

@@ -216,3 +216,19 @@ def wait_jobs_all(at, timeout: float = 90):
         time.sleep(0.1)
         at.run()
     assert not at.exception, [e.value for e in at.exception]
+
+
+def test_the_paired_map_has_a_scale_bar_and_hover_values():
+    import json
+
+    at = open_app(ds="snow_cholera", mech="identity", baselines="0", eps="1")
+    click_run(at, "explore")
+    spec = json.loads(charts(at)["explore_private_heat"])
+    ids = [layer["id"] for layer in spec["layers"]]
+    assert "explore_true_heat" in ids and "explore_private_heat" in ids  # one deck: one view for both
+    bar = next(layer for layer in spec["layers"] if layer["id"] == "explore_scalelabel")
+    label = bar["data"][0]["t"]
+    assert label.endswith(" m") or label.endswith(" km")
+    hover = next(layer for layer in spec["layers"] if layer["id"] == "explore_hover")
+    assert hover["data"] and {"t", "p"} <= set(hover["data"][0]) and hover["pickable"]
+    assert len(charts(at)["explore_private_heat"]) < 2_000_000  # the payload of the map

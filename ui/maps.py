@@ -206,3 +206,126 @@ def deck(layers: list, view: pdk.ViewState, basemap: bool = False, tooltip=None)
     # map_style left at its default: pydeck then sends the "__MAP_STYLE__" sentinel, which Streamlit reads as
     # "no basemap"; map_style=None would make Streamlit fall back to a Carto basemap (a network request).
     return CompactDeck(map_provider=None, **kw)
+
+
+# ------------------------------------------------------------------ the paired (linked) map
+GAP = 0.06  # gap between the two squares, in region sides
+HOVER_MAX = 64  # hover blocks per side at most: finer grids are summed into blocks (payload stays small)
+
+
+@dataclass(frozen=True)
+class Shifted:
+    """The frame moved east by ``dx`` metres: where the private square sits in a paired map."""
+
+    frame: Frame
+    dx: float
+
+    @property
+    def domain(self):
+        return self.frame.domain
+
+    @property
+    def crs(self) -> str:
+        return self.frame.crs
+
+    def lonlat(self, x, y) -> np.ndarray:
+        return self.frame.lonlat(np.asarray(x, dtype=np.float64) + self.dx, y)
+
+    def corners(self) -> list[list[float]]:
+        x0, y0, x1, y1 = self.domain.bounds
+        ll = self.lonlat([x0, x0, x1, x1], [y0, y1, y1, y0])
+        return [[round(float(a), 7), round(float(b), 7)] for a, b in ll]
+
+
+def paired_view(frame: Frame, zoom: float, pan: tuple[float, float], px: int) -> pdk.ViewState:
+    """One view of both squares: fitted to ``px`` pixels per square, centred between them."""
+    v = frame.view(zoom, (pan[0] + (1 + GAP) / 2, pan[1]), px=px)
+    return v
+
+
+def nice_metres(limit: float) -> float:
+    """The largest 1-2-5 × 10^k metres not above ``limit``."""
+    e = 10 ** math.floor(math.log10(max(limit, 1e-9)))
+    return max(m * e for m in (1, 2, 5) if m * e <= limit) if limit >= e else e
+
+
+def scale_bar_layers(frame: Frame, layer_id: str) -> list[pdk.Layer]:
+    """A bar of a round number of metres (at most a quarter of the side) in the truth square's corner."""
+    d = frame.domain
+    length = nice_metres(d.side / 4)
+    x0, y0 = d.x0 + 0.04 * d.side, d.y0 + 0.04 * d.side
+    path = frame.lonlat([x0, x0 + length], [y0, y0]).round(7).tolist()
+    label = f"{length / 1000:g} km" if length >= 1000 else f"{length:g} m"
+    mid = frame.lonlat([x0 + length / 2], [y0 + 0.025 * d.side])[0].round(7).tolist()
+    return [
+        pdk.Layer(
+            "PathLayer",
+            id=f"{layer_id}_scalebar",
+            data=[{"path": path}],
+            get_path="path",
+            get_color=[30, 30, 40, 255],
+            width_min_pixels=3,
+            pickable=False,
+        ),
+        pdk.Layer(
+            "TextLayer",
+            id=f"{layer_id}_scalelabel",
+            data=[{"p": mid, "t": label}],
+            get_position="p",
+            get_text="t",
+            get_size=13,
+            get_color=[30, 30, 40, 255],
+            pickable=False,
+        ),
+    ]
+
+
+def block_sums(grid: np.ndarray, k: int) -> np.ndarray:
+    n = grid.shape[0]
+    return grid.reshape(n // k, k, n // k, k).sum(axis=(1, 3))
+
+
+def hover_layer(
+    truth: np.ndarray, private: np.ndarray, stderr: np.ndarray | None, frame: Frame, layer_id: str, unit: str
+) -> tuple[pdk.Layer, dict]:
+    """Near-invisible cells that carry, for the tooltip, each cell's true and private value (and, when the
+    noise has a closed form, the private value's 95 % margin). Over ``HOVER_MAX`` cells per side, cells
+    are summed into blocks. Returns the layer and the Deck tooltip."""
+    n = truth.shape[0]
+    k = max(1, n // HOVER_MAX)
+    t, p = block_sums(np.asarray(truth, float), k), block_sums(np.asarray(private, float), k)
+    e = None if stderr is None else np.sqrt(block_sums(np.asarray(stderr, float) ** 2, k))
+    m = t.shape[0]
+    cell = frame.domain.side / m
+    jj, ii = np.nonzero((t != 0) | (p != 0))
+    x0 = frame.domain.x0 + ii * cell
+    y0 = frame.domain.y0 + jj * cell
+    data = []
+    for shift in (0.0, frame.domain.side * (1 + GAP)):
+        xs = np.stack([x0, x0, x0 + cell, x0 + cell], axis=1) + shift
+        ys = np.stack([y0, y0 + cell, y0 + cell, y0], axis=1)
+        ll = frame.lonlat(xs.ravel(), ys.ravel()).round(6).reshape(-1, 4, 2)
+        for q, j, i in zip(ll, jj, ii):
+            row = {"g": q.tolist(), "t": f"{t[j, i]:.3g}", "p": f"{p[j, i]:.3g}"}
+            if e is not None:
+                row["e"] = f" ± {1.96 * e[j, i]:.2g}"
+            data.append(row)
+    layer = pdk.Layer(
+        "PolygonLayer",
+        id=f"{layer_id}_hover",
+        data=data,
+        get_polygon="g",
+        filled=True,
+        stroked=False,
+        get_fill_color=[0, 0, 0, 1],  # all but transparent: drawn, so it can be picked
+        pickable=True,
+        auto_highlight=True,
+        highlight_color=[255, 255, 255, 90],
+    )
+    what = "cell" if k == 1 else f"block of {k} × {k} cells"
+    margin = "{e}" if e is not None else ""
+    tip = {
+        "html": f"<b>this {what}</b><br/>true: {{t}} {unit}<br/>private: {{p}}{margin} {unit}",
+        "style": {"fontSize": "12px", "backgroundColor": "#222", "color": "white"},
+    }
+    return layer, tip

@@ -175,6 +175,48 @@ def heat_chart(
     )
 
 
+def paired_chart(
+    truth,
+    grid,
+    scale: ColourScale,
+    fr: maps.Frame,
+    zoom: float,
+    pan: tuple[float, float],
+    key: str,
+    display,
+    rects=None,
+    titles=("True locations", "Private map"),
+    stderr=None,
+    unit: str = "",
+    px: int = 460,
+    height: int = 520,
+    container=None,
+):
+    """The true and the private map side by side in ONE deck: one view, so mouse zoom and pan move both
+    (linked views); hovering a cell shows its true and private value (and the margin when known); a scale
+    bar in metres. Without a basemap only: with one, the squares must sit on their real place."""
+    c = container or st
+    a, b = c.columns(2)
+    a.html(f'<div class="map-title">{html.escape(titles[0])}</div>')
+    b.html(f'<div class="map-title">{html.escape(titles[1])}</div>')
+    shifted = maps.Shifted(fr, fr.domain.side * (1 + maps.GAP))
+    layers = [
+        maps.heat_layer(truth, scale, fr, f"{key}_true_heat", background=maps.EMPTY),
+        maps.region_layer(shifted)
+        if grid is None
+        else maps.heat_layer(grid, scale, shifted, f"{key}_private_heat", background=maps.EMPTY),
+    ]
+    if rects is not None and len(rects) and display.outlines:
+        layers.append(maps.outline_layer(rects, shifted, f"{key}_cells"))
+    layers += maps.scale_bar_layers(fr, key)
+    tooltip = None
+    if grid is not None:
+        hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit)
+        layers.append(hover)
+    view = maps.paired_view(fr, zoom, pan, px)
+    return c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+
+
 def legend(scale: ColourScale, note: str = "", container=None, shared: bool = True) -> None:
     (container or st).html(scale.legend_html(note, shared=shared))
 
