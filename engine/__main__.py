@@ -122,9 +122,10 @@ def _cmd_mechanisms(args) -> int:
     return 0
 
 
-def _config_from_args(args, mechanism, epsilon, seed):
+def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     """The run's configuration, its dataset options and mechanism parameters checked against
-    their schemas (coerced, so the cache key is stable) before anything runs."""
+    their schemas (coerced, so the cache key is stable) before anything runs. A release has
+    no seed and always uses secure noise."""
     from .data.registry import get_source
     from .jobs import RunConfig
     from .mechanisms import get
@@ -148,15 +149,19 @@ def _config_from_args(args, mechanism, epsilon, seed):
         n_users=args.users,
         depth=args.depth,
         seed=seed,
-        secure=args.secure,
+        secure=mode == "release" or args.secure,
+        mode=mode,
     )
 
 
 def _cmd_run(args) -> int:
-    from .jobs import run
+    from .jobs import fresh_seed, run
 
-    cfg = _config_from_args(args, args.mechanism, args.epsilon, args.seed)
+    seed = fresh_seed() if args.seed is None else args.seed
+    cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     res = run(cfg, use_cache=not args.no_cache)
+    if args.seed is None:  # after the run, so a bad argument stays the only line
+        print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
     if args.format == "json":
         print(json.dumps(out, indent=2, default=float))
@@ -171,7 +176,7 @@ def _cmd_run(args) -> int:
 def _cmd_sweep(args) -> int:
     from .jobs import run
 
-    mechs, epss, seeds = args.mechanisms, args.epsilons, range(args.seeds)
+    mechs, epss, seeds = args.mechanisms, args.epsilons, range(args.seed0, args.seed0 + args.seeds)
     n_runs = len(mechs) * len(epss) * len(seeds)
     if n_runs > MAX_RUNS:
         raise ParamError(f"the sweep has {n_runs:,} runs, over the limit of {MAX_RUNS:,}; split it")
@@ -193,6 +198,62 @@ def _cmd_sweep(args) -> int:
         w.writeheader()
         w.writerows(rows)
         print(buf.getvalue(), end="")
+    return 0
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    from .export import FORMATS
+
+    names = _names(text)
+    bad = [n for n in names if n not in FORMATS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown format {bad[0]!r}; choose from {','.join(FORMATS)}")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a format is given twice (got {text!r})")
+    return tuple(names)
+
+
+def _cmd_release(args) -> int:
+    """A Release-mode run written to a folder (:func:`engine.export.write_release`) and booked
+    in the dataset's privacy ledger (:mod:`engine.budget_store`); with ``--limit``, refused
+    when the dataset's total would pass it. Nothing computed from the truth is printed."""
+    from pathlib import Path
+
+    from . import budget_store as B
+    from .export import FILE_NAMES, MANIFEST, write_release
+    from .jobs import run
+
+    cfg = _config_from_args(args, args.mechanism, args.epsilon, 0, mode="release")
+    cfg.validate()
+    out = Path(args.out)
+    taken = [n for n in [*(FILE_NAMES[f] for f in args.format), MANIFEST] if (out / n).exists()]
+    if taken:  # checked before any ε is booked
+        raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
+    store, fp = B.BudgetStore(), B.fingerprint_config(cfg)
+    entry = B.entry_for(cfg, note="python -m engine release")
+    if args.limit is None:
+        store.record(fp, [entry])
+    else:
+        ok, spent, _ = store.try_spend(fp, [entry], args.limit)
+        if not ok:
+            raise ParamError(
+                f"refused: this release would spend epsilon {entry.epsilon:g} on a dataset that has spent "
+                f"{spent:g} of its limit {args.limit:g}"
+            )
+    try:
+        res = run(cfg)
+    except BaseException:
+        store.remove(fp, entry.release_key)  # nothing was released
+        raise
+    # once a grid exists the booking stays, even if writing it fails half way
+    paths = write_release(res, out, args.format, release_key=entry.release_key)
+    report = {
+        "files": {k: str(v) for k, v in paths.items()},
+        "epsilon_spent": res.release.ledger.total(),
+        "dataset_fingerprint": fp,
+        "dataset_epsilon_spent": store.spent(fp),
+    }
+    print(json.dumps(report, indent=2))
     return 0
 
 
@@ -218,7 +279,7 @@ def main(argv=None) -> int:
     m.add_argument("--json", action="store_true")
     m.set_defaults(fn=_cmd_mechanisms)
 
-    def common(sp):
+    def common(sp, release=False):
         sp.add_argument("--dataset", default="synthetic:polycentric")
         sp.add_argument(
             "--data-opt", action="append", type=_key_value, metavar="KEY=VALUE", help="dataset option, e.g. n=100000"
@@ -229,6 +290,8 @@ def main(argv=None) -> int:
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
         sp.add_argument("--depth", type=_int_in(1, 10), default=8, help="2^depth cells per side (1..10)")
+        if release:  # always secure, never cached, its own formats
+            return
         sp.add_argument("--secure", action="store_true", help="OpenDP samplers")
         sp.add_argument("--format", choices=("json", "csv"), default="json")
         sp.add_argument("--no-cache", action="store_true")
@@ -236,16 +299,32 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run one mechanism")
     r.add_argument("--mechanism", default="identity")
     r.add_argument("--epsilon", type=_epsilon, default=1.0)
-    r.add_argument("--seed", type=_int_in(0), default=0)
+    r.add_argument("--seed", type=_int_in(0), default=None, help="default: drawn at random (and printed)")
     common(r)
     r.set_defaults(fn=_cmd_run)
 
     s = sub.add_parser("sweep", help="grid over mechanisms x epsilon x seeds")
     s.add_argument("--mechanisms", type=_names, default=["identity"], help="comma-separated mechanism keys")
     s.add_argument("--epsilons", type=_epsilons, default=[0.1, 1.0], help="comma-separated epsilons")
-    s.add_argument("--seeds", type=_int_in(1, MAX_SEEDS), default=3, help="seeds 0..N-1")
+    s.add_argument("--seeds", type=_int_in(1, MAX_SEEDS), default=3, help="seeds SEED0..SEED0+N-1")
+    s.add_argument("--seed0", type=_int_in(0), default=0, help="first seed (default 0)")
     common(s)
     s.set_defaults(fn=_cmd_sweep)
+
+    rl = sub.add_parser(
+        "release", help="a private release (OpenDP noise, fresh entropy, no seed) written to a folder with a manifest"
+    )
+    rl.add_argument("--mechanism", default="identity")
+    rl.add_argument("--epsilon", type=_epsilon, default=1.0)
+    rl.add_argument("--out", required=True, metavar="FOLDER", help="folder for the grid files and manifest.json")
+    rl.add_argument(
+        "--format", type=_formats, default=("geotiff", "geojson", "csv"), help="comma-separated: geotiff,geojson,csv"
+    )
+    rl.add_argument(
+        "--limit", type=_epsilon, default=None, help="refuse if the dataset's total epsilon would pass this limit"
+    )
+    common(rl, release=True)
+    rl.set_defaults(fn=_cmd_release)
 
     b = sub.add_parser("bench", help="benchmark suite")
     b.add_argument("suite")

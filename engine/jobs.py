@@ -2,9 +2,20 @@
 
 ``run(config)`` is the one entry point used by the CLI, the benchmarks and the
 dashboard: load the dataset, sample users, build the public domain, run the
-mechanism, compute the metrics. It is deterministic given the configuration
-(seed included); results are cached on disk under the configuration's hash, in a
-data-only format (:func:`_encode`): nothing read from the cache can run code.
+mechanism, compute the metrics.
+
+A run has one of two modes (issue 23), ``RunConfig.mode``:
+
+* ``"evaluate"``: deterministic given the configuration (seed included), with the truth
+  and metrics against it; results are cached on disk under the configuration's hash, in a
+  data-only format (:func:`_encode`): nothing read from the cache can run code. Seeded
+  numpy noise is neither floating-point safe nor secret, so what it makes is not a private
+  release (its exports carry ``engine.export.EVALUATION``). Callers draw a fresh seed with
+  :func:`fresh_seed` when the user did not fix one.
+* ``"release"``: OpenDP samplers (secure mode) and fresh operating-system entropy for every
+  other draw (user sampling, the mechanism's numpy stream); no seed is used or recorded,
+  nothing is cached, and neither the truth nor any metric is computed: the result holds the
+  release alone (``truth`` None, ``metrics`` empty, ``n_users``/``n_points`` None).
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -32,6 +44,18 @@ from .errors import Cancelled, EngineError, ParamError
 CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
 ROOT = Path(__file__).resolve().parents[1]
 MIN_EPS, MAX_EPS = 1e-4, 100.0
+MODES = ("evaluate", "release")
+# Fresh seeds stay below 2^31: the dashboard's seed field and URL take at most 2^31 - 1 (and a
+# browser holds integers exactly only to 2^53). An Evaluate seed is shown and exported, so its
+# size is no privacy property; a Release has no seed at all.
+FRESH_SEED_BITS = 31
+
+
+def fresh_seed() -> int:
+    """A seed drawn from the operating system's entropy, for an Evaluate run whose user did
+    not fix one: the run is not seed 0 like every other, and the seed is recorded (shown,
+    exported) so the run can be reproduced on purpose."""
+    return secrets.randbits(FRESH_SEED_BITS)
 
 
 @lru_cache(maxsize=4)
@@ -96,7 +120,8 @@ class RunConfig:
     n_users: int | None = None  # users sampled; None = all
     depth: int = 8  # 2^depth cells per side
     seed: int = 0
-    secure: bool = False  # OpenDP samplers for the noise that supports it
+    secure: bool = False  # OpenDP samplers for the noise that supports it (always on in release mode)
+    mode: str = "evaluate"  # or "release": see the module docstring
     metrics: tuple[str, ...] = ()  # extra metrics beyond the default set
     emd_max_cells: int = 64  # EMD coarsened to at most this many cells per side in runs
 
@@ -135,23 +160,47 @@ class RunConfig:
             raise ParamError(f"number of users must be a positive integer (got {self.n_users})")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ParamError(f"seed must be a non-negative integer (got {self.seed})")
+        if self.mode not in MODES:
+            raise ParamError(f"mode must be 'evaluate' or 'release' (got {self.mode!r})")
+        if self.mode == "release":
+            from .mechanisms import get
+
+            if self.seed != 0:
+                raise ParamError(
+                    f"a release draws fresh noise from the operating system and takes no seed (got seed {self.seed})"
+                )
+            if self.metrics:
+                raise ParamError("a release computes no metric against the true data (got metrics to compute)")
+            cls = get(self.mechanism)
+            if not cls.uses_epsilon:  # a non-private reference would publish the truth
+                raise ParamError(f"{cls.label or cls.key} spends no epsilon and is not private: it cannot be released")
 
 
 @dataclass
 class RunResult:
     config: RunConfig
     release: Any  # mechanisms.Release
-    truth: np.ndarray  # true map on the same grid, each user weighing 1 in total
-    metrics: dict[str, float]
+    truth: np.ndarray | None  # true map on the same grid, each user weighing 1 in total; None in release mode
+    metrics: dict[str, float]  # empty in release mode
     timings: dict[str, float]
-    n_users: int
-    n_points: int
+    n_users: int | None  # None in release mode
+    n_points: int | None  # None in release mode
     dataset_meta: Any
     cached: bool = False
+    crs: str = ""  # PROJ string of the local CRS the release's domain is in
 
     def summary(self) -> dict:
+        """The run as a JSON-able record. Evaluate: configuration, exact counts, metrics,
+        diagnostics, stamped ``evaluation``. Release: the manifest of
+        :func:`engine.export.manifest` (DP outputs, ledger, parameters, side information)."""
+        from .export import EVALUATION, manifest
+
+        if self.config.mode == "release":
+            return manifest(self)
         rel = self.release
         return {
+            "evaluation": EVALUATION,
+            "mode": self.config.mode,
             "config": self.config.to_dict(),
             "key": self.config.key(),
             "n_users": self.n_users,
@@ -220,7 +269,8 @@ def prepare(config: RunConfig, dataset=None):
     config.validate()
     ds = dataset if dataset is not None else load_dataset(config.dataset, config.dataset_options)
     domain = ds.public_domain(config.depth)
-    ss = np.random.SeedSequence(config.seed)
+    # release mode: fresh operating-system entropy, so no one can recompute the draws
+    ss = np.random.SeedSequence(config.seed if config.mode == "evaluate" else None)
     sample_seq, mech_seq, metric_seq = ss.spawn(3)
     ds = ds.in_domain(domain)
     if len(ds) == 0:
@@ -236,15 +286,18 @@ def run(
     use_cache: bool = True,
     dataset=None,
 ) -> RunResult:
-    """Run one configuration end to end (cached by ``config.key()``)."""
+    """Run one configuration end to end (cached by ``config.key()`` in evaluate mode; a
+    release-mode run is never cached, uses secure noise and computes no truth or metric)."""
     from . import metrics as M
     from .mechanisms import RunContext, get
 
+    config.validate()
+    releasing = config.mode == "release"
     mech_cls = get(config.mechanism)
     params = mech_cls.schema().resolve(config.params)
     # a user's own file never reaches the disk cache: the result holds its true map, and a
-    # file read by path may change under the same configuration
-    use_cache = use_cache and dataset is None and not _users_own_file(config.dataset)
+    # file read by path may change under the same configuration; a release is fresh every time
+    use_cache = use_cache and dataset is None and not _users_own_file(config.dataset) and not releasing
     cache_file = run_cache_path(config) if use_cache else None
     if cache_file is not None:
         res = _load(cache_file, config)
@@ -270,7 +323,10 @@ def run(
             progress(0.05 + 0.85 * f, msg)
 
     ctx = RunContext(
-        rng=np.random.default_rng(mech_seq), secure=config.secure, progress_cb=mech_progress, cancel_cb=cancelled
+        rng=np.random.default_rng(mech_seq),
+        secure=config.secure or releasing,
+        progress_cb=mech_progress,
+        cancel_cb=cancelled,
     )
     t1 = time.perf_counter()
     ctx.check_cancelled()
@@ -280,6 +336,11 @@ def run(
     ctx.check_cancelled()
     if release.ledger.total() > float(config.epsilon) * (1 + 1e-9) + 1e-12 and mech_cls.uses_epsilon:
         raise EngineError(f"{config.mechanism} spent {release.ledger.total()} > epsilon {config.epsilon} (a bug)")
+    if releasing:  # nothing computed from the truth outside the mechanism
+        timings["total_s"] = time.perf_counter() - t0
+        if progress:
+            progress(1.0, "done")
+        return RunResult(config, release, None, {}, timings, None, None, ds.meta, crs=ds.crs)
 
     if progress:
         progress(0.92, "computing metrics")
@@ -307,6 +368,7 @@ def run(
         n_users=ds.n_users,
         n_points=len(ds),
         dataset_meta=ds.meta,
+        crs=ds.crs,
     )
     if cache_file is not None:
         _store(cache_file, res)
@@ -323,7 +385,18 @@ def run(
 # {"__d": [[key, value], ...]} a dict (any JSON-able keys, order kept). Anything else (a
 # callable, an object) makes the result uncacheable: it is simply not stored.
 _ARRAY_KINDS = "biufcUS"  # dtypes numpy reads without pickle
-_RESULT_FIELDS = {"config", "release", "truth", "metrics", "timings", "n_users", "n_points", "dataset_meta", "cached"}
+_RESULT_FIELDS = {
+    "config",
+    "release",
+    "truth",
+    "metrics",
+    "timings",
+    "n_users",
+    "n_points",
+    "dataset_meta",
+    "cached",
+    "crs",
+}
 _RELEASE_FIELDS = {
     "density",
     "domain",
@@ -428,6 +501,7 @@ def _encode(res: RunResult) -> tuple[bytes, dict[str, np.ndarray]]:
         "timings": enc(res.timings),
         "n_users": int(res.n_users),
         "n_points": int(res.n_points),
+        "crs": str(res.crs),
         "dataset_meta": enc({f.name: getattr(res.dataset_meta, f.name) for f in fields(DatasetMeta)}),
         "release": {
             "density": enc(rel.density),
@@ -492,6 +566,8 @@ def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunR
     n_users, n_points = dec(doc["n_users"]), dec(doc["n_points"])
     _expect(type(n_users) is int and type(n_points) is int and 0 <= n_users <= n_points, "counts")
     meta = DatasetMeta(**dec(doc["dataset_meta"]))
+    crs = doc.get("crs")
+    _expect(type(crs) is str, "crs")
     release = Release(
         density=density,
         domain=Domain(x0, y0, side, depth),
@@ -503,7 +579,7 @@ def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunR
         extras=extras,
         quantity=quantity,
     )
-    return RunResult(config, release, truth, metrics, timings, n_users, n_points, meta, cached=True)
+    return RunResult(config, release, truth, metrics, timings, n_users, n_points, meta, cached=True, crs=crs)
 
 
 def _store(path: Path, res: RunResult) -> None:

@@ -126,7 +126,7 @@ def test_a_cached_result_equals_the_fresh_one(mechanism):
     back = run(cfg)
     assert back.cached
     same(back.truth, fresh.truth, "truth")
-    for name in ("metrics", "timings", "n_users", "n_points", "dataset_meta", "config"):
+    for name in ("metrics", "timings", "n_users", "n_points", "dataset_meta", "config", "crs"):
         same(getattr(back, name), getattr(fresh, name), name)
     r, f = back.release, fresh.release
     for name in ("density", "partition", "diagnostics", "extras", "quantity", "domain", "communication"):

@@ -4,7 +4,8 @@ and the HTML report of :mod:`ui.report`).
 
 The map exports hold the *private* release only. The evaluation documents also hold what
 was computed from the true data (the true map, metrics against it, exact counts), so they
-carry the stamp :data:`EVALUATION` (issue 23)."""
+carry the stamp :data:`EVALUATION` (issue 23). The grid writers and the stamp live in
+:mod:`engine.export`, which also writes Release-mode folders (``write_release``)."""
 
 from __future__ import annotations
 
@@ -17,68 +18,14 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from PIL.PngImagePlugin import PngInfo
 
-from engine.data.projection import to_lonlat
+from engine.export import EVALUATION as EVALUATION
+from engine.export import csv_grid as csv_grid
+from engine.export import geojson_grid as geojson_grid
+from engine.export import geotiff_grid, stamp_of
 
 from .colors import ColourScale, lut
 
-EVALUATION = "contains non-private information about the data"
 EMPTY = (236, 238, 242)  # cells drawn as empty (ui.maps.EMPTY, the dashboard's no-basemap colour)
-
-
-def _cell_corners(domain, crs):
-    n = domain.n
-    xs = domain.x0 + np.arange(n + 1) * domain.cell
-    ys = domain.y0 + np.arange(n + 1) * domain.cell
-    X, Y = np.meshgrid(xs, ys)  # [iy, ix]
-    ll = to_lonlat(X.ravel(), Y.ravel(), crs).reshape(n + 1, n + 1, 2)
-    return ll
-
-
-def geojson_grid(density: np.ndarray, domain, crs: str) -> str:
-    """A FeatureCollection of the non-empty cells (lon/lat polygons). ``value`` is the raw
-    private estimate (counts per cell); a negative one (noise) is kept, with ``negative``
-    true, rather than dropped. Cells of exactly zero, or with no estimate (NaN), are left out."""
-    ll = np.round(_cell_corners(domain, crs), 6)
-    area_km2 = domain.cell**2 / 1e6
-    d = np.asarray(density, dtype=np.float64)
-    feats = []
-    iy, ix = np.nonzero((d != 0) & np.isfinite(d))
-    for j, i in zip(iy.tolist(), ix.tolist()):
-        ring = [ll[j, i], ll[j + 1, i], ll[j + 1, i + 1], ll[j, i + 1], ll[j, i]]
-        v = float(d[j, i])
-        feats.append(
-            {
-                "type": "Feature",
-                "geometry": {"type": "Polygon", "coordinates": [[[float(a), float(b)] for a, b in ring]]},
-                "properties": {"ix": i, "iy": j, "value": v, "negative": v < 0, "per_km2": v / area_km2},
-            }
-        )
-    return json.dumps({"type": "FeatureCollection", "features": feats}, separators=(",", ":"))
-
-
-def csv_grid(density: np.ndarray, domain, crs: str) -> str:
-    """One row per cell: indices, centre in metres and lon/lat, estimate (counts) and per km²."""
-    import pandas as pd
-
-    n = domain.n
-    cx, cy = domain.cell_centers()
-    X, Y = np.meshgrid(cx, cy)
-    ll = to_lonlat(X.ravel(), Y.ravel(), crs)
-    d = np.asarray(density, dtype=np.float64).ravel()
-    iy, ix = np.divmod(np.arange(n * n), n)
-    df = pd.DataFrame(
-        {
-            "ix": ix,
-            "iy": iy,
-            "x_m": X.ravel().round(2),
-            "y_m": Y.ravel().round(2),
-            "lon": ll[:, 0].round(6),
-            "lat": ll[:, 1].round(6),
-            "estimate": d,
-            "per_km2": d / (domain.cell**2 / 1e6),
-        }
-    )
-    return df.to_csv(index=False)
 
 
 def _clean(x):
@@ -112,46 +59,11 @@ def record_json(result, url: str = "", extra: dict | None = None) -> str:
 
 
 # ------------------------------------------------------------------------ GeoTIFF
-def geotiff_grid(density: np.ndarray, domain, crs: str, tags: dict | None = None) -> bytes:
-    """The grid as a one-band float32 GeoTIFF in the run's local CRS (azimuthal equidistant,
-    metres) with the domain's affine transform, north up, so a GIS places it. Zero and negative
-    estimates are values like any other; only cells with no estimate (NaN) are nodata."""
-    from affine import Affine
-    from rasterio.crs import CRS
-    from rasterio.io import MemoryFile
-
-    g = np.asarray(density, dtype=np.float64)
-    if g.shape != (domain.n, domain.n):
-        raise ValueError(f"a grid of shape {g.shape} does not fit the domain's {domain.n} x {domain.n} cells")
-    data = np.ascontiguousarray(g[::-1], dtype=np.float32)  # grid row 0 is the south edge; a raster's is north
-    x0, _, _, y1 = domain.bounds
-    profile = {
-        "driver": "GTiff",
-        "width": domain.n,
-        "height": domain.n,
-        "count": 1,
-        "dtype": "float32",
-        "crs": CRS.from_proj4(crs),
-        "transform": Affine(domain.cell, 0.0, x0, 0.0, -domain.cell, y1),  # north-west corner, rows go south
-        "nodata": None if np.isfinite(data).all() else np.nan,
-        "compress": "deflate",
-        "predictor": 3,  # floating-point predictor
-    }
-    with MemoryFile() as mf:
-        with mf.open(**profile) as dst:
-            dst.write(data, 1)
-            dst.set_band_description(1, "private estimate")
-            dst.set_band_unit(1, "count per cell")
-            if tags:
-                dst.update_tags(**{k: str(v) for k, v in tags.items()})
-        return mf.read()
-
-
 def release_geotiff(result, crs: str) -> bytes:
     """:func:`geotiff_grid` of a run's private grid (``crs``: its dataset's local CRS), tagged with
-    its title and attribution."""
+    its title and attribution, and stamped :data:`EVALUATION` in Evaluate mode."""
     tags = {"title": release_title(result), "attribution": attribution(result)}
-    return geotiff_grid(result.release.density, result.release.domain, crs, tags)
+    return geotiff_grid(result.release.density, result.release.domain, crs, tags, stamp=stamp_of(result))
 
 
 # ------------------------------------------------------------------- titles, credits

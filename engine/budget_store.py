@@ -1,0 +1,296 @@
+"""A per-dataset privacy budget that outlives browser tabs and restarts (issue 23, part 4).
+
+Every release of a dataset spends its ε on the same people, whichever tab, page or process
+made it, and releases compose sequentially (basic composition, as in :mod:`engine.accounting`):
+a dataset's total is the sum of its releases' ε. So the total is kept server-wide, one row per
+release in an embedded SQLite database (standard-library :mod:`sqlite3`), as Tumult Analytics'
+and OpenDP's sessions keep one budget per dataset rather than per user interface.
+
+* A dataset is named by a fingerprint: :func:`fingerprint_bytes` (content hash) for a file's
+  bytes, :func:`fingerprint_source` for a registry source (its key and options; a file read by
+  path is hashed by content), or any key the caller scopes itself (e.g. an upload per owner).
+* A release is named by its key (:func:`release_key`): in Evaluate the configuration's key, so
+  showing the same release again (cached, or recomputed from the same seed) costs nothing; in
+  Release a new key per run, as every run draws fresh noise and is a new release.
+* :meth:`BudgetStore.record` books releases whatever the total (Evaluate warns past a limit);
+  :meth:`BudgetStore.try_spend` checks the limit and books in one ``BEGIN IMMEDIATE``
+  transaction, so concurrent sessions cannot both pass it (Release refuses past a limit).
+
+The database is ``ledger.sqlite3`` in the cache folder (:func:`engine.jobs.cache_dir`), or the
+file named by ``$HEATMAP_LEDGER_DB``. It holds fingerprints, configuration keys, mechanisms
+and ε: nothing read from the data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from .errors import EngineError, ParamError
+
+ENV = "HEATMAP_LEDGER_DB"
+FILE_NAME = "ledger.sqlite3"
+TOLERANCE = 1e-9  # relative slack on the limit, for sums of floats like 0.1 + 0.2
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS releases (
+    fingerprint TEXT NOT NULL,
+    release_key TEXT NOT NULL,
+    epsilon REAL NOT NULL,
+    mechanism TEXT NOT NULL,
+    neighbouring TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    time REAL NOT NULL,
+    note TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, release_key)
+)
+"""
+
+
+def default_path() -> Path:
+    """``$HEATMAP_LEDGER_DB``, else ``ledger.sqlite3`` in the cache folder."""
+    env = os.environ.get(ENV)
+    if env:
+        return Path(env)
+    from .jobs import cache_dir
+
+    return cache_dir() / FILE_NAME
+
+
+# ------------------------------------------------------------------ fingerprints
+def fingerprint_bytes(data: bytes) -> str:
+    """A file's content hash, ``"sha256:<hex>"``: the same bytes are the same people, whatever
+    the file's name or how its columns are read."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        raise ParamError(f"cannot read {path} to fingerprint it ({exc.strerror or exc})") from None
+    return "sha256:" + h.hexdigest()
+
+
+def fingerprint_source(key: str, options: dict) -> str:
+    """A registry dataset's fingerprint: its source key and options, resolved with the source's
+    defaults so that equal datasets get equal fingerprints (``"source:<hex>"``), or, for a file
+    read by path (option ``path``), the file's content hash (:func:`fingerprint_bytes`; the
+    other options only say how to read the same people)."""
+    from .data.registry import sources
+
+    if options.get("path"):
+        return _file_digest(str(options["path"]))
+    src = sources().get(key)
+    resolved = src.schema().resolve(options) if src is not None else options
+    payload = json.dumps([key, resolved], sort_keys=True, default=str)
+    return "source:" + hashlib.sha256(payload.encode()).hexdigest()
+
+
+def fingerprint_config(config) -> str:
+    """:func:`fingerprint_source` of a configuration's dataset."""
+    return fingerprint_source(config.dataset, config.dataset_options)
+
+
+# ------------------------------------------------------------------ entries
+@dataclass(frozen=True)
+class Entry:
+    """One release of a dataset: its key, the ε it spent, and what made it."""
+
+    release_key: str
+    epsilon: float
+    mechanism: str
+    neighbouring: str = ""  # the relation the ε is stated for (Mechanism.neighbouring)
+    mode: str = "evaluate"
+    time: float = field(default_factory=time.time)  # seconds since the epoch
+    note: str = ""  # e.g. the page that made it
+
+    def __post_init__(self):
+        eps = self.epsilon
+        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+            raise ParamError(f"a release's epsilon must be a finite number >= 0 (got {eps})")
+        if not (isinstance(self.release_key, str) and self.release_key):
+            raise ParamError("a release needs a non-empty key")
+
+
+def release_key(config) -> str:
+    """The budget's key of a release of ``config``: ``config.key()`` in evaluate mode (the same
+    configuration, seed included, is the same release); in release mode a new key at every
+    call (``<config key>/<random>``), since each run is a fresh release of the same people."""
+    if config.mode == "release":
+        return f"{config.key()}/{secrets.token_hex(8)}"
+    return config.key()
+
+
+def neighbouring_of(config) -> str:
+    """The neighbouring relation a run of ``config`` is private under (``Mechanism.neighbouring``,
+    or ``neighbouring_for(params)`` where parameters change it); "" where the mechanism names none."""
+    from .mechanisms import get
+
+    cls = get(config.mechanism)
+    if hasattr(cls, "neighbouring_for"):
+        return cls.neighbouring_for(config.params)
+    return getattr(cls, "neighbouring", "")
+
+
+def entry_for(config, key: str | None = None, note: str = "") -> Entry:
+    """The entry a run of ``config`` books: its ε (0 for a mechanism that spends none), its
+    mechanism and neighbouring relation, its mode; ``key`` defaults to :func:`release_key`."""
+    from .mechanisms import get
+
+    cls = get(config.mechanism)
+    return Entry(
+        release_key=key or release_key(config),
+        epsilon=float(config.epsilon) if cls.uses_epsilon else 0.0,
+        mechanism=config.mechanism,
+        neighbouring=neighbouring_of(config),
+        mode=config.mode,
+        note=note,
+    )
+
+
+class Spend(NamedTuple):
+    """What :meth:`BudgetStore.try_spend` did: ``ok`` (booked, or nothing new to book),
+    ``spent`` (the dataset's total afterwards), ``added`` (the ε newly booked; 0 if refused)."""
+
+    ok: bool
+    spent: float
+    added: float
+
+
+# ------------------------------------------------------------------ the store
+class BudgetStore:
+    """The per-dataset ledger in one SQLite file (``path``, default :func:`default_path`).
+
+    Every call opens its own connection, so a store object may be shared by threads, and
+    several objects, processes or restarts see one ledger. ``timeout``: seconds a writer waits
+    for another's transaction before giving up with an :class:`~engine.errors.EngineError`."""
+
+    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 30.0):
+        self.path = Path(path) if path is not None else default_path()
+        self.timeout = float(timeout)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EngineError(f"cannot create the folder of the privacy ledger {self.path} ({exc})") from None
+        with self._tx() as con:
+            con.execute(_SCHEMA)
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken at once (``BEGIN IMMEDIATE``): the reads inside it see
+        what no other writer can change before it commits."""
+        try:
+            con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise EngineError(f"cannot open the privacy ledger {self.path} ({exc})") from None
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise EngineError(f"the privacy ledger {self.path} is busy or unwritable ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            raise EngineError(f"the privacy ledger {self.path} is not a readable ledger ({exc})") from None
+        finally:
+            con.close()
+
+    @staticmethod
+    def _spent(con, fp: str) -> float:
+        row = con.execute("SELECT COALESCE(SUM(epsilon), 0.0) FROM releases WHERE fingerprint = ?", (fp,)).fetchone()
+        return float(row[0])
+
+    @staticmethod
+    def _new(con, fp: str, entries: Iterable[Entry]) -> list[Entry]:
+        """The entries not booked yet (each key once)."""
+        out: dict[str, Entry] = {}
+        for e in entries:
+            if not isinstance(e, Entry):
+                raise ParamError(f"expected budget entries, got {type(e).__name__}")
+            if e.release_key in out:
+                continue
+            booked = con.execute(
+                "SELECT 1 FROM releases WHERE fingerprint = ? AND release_key = ?", (fp, e.release_key)
+            ).fetchone()
+            if booked is None:
+                out[e.release_key] = e
+        return list(out.values())
+
+    @staticmethod
+    def _insert(con, fp: str, entries: list[Entry]) -> None:
+        con.executemany(
+            "INSERT OR IGNORE INTO releases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (fp, e.release_key, float(e.epsilon), e.mechanism, e.neighbouring, e.mode, e.time, e.note)
+                for e in entries
+            ],
+        )
+
+    def spent(self, fp: str) -> float:
+        """The ε spent on dataset ``fp`` so far (the sum over its releases)."""
+        with self._tx() as con:
+            return self._spent(con, fp)
+
+    def entries(self, fp: str) -> list[Entry]:
+        """Dataset ``fp``'s releases, oldest first."""
+        with self._tx() as con:
+            rows = con.execute(
+                "SELECT release_key, epsilon, mechanism, neighbouring, mode, time, note FROM releases "
+                "WHERE fingerprint = ? ORDER BY time, release_key",
+                (fp,),
+            ).fetchall()
+        return [Entry(*row) for row in rows]
+
+    def cost(self, fp: str, entries: Iterable[Entry]) -> float:
+        """The ε booking ``entries`` would add (releases already booked cost nothing)."""
+        with self._tx() as con:
+            return sum(e.epsilon for e in self._new(con, fp, entries))
+
+    def record(self, fp: str, entries: Iterable[Entry]) -> float:
+        """Book ``entries`` whatever the total; a release already booked (same key) is not booked
+        again. Returns the ε newly added."""
+        with self._tx() as con:
+            new = self._new(con, fp, entries)
+            self._insert(con, fp, new)
+        return sum(e.epsilon for e in new)
+
+    def would_exceed(self, fp: str, add: float, limit: float) -> bool:
+        """True when spending ``add`` more on ``fp`` would take it past ``limit`` (nothing is
+        booked; :meth:`try_spend` checks and books at once). Spending nothing never exceeds."""
+        return add > 0 and self.spent(fp) + add > limit * (1 + TOLERANCE)
+
+    def try_spend(self, fp: str, entries: Iterable[Entry], limit: float) -> Spend:
+        """Book ``entries`` only if the total stays within ``limit``, checked and booked in one
+        transaction. Releases already booked cost nothing, so showing one again always passes."""
+        with self._tx() as con:
+            before = self._spent(con, fp)
+            new = self._new(con, fp, entries)
+            add = sum(e.epsilon for e in new)
+            if add > 0 and before + add > limit * (1 + TOLERANCE):
+                return Spend(False, before, 0.0)
+            self._insert(con, fp, new)
+        return Spend(True, before + add, add)
+
+    def remove(self, fp: str, key: str) -> bool:
+        """Unbook a release that never left the engine (its run failed or was cancelled after
+        :meth:`try_spend`). Returns whether it was booked."""
+        with self._tx() as con:
+            cur = con.execute("DELETE FROM releases WHERE fingerprint = ? AND release_key = ?", (fp, key))
+            return cur.rowcount > 0

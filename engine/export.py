@@ -1,0 +1,277 @@
+"""What leaves the workbench: the private grid as GeoTIFF, GeoJSON or CSV, and a release folder
+(those files and a JSON manifest) for a Release-mode run (issue 23).
+
+Two kinds of export, after the run's mode (``RunConfig.mode``):
+
+* a **release** (:func:`write_release`; ``python -m engine release``): only what the mechanism
+  published under its guarantee (the private grid), what it spent (the ledger, with the
+  neighbouring relation the guarantee is about), the parameters, the side information the
+  ledger declares, and the public frame (region, CRS, grid). Nothing else computed from the
+  data: no true map or count, no metric, no diagnostics, no seed (a release draws OpenDP noise
+  and fresh operating-system entropy, so there is none to record).
+* an **evaluation** (Evaluate mode: the dashboard's downloads, ``python -m engine run``): seeded
+  numpy noise that anyone with the seed and the other people's data can recompute, and records
+  holding metrics against the truth and exact counts. Each such file carries :data:`EVALUATION`
+  (``stamp=`` of the grid writers, :func:`stamp_of` gives it for a result).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .data.projection import to_lonlat
+from .errors import ParamError
+
+EVALUATION = "contains non-private information about the data"
+FORMATS = ("geotiff", "geojson", "csv")
+FILE_NAMES = {"geotiff": "heatmap.tif", "geojson": "heatmap.geojson", "csv": "heatmap.csv"}
+MANIFEST = "manifest.json"
+
+
+def stamp_of(result) -> str | None:
+    """:data:`EVALUATION` for an Evaluate-mode result, None for a release."""
+    return None if result.config.mode == "release" else EVALUATION
+
+
+# ------------------------------------------------------------------------ grid writers
+def _cell_corners(domain, crs):
+    n = domain.n
+    xs = domain.x0 + np.arange(n + 1) * domain.cell
+    ys = domain.y0 + np.arange(n + 1) * domain.cell
+    X, Y = np.meshgrid(xs, ys)  # [iy, ix]
+    return to_lonlat(X.ravel(), Y.ravel(), crs).reshape(n + 1, n + 1, 2)
+
+
+def geojson_grid(density: np.ndarray, domain, crs: str, stamp: str | None = None) -> str:
+    """A FeatureCollection of the non-empty cells (lon/lat polygons). ``value`` is the raw
+    private estimate (counts per cell); a negative one (noise) is kept, with ``negative``
+    true, rather than dropped. Cells of exactly zero, or with no estimate (NaN), are left out.
+    ``stamp``: an ``"evaluation"`` member of the collection (a foreign member, RFC 7946 6.1)."""
+    ll = np.round(_cell_corners(domain, crs), 6)
+    area_km2 = domain.cell**2 / 1e6
+    d = np.asarray(density, dtype=np.float64)
+    feats = []
+    iy, ix = np.nonzero((d != 0) & np.isfinite(d))
+    for j, i in zip(iy.tolist(), ix.tolist()):
+        ring = [ll[j, i], ll[j + 1, i], ll[j + 1, i + 1], ll[j, i + 1], ll[j, i]]
+        v = float(d[j, i])
+        feats.append(
+            {
+                "type": "Feature",
+                "geometry": {"type": "Polygon", "coordinates": [[[float(a), float(b)] for a, b in ring]]},
+                "properties": {"ix": i, "iy": j, "value": v, "negative": v < 0, "per_km2": v / area_km2},
+            }
+        )
+    doc = {"type": "FeatureCollection", **({"evaluation": stamp} if stamp else {}), "features": feats}
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def csv_grid(density: np.ndarray, domain, crs: str, stamp: str | None = None) -> str:
+    """One row per cell: indices, centre in metres and lon/lat, estimate (counts) and per km².
+    ``stamp``: a first line ``# evaluation: ...`` (read with ``pandas.read_csv(comment="#")``)."""
+    import pandas as pd
+
+    n = domain.n
+    cx, cy = domain.cell_centers()
+    X, Y = np.meshgrid(cx, cy)
+    ll = to_lonlat(X.ravel(), Y.ravel(), crs)
+    d = np.asarray(density, dtype=np.float64).ravel()
+    iy, ix = np.divmod(np.arange(n * n), n)
+    df = pd.DataFrame(
+        {
+            "ix": ix,
+            "iy": iy,
+            "x_m": X.ravel().round(2),
+            "y_m": Y.ravel().round(2),
+            "lon": ll[:, 0].round(6),
+            "lat": ll[:, 1].round(6),
+            "estimate": d,
+            "per_km2": d / (domain.cell**2 / 1e6),
+        }
+    )
+    return (f"# evaluation: {stamp}\n" if stamp else "") + df.to_csv(index=False)
+
+
+def geotiff_grid(density: np.ndarray, domain, crs: str, tags: dict | None = None, stamp: str | None = None) -> bytes:
+    """The grid as a one-band float32 GeoTIFF in the run's local CRS (azimuthal equidistant,
+    metres) with the domain's affine transform, north up, so a GIS places it. Zero and negative
+    estimates are values like any other; only cells with no estimate (NaN) are nodata.
+    ``stamp``: an ``evaluation`` tag."""
+    from affine import Affine
+    from rasterio.crs import CRS
+    from rasterio.io import MemoryFile
+
+    g = np.asarray(density, dtype=np.float64)
+    if g.shape != (domain.n, domain.n):
+        raise ValueError(f"a grid of shape {g.shape} does not fit the domain's {domain.n} x {domain.n} cells")
+    data = np.ascontiguousarray(g[::-1], dtype=np.float32)  # grid row 0 is the south edge; a raster's is north
+    x0, _, _, y1 = domain.bounds
+    profile = {
+        "driver": "GTiff",
+        "width": domain.n,
+        "height": domain.n,
+        "count": 1,
+        "dtype": "float32",
+        "crs": CRS.from_proj4(crs),
+        "transform": Affine(domain.cell, 0.0, x0, 0.0, -domain.cell, y1),  # north-west corner, rows go south
+        "nodata": None if np.isfinite(data).all() else np.nan,
+        "compress": "deflate",
+        "predictor": 3,  # floating-point predictor
+    }
+    tags = {**(tags or {}), **({"evaluation": stamp} if stamp else {})}
+    with MemoryFile() as mf:
+        with mf.open(**profile) as dst:
+            dst.write(data, 1)
+            dst.set_band_description(1, "private estimate")
+            dst.set_band_unit(1, "count per cell")
+            if tags:
+                dst.update_tags(**{k: str(v) for k, v in tags.items()})
+        return mf.read()
+
+
+# ------------------------------------------------------------------------ release folder
+def _finite(x):
+    """JSON has no NaN or infinity: None in their place."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _require_release(result) -> None:
+    if result.config.mode != "release":
+        raise ParamError(
+            "only a Release-mode run can be exported as a release: this run is an evaluation (seeded noise, "
+            f"truth and metrics), whose exports say '{EVALUATION}'"
+        )
+
+
+def manifest(result, release_key: str | None = None) -> dict:
+    """The JSON manifest of a Release-mode run: what was released and under which guarantee.
+
+    Holds the engine version, the mechanism and its guarantee (neighbouring relation
+    included), the parameters (the mechanism's, resolved with their defaults; ε; the grid;
+    the dataset's source and options, a file's path left out), the ledger, the side
+    information it declares (plus the region when it was read off the data), and the frame
+    (CRS, domain, region). Nothing else computed from the data: no count, metric, diagnostic
+    or seed. ``release_key``: the budget store's key of this release, when it was booked."""
+    from . import __version__
+    from .budget_store import neighbouring_of
+    from .mechanisms import get
+
+    _require_release(result)
+    cfg, rel, meta = result.config, result.release, result.dataset_meta
+    cls = get(cfg.mechanism)
+    relation = neighbouring_of(cfg)
+    side = list(rel.ledger.side_information)
+    if getattr(meta, "bbox_from_data", False):
+        side.append(
+            "the region: the bounding box of the locations, read off the data (its edges are extreme locations)"
+        )
+    dom = rel.domain
+    params = {
+        "mechanism": cfg.mechanism,
+        "mechanism_params": cls.schema().resolve(cfg.params),
+        "epsilon": float(cfg.epsilon),
+        "depth": int(cfg.depth),
+        "dataset": cfg.dataset,
+        "dataset_options": {k: v for k, v in cfg.dataset_options.items() if k != "path"},
+    }
+    if cfg.n_users is not None:
+        params["users_sampled_at_most"] = int(cfg.n_users)
+    doc = {
+        "kind": "private heatmap release",
+        "engine_version": __version__,
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "mode": "release",
+        "noise": "OpenDP samplers where the engine has them (secure mode); every other draw from fresh "
+        "operating-system entropy; no seed",
+        "mechanism": {
+            "key": cls.key,
+            "label": cls.label,
+            "paper": cls.paper,
+            "guarantee": cls.guarantee,
+            "threat_model": cls.threat_model,
+            "neighbouring": relation,
+        },
+        "parameters": params,
+        "ledger": {**rel.ledger.to_dict(), "neighbouring": relation},
+        "side_information": side,
+        "quantity": rel.quantity,
+        "grid": {
+            "crs": result.crs,
+            "x0_m": float(dom.x0),
+            "y0_m": float(dom.y0),
+            "side_m": float(dom.side),
+            "cells_per_side": int(dom.n),
+            "cell_m": float(dom.cell),
+            "row_order": "row 0 is the south edge (the GeoTIFF is north up)",
+            "unit": "estimated count per cell" if rel.quantity == "counts" else "estimated attribute mean",
+        },
+        "dataset": {
+            "name": getattr(meta, "name", ""),
+            "source": getattr(meta, "source", ""),
+            "citation": getattr(meta, "citation", ""),
+            "license": getattr(meta, "license", ""),
+            "synthetic": bool(getattr(meta, "synthetic", False)),
+            "region_lonlat": [float(v) for v in getattr(meta, "bbox", ())],
+            "region_from_data": bool(getattr(meta, "bbox_from_data", False)),
+        },
+    }
+    if release_key:
+        doc["release_key"] = release_key
+    return _finite(json.loads(json.dumps(doc, default=float)))
+
+
+def _formats(formats) -> tuple[str, ...]:
+    fmts = tuple(formats)
+    if not fmts:
+        raise ParamError(f"choose at least one format of {', '.join(FORMATS)}")
+    bad = [f for f in fmts if f not in FORMATS]
+    if bad:
+        raise ParamError(f"unknown export format(s) {', '.join(map(repr, bad))}; known: {', '.join(FORMATS)}")
+    if len(set(fmts)) != len(fmts):
+        raise ParamError("an export format is given twice")
+    return fmts
+
+
+def write_release(result, folder, formats=FORMATS, release_key: str | None = None) -> dict[str, Path]:
+    """Write a Release-mode run into ``folder`` (created if missing): the private grid in each
+    of ``formats`` (:data:`FILE_NAMES`) and :data:`MANIFEST` (:func:`manifest`, with each file's
+    name and SHA-256). Refuses a folder that already holds one of these files, so a manifest
+    never describes another release's grids. Returns the paths by format, and ``"manifest"``."""
+    _require_release(result)
+    fmts = _formats(formats)
+    out = Path(folder)
+    targets = {f: out / FILE_NAMES[f] for f in fmts} | {"manifest": out / MANIFEST}
+    taken = [p.name for p in targets.values() if p.exists()]
+    if taken:
+        raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ParamError(f"cannot create the folder {out} ({exc.strerror or exc})") from None
+    rel = result.release
+    doc = manifest(result, release_key)
+    title = f"Private map: {doc['mechanism']['label'] or doc['mechanism']['key']}, epsilon {rel.ledger.total():g}"
+    writers = {
+        "geotiff": lambda: geotiff_grid(rel.density, rel.domain, result.crs, {"title": title}),
+        "geojson": lambda: geojson_grid(rel.density, rel.domain, result.crs).encode(),
+        "csv": lambda: csv_grid(rel.density, rel.domain, result.crs).encode(),
+    }
+    doc["files"] = {}
+    for f in fmts:
+        data = writers[f]()
+        targets[f].write_bytes(data)
+        doc["files"][f] = {"name": targets[f].name, "sha256": hashlib.sha256(data).hexdigest()}
+    targets["manifest"].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return targets
