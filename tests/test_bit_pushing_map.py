@@ -260,13 +260,13 @@ def test_ldp_error_falls_with_epsilon_and_is_unbiased_where_small_high_bits_are_
     standard errors of a round-1 bit mean are ~0.01) the population mean over 20 seeds is
     within 2 standard errors of the truth (false-alarm rate 4.6% for an unbiased estimator;
     deterministic at these seeds)."""
-    from engine.bench.unseen import street_grid_city
+    from engine.bench.unseen import region_errors, street_grid_city
     from engine.bitpush import Encoding, true_bit_means
 
     ds = street_grid_city(100_000, seed=0)
     dom = ds.public_domain(8)
-    region = assign_regions(ds.xy, grid_rects(dom, 2))
-    m = true_bit_means(Encoding(8).encode(ds.value)[0], 8, region, 16)
+    rects = grid_rects(dom, 2)
+    m = true_bit_means(Encoding(8).encode(ds.value)[0], 8, assign_regions(ds.xy, rects), 16)
     assert (m[:, 7] == 0).all() and ((m[:, 6] > 0.02) & (m[:, 6] < 0.12)).all()
 
     cls = get("bitpush_mean_ldp")
@@ -274,10 +274,11 @@ def test_ldp_error_falls_with_epsilon_and_is_unbiased_where_small_high_bits_are_
     seeds = 20
     nrmse, bias = {}, None
     for eps in (1.0, 2.0, 5.0):
-        diags = [
-            cls().run(ds, dom, eps, params, RunContext(np.random.default_rng(s))).diagnostics for s in range(seeds)
+        errs = [
+            region_errors(cls().run(ds, dom, eps, params, RunContext(np.random.default_rng(s))), ds, rects)
+            for s in range(seeds)
         ]
-        nrmse[eps] = float(np.median([d["nrmse_overall"] for d in diags]))
-        bias = np.array([d["population_mean_private"] - d["population_mean_true"] for d in diags])
+        nrmse[eps] = float(np.median([e[0] for e in errs]))
+        bias = np.array([e[1] for e in errs])
     assert nrmse[1.0] > nrmse[2.0] > nrmse[5.0]
     assert abs(bias.mean()) < 2 * bias.std(ddof=1) / np.sqrt(seeds)
