@@ -107,11 +107,14 @@ class Server:
             self.proc.kill()
 
 
-def _colourful(png: bytes) -> int:
+def _colourful(png: bytes, half: str | None = None) -> int:
+    """Heatmap-coloured pixels of a chart (``half``: the "left" or "right" square of a paired deck)."""
     import numpy as np
     from PIL import Image
 
     a = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    if half is not None:
+        a = a[:, : a.shape[1] // 2] if half == "left" else a[:, a.shape[1] // 2 :]
     return int(((a.max(axis=2) - a.min(axis=2)) > 40).sum())
 
 
@@ -163,16 +166,15 @@ def _run_to_maps(browser, url: str, query: str, seed: int) -> tuple[float, int]:
     # a user's click; Playwright's click() would first wait for its own actionability checks
     page.evaluate("document.querySelector('.st-key-run_explore button').click()")
     page.wait_for_function(
-        f"document.querySelectorAll('{CHARTS} canvas').length >= 2 && "
+        f"document.querySelectorAll('{CHARTS} canvas').length >= 1 && "
         f"document.body.innerText.includes('seed {seed} ·')",
         timeout=120_000,
         polling=20,
     )
-    # the private map drew an image sent after the click; the true map has drawn its image
-    page.wait_for_function(DRAWN_JS, arg=[1, t0_page], timeout=120_000, polling=20)
-    page.wait_for_function(DRAWN_JS, arg=[0, 0], timeout=120_000, polling=20)
+    # Explore's one deck holds both maps: it drew an image sent after the click (the private map's)
+    page.wait_for_function(DRAWN_JS, arg=[0, t0_page], timeout=120_000, polling=20)
     dt = time.perf_counter() - t0
-    if _colourful(page.locator(CHARTS).nth(1).screenshot()) < 2000:  # sanity check, not timed
+    if _colourful(page.locator(CHARTS).nth(0).screenshot(), half="right") < 2000:  # sanity check, not timed
         raise RuntimeError("the private map is blank")
     page.wait_for_selector(READY, timeout=120_000)
     got["on"] = False
