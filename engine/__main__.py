@@ -1,4 +1,4 @@
-"""Command line: ``python -m engine {datasets,mechanisms,run,sweep,bench}``.
+"""Command line: ``python -m engine {datasets,mechanisms,run,sweep,bench,audit}``.
 
 Errors meant for the user never print a traceback: a malformed argument or a bad value
 met later (unknown mechanism, dataset or suite, a bad file) prints one ``error:`` line and
@@ -267,6 +267,42 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _runs(text: str) -> int:
+    from .audit import MAX_RUNS, MIN_RUNS
+
+    return _int_in(MIN_RUNS, MAX_RUNS)(text)
+
+
+def _cmd_audit(args) -> int:
+    from .audit import audit
+
+    shown = [-1]
+
+    def progress(fraction, message):  # one line per tenth of the runs
+        if int(fraction * 10) > shown[0]:
+            shown[0] = int(fraction * 10)
+            print(f"{args.mechanism}: {message}", file=sys.stderr)
+
+    res = audit(args.mechanism, args.epsilon, args.runs, seed=args.seed, progress=progress).to_dict()
+    if args.json:
+        print(json.dumps(res, indent=2, default=float))
+        return 0
+    claimed = "none (no privacy claim)" if res["eps_claimed"] is None else f"{res['eps_claimed']:g}"
+    (k0, n0), (k1, n1) = res["counts"]["D0"], res["counts"]["D1"]
+    for name, value in (
+        ("mechanism", res["mechanism"]),
+        ("relation", res["relation"]),
+        ("eps claimed", claimed),
+        ("eps_lb", f"{res['eps_lb']:.3f} (Clopper-Pearson {100 * (1 - res['alpha']):g}% lower bound)"),
+        ("runs", f"{res['runs']:,} per dataset"),
+        ("seconds", f"{res['seconds']:.1f}"),
+        ("test", f"{res['test']} (D0: {k0:,} of {n0:,}, D1: {k1:,} of {n1:,} evaluation runs)"),
+        ("datasets", res["datasets"]),
+    ):
+        print(f"{name:<12} {value}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = _Parser(prog="python -m engine", description="Private location heatmap workbench engine")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
@@ -331,6 +367,14 @@ def main(argv=None) -> int:
     b.add_argument("--json", action="store_true")
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     b.set_defaults(fn=_cmd_bench)
+
+    a = sub.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (engine/audit.py)")
+    a.add_argument("mechanism")
+    a.add_argument("--epsilon", type=_epsilon, default=1.0)
+    a.add_argument("--runs", type=_runs, default=None, help="runs per dataset (default: the mechanism's audit plan)")
+    a.add_argument("--seed", type=_int_in(0), default=0)
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(fn=_cmd_audit)
 
     try:
         args = p.parse_args(argv)

@@ -20,6 +20,66 @@ from ..params import Param, Schema
 
 FAMILIES = ("none", "central", "distributed", "local", "federated")
 
+# ------------------------------------------------------------ neighbouring relations
+# Which pairs of datasets a guarantee is about (the "neighbours" of the DP definition):
+# * "add/remove user": D' is D with one person (all of their locations) added or removed;
+# * "replace user": one person's data replaced by any other (their number stays the same);
+# * "zero-out user": one person's contribution replaced by zeros while they still take part
+#   (the number of participants is public; distributed DP with secure aggregation);
+# * "add/remove record" / "replace record": the same for one location (a person with k
+#   locations is protected only as a group of k);
+# * "none": no privacy claim (non-private references).
+RELATIONS = ("add/remove user", "replace user", "zero-out user", "add/remove record", "replace record", "none")
+
+
+def epsilon_under(
+    epsilon: float, relation: str, target: str = "add/remove user", records_per_user: int | None = None
+) -> tuple[float | None, str]:
+    """The epsilon a guarantee of ``epsilon`` under ``relation`` implies under ``target``, or None
+    where no bound follows; with the reason. The conversions are the standard ones (a change of
+    one neighbour relation into a path of steps of the other, then group privacy):
+
+    * add/remove user or zero-out user -> replace user: 2 epsilon (remove then add, or zero out
+      then fill in: two steps). An upper bound, tight for a Laplace histogram (a person who
+      moves changes two cells).
+    * add/remove record -> add/remove user: k epsilon for people with at most k locations
+      (group privacy), so only with ``records_per_user``; x 2 again for replace user.
+      replace record -> replace user likewise (k epsilon).
+    * replace user -> add/remove user: none. A replace-one guarantee fixes the number of
+      people and says nothing about whether someone took part.
+    * zero-out user -> add/remove user: none. The number of participants is public under
+      zero-out, and these mechanisms read it (shard sizes, Pólya shapes, epsilon schedules);
+      removing a participant also removes its noise shares, so the others' shares sum to a
+      weaker law than planned.
+    """
+    if relation not in RELATIONS or target not in RELATIONS:
+        raise ParamError(f"unknown neighbouring relation {relation!r} or {target!r}; known: {', '.join(RELATIONS)}")
+    eps = float(epsilon)
+    if relation == "none":
+        return None, "no privacy claim"
+    if relation == target:
+        return eps, "the same relation"
+    if relation in ("add/remove record", "replace record") and target in ("add/remove user", "replace user"):
+        if relation == "replace record" and target == "add/remove user":
+            return None, "a replace-one guarantee says nothing about whether someone took part"
+        if not records_per_user:
+            return None, "a person with k locations is protected at k x epsilon, and k is not bounded here"
+        k = int(records_per_user)
+        steps = 2 if (relation == "add/remove record" and target == "replace user") else 1
+        return steps * k * eps, f"group privacy over at most {k} location(s) per person" + (
+            ", removed then added" if steps == 2 else ""
+        )
+    if relation in ("add/remove user", "zero-out user") and target == "replace user":
+        return 2 * eps, f"a replacement is two {relation.split()[0]} steps (group privacy for 2)"
+    if relation == "replace user" and target == "add/remove user":
+        return None, "a replace-one guarantee says nothing about whether someone took part"
+    if relation == "zero-out user" and target == "add/remove user":
+        return None, (
+            "the number of participants is public under zero-out and the mechanism reads it (shards, Pólya "
+            "shapes, schedules); removing a participant also removes its noise shares"
+        )
+    return None, f"not derived here ({relation} to {target})"
+
 
 # --------------------------------------------------------------------- context
 @dataclass
@@ -132,6 +192,9 @@ class Mechanism:
 
     Docstrings of subclasses cite the paper section and equations, state the
     threat model and the guarantee, and list every departure from the paper.
+    ``neighbouring`` names the relation the guarantee is about (one of :data:`RELATIONS`),
+    and ``guarantee`` says it in words; ``python -m engine audit`` checks the claim
+    empirically on neighbours of that relation (:mod:`engine.audit`).
     """
 
     key: ClassVar[str] = ""
@@ -145,10 +208,27 @@ class Mechanism:
     params: ClassVar[tuple[Param, ...]] = ()
     uses_epsilon: ClassVar[bool] = True
     needs: ClassVar[tuple[str, ...]] = ()  # dataset attributes required, e.g. ("value",)
+    # the neighbouring relation the guarantee is stated for: one of RELATIONS; every mechanism sets it
+    neighbouring: ClassVar[str] = ""
 
     @classmethod
     def schema(cls) -> Schema:
         return Schema(tuple(cls.params))
+
+    @classmethod
+    def neighbouring_for(cls, params: dict | None = None) -> str:
+        """The relation of a run with these parameters: the class's, except that the ``unit``
+        parameter the central baselines share, set to ``record``, makes it record-level."""
+        if params and params.get("unit") == "record" and cls.neighbouring == "add/remove user":
+            return "add/remove record"
+        return cls.neighbouring
+
+    @classmethod
+    def epsilon_add_remove(
+        cls, epsilon: float, params: dict | None = None, records_per_user: int | None = None
+    ) -> tuple[float | None, str]:
+        """This mechanism's epsilon under add/remove user, where it follows (:func:`epsilon_under`)."""
+        return epsilon_under(epsilon, cls.neighbouring_for(params), "add/remove user", records_per_user)
 
     def run(self, data, domain: Domain, epsilon: float, params: dict, ctx: RunContext) -> Release:
         raise NotImplementedError
@@ -166,6 +246,7 @@ class Mechanism:
             "equations": cls.equations,
             "params": [p.to_dict() for p in cls.params],
             "uses_epsilon": cls.uses_epsilon,
+            "neighbouring": cls.neighbouring,
             "needs": list(cls.needs),
             "doc": (cls.__doc__ or "").strip(),
         }

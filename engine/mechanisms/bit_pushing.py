@@ -536,6 +536,7 @@ class BitPushRegionMean(Mechanism):
     label = "Bit-pushing: attribute mean by region"
     family = "none"
     guarantee = "none (no DP): each client reveals one bit of its value (b_send bits with Corollary 3.2)"
+    neighbouring = "none"
     threat_model = (
         "The server picks which bit each client sends and sees the bit in the clear (secure aggregation would hide "
         "it among the region's sums); it knows every client's region. Nothing is randomised: privacy is data "
@@ -566,7 +567,11 @@ class BitPushRegionMeanLDP(Mechanism):
     key = "bitpush_mean_ldp"
     label = "Bit-pushing + randomized response (LDP): attribute mean by region"
     family = "local"
-    guarantee = "epsilon-LDP for each client's value (randomized response on its one bit); region public"
+    guarantee = (
+        "epsilon-LDP for each client's value (randomized response on its one bit): replace user (its value); "
+        "region public"
+    )
+    neighbouring = "replace user"
     threat_model = (
         "The server picks which bit each client sends and sees the randomised bit; it knows every client's "
         "region. Each client's value is protected by epsilon-local DP, its location only up to its region."
@@ -598,7 +603,8 @@ class LdpRegionMeanBaseline(Mechanism):
     key = "ldp_mean_baseline"
     label = "LDP mean baselines (dithering, piecewise, Duchi, ...): attribute mean by region"
     family = "local"
-    guarantee = "epsilon-LDP for each client's value (one randomised report); region public"
+    guarantee = "epsilon-LDP for each client's value (one randomised report): replace user (its value); region public"
+    neighbouring = "replace user"
     threat_model = (
         "Each client sends one locally randomised report of its value clipped to the public range of the b-bit "
         "encoding; the server knows every client's region."

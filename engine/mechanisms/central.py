@@ -555,7 +555,8 @@ class Identity(Mechanism):
     key = "identity"
     label = "Identity (Laplace per cell)"
     family = "central"
-    guarantee = "user-level epsilon-DP (central); record-level with unit = record"
+    guarantee = "user-level epsilon-DP (central) under add/remove user; add/remove record with unit = record"
+    neighbouring = "add/remove user"
     threat_model = "A trusted curator sees all locations; the public sees the noisy histogram."
     summary = "Add Laplace noise of scale 1/epsilon to every cell's count."
     paper = "Dwork et al. 2006; DPBench (Hay et al. 2016); top-t variant: Ghazi et al. 2023"
@@ -681,7 +682,11 @@ class Uniform(Mechanism):
     key = "uniform"
     label = "Uniform (total spread evenly)"
     family = "central"
-    guarantee = "user-level epsilon-DP (central) on the total (record-level with unit = record); none if public"
+    guarantee = (
+        "user-level epsilon-DP (central) on the total under add/remove user (add/remove record with unit = "
+        "record); none if public"
+    )
+    neighbouring = "add/remove user"
     threat_model = "A trusted curator sees all locations; the public sees one number (the total)."
     summary = "Estimate only the total and assume locations are spread evenly."
     paper = "DPBench (Hay et al. 2016)"
@@ -785,9 +790,10 @@ class UniformGrid(Mechanism):
     label = "UG (uniform grid, Qardaji et al.)"
     family = "central"
     guarantee = (
-        "user-level epsilon-DP (central; record-level with unit = record) with a noisy total; "
-        "N as side information otherwise"
+        "user-level epsilon-DP (central) under add/remove user (add/remove record with unit = record) with a noisy "
+        "total; N as side information otherwise"
     )
+    neighbouring = "add/remove user"
     threat_model = "A trusted curator sees all locations; the public sees the noisy grid counts."
     summary = "Choose a grid size from N and epsilon, add Laplace noise to each grid cell."
     paper = "Qardaji, Yang, Li. Differentially private grids for geospatial data. ICDE 2013"
@@ -939,9 +945,10 @@ class AdaptiveGrid(Mechanism):
     label = "AG (adaptive grid, Qardaji et al.)"
     family = "central"
     guarantee = (
-        "user-level epsilon-DP (central; record-level with unit = record) with a noisy total; "
-        "N as side information otherwise"
+        "user-level epsilon-DP (central) under add/remove user (add/remove record with unit = record) with a noisy "
+        "total; N as side information otherwise"
     )
+    neighbouring = "add/remove user"
     threat_model = "A trusted curator sees all locations; the public sees the two levels of noisy grid counts."
     summary = "A coarse noisy grid, then each cell split according to its noisy count, made consistent."
     paper = "Qardaji, Yang, Li. Differentially private grids for geospatial data. ICDE 2013"
@@ -1159,7 +1166,11 @@ class PrivTree(Mechanism):
     key = "privtree"
     label = "PrivTree (Zhang et al.)"
     family = "central"
-    guarantee = "user-level epsilon-DP (central; one sampled location per user); record-level with unit = record"
+    guarantee = (
+        "user-level epsilon-DP (central; one sampled location per user) under add/remove user; add/remove record "
+        "with unit = record"
+    )
+    neighbouring = "add/remove user"
     threat_model = "A trusted curator sees all locations; the public sees the tree and the noisy leaf counts."
     summary = "Split quadtree nodes while a depth-biased noisy count exceeds a threshold; publish noisy leaf counts."
     paper = "Zhang, Xiao, Xie. PrivTree. SIGMOD 2016"
@@ -1478,7 +1489,8 @@ class Hierarchical(Mechanism):
     key = "hierarchical"
     label = "Hierarchical histogram + consistency (HB: Qardaji et al.; Hay et al.)"
     family = "central"
-    guarantee = "user-level epsilon-DP (central); record-level with unit = record"
+    guarantee = "user-level epsilon-DP (central) under add/remove user; add/remove record with unit = record"
+    neighbouring = "add/remove user"
     threat_model = "A trusted curator sees all locations; the public sees the noisy counts of every tree node."
     summary = "Noisy counts at every level of a tree whose branching minimises range-query error, made consistent."
     paper = (

@@ -355,6 +355,7 @@ class FederatedKDE(Mechanism):
     label = "Federated KDE (Zong et al.)"
     family = "federated"
     guarantee = "none: each user's kernel surface reveals its location (the worst case for privacy)"
+    neighbouring = "none"
     threat_model = _COMMON_THREAT
     summary = "Each phone evaluates a Gaussian bump centred on itself on the server's grid; the server averages them."
     paper = PAPER
@@ -426,6 +427,7 @@ class FederatedRFFKDE(Mechanism):
     label = "Federated RFF KDE (Zong et al.)"
     family = "federated"
     guarantee = "no DP; privacy by projection on B random Fourier features (location hidden among repeating bands)"
+    neighbouring = "none"
     threat_model = _COMMON_THREAT + " Each user's random frequencies never leave the device."
     summary = (
         "Each phone projects its location on a few random waves (random Fourier features) and sends that pattern: "
@@ -569,8 +571,10 @@ class GeoIndKDE(Mechanism):
     family = "federated"
     guarantee = (
         "epsilon-geo-indistinguishability (epsilon per km by default, per metre as in the paper: the "
-        "epsilon_unit parameter): locations d apart are e^(eps d)-close"
+        "epsilon_unit parameter): locations d apart are e^(eps d)-close; replace record: each location on its own, "
+        "so a person with k locations is protected at k eps d"
     )
+    neighbouring = "replace record"
     threat_model = _COMMON_THREAT + " Each user perturbs its own location with planar Laplace noise first."
     summary = (
         "Each phone jitters its location with planar Laplace noise (mean displacement 2/epsilon km, as epsilon is "

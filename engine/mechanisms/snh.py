@@ -613,7 +613,11 @@ class SNH(Mechanism):
     key = "snh"
     label = "SNH (Spatial Neural Histograms)"
     family = "central"
-    guarantee = "epsilon-DP (central); training and answers are post-processing of one Laplace grid"
+    guarantee = (
+        "epsilon-DP (central) under add/remove user (add/remove record with unit = record); training and answers "
+        "are post-processing of one Laplace grid"
+    )
+    neighbouring = "add/remove user"
     threat_model = (
         "A trusted curator sees all locations, collects one noisy grid and trains the networks; "
         "the public sees the networks and the density grid."
@@ -949,7 +953,8 @@ class IdentityParamSelect(Mechanism):
     key = "identity_paramselect"
     label = "IDENTITY@ParamSelect (SNH's grid alone)"
     family = "central"
-    guarantee = "epsilon-DP (central)"
+    guarantee = "epsilon-DP (central) under add/remove user (add/remove record with unit = record)"
+    neighbouring = "add/remove user"
     threat_model = "A trusted curator sees all locations; the public sees the noisy grid."
     summary = "The SNH data-collection grid, with ParamSelect's cell width, released as a noisy histogram."
     paper = SNH.paper

@@ -623,7 +623,8 @@ class SparseEMD(_SparseEMDBase):
     key = "sparse_emd"
     label = "Sparse EMD aggregation (Ghazi et al.)"
     family = "central"
-    guarantee = "epsilon-DP (central, per user; basic composition over pyramid levels)"
+    guarantee = "epsilon-DP (central, per user, under add/remove user; basic composition over pyramid levels)"
+    neighbouring = "add/remove user"
     threat_model = (
         "A trusted curator sees every user's locations; the public sees only the released heatmap "
         "(reconstructed from Laplace-noised pyramid counts)."
@@ -798,7 +799,11 @@ class SparseEMDSecAgg(_SparseEMDBase):
     key = "sparse_emd_secagg"
     label = "Sparse EMD aggregation, distributed (SecAgg + Pólya noise)"
     family = "distributed"
-    guarantee = "epsilon-DP (distributed: discrete Laplace assembled by secure aggregation of Pólya shares)"
+    guarantee = (
+        "epsilon-DP under zero-out user, the number of clients n public (distributed: discrete Laplace assembled "
+        "by secure aggregation of Pólya shares)"
+    )
+    neighbouring = "zero-out user"
     threat_model = (
         "Each client sends its scaled, rounded, Pólya-noised pyramid through secure aggregation; the server "
         "sees only the noisy sum over all clients."
@@ -894,7 +899,8 @@ def _laplace_baseline(s, eps, rng, top_t=None) -> tuple[np.ndarray, int]:
 
 class _LaplaceGaussBase(Mechanism):
     family = "central"
-    guarantee = "epsilon-DP (central, per user: each user's distribution has L1 norm <= 1)"
+    guarantee = "epsilon-DP (central, per user, under add/remove user: each user's distribution has L1 norm <= 1)"
+    neighbouring = "add/remove user"
     threat_model = "A trusted curator sees every user's locations; the public sees the noisy heatmap."
     paper = "Liu, Xia, Duchowski, Bailey, Holmqvist, Jain (ETRA 2019), as the baseline of Ghazi et al. 2023 (Sec. 4)"
     equations = "Ghazi et al. 2023 Sec. 4 (Baselines), Sec. 2.3 (heatmap)"

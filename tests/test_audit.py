@@ -1,0 +1,202 @@
+"""The empirical privacy audit (engine/audit.py; issue 23 part 5).
+
+Statistical claims: every audit here runs at a fixed seed. A bound is below the true
+epsilon with probability >= 1 - ALPHA (Clopper-Pearson, see engine.audit), so a correct
+mechanism fails ``test_audit_within_claim`` with probability at most ALPHA = 1% (and far
+less for the many audits that are not tight); each audit's run count is large enough that
+a release which told the two datasets apart every time WOULD fail it (checked in the test).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from engine.__main__ import main
+from engine.audit import (
+    PLANS,
+    audit,
+    auditable,
+    cp_lower,
+    cp_upper,
+    epsilon_lower_bound,
+    has_dp_claim,
+    log_ratio_bound,
+    neighbours,
+    plan_for,
+)
+from engine.errors import ParamError
+from engine.mechanisms import get, registry
+from engine.mechanisms.central import Identity
+
+ALPHA = 0.01
+
+
+def _best_possible(n_eval: int, alpha: float) -> float:
+    """The bound of a test that separates the datasets perfectly on n_eval runs each."""
+    return float(log_ratio_bound(n_eval, n_eval, 0, n_eval, alpha))
+
+
+# ------------------------------------------------------------------ the statistics
+def test_clopper_pearson_matches_scipy_exact_interval():
+    for k, n in [(0, 50), (3, 50), (25, 50), (50, 50), (417, 1000)]:
+        ci = binomtest(k, n).proportion_ci(confidence_level=1 - 2 * 0.025, method="exact")
+        assert float(cp_lower(k, n, 0.025)) == pytest.approx(ci.low, abs=1e-9)
+        assert float(cp_upper(k, n, 0.025)) == pytest.approx(ci.high, abs=1e-9)
+
+
+def test_bound_on_laplace_samples_is_below_and_near_the_truth():
+    """Laplace(1) shifted by 1: exactly 1-DP. The bound stays below 1 and reaches most of it."""
+    rng = np.random.default_rng(7)
+    n = 40_000
+    s0, s1 = rng.laplace(0.0, 1.0, n), 1.0 + rng.laplace(0.0, 1.0, n)
+    res = epsilon_lower_bound(s0, s1, alpha=ALPHA)
+    assert 0.7 < res["eps_lb"] <= 1.0
+    twice = epsilon_lower_bound(rng.laplace(0.0, 0.5, n), 1.0 + rng.laplace(0.0, 0.5, n), alpha=ALPHA)  # 2-DP
+    assert 1.4 < twice["eps_lb"] <= 2.0
+
+
+def test_threshold_chosen_on_first_half_only():
+    """First halves perfectly separated, second halves identical: a bound that re-used the
+    selection runs would be large; the audit's is 0."""
+    n = 400
+    first0, first1 = np.zeros(n // 2), np.ones(n // 2)
+    same = np.linspace(0.0, 1.0, n // 2)
+    res = epsilon_lower_bound(np.concatenate([first0, same]), np.concatenate([first1, same]), alpha=ALPHA)
+    assert res["eps_lb"] == 0.0
+    perfect = epsilon_lower_bound(np.zeros(n), np.ones(n), alpha=ALPHA)
+    assert perfect["eps_lb"] == pytest.approx(_best_possible(n // 2, ALPHA))
+
+
+def test_too_few_runs_refused():
+    with pytest.raises(ParamError, match="at least"):
+        epsilon_lower_bound(np.zeros(10), np.ones(10))
+    with pytest.raises(ParamError, match="runs must be between"):
+        audit("identity", 1.0, 5)
+    with pytest.raises(ParamError, match="epsilon"):
+        audit("identity", -1.0, 100)
+
+
+# ------------------------------------------------------------------ the datasets
+@pytest.mark.parametrize("key", sorted(registry()))
+def test_neighbouring_datasets_follow_the_stated_relation(key):
+    cls = get(key)
+    plan = plan_for(key)
+    relation = cls.neighbouring_for(cls.schema().resolve(plan.params))
+    pair = neighbours(plan, relation)
+    d0, d1 = pair.d0, pair.d1
+    if plan.value_pair is not None:  # one person's value is replaced, nobody moves
+        assert np.array_equal(d0.xy, d1.xy) and int((d0.value != d1.value).sum()) == 1
+        return
+    if plan.move_km is not None:  # one location moves by the stated distance
+        moved = np.hypot(*(d1.xy - d0.xy).T)
+        assert np.count_nonzero(moved) == 1 and moved.max() == pytest.approx(plan.move_km * 1000)
+        return
+    # the target cell is empty in D0 and holds the person in D1
+    assert pair.domain.histogram(d0.xy, d0.weight)[pair.mask].sum() == 0
+    assert pair.domain.histogram(d1.xy, d1.weight)[pair.mask].sum() == 1
+    if relation in ("add/remove user", "add/remove record", "none"):
+        assert len(d1) == len(d0) + 1 and np.array_equal(d1.xy[:-1], d0.xy)
+    elif relation == "zero-out user":  # the same number of clients
+        assert len(d1) == len(d0)
+        if d0.weight is not None:
+            assert d0.weight[-1] == 0 and (d1.weight == 1).all()
+    else:  # replace: the person moves
+        assert len(d1) == len(d0) and int(np.any(d0.xy != d1.xy, axis=1).sum()) == 1
+
+
+def test_zero_out_emulation_sink_dwarfs_every_threshold():
+    """The sink that absorbs a zeroed person must hold far more people than any split
+    threshold of adaptive_hh, so its decisions are the same with or without the person."""
+    from engine.mechanisms import RunContext
+
+    plan = PLANS["adaptive_hh"]
+    pair = neighbours(plan, "zero-out user")
+    rel = get("adaptive_hh")().run(
+        pair.d1, pair.domain, 1.0, get("adaptive_hh").schema().resolve({}), RunContext(np.random.default_rng(0))
+    )
+    for lv in rel.diagnostics["levels"]:
+        assert plan.base_users - lv["threshold"] > 20 * lv["noise_std"]
+
+
+# ------------------------------------------------------------------ the audits
+@pytest.mark.parametrize("key", auditable())
+def test_audit_within_claim(key):
+    """Every mechanism with a privacy claim: the audit's lower bound does not exceed the claim."""
+    res = audit(key, 1.0, test=True, alpha=ALPHA, seed=20261123)
+    assert res.eps_claimed is not None and res.eps_claimed > 0
+    # the test could fail: a release that always told D0 from D1 would bound above the claim
+    assert _best_possible(res.runs - res.runs // 2, ALPHA) > res.eps_claimed
+    assert res.eps_lb <= res.eps_claimed, res.to_dict()
+
+
+class _HalfNoiseIdentity(Identity):
+    """A deliberately broken copy of identity: Laplace noise of half the scale (it runs at
+    2 epsilon) while the run claims epsilon. Not registered."""
+
+    key = "identity_half_noise"
+
+    def run(self, data, domain, epsilon, params, ctx):
+        return super().run(data, domain, 2.0 * epsilon, params, ctx)
+
+
+def test_audit_catches_halved_noise():
+    """The audit can fail: the weakened copy is caught (bound above its claim), while the
+    correct identity at the same seed and runs stays within its claim."""
+    broken = audit(_HalfNoiseIdentity, 1.0, 3000, alpha=ALPHA, seed=5)
+    assert broken.eps_lb > broken.eps_claimed == 1.0, broken.to_dict()
+    correct = audit("identity", 1.0, 3000, alpha=ALPHA, seed=5)
+    assert correct.eps_lb <= 1.0
+
+
+def test_non_private_reference_is_seen_through():
+    """No claim, and the audit shows it: the exact histogram tells D0 from D1 every time."""
+    res = audit("nonprivate_level", 1.0, 200, alpha=ALPHA)
+    assert res.eps_claimed is None and res.relation == "none"
+    assert res.eps_lb == pytest.approx(_best_possible(100, ALPHA))
+
+
+def test_every_private_mechanism_is_audited():
+    """The audit covers every registered mechanism with a privacy claim (issue 23: incl. SNH,
+    ag_polya, hierarchical_onehot, identity_paramselect and the Laplace-filter baselines)."""
+    keys = set(auditable())
+    assert {"snh", "ag_polya", "hierarchical_onehot", "identity_paramselect", "laplace_gauss"} <= keys
+    assert keys == {k for k, c in registry().items() if has_dp_claim(c)}
+    assert set(PLANS) <= set(registry())  # no plan for a mechanism that no longer exists
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_audit_json(capsys):
+    assert main(["audit", "identity", "--runs", "200", "--json", "--seed", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for field in ("mechanism", "eps_claimed", "eps_lb", "runs", "seconds", "relation", "test", "counts"):
+        assert field in out
+    assert out["mechanism"] == "identity" and out["eps_claimed"] == 1.0 and out["runs"] == 200
+    assert 0.0 <= out["eps_lb"] <= 1.0 and math.isfinite(out["seconds"])
+
+
+def test_cli_audit_table(capsys):
+    assert main(["audit", "flat_onehot", "--runs", "100", "--epsilon", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "relation     zero-out user" in out and "eps claimed  0.5" in out and "eps_lb" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["audit", "nope"], "unknown mechanism"),
+        (["audit", "identity", "--runs", "5"], "--runs"),
+        (["audit", "identity", "--runs", "many"], "--runs"),
+        (["audit", "identity", "--epsilon", "0"], "--epsilon"),
+        (["audit"], "mechanism"),
+    ],
+)
+def test_cli_audit_bad_input(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
