@@ -21,6 +21,7 @@ ctl = controls.sidebar(
 )
 for e in ctl.errors:
     st.error(plain(e, 600))
+views.release_only_page(ctl, "Attributes")
 if not with_value:
     st.info(
         "No registered mechanism releases regional means yet (they declare `needs = ('value',)`). "

@@ -23,7 +23,7 @@ base_keys = [b for b in ("identity", "uniform") if b in registry() and cfg is no
 configs = []
 if cfg is not None:
     configs = [cfg]
-    if state.get("explore.baselines"):
+    if state.get("explore.baselines") and ctl.mode == "evaluate":  # context runs are evaluation only
         configs += [ctl.config(b, params={}) for b in base_keys]
 
 top = st.columns([1, 3, 2], vertical_alignment="center")
@@ -48,6 +48,20 @@ if g is not None:
 show = jobs.shown("explore", g)
 
 res = rcfg = None
+if show is not None and show.configs[0].mode == "release":
+    if run.is_current(show, configs):
+        url["run"] = 1
+    views.release_view(show.results[0], show.configs[0], ctl.display)
+    state.sync_url(url)
+    st.stop()
+if ctl.mode == "release":  # no truth on screen in Release mode, not even before a run
+    st.info(
+        "Release mode: press **Run** to publish a private map of this dataset (its ε is booked against the "
+        "dataset's limit first). The true map is not shown in this mode.",
+        icon=":material/lock:",
+    )
+    state.sync_url(url)
+    st.stop()
 if show is not None:
     res, rcfg = show.results[0], show.configs[0]
     if run.is_current(show, configs):

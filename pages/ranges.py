@@ -16,6 +16,7 @@ views.header(
 ctl = controls.sidebar("multi", max_mechs=7)
 for e in ctl.errors:
     st.error(plain(e, 600))
+views.release_only_page(ctl, "Range queries")
 # seeded before Run, so an invalid link is caught before it could run (the sliders come after the results)
 state.seed("rq.count", 500, "wq", state.int_in(10, 5000))
 state.seed("rq.size", (2, 10), "wsize", ranges.parse_size)

@@ -15,6 +15,7 @@ views.header(
 ctl = controls.sidebar("multi", epsilon=False, display=False)
 for e in ctl.errors:
     st.error(plain(e, 600))
+views.release_only_page(ctl, "Trade-offs")
 
 c1, c2, c3 = st.columns([3, 1, 2])
 state.seed(

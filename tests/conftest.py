@@ -20,6 +20,18 @@ def _hermetic_cache(tmp_path_factory):
         os.environ["HEATMAP_CACHE_DIR"] = old
 
 
+@pytest.fixture(autouse=True)
+def _own_ledger(tmp_path, monkeypatch):
+    """Each test books its releases in a ledger of its own (the dashboard's is server-wide and persistent)."""
+    monkeypatch.setenv("HEATMAP_LEDGER_DB", str(tmp_path / "ledger.sqlite3"))
+
+
+def ledger_total(dataset: str, options: dict) -> float:
+    from engine.budget_store import BudgetStore, fingerprint_source
+
+    return BudgetStore().spent(fingerprint_source(dataset, options))
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

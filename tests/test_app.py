@@ -268,22 +268,31 @@ def test_same_config_is_instant_and_identical_new_seed_is_fresh_release():
     assert "Settings changed" in texts(at)
     click_run(at, "explore")
     assert charts(at)["explore_private_heat"] != first
-    spent = sum(e["eps"] for d in at.session_state["_budget"].values() for e in d.values())
+    from conftest import ledger_total
+
+    spent = ledger_total("synthetic:polycentric", {"n": 3000})
     assert spent == pytest.approx(1.4)  # two distinct releases of the same people at ε = 0.7
 
 
 def test_budget_limit_warns_before_spending():
-    at = open_app(eps="0.5", seed="21", baselines="0")
+    """Real data: past the dataset's limit, Evaluate asks first; synthetic data only informs."""
+    at = open_app(ds="snow_cholera", eps="0.5", seed="21", baselines="0")
     at.sidebar.number_input(key="cfg.limit").set_value(0.6).run()
     click_run(at, "explore")  # 0.5 <= 0.6: runs
     at.sidebar.number_input(key="cfg.seed").set_value(22).run()
     at.button(key="run_explore").click().run()
-    assert any("above your limit" in w.value for w in at.warning)
+    assert any("above the limit" in w.value for w in at.warning)
     assert not running(at) and "Settings changed" in texts(at)  # nothing was submitted
     at.button(key="confirm_explore").click().run()
     wait_jobs(at)
     assert "Settings changed" not in texts(at)
     assert "explore_private_heat" in charts(at)
+    syn = open_app(eps="0.5", seed="21", baselines="0")
+    syn.sidebar.number_input(key="cfg.limit").set_value(0.6).run()
+    click_run(syn, "explore")
+    syn.sidebar.number_input(key="cfg.seed").set_value(22).run()
+    click_run(syn, "explore")  # synthetic: runs past the limit, and the meter says so
+    assert "no real person is involved" in texts(syn) and "explore_private_heat" in charts(syn)
 
 
 def test_bad_url_values_are_reported_not_fatal():
@@ -516,7 +525,7 @@ def test_compare_keeps_a_partly_failed_result_while_the_next_run_goes():
 
 # -------------------------------------------------------------------- trade-offs
 def test_tradeoffs_sweep_curves_frontier_and_csv():
-    at = open_app("tradeoffs", mechs="identity,uniform", eps_list="0.5,2", trials="2")
+    at = open_app("tradeoffs", mechs="identity,uniform", eps_list="0.5,2", trials="2", seed="0")
     click_run(at, "sweep")
     assert len(at.get("vega_lite_chart")) == 2  # error curves + frontier
     trials = frame_with(at, "eps_x_n")

@@ -193,16 +193,17 @@ def test_methods_opens_with_a_guide_from_the_benches():
 
 def test_margin_of_error_from_repeated_runs():
     """Issue 16: a margin of error per cell; without a closed form, from 10 more releases (counted)."""
-    at = open_app(mech="privtree", baselines="0", eps="0.5", res="32", run="1")  # 11 releases within the limit
+    at = open_app(mech="privtree", baselines="0", eps="0.5", res="32", run="1", seed="0")
     wait_jobs_all(at)
     assert "Estimate from 10 runs" in [b.label for b in at.button]  # offered, not run by the link
-    assert len(at.session_state["_budget"][next(iter(at.session_state["_budget"]))]) == 1
+    from conftest import ledger_total
+
+    assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)  # the one release
     at.button(key="run_explore_se").click().run()
     wait_jobs_all(at)
     assert "explore_moe_heat" in charts(at)
     assert "estimated from 10 releases with seeds 1–10" in texts(at)
-    book = at.session_state["_budget"]
-    assert len(book[next(iter(book))]) == 11  # the ten extra releases are in the ledger
+    assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(5.5)  # the ten extra releases too
 
 
 def wait_jobs_all(at, timeout: float = 90):

@@ -1,31 +1,53 @@
-"""Per-session, per-dataset ledger of the ε spent by the releases this session has seen.
+"""The privacy-budget ledger of each dataset: server-wide, in SQLite, so it survives tabs and restarts.
 
-Every distinct release (a configuration key: mechanism, parameters, ε, seed, ...)
-of a dataset spends its ε again: re-running the *same* configuration returns the
-identical release and costs nothing more, while a new seed is a fresh release of
-the same people. Releases of one dataset compose sequentially, so the session
-total is their sum (basic composition), whatever the sample of users.
+The budget belongs to the data, not to a browser tab (Tumult and OpenDP sessions work the same way): every
+release of a dataset, from any session, is booked in :class:`engine.budget_store.BudgetStore` under the
+dataset's fingerprint (catalogue key and options; for an upload, its content hash scoped to the uploading
+session, so another session's copy has its own ledger and learns nothing of this one's). Releases compose
+sequentially, so the total is their sum (basic composition), whatever the sample of users.
+
+Evaluate mode: a release is the configuration (seed included): showing it again costs nothing. Past the
+limit it asks for confirmation on real data and only informs on synthetic data. Release mode: every run
+is a new release, booked and checked against the limit in one transaction before it starts; past the limit
+it is refused.
 """
 
 from __future__ import annotations
 
-import json
 import time
 
 import streamlit as st
 
+from engine.budget_store import BudgetStore, Entry, entry_for, fingerprint_source
 from engine.jobs import RunConfig
 from engine.mechanisms import registry
 
+from . import uploads
 from .text import plain
 
 
+def store() -> BudgetStore:
+    """The server's ledger (``HEATMAP_LEDGER_DB``, or ledger.sqlite3 in the cache folder)."""
+    from engine.budget_store import default_path
+
+    return _store(str(default_path()))
+
+
+@st.cache_resource(show_spinner=False)
+def _store(path: str) -> BudgetStore:
+    return BudgetStore(path)
+
+
 def dataset_ident(cfg: RunConfig) -> str:
-    return json.dumps([cfg.dataset, cfg.dataset_options], sort_keys=True, default=str)
+    """The dataset's fingerprint: its ledger's key."""
+    if cfg.dataset.startswith(uploads.PREFIX):
+        up = uploads.get(cfg.dataset)
+        return up.fingerprint if up is not None else "upload:gone"
+    return fingerprint_source(cfg.dataset, cfg.dataset_options)
 
 
-def _book() -> dict:
-    return st.session_state.setdefault("_budget", {})
+def synthetic(cfg: RunConfig) -> bool:
+    return cfg.dataset.startswith("synthetic:")
 
 
 def cost(cfg: RunConfig) -> float:
@@ -34,20 +56,19 @@ def cost(cfg: RunConfig) -> float:
 
 
 def spent(ident: str) -> float:
-    return float(sum(e["eps"] for e in _book().get(ident, {}).values()))
+    return store().spent(ident)
+
+
+def _entries(configs: list[RunConfig], page: str = "") -> dict[str, list[Entry]]:
+    out: dict[str, list[Entry]] = {}
+    for c in configs:
+        out.setdefault(dataset_ident(c), []).append(entry_for(c, c.key(), note=page))
+    return out
 
 
 def new_spend(configs: list[RunConfig]) -> dict[str, float]:
-    """ε each dataset would additionally spend if ``configs`` were released now."""
-    out: dict[str, float] = {}
-    seen = set()
-    for c in configs:
-        ident, key = dataset_ident(c), c.key()
-        if key in _book().get(ident, {}) or key in seen:
-            continue
-        seen.add(key)
-        out[ident] = out.get(ident, 0.0) + cost(c)
-    return out
+    """ε each dataset would additionally spend if ``configs`` were released now (evaluate mode)."""
+    return {fp: store().cost(fp, es) for fp, es in _entries(configs).items()}
 
 
 def over_limit(configs: list[RunConfig], limit: float) -> tuple[float, float] | None:
@@ -60,45 +81,78 @@ def over_limit(configs: list[RunConfig], limit: float) -> tuple[float, float] | 
 
 
 def record(configs: list[RunConfig], page: str) -> None:
-    book = _book()
-    for c in configs:
-        entries = book.setdefault(dataset_ident(c), {})
-        if c.key() not in entries:
-            entries[c.key()] = {
-                "eps": cost(c),
-                "mechanism": c.mechanism,
-                "epsilon": float(c.epsilon),
-                "seed": int(c.seed),
-                "page": page,
-                "time": time.strftime("%H:%M:%S"),
-            }
+    """Book evaluation releases (idempotent: a configuration already booked costs nothing)."""
+    for fp, es in _entries(configs, page).items():
+        store().record(fp, es)
+
+
+def book_release(cfg: RunConfig, limit: float, page: str) -> tuple[bool, str, str]:
+    """Release mode: book one new release of ``cfg`` and check the limit in one transaction.
+    Returns (ok, the booking's key, a message when refused)."""
+    from engine.budget_store import release_key
+
+    fp = dataset_ident(cfg)
+    key = release_key(cfg)
+    res = store().try_spend(fp, [entry_for(cfg, key, note=page)], limit)
+    if res.ok:
+        return True, key, ""
+    return (
+        False,
+        key,
+        f"Refused: this release (ε = {cost(cfg):g}) would bring the dataset's total to "
+        f"{res.spent + cost(cfg):g}, past its limit of {limit:g}. Release mode never goes past the limit.",
+    )
+
+
+def unbook(cfg: RunConfig, key: str) -> None:
+    """A release that did not happen (failed or cancelled before any output) is taken off the ledger."""
+    store().remove(dataset_ident(cfg), key)
 
 
 def released(cfg: RunConfig) -> bool:
-    return cfg.key() in _book().get(dataset_ident(cfg), {})
+    fp = dataset_ident(cfg)
+    return any(e.release_key == cfg.key() for e in store().entries(fp))
 
 
 def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> None:
-    """Session total for the dataset of ``cfg``, with its releases."""
+    """The dataset's total over every session and tab of this server, with its releases."""
     c = container or st
     ident = dataset_ident(cfg)
-    total = spent(ident)
-    entries = list(_book().get(ident, {}).values())
+    entries = store().entries(ident)
+    total = sum(e.epsilon for e in entries)
     frac = min(total / limit, 1.0) if limit > 0 else 1.0
     c.progress(
         frac,
-        text=f"ε spent on {plain(dataset_label)} this session: **{total:g}** of your limit {limit:g} "
-        f"({len(entries)} distinct release{'s' if len(entries) != 1 else ''})",
+        text=f"ε spent on {plain(dataset_label)}, all sessions: **{total:g}** of the limit {limit:g} "
+        f"({len(entries)} release{'s' if len(entries) != 1 else ''})",
     )
     if total > limit:
-        c.warning(
-            f"This session has released {len(entries)} heatmaps of this dataset, spending ε = {total:g} in total "
-            f"(sequential composition), above your limit of {limit:g}."
-        )
+        if synthetic(cfg):
+            c.info(f"Synthetic data: ε = {total:g} has been spent in evaluation, past {limit:g}; no real person is involved.")
+        else:
+            c.warning(
+                f"{len(entries)} releases of this dataset have spent ε = {total:g} in total (sequential composition), "
+                f"above the limit of {limit:g}."
+            )
     if entries:
-        with c.expander("Releases counted in this session's ledger"):
-            st.dataframe(entries, hide_index=True, width="stretch")
+        with c.expander("Releases of this dataset (all sessions)"):
+            st.dataframe(
+                [
+                    {
+                        "ε": e.epsilon,
+                        "mechanism": e.mechanism,
+                        "neighbouring relation": e.neighbouring or "—",
+                        "mode": e.mode,
+                        "page": e.note,
+                        "time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.time)),
+                    }
+                    for e in entries
+                ],
+                hide_index=True,
+                width="stretch",
+            )
             st.caption(
-                "Each distinct configuration is a new release of the same people: their ε add up. Re-running an "
-                "identical configuration returns the identical cached release and costs nothing more."
+                "The ledger belongs to the dataset and is kept on the server (it survives tabs and restarts). Each "
+                "distinct release of the same people adds its ε; showing an identical evaluation release again costs "
+                "nothing."
             )

@@ -13,7 +13,7 @@ import streamlit as st
 
 from engine.data.registry import Source
 from engine.errors import EngineError
-from engine.jobs import RunConfig
+from engine.jobs import RunConfig, fresh_seed
 from engine.mechanisms import registry
 
 from . import state, uploads, widgets
@@ -26,6 +26,7 @@ UPLOAD = "__upload__"
 HIDDEN_SOURCE_PARAMS = ("path", "url")
 DEFAULT_DATASET = "synthetic:polycentric"
 KIND_TAG = {"synthetic": "", "builtin": "", "online": " [online]", "file": ""}
+MODES = {"evaluate": "Evaluate", "release": "Release"}
 FAMILY_ORDER = {"none": 0, "central": 1, "distributed": 2, "local": 3, "federated": 4}
 
 
@@ -62,6 +63,7 @@ class Controls:
     depth: int
     seed: int
     secure: bool
+    mode: str = "evaluate"  # or "release"
     mechanisms: list[str] = field(default_factory=list)
     params: dict[str, dict] = field(default_factory=dict)  # mechanism -> values
     errors: list[str] = field(default_factory=list)
@@ -92,6 +94,7 @@ class Controls:
             depth=int(self.depth),
             seed=int(self.seed),
             secure=bool(self.secure),
+            mode=self.mode,
         )
         return replace(cfg, **overrides) if overrides else cfg
 
@@ -160,7 +163,7 @@ def _on_upload() -> None:
     except Exception as exc:  # never a traceback for a user's file
         st.session_state["_upload_error"] = f"{name} could not be read ({type(exc).__name__})"
         return
-    key, dropped = uploads.store().add(uploads.owner(), name, ds)
+    key, dropped = uploads.store().add(uploads.owner(), name, ds, f.getvalue())
     try:
         uploads.forget_raw(f)
     except Exception:  # freeing memory early is an optimisation, never an error for the user
@@ -497,43 +500,73 @@ def sidebar(
     if resolution:
         people, source = _people(ds, opts, src, int(n) if n else None)
         depth, res_note = widgets.resolution_widget(container=sb, n_people=people, source=source)
-    sd = (
-        widgets.int_widget(
-            "Release seed",
-            "cfg.seed",
-            "seed",
-            0,
-            container=sb,
-            help="Same seed, same release. A new seed is a new release.",
-        )
-        if seed
-        else 0
-    )
-    state.seed("cfg.secure", False, "secure", state.parse_bool)
-    secure = False
+    state.seed("cfg.mode", "evaluate", "mode", state.one_of({m: m for m in MODES}))
+    mode = "evaluate"
     if mechanisms != "none":
-        secure = sb.toggle(
-            "Secure noise (OpenDP)",
-            **state.bind("cfg.secure"),
-            help="Draw the noise that supports it with OpenDP's samplers (slower, floating-point safe).",
+        mode = sb.radio(
+            "Mode",
+            list(MODES),
+            **state.bind("cfg.mode"),
+            format_func=MODES.get,
+            horizontal=True,
+            help="Evaluate: seeded, reproducible noise; the true map and the error metrics are shown; exports are "
+            "stamped as containing non-private information. Release: OpenDP's floating-point-safe samplers with "
+            "fresh entropy, no seed, only the private release is shown and exported, and the dataset's ε limit is "
+            "binding.",
         )
+    sd, secure = 0, True
+    if mode == "evaluate":
+        # no fixed default seed: noise from a seed anyone can guess (0) can be recomputed, so a session starts
+        # from a seed drawn from OS entropy, shown here and in the link so a run can be reproduced on purpose
+        fresh = st.session_state.setdefault("_fresh_seed", fresh_seed())
+        if seed:
+            sd = widgets.int_widget(
+                "Release seed",
+                "cfg.seed",
+                "seed",
+                fresh,
+                container=sb,
+                help="Drawn at random for this session; same seed, same release (to reproduce a run on purpose). "
+                "A new seed is a new release.",
+            )
+            sb.button(
+                "New seed",
+                key="new_seed",
+                icon=":material/casino:",
+                on_click=lambda: state.put("cfg.seed", fresh_seed()),
+                help="Draw a new seed from OS entropy: a new release of the same people.",
+            )
+        state.seed("cfg.secure", False, "secure", state.parse_bool)
+        secure = False
+        if mechanisms != "none":
+            secure = sb.toggle(
+                "Secure noise (OpenDP)",
+                **state.bind("cfg.secure"),
+                help="Draw the noise with OpenDP's samplers (slower, floating-point safe).",
+            )
+    elif mechanisms != "none":
+        sb.caption("Release: OpenDP samplers with fresh OS entropy; no seed is drawn or recorded.")
     disp = display_controls(sb) if display else Display()
     state.seed("cfg.limit", 10.0, None)
     limit = float(state.get("cfg.limit"))
     if mechanisms != "none":
         with sb.expander("Privacy budget", expanded=False):
             limit = st.number_input(
-                "Warn when ε spent on one dataset this session exceeds",
+                "Limit of ε per dataset (all sessions; binding in Release mode)",
                 min_value=0.01,
                 max_value=10_000.0,
                 step=1.0,
                 **state.bind("cfg.limit"),
                 format="%g",
             )
-    url.update({"eps": eps if epsilon and eps != 1.0 else None, "n": n or None, "seed": sd or None})
+    url.update({"eps": eps if epsilon and eps != 1.0 else None, "n": n or None})
+    if mode == "evaluate" and seed:
+        url["seed"] = sd
+    if mode != "evaluate":
+        url["mode"] = mode
     if resolution and state.get("cfg.res") != widgets.AUTO:
         url["res"] = 2**depth
-    if secure:
+    if secure and mode == "evaluate":
         url["secure"] = True
     url.update(disp.url())
     return Controls(
@@ -545,6 +578,7 @@ def sidebar(
         depth=int(depth),
         seed=int(sd),
         secure=bool(secure),
+        mode=mode,
         mechanisms=mechs,
         params=params,
         errors=errors,

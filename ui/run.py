@@ -50,11 +50,14 @@ def launch(
             clicked = True
     if clicked:
         st.session_state.pop(pending_key, None)
-        over = budget.over_limit(configs, ctl.budget_limit)
-        if over is None:
-            _go(name, configs, label, light)
+        if any(cfg.mode == "release" for cfg in configs):
+            _go_release(name, configs, label, ctl.budget_limit, c)
         else:
-            st.session_state[pending_key] = [cfg.to_dict() for cfg in configs]
+            over = budget.over_limit(configs, ctl.budget_limit)
+            if over is None or all(budget.synthetic(cfg) for cfg in configs):  # synthetic data: inform only
+                _go(name, configs, label, light)
+            else:
+                st.session_state[pending_key] = [cfg.to_dict() for cfg in configs]
     pending = st.session_state.get(pending_key)
     if pending:
         pcfgs = [RunConfig.from_dict(d) for d in pending]
@@ -66,7 +69,7 @@ def launch(
             after, add = over
             st.warning(
                 f"This would release {len(pcfgs)} new heatmap{'s' if len(pcfgs) != 1 else ''} of this dataset "
-                f"(ε = {add:g}), bringing this session's total to ε = {after:g}, above your limit of "
+                f"(ε = {add:g}), bringing its total (all sessions) to ε = {after:g}, above the limit of "
                 f"{ctl.budget_limit:g}. Releases of the same people add up.",
                 icon=":material/warning:",
             )
@@ -77,8 +80,16 @@ def launch(
             if b2.button("Don't run", key=f"drop_{name}"):
                 st.session_state.pop(pending_key, None)
                 st.rerun()
+    refused = st.session_state.pop(f"_refused_{name}", None)
+    if refused:
+        c.error(refused, icon=":material/block:")
     g = jobs.get_group(name)
-    if configs and (g is None or g.keys != [cfg.key() for cfg in configs]):
+    _unbook_failed(name, g)
+    if (
+        configs
+        and all(cfg.mode != "release" for cfg in configs)
+        and (g is None or g.keys != [cfg.key() for cfg in configs])
+    ):
         # configurations this session already released and the server still holds: show them at once
         sid = jobs.session_id()
         if all(budget.released(cfg) and jobs.board().cached(cfg.key(), sid) for cfg in configs):
@@ -89,6 +100,34 @@ def launch(
 def _go(name: str, configs: list[RunConfig], label: str, light: bool = False) -> None:
     budget.record(configs, name)
     jobs.submit_group(name, configs, label=label, light=light)
+
+
+def _go_release(name: str, configs: list[RunConfig], label: str, limit: float, c) -> None:
+    """Release mode: each run is a new release, booked against the dataset's limit in one transaction
+    before it starts and refused past it. A release the server still shows is shown, not re-drawn."""
+    b, sid = jobs.board(), jobs.session_id()
+    bookings = st.session_state.setdefault(f"_bookings_{name}", {})
+    for cfg in configs:
+        if b.cached(cfg.key(), sid) or b.status(cfg.key(), sid).state == "running":
+            continue
+        ok, key, msg = budget.book_release(cfg, limit, name)
+        if not ok:
+            st.session_state[f"_refused_{name}"] = msg
+            return
+        bookings[cfg.key()] = key
+    jobs.submit_group(name, configs, label=label)
+
+
+def _unbook_failed(name: str, g) -> None:
+    """A release that failed or was cancelled published nothing: take it off the ledger."""
+    bookings = st.session_state.get(f"_bookings_{name}")
+    if not bookings or g is None:
+        return
+    for cfg, s in zip(g.configs, g.statuses):
+        if s.state in ("error", "cancelled") and cfg.key() in bookings:
+            budget.unbook(cfg, bookings.pop(cfg.key()))
+        elif s.state == "ok":
+            bookings.pop(cfg.key(), None)
 
 
 def is_current(g: jobs.Group | None, configs: list[RunConfig]) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import hashlib
 import os
 import secrets
 import threading
@@ -64,6 +65,7 @@ class Upload:
     dataset: object  # engine.data.Dataset
     nbytes: int
     added: float = field(default_factory=time.time)
+    fingerprint: str = ""  # the ledger's key: the content hash scoped to the uploading session
     memo: dict = field(default_factory=dict)  # the page's prepared sample and true map, released with the upload
 
     @property
@@ -117,10 +119,13 @@ class UploadStore:
                 o.st_session = st_session
 
     # ------------------------------------------------------------ uploads
-    def add(self, owner: str, filename: str, dataset) -> tuple[str, list[str]]:
-        """Keep ``dataset`` for ``owner``; returns its key and the file names dropped to stay in the limits."""
+    def add(self, owner: str, filename: str, dataset, content: bytes = b"") -> tuple[str, list[str]]:
+        """Keep ``dataset`` for ``owner``; returns its key and the file names dropped to stay in the limits.
+        ``content``: the file's bytes, whose hash (scoped to the owner, so that another session's copy of the
+        same file has a ledger of its own and learns nothing from this one's) keys the budget ledger."""
         key = PREFIX + secrets.token_urlsafe(18)
-        up = Upload(key, filename, dataset, dataset_nbytes(dataset))
+        fp = "upload:" + hashlib.sha256(owner.encode() + b"\0" + hashlib.sha256(content).digest()).hexdigest()
+        up = Upload(key, filename, dataset, dataset_nbytes(dataset), fingerprint=fp)
         dropped: list[str] = []
         with self._lock:
             o = self._owners.setdefault(owner, _Owner())

@@ -1,0 +1,91 @@
+"""Issue 23 in the dashboard: Evaluate and Release modes, fresh seeds, one ledger per dataset for every
+session (server-wide, in SQLite), Release mode's binding limit and its DP-only export."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import pytest
+from conftest import ledger_total
+from streamlit.testing.v1 import AppTest
+from test_app import APP, SMALL, charts, click_run, open_app, texts, wait_jobs
+
+
+def test_a_session_starts_from_a_fresh_seed_and_can_draw_another():
+    seeds = set()
+    for _ in range(3):
+        at = AppTest.from_file(APP, default_timeout=90)
+        at.query_params.update(SMALL)
+        at.run()
+        seeds.add(at.sidebar.number_input(key="cfg.seed").value)
+    assert len(seeds) == 3 and 0 not in seeds  # drawn from OS entropy, not a guessable 0
+    s0 = at.sidebar.number_input(key="cfg.seed").value
+    assert at.query_params["seed"] == str(s0)  # shown and in the link, so a run can be reproduced
+    at.sidebar.button(key="new_seed").click().run()
+    assert at.sidebar.number_input(key="cfg.seed").value != s0
+    fixed = open_app(seed="7")
+    assert fixed.sidebar.number_input(key="cfg.seed").value == 7  # a fixed seed is an explicit choice
+
+
+def test_release_mode_shows_and_exports_only_the_release():
+    at = open_app(mode="release", eps="0.5", res="32")
+    assert "The true map is not shown in this mode" in texts(at)
+    assert not charts(at)  # no true map, not even before a run
+    assert not [w for w in at.sidebar.number_input if w.key == "cfg.seed"]  # no seed in Release mode
+    click_run(at, "explore")
+    assert "release_private_heat" in charts(at) and "explore_true_heat" not in charts(at)
+    body = texts(at)
+    assert "How good is it?" not in body and "EMD" not in body  # no metric against the truth
+    assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)
+    at.button(key="run_explore").click().run()  # the release on screen is shown again: no new release
+    wait_jobs(at)
+    assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)
+    dl = next(b for b in at.get("download_button") if "release" in str(b.proto.label).lower())
+    assert "zip" in str(dl.proto.label)
+
+
+def test_release_zip_holds_dp_outputs_only():
+    from engine.jobs import RunConfig, run
+    from ui.views import release_zip
+
+    res = run(RunConfig(dataset_options={"n": 3000}, depth=5, epsilon=0.5, mode="release"))
+    z = zipfile.ZipFile(io.BytesIO(release_zip(res)))
+    names = set(z.namelist())
+    assert {"manifest.json"} <= names and any(n.endswith(".tif") for n in names)
+    manifest = json.loads(z.read("manifest.json"))
+    text = json.dumps(manifest).lower()
+    for banned in ('"seed"', "n_users", "n_points", "metrics", "emd", "truth"):
+        assert banned not in text, banned
+    assert manifest["ledger"]["total_epsilon"] == pytest.approx(0.5)
+
+
+def test_release_mode_refuses_past_the_limit():
+    at = open_app(mode="release", eps="0.5", res="32", ds="snow_cholera")
+    at.sidebar.number_input(key="cfg.limit").set_value(0.8).run()
+    click_run(at, "explore")
+    assert ledger_total("snow_cholera", {}) == pytest.approx(0.5)
+    at.sidebar.select_slider(key="cfg.eps").set_value(0.5).run()
+    at.sidebar.select_slider(key="cfg.res").set_value(64).run()  # another release of the same people
+    at.button(key="run_explore").click().run()
+    assert any("Refused" in e.value for e in at.error)
+    assert ledger_total("snow_cholera", {}) == pytest.approx(0.5)  # nothing booked past the limit
+
+
+def test_evaluation_pages_stop_in_release_mode():
+    at = open_app("compare", mode="release")
+    assert "Release mode: Compare compares private maps with the true data" in texts(at)
+    assert not charts(at)
+
+
+def test_two_sessions_share_one_ledger_per_dataset():
+    """The budget belongs to the data: a second session sees what the first spent."""
+    a = open_app(ds="snow_cholera", eps="0.3", seed="5", baselines="0")
+    click_run(a, "explore")
+    b = open_app(ds="snow_cholera", eps="0.3", seed="6", baselines="0")
+    assert "all sessions: **0.3**" in " ".join(p.proto.text for p in b.get("progress"))
+    click_run(b, "explore")
+    assert ledger_total("snow_cholera", {}) == pytest.approx(0.6)
+    a.run()
+    assert "all sessions: **0.6**" in " ".join(p.proto.text for p in a.get("progress"))
