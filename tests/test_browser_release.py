@@ -1,0 +1,72 @@
+"""Issue 23 in a real browser: a Release of an uploaded file exports DP outputs only, and two tabs on one
+dataset share one ledger."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+
+import pytest
+from browser_support import MAPS, READY, Watch, heat_pixels, save
+from test_browser_sessions import city_csv
+
+pytestmark = pytest.mark.browser
+
+
+def test_release_of_an_uploaded_file_exports_no_truth(page, app_url, tmp_path):
+    watch = Watch(page)
+    page.set_viewport_size({"width": 1440, "height": 1000})
+    page.goto(app_url + "/?ds=__upload__&mode=release&eps=1")
+    page.wait_for_selector(READY, timeout=60_000)
+    n = 1234
+    data = city_csv(5, n, 42)
+    page.set_input_files(
+        '[data-testid="stFileUploaderDropzoneInput"]',
+        files=[{"name": "patients.csv", "mimeType": "text/csv", "buffer": data}],
+    )
+    page.wait_for_selector("text=The true map is not shown in this mode", timeout=60_000)
+    page.wait_for_selector(".st-key-run_explore button:not([disabled])", timeout=60_000)
+    assert page.locator(MAPS).count() == 0  # no true map in Release mode
+    page.click(".st-key-run_explore button")
+    page.wait_for_selector("text=Release mode: this map was drawn", timeout=120_000)
+    page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=120_000)
+    page.wait_for_selector(READY, timeout=120_000)
+    page.wait_for_timeout(800)
+    assert heat_pixels(page, 0) > 1_000
+    body = page.inner_text("body")
+    assert "How good is it?" not in body and "True locations" not in body
+    save(page, tmp_path, "release_upload")
+    page.get_by_role("tab", name="Download the release").click()
+    with page.expect_download(timeout=60_000) as dl:
+        page.get_by_role("button", name=re.compile("Release files")).click()
+    z = zipfile.ZipFile(io.BytesIO(open(dl.value.path(), "rb").read()))
+    text = "".join(z.read(name).decode("utf-8", "replace") for name in z.namelist() if not name.endswith(".tif"))
+    manifest = json.loads(z.read("manifest.json"))
+    assert manifest["ledger"]["total_epsilon"] == pytest.approx(1.0)
+    for banned in ('"seed"', "n_users", "n_points", '"metrics"', "emd_m", "truth", "mse"):
+        assert banned not in text, banned
+    assert not re.search(rf"\b{n}\b", text)  # the true number of locations appears nowhere
+    watch.check()
+
+
+def test_two_tabs_share_one_ledger(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+    a, b = ctx.new_page(), ctx.new_page()
+    watches = [Watch(a), Watch(b)]
+    a.goto(app_url + "/?ds=berlin_airbnb&eps=0.7&seed=9&baselines=0&run=1")
+    a.wait_for_selector("text=How good is it?", timeout=120_000)
+    a.wait_for_selector(READY, timeout=120_000)
+    b.goto(app_url + "/?ds=berlin_airbnb&eps=0.3&seed=10&baselines=0")
+    b.wait_for_selector(READY, timeout=60_000)
+    b.wait_for_timeout(500)
+    assert "all sessions: 0.7 of the limit" in b.inner_text("body")  # the second tab sees the first's release
+    b.click(".st-key-run_explore button")
+    b.wait_for_selector("text=How good is it?", timeout=120_000)
+    b.wait_for_selector(READY, timeout=120_000)
+    b.wait_for_timeout(500)
+    assert "all sessions: 1 of the limit" in b.inner_text("body")
+    for w in watches:
+        w.check()
+    ctx.close()
