@@ -25,7 +25,7 @@ views.release_only_page(ctl, "Attributes")
 if not with_value:
     st.info(
         "No registered mechanism releases regional means yet (they declare `needs = ('value',)`). "
-        "This page shows any release whose extras carry region_true_mean / region_private_mean.",
+        "This page shows any release whose extras carry region_private_mean.",
         icon=":material/bar_chart:",
     )
 cfg = ctl.config() if ctl.ready else None
@@ -42,7 +42,7 @@ if show is not None:
     if run.is_current(show, configs):
         url["run"] = 1
     views.data_badge(res.dataset_meta, res.n_points, res.n_users)
-    if not attributes.has_regions(res.release):
+    if not attributes.has_regions(res):
         st.info(
             f"{views.mech_label(rcfg.mechanism)} released a heatmap but no regional means. "
             + (f"Try: {', '.join(views.mech_label(k) for k in with_value)}." if with_value else ""),
@@ -50,7 +50,7 @@ if show is not None:
         )
     else:
         vname = getattr(res.dataset_meta, "value_name", "") or "value"
-        df = attributes.region_frame(res.release)
+        df = attributes.region_frame(res)
         fr = views.frame(rcfg, res.release.domain)
         vals = np.concatenate([df["true mean"].dropna(), df["private mean"].dropna()])
         lo, hi = (float(vals.min()), float(vals.max())) if len(vals) else (0.0, 1.0)
@@ -64,7 +64,7 @@ if show is not None:
                 view,
                 key,
                 ctl.display,
-                extra_layers=[attributes.region_layer(res.release, fr, which, lo, hi, ctl.display.cmap)],
+                extra_layers=[attributes.region_layer(res, fr, which, lo, hi, ctl.display.cmap)],
                 title=f"{which.capitalize()} of {vname}",
                 container=col,
                 height=360,

@@ -43,6 +43,7 @@ if show is not None:
         url["run"] = 1
     else:
         st.info("Settings changed since this comparison: showing the previous one. Press **Run** to update.")
+    views.relations_notice([c for c, _ in ok])
     first = ok[0][1]
     fr = views.frame(ok[0][0], first.release.domain)
     scale = views.scale_for(

@@ -76,6 +76,7 @@ if show is not None:
     if run.is_current(show, configs):
         url["run"] = 1
     ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]
+    views.relations_notice(list({c.mechanism: c for c, _ in ok}.values()))
     df = sweep.trials_frame(ok, {c.mechanism: views.mech_label(c.mechanism) for c, _ in ok})
     metrics = [
         k for k in explain.ordered([c for c in df.columns if c in ok[0][1].metrics]) if sweep.ensure_numeric(df, k)

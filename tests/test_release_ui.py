@@ -89,3 +89,27 @@ def test_two_sessions_share_one_ledger_per_dataset():
     assert ledger_total("snow_cholera", {}) == pytest.approx(0.6)
     a.run()
     assert "all sessions: **0.6**" in " ".join(p.proto.text for p in a.get("progress"))
+
+
+def test_mixed_relations_are_flagged_and_the_ledger_names_the_relation():
+    at = open_app("compare", mechs="identity,adaptive_hh", eps="0.4", seed="1")
+    click_run(at, "compare")
+    warn = " ".join(w.value for w in at.warning)
+    assert "different neighbouring relations" in warn and "zero-out user" in warn and "add/remove user" in warn
+    ex = open_app(mech="adaptive_hh", baselines="0", eps="0.5", seed="1")
+    click_run(ex, "explore")
+    assert "Neighbouring relation:** zero-out user" in texts(ex)
+
+
+def test_methods_audits_a_mechanism_in_the_background():
+    import time
+
+    at = open_app("methods")
+    at.button(key="audit_identity").click().run()
+    t0 = time.time()
+    while not any("measured lower bound" in s.value for s in at.success):
+        assert time.time() - t0 < 60, "the audit did not finish"
+        time.sleep(0.3)
+        at.run()
+    msg = next(s.value for s in at.success if "measured lower bound" in s.value)
+    assert "within its claim" in msg and "add/remove user" in msg

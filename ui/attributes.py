@@ -1,8 +1,9 @@
 """Regional means of a numeric attribute (e.g. age) released privately, region by region.
 
-Generic over any release whose ``extras`` carry ``region_rects`` (k, 4) metres and
-``region_true_mean`` / ``region_private_mean`` / ``region_stderr`` / ``suppressed``
-(length k)."""
+Generic over any run whose release's ``extras`` carry ``region_rects`` (k, 4) metres and
+``region_private_mean`` / ``region_stderr`` / ``suppressed`` (length k); the true means,
+computed from the truth, are in the run's evaluation record (``region_true_mean``), never
+in the release (issue 23)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,16 @@ import pydeck as pdk
 from . import maps
 from .colors import lut
 
-KEYS = ("region_rects", "region_true_mean", "region_private_mean")
+KEYS = ("region_rects", "region_private_mean")
 
 
-def has_regions(release) -> bool:
-    ex = release.extras or {}
+def has_regions(result) -> bool:
+    ex = result.release.extras or {}
     return all(k in ex for k in KEYS)
 
 
-def region_frame(release) -> pd.DataFrame:
-    ex = release.extras
+def region_frame(result) -> pd.DataFrame:
+    ex = {**(getattr(result, "evaluation", None) or {}), **result.release.extras}
     rects = np.asarray(ex["region_rects"], dtype=np.float64).reshape(-1, 4)
     k = len(rects)
 
@@ -45,10 +46,9 @@ def region_frame(release) -> pd.DataFrame:
     return df
 
 
-def region_layer(release, fr: maps.Frame, which: str, lo: float, hi: float, cmap: str = "viridis") -> pdk.Layer:
-    ex = release.extras
-    rects = np.asarray(ex["region_rects"], dtype=np.float64).reshape(-1, 4)
-    df = region_frame(release)
+def region_layer(result, fr: maps.Frame, which: str, lo: float, hi: float, cmap: str = "viridis") -> pdk.Layer:
+    rects = np.asarray(result.release.extras["region_rects"], dtype=np.float64).reshape(-1, 4)
+    df = region_frame(result)
     vals = df[which].to_numpy(dtype=float)
     colours = lut(cmap, 255)
     paths = maps.rect_paths(rects, fr)

@@ -309,6 +309,9 @@ def ledger_block(result, container=None, extra_side=()) -> None:
         f"**Total ε = {led['total_epsilon']:g}**{delta} of the configured ε = {result.config.epsilon:g}. "
         "Sequential steps add up; a *parallel* group (disjoint cells or users) costs only its largest entry."
     )
+    rel = relation_text(result.config, led["total_epsilon"])
+    if rel:
+        c.markdown(rel)
     side = list(led.get("side_information", [])) + list(extra_side)
     meta = result.dataset_meta
     if getattr(meta, "bbox_from_data", False):
@@ -319,19 +322,63 @@ def ledger_block(result, container=None, extra_side=()) -> None:
             c.markdown(f"- :material/warning: {s}")
 
 
+def relation_text(cfg: RunConfig, eps: float) -> str:
+    """The neighbouring relation the ε is stated for, and what it means under add/remove user."""
+    cls = registry().get(cfg.mechanism)
+    if cls is None or not cls.neighbouring or cls.neighbouring == "none":
+        return ""
+    rel = cls.neighbouring_for(cfg.params)
+    text = f"**Neighbouring relation:** {rel} (the guarantee compares datasets that differ by this)."
+    if rel != "add/remove user":
+        conv, why = cls.epsilon_add_remove(eps, cfg.params)
+        text += (
+            f" Under add/remove user: ε = {conv:g} ({why})." if conv is not None else f" Under add/remove user: {why}."
+        )
+    return text
+
+
+def relations_notice(configs: list[RunConfig], container=None) -> None:
+    """Compare and Trade-offs: say when mechanisms side by side are private under different relations, so
+    "the same ε" is not the same guarantee, with each one's ε under add/remove user where it follows."""
+    rels = {}
+    for cfg in configs:
+        cls = registry().get(cfg.mechanism)
+        if cls is not None and cls.neighbouring and cls.neighbouring != "none":
+            rels.setdefault(cls.neighbouring_for(cfg.params), []).append(cfg)
+    if len(rels) < 2:
+        return
+    lines = []
+    for rel, cfgs in rels.items():
+        names = ", ".join(sorted({mech_label(c.mechanism) for c in cfgs}))
+        conv = []
+        for c in {c.mechanism: c for c in cfgs}.values():
+            e, why = registry()[c.mechanism].epsilon_add_remove(c.epsilon, c.params)
+            conv.append(f"ε = {e:g}" if e is not None else why)
+        lines.append(f"- **{rel}**: {names} — under add/remove user: {'; '.join(sorted(set(conv)))}")
+    (container or st).warning(
+        "These mechanisms are private under different neighbouring relations, so the same ε is not the same "
+        "guarantee:\n" + "\n".join(lines),
+        icon=":material/compare_arrows:",
+    )
+
+
 def communication_block(result, container=None) -> None:
     c = container or st
     comm = result.release.communication
+    unit = "location" if getattr(comm, "per_location", False) else "client"  # central upload: per location
     a, b, d = c.columns(3)
-    a.metric("Numbers sent per client", f"{comm.elements_per_client:,.4g}")
+    a.metric(f"Numbers sent per {unit}", f"{comm.elements_per_client:,.4g}")
     if comm.bits_per_client is not None:
         kb = comm.bits_per_client / 8 / 1024
-        b.metric("Upload per client", f"{kb:,.2f} KiB" if kb >= 1 else f"{comm.bits_per_client:,.0f} bits")
+        b.metric(f"Upload per {unit}", f"{kb:,.2f} KiB" if kb >= 1 else f"{comm.bits_per_client:,.0f} bits")
     else:
-        b.metric("Upload per client", "n/a")
+        b.metric(f"Upload per {unit}", "n/a")
     d.metric("Rounds", f"{comm.rounds}")
     if comm.note:
         c.caption(comm.note)
+    per_user = (result.metrics or {}).get("comm_elements_per_client")
+    if unit == "location" and per_user is not None:  # evaluation only: the mean is a fact of the true data
+        c.caption(f"Per person in this data (evaluation): {per_user:,.4g} numbers on average.")
 
 
 KIND_TEXT = {
