@@ -4,6 +4,11 @@ Entries compose sequentially unless they belong to the same ``group`` with
 ``composition="parallel"`` (disjoint data, e.g. one Laplace draw per cell at
 one level): a parallel group costs its maximum, a sequential run of entries
 costs its sum (basic composition, pure epsilon-DP).
+
+An entry's ``epsilon`` is what the step actually spent. When that is more than
+the step was planned to spend (a distributed sum whose shards kept fewer clients
+than their noise was planned for), ``planned_epsilon`` keeps the plan:
+:meth:`Ledger.total` is the spent epsilon, :meth:`Ledger.planned_total` the plan.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ class LedgerEntry:
     group: str = ""  # parallel entries of one group cost their max
     delta: float = 0.0
     note: str = ""
+    planned_epsilon: float | None = None  # set when the step spent more than planned (excess dropout)
 
 
 @dataclass
@@ -37,14 +43,23 @@ class Ledger:
             self.side_information.append(text)
 
     def total(self) -> float:
+        """The epsilon spent (composed as in the module docstring)."""
+        return self._compose(lambda e: e.epsilon)
+
+    def planned_total(self) -> float:
+        """The epsilon the steps were planned to spend (equal to :meth:`total` unless a step
+        recorded a ``planned_epsilon``)."""
+        return self._compose(lambda e: e.epsilon if e.planned_epsilon is None else e.planned_epsilon)
+
+    def _compose(self, eps_of) -> float:
         seq = 0.0
         groups: dict[str, float] = {}
         for e in self.entries:
             if e.composition == "parallel":
                 key = e.group or e.step
-                groups[key] = max(groups.get(key, 0.0), e.epsilon)
+                groups[key] = max(groups.get(key, 0.0), eps_of(e))
             else:
-                seq += e.epsilon
+                seq += eps_of(e)
         return seq + sum(groups.values())
 
     def total_delta(self) -> float:
@@ -58,6 +73,7 @@ class Ledger:
     def to_dict(self) -> dict:
         return {
             "total_epsilon": self.total(),
+            "planned_epsilon": self.planned_total(),
             "total_delta": self.total_delta(),
             "entries": [asdict(e) for e in self.entries],
             "side_information": list(self.side_information),

@@ -40,9 +40,10 @@ Secure mode: the functions that draw privacy noise (:func:`bitpush`,
 :class:`engine.noise.NoiseSource`. When it is in secure mode, randomized response
 is OpenDP's (``NoiseSource.randomized_response``: ``make_randomized_response_bitvec``)
 and the Laplace baseline is ``NoiseSource.add_laplace`` (the clipped value itself
-passes through OpenDP's Laplace measurement). The piecewise and Duchi mechanisms
-have no OpenDP sampler: their noise stays on the numpy ``rng`` in every mode
-(``SECURE_NUMPY_NOTE``). Everything else drawn from ``rng`` is not privacy noise
+passes through OpenDP's Laplace measurement). Duchi's coin is an exact Bernoulli of
+its float probability on OS entropy (``NoiseSource.bernoulli``); the piecewise
+mechanism (a continuous output) has no floating-point-safe sampler and is refused
+in secure mode. Everything else drawn from ``rng`` is not privacy noise
 in the DP sense: which bit a client reports, the QMC offsets, the client split
 of Algorithm 2, the subtractive dither ``h`` (public: the server sees it) and
 the coin of randomized rounding (its bit then goes through randomized response,
@@ -118,7 +119,6 @@ SQUASH_MODES = ("off", "top", "each")
 SQUASH_C = 3.0  # squashing: noise standard errors a kept bit's mean must reach (see _squash)
 BASELINES = ("dithering", "rounding", "duchi", "piecewise", "laplace")
 MAX_BITS = 62
-SECURE_NUMPY_NOTE = "secure mode: piecewise/Duchi noise from numpy (no OpenDP sampler)"
 
 
 # --------------------------------------------------------------------- encoding
@@ -978,9 +978,11 @@ def baseline_mean(
 
     ``noise``: an :class:`engine.noise.NoiseSource`. In secure mode randomized
     response (dithering, rounding) is OpenDP's and the Laplace report is
-    ``noise.add_laplace`` (the value passes through OpenDP's Laplace measurement).
-    The piecewise and Duchi mechanisms have no OpenDP sampler: their noise comes
-    from the numpy ``rng`` in every mode (``SECURE_NUMPY_NOTE``). The dither ``h``
+    ``noise.add_laplace`` (the value passes through OpenDP's Laplace measurement),
+    Duchi's coin ``noise.bernoulli`` (exact, OS entropy; the float rounding of
+    ``1/2 + t/(2B)`` moves epsilon by a relative 1e-16 at most), and the piecewise
+    mechanism, a continuous output without a floating-point-safe sampler, is
+    refused. The dither ``h``
     and the rounding coin stay on ``rng`` (not privacy noise: see the module
     docstring). Without a secure ``noise`` every draw comes from ``rng``.
     """
@@ -991,6 +993,11 @@ def baseline_mean(
     eps = _check_epsilon(epsilon)
     if eps is None and method in ("duchi", "piecewise", "laplace"):
         raise ParamError(f"the {method} mechanism is a local-DP mechanism: it needs epsilon")
+    if method == "piecewise" and _secure(noise):
+        raise ParamError(
+            "the piecewise mechanism has no floating-point-safe sampler (its output is continuous); in secure "
+            "mode use duchi, laplace, dithering or rounding"
+        )
     v = np.asarray(values, dtype=np.float64).ravel()
     if not np.isfinite(v).all():
         raise ParamError("values must be finite numbers (drop missing values first)")
@@ -1009,14 +1016,15 @@ def baseline_mean(
         report = bit.astype(np.float64) if eps is None else randomized_response(bit, eps, rng, noise).astype(np.float64)
         unb = report if eps is None else rr_unbias(report, eps)
         est01 = unb + h - 0.5 if method == "dithering" else unb
-    elif method == "duchi":  # numpy in every mode (no OpenDP sampler)
+    elif method == "duchi":
         e = math.exp(eps)
         B = (e + 1.0) / (e - 1.0)
         t = 2.0 * xs - 1.0
-        plus = rng.random(xs.size) < 0.5 + t / (2.0 * B)
+        p_plus = 0.5 + t / (2.0 * B)
+        plus = noise.bernoulli(p_plus) if _secure(noise) else rng.random(xs.size) < p_plus
         report = np.where(plus, B, -B)
         est01 = (report + 1.0) / 2.0
-    elif method == "piecewise":  # numpy in every mode (no OpenDP sampler)
+    elif method == "piecewise":  # seeded numpy only (refused in secure mode above)
         report = _piecewise(2.0 * xs - 1.0, eps, rng)
         est01 = (report + 1.0) / 2.0
     else:
@@ -1046,8 +1054,7 @@ def baseline_mean(
 
 def _piecewise(t: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
     """Piecewise mechanism on ``t`` in [-1, 1]; unbiased, output in [-C, C]. Its noise
-    always comes from the numpy ``rng``: OpenDP has no piecewise sampler (secure mode
-    does not change it)."""
+    comes from the numpy ``rng`` (no floating-point-safe sampler: refused in secure mode)."""
     e2 = math.exp(eps / 2.0)
     C = (e2 + 1.0) / (e2 - 1.0)
     lft = (C + 1.0) / 2.0 * t - (C - 1.0) / 2.0

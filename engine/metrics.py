@@ -441,11 +441,12 @@ def privacy_distance(release, data, domain: Domain, rng: np.random.Generator, ma
 
 
 # ------------------------------------------------------------------- evaluate
-def _aggregate_nrmse(release) -> dict:
-    """``release.extras["aggregates"] = {name: (estimate, true)}`` (numeric
-    aggregates such as a mean age) -> ``nrmse_<name>`` over this one run."""
+def _aggregate_nrmse(evaluation) -> dict:
+    """``evaluation["aggregates"] = {name: (estimate, true)}`` (numeric aggregates such
+    as a mean age; the true value is evaluation, never release) -> ``nrmse_<name>``
+    over this one run."""
     out = {}
-    for name, pair in dict(release.extras.get("aggregates", {}) or {}).items():
+    for name, pair in dict((evaluation or {}).get("aggregates", {}) or {}).items():
         est, true = pair
         try:
             out[f"nrmse_{name}"] = nrmse(true, est)
@@ -461,13 +462,14 @@ EXTRA_METRICS = {
 }
 
 
-def _attribute_metrics(release, data, domain, rng) -> dict:
+def _attribute_metrics(release, data, domain, rng, evaluation=None) -> dict:
     """Scores of a regional attribute-mean release: map distances between a mean
     and a location histogram would be meaningless, so report the regional NRMSE
-    (RMSE over unsuppressed regions / |population mean|, from the release's
-    diagnostics), the population-mean NRMSE, the suppressed share, the cost, and
-    the privacy distance of the locations the server learns (e.g. the region)."""
-    d = release.diagnostics
+    (RMSE over unsuppressed regions / |population mean|, from the run's evaluation
+    record: the mechanism computes it against the true values), the population-mean
+    NRMSE, the suppressed share, the cost, and the privacy distance of the locations
+    the server learns (e.g. the region)."""
+    d = evaluation or {}
 
     def num(key):
         v = d.get(key)
@@ -476,22 +478,31 @@ def _attribute_metrics(release, data, domain, rng) -> dict:
     out = {
         "nrmse_regions": num("nrmse_overall"),
         "nrmse_population_mean": num("population_mean_nrmse"),
-        "comm_elements_per_client": float(release.communication.elements_per_client),
+        **_communication(release, data),
     }
     sup = release.extras.get("suppressed")
     if sup is not None and np.size(sup):
         out["suppressed_share"] = float(np.mean(np.asarray(sup, dtype=bool)))
-    if release.communication.bits_per_client is not None:
-        out["comm_bits_per_client"] = float(release.communication.bits_per_client)
     pdist = privacy_distance(release, data, domain, rng, PRIVACY_MAX_USERS)
     out["privacy_distance_m"] = pdist["mean_m"]
     out["privacy_baseline_m"] = pdist["baseline_m"]
     out["privacy_ratio"] = pdist["ratio"]
-    out.update(_aggregate_nrmse(release))
+    out.update(_aggregate_nrmse(evaluation))
     return out
 
 
-def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=()) -> dict:
+def _communication(release, data) -> dict:
+    """``comm_elements_per_client`` (and ``comm_bits_per_client`` when known); a per-location
+    cost (central upload) times the mean number of locations per user of the true data."""
+    comm = release.communication
+    k = len(data) / max(data.n_users, 1) if getattr(comm, "per_location", False) else 1.0
+    out = {"comm_elements_per_client": float(comm.elements_per_client) * k}
+    if comm.bits_per_client is not None:
+        out["comm_bits_per_client"] = float(comm.bits_per_client) * k
+    return out
+
+
+def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=(), evaluation=None) -> dict:
     """The default metric dict of every run (all floats; NaN when not applicable).
 
     Keys: ``mse``, ``l1``, ``mape``, ``smape``, ``maape``, ``sim``, ``cc``,
@@ -503,8 +514,10 @@ def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=()) -> d
     centres uniform, psi = 0.1 % of the true total); ``privacy_distance_m``,
     ``privacy_baseline_m``, ``privacy_ratio`` (:func:`privacy_distance`, up to
     500 users); ``comm_elements_per_client`` (and ``comm_bits_per_client``
-    when known); ``nrmse_<name>`` for each numeric aggregate the release lists
-    in ``extras["aggregates"]``. ``extra`` names optional metrics from
+    when known); ``nrmse_<name>`` for each numeric aggregate listed in
+    ``evaluation["aggregates"]``. ``evaluation``: the run's record of values the
+    mechanism computed from the truth (``RunContext.evaluation``), read by the
+    attribute-mean scores and the aggregates. ``extra`` names optional metrics from
     :data:`EXTRA_METRICS`. Deterministic given ``rng`` (queries first, then
     privacy users).
     """
@@ -516,7 +529,7 @@ def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=()) -> d
     if unknown:
         raise ParamError(f"unknown metric(s) {', '.join(unknown)}; known extras: {', '.join(EXTRA_METRICS)}")
     if getattr(release, "quantity", "counts") == "attribute_mean":
-        return _attribute_metrics(release, data, domain, rng)
+        return _attribute_metrics(release, data, domain, rng, evaluation)
     t, p = _pair(truth, dens)  # normalised once; the metric functions are idempotent on these
     out: dict = {
         "mse": mse(t, p),
@@ -538,11 +551,8 @@ def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=()) -> d
     out["privacy_distance_m"] = pdist["mean_m"]
     out["privacy_baseline_m"] = pdist["baseline_m"]
     out["privacy_ratio"] = pdist["ratio"]
-    comm = release.communication
-    out["comm_elements_per_client"] = float(comm.elements_per_client)
-    if comm.bits_per_client is not None:
-        out["comm_bits_per_client"] = float(comm.bits_per_client)
-    out.update(_aggregate_nrmse(release))
+    out.update(_communication(release, data))
+    out.update(_aggregate_nrmse(evaluation))
     if "emd_full" in extra:
         out["emd_full_m"], out["emd_full_bound_m"] = emd_m(t, p, domain.cell, None)
     if "range_data_centred" in extra:

@@ -28,12 +28,47 @@ vector domain with ``l1_distance``, which samples the discrete Laplace exactly;
 lattice of multiples of 2^k, free of the floating-point attacks on textbook
 samplers), and binary randomized response from
 ``make_randomized_response_bitvec``. Secure mode is NOT seeded: OpenDP draws
-from the operating system's CSPRNG, so runs are not reproducible. Samplers
-without an OpenDP counterpart (Pólya, planar Laplace, k-ary randomized
-response) use the seeded numpy stream in both modes; ``polya_difference_sum``
-in secure mode draws the privacy-critical discrete-Laplace part of every full
-shard with OpenDP (see its docstring). OpenDP is slower (about 10 µs per
-integer, 25-60 µs per real value: 1.6 s for a 256x256 grid with Laplace).
+from the operating system's CSPRNG, so runs are not reproducible. OpenDP is
+slower (about 10 µs per integer, 25-60 µs per real value: 1.6 s for a 256x256
+grid with Laplace).
+
+The samplers OpenDP lacks are built, in secure mode, from exact constructions on
+fair bits of the operating system's CSPRNG (``os.urandom``) and OpenDP's discrete
+Laplace; no float rounding decides an outcome, and nothing comes from the seeded
+stream (issue 23):
+
+* Bernoulli(p) for a float ``p`` (:func:`secure_bernoulli`): with ``i`` the position
+  of the first 1 in a stream of fair bits (``P(i) = 2^-i``), output the i-th binary
+  digit of ``p``; ``P(1) = sum_i 2^-i d_i(p) = p`` exactly.
+* Uniform integers below ``k`` (:func:`secure_uniform_below`): 64-bit words, rejecting
+  the top ``2^64 mod k`` values, so every residue is equally likely.
+* Binomial(m, p) (:func:`secure_binomial`): the m trials' first-1 positions are split
+  level by level, ``N_i ~ Binomial(remaining, 1/2)`` (a popcount of fresh bits), and the
+  successes are the ``N_i`` of the levels where ``p`` has a 1 digit: the same law as m
+  Bernoulli(p) trials, about 2 fair bits per trial.
+* k-ary randomized response: keep with Bernoulli(p), else a uniform other value.
+  Unary encoding: the two binomials of :func:`unary_encoding_counts`, exact.
+* Planar Laplace (:meth:`NoiseSource.add_planar_laplace`): a departure from the
+  continuous law of Andrés et al., which has no exact sampler in floating point. The
+  location is snapped to the lattice ``u Z^2`` (``u`` a power of two, at most
+  ``1/(1000 eps)`` metres, :func:`planar_lattice_step`) and moved by ``u k`` with ``k`` in
+  ``Z^2`` drawn with ``P(k) ∝ exp(-eps u |k|_2)`` (the planar Laplace law restricted to
+  the lattice), by rejection from two independent discrete Laplaces (OpenDP, rate
+  ``eps u / sqrt 2`` each, since ``|k|_1 <= sqrt 2 |k|_2``) accepted with probability
+  ``exp(-(eps u |k|_2 - |k|_1 / s))``, decided exactly (float bounds, exact decimal
+  arithmetic when they do not decide). Outputs ``u (snap(x)/u + k)`` are exact floats.
+  Guarantee: for snapped inputs the output laws at ``x``, ``x'`` differ by at most
+  ``e^(eps |x - x'|)`` (triangle inequality on the lattice); snapping moves each input by
+  at most ``u / sqrt 2``, so for the true locations ``e^(eps (d + sqrt 2 u))``, ``sqrt 2
+  eps u <= 0.0015``.
+* Pólya shares (:meth:`NoiseSource.polya_difference_sum`): a shard with at least its
+  planned N survivors releases discrete Laplace (OpenDP) plus
+  ``Polya((m - N)/N) - Polya((m - N)/N)`` extra noise; the extra part is independent of
+  the data, so its law does not enter the guarantee (post-processing) and it is drawn
+  from a numpy generator seeded by fresh OS entropy (not recorded, never the run's
+  seed). A shard with fewer survivors than planned has no float-safe sampler (a Pólya
+  shape below 1): secure mode refuses to noise it, and the secure sum withholds it.
+* The bare Pólya sampler has no secure form (:meth:`NoiseSource.polya` refuses).
 
 Use :meth:`NoiseSource.add_laplace`, :meth:`NoiseSource.add_gaussian` and
 :meth:`NoiseSource.add_discrete_laplace` to noise data: in secure mode they pass
@@ -56,6 +91,7 @@ is exact either way.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -562,6 +598,193 @@ def polya_difference_sum(
     )
 
 
+# ------------------------------------------- secure-mode exact samplers (OS entropy)
+# Exact constructions on fair bits of the operating system's CSPRNG (see the module
+# docstring): no floating-point rounding decides an outcome and nothing is seeded.
+
+SECURE_WORDS = 1 << 22  # 64-bit words of OS entropy per draw (32 MB), between cancel checks
+PLANAR_LATTICE_FRACTION = 1000  # the planar lattice step is at most 1/(1000 eps)
+
+
+def _os_words(n: int) -> np.ndarray:
+    """``n`` uniform 64-bit words from the operating system's CSPRNG."""
+    return np.frombuffer(bytearray(os.urandom(8 * int(n))), dtype=np.uint64)
+
+
+def fresh_generator() -> np.random.Generator:
+    """A numpy generator seeded with 128 bits of OS entropy (never recorded): for draws that
+    do not enter a guarantee (noise independent of the data, added after an exact DP step)."""
+    return np.random.default_rng(int.from_bytes(os.urandom(16), "little"))
+
+
+def _binary_digits(p: float) -> np.ndarray:
+    """The binary digits ``d_1, d_2, ...`` of ``p`` in [0, 1] as a bool array (``d_i`` at
+    index ``i - 1``; ``p = sum_i d_i 2^-i`` exactly, at most 1074 digits; 1.0 = 0.111...
+    truncated at 1100 digits, whose tail has probability 2^-1100 of being reached)."""
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ParamError(f"a probability must lie in [0, 1] (got {p})")
+    if p == 1.0:
+        return np.ones(1100, dtype=bool)
+    num, den = p.as_integer_ratio()  # den = 2^k
+    k = den.bit_length() - 1
+    return np.array([(num >> (k - i)) & 1 for i in range(1, k + 1)], dtype=bool)
+
+
+def _first_one(n: int) -> np.ndarray:
+    """Position ``i >= 1`` of the first 1 in a fresh stream of fair bits, ``P(i) = 2^-i``."""
+    out = np.zeros(int(n), dtype=np.int64)
+    todo = np.arange(int(n))
+    offset = 0
+    while todo.size:
+        w = _os_words(todo.size) >> np.uint64(11)  # 53 fair bits, exact as a float64
+        _, e = np.frexp(w.astype(np.float64))  # e = bit length (0 for w = 0)
+        hit = w > 0
+        out[todo[hit]] = offset + 54 - e[hit]
+        todo = todo[~hit]
+        offset += 53
+    return out
+
+
+def secure_bernoulli(p, size=None) -> np.ndarray:
+    """Exact Bernoulli(``p``) draws (bool) from OS entropy: the first-1 position ``i`` of
+    fair bits picks the i-th binary digit of ``p``. ``p`` a float in [0, 1], or an array of
+    them (one per draw; then ``size`` is its shape)."""
+    pa = np.asarray(p, dtype=np.float64)
+    if pa.ndim == 0:
+        d = _binary_digits(float(pa))
+        n = int(np.prod(size)) if size is not None else 1
+        lv = _first_one(n)
+        out = np.zeros(n, dtype=bool)
+        ok = lv <= d.size
+        out[ok] = d[lv[ok] - 1]
+        return out.reshape(size) if size is not None else out[0]
+    if not (np.all(pa >= 0) and np.all(pa <= 1)):
+        raise ParamError("probabilities must lie in [0, 1]")
+    flat = pa.ravel()
+    lv = _first_one(flat.size)
+    # digit i of p is floor(p 2^i) mod 2, exact in float64 while 2^i p stays finite (i <= 1000)
+    near = lv <= 1000
+    out = np.zeros(flat.size, dtype=bool)
+    out[near] = np.mod(np.floor(np.ldexp(flat[near], lv[near])), 2.0) == 1.0
+    out[flat == 1.0] = True  # 1 = 0.111... in binary
+    for j in np.flatnonzero(~near):  # probability below 2^-1000 per draw
+        d = _binary_digits(float(flat[j]))
+        out[j] = bool(lv[j] <= d.size and d[lv[j] - 1])
+    return out.reshape(pa.shape)
+
+
+def secure_uniform_below(k: int, size) -> np.ndarray:
+    """Uniform integers in ``0..k-1`` (int64) from OS entropy, exact: 64-bit words above the
+    largest multiple of ``k`` are drawn again."""
+    k = int(k)
+    if k < 1:
+        raise ParamError("the range of a uniform integer must hold at least one value")
+    n = int(np.prod(size))
+    top = np.uint64(2**64 - 1 - (2**64 % k))  # accept w <= top: exactly (2^64 // k) k words
+    out = np.empty(n, dtype=np.int64)
+    todo = np.arange(n)
+    while todo.size:
+        w = _os_words(todo.size)
+        ok = w <= top
+        out[todo[ok]] = (w[ok] % np.uint64(k)).astype(np.int64)
+        todo = todo[~ok]
+    return out.reshape(size)
+
+
+def _binomial_half(m: np.ndarray, cancel_cb=None) -> np.ndarray:
+    """Binomial(m_j, 1/2) for each entry: the popcount of m_j fresh fair bits."""
+    m = np.asarray(m, dtype=np.int64)
+    out = np.zeros(m.size, dtype=np.int64)
+    words = (m + 63) // 64
+    start = 0
+    while start < m.size:  # chunks of at most SECURE_WORDS words (one cell may exceed it alone)
+        if cancel_cb is not None and cancel_cb():
+            raise Cancelled("the run was cancelled")
+        stop = start + max(1, int(np.searchsorted(np.cumsum(words[start:]), SECURE_WORDS, side="right")))
+        wc = words[start:stop]
+        w = _os_words(int(wc.sum()))
+        ends = np.cumsum(wc)
+        rem = m[start:stop] % 64
+        last = (ends - 1)[(wc > 0) & (rem > 0)]  # a partial last word keeps its low m mod 64 bits
+        w[last] &= (np.uint64(1) << rem[(wc > 0) & (rem > 0)].astype(np.uint64)) - np.uint64(1)
+        cs = np.concatenate([[0], np.cumsum(np.bitwise_count(w), dtype=np.int64)])
+        out[start:stop] = cs[ends] - cs[ends - wc]
+        start = stop
+    return out
+
+
+def secure_binomial(m, p: float, cancel_cb=None) -> np.ndarray:
+    """Exact Binomial(``m``, ``p``) per entry of ``m`` (int64) from OS entropy: the trials'
+    first-1 positions are split level by level (``N_i ~ Binomial(remaining, 1/2)``) and the
+    successes are the trials at the levels where ``p`` has a 1 digit (module docstring)."""
+    m = np.asarray(m, dtype=np.int64)
+    if m.size and m.min() < 0:
+        raise ParamError("binomial trial counts must be non-negative")
+    digits = _binary_digits(p)
+    rem = m.ravel().copy()
+    succ = np.zeros(rem.size, dtype=np.int64)
+    for d in digits:
+        if not rem.any():
+            break
+        n_i = _binomial_half(rem, cancel_cb)
+        if d:
+            succ += n_i
+        rem -= n_i
+    return succ.reshape(m.shape)
+
+
+def planar_lattice_step(eps: float) -> float:
+    """The lattice step ``u`` of secure planar Laplace: the largest power of two at most
+    ``1 / (1000 eps)`` (metres when eps is per metre)."""
+    eps = _positive("planar Laplace epsilon", eps)
+    return 2.0 ** math.floor(math.log2(1.0 / (PLANAR_LATTICE_FRACTION * eps)))
+
+
+def _accept_planar(k1: np.ndarray, k2: np.ndarray, b: float, s: float) -> np.ndarray:
+    """Exact Bernoulli(exp(-g)) per lattice vector, ``g = b |k|_2 - |k|_1 / s >= 0``.
+
+    A 53-bit uniform U (the real uniform lies in [U, U + 2^-53)) is compared with the float
+    value of exp(-g) and a bound on its error; the rare undecided draws (about 1e-13) are
+    decided with exact decimal arithmetic and more fair bits."""
+    a1 = np.abs(k1).astype(np.float64)
+    a2 = np.abs(k2).astype(np.float64)
+    l2, l1 = np.hypot(a1, a2), a1 + a2
+    acc = np.exp(-(b * l2 - l1 / s))
+    err = 8 * 2.0**-52 * (b * l2 + l1 / s) + 2.0**-48  # float errors of g, exp and the comparisons
+    u = (_os_words(acc.size) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    yes = u + 2.0**-53 <= acc - err
+    no = u >= acc + err
+    for j in np.flatnonzero(~(yes | no)):
+        yes[j] = _accept_planar_exact(int(abs(k1[j])), int(abs(k2[j])), b, s, int(u[j] * 2.0**53))
+    return yes
+
+
+def _accept_planar_exact(a1: int, a2: int, b: float, s: float, head: int) -> bool:
+    """Decide U < exp(-(b sqrt(a1^2 + a2^2) - (a1 + a2)/s)) exactly: U's first 53 bits are
+    ``head``; more fair bits and more decimal digits until the comparison is certain."""
+    from decimal import Decimal, localcontext
+
+    bits, num = 53, head
+    digits = 40
+    while True:
+        extra = 128
+        num = (num << extra) | int.from_bytes(os.urandom(extra // 8), "big")
+        bits += extra
+        digits += 40
+        with localcontext() as c:
+            c.prec = digits
+            g = Decimal(b) * Decimal(a1 * a1 + a2 * a2).sqrt() - Decimal(a1 + a2) / Decimal(s)
+            a = (-g).exp()
+            tol = Decimal(10) ** (8 - digits)  # a few units in the last digit of each operation
+            lo = Decimal(num) / Decimal(2**bits)
+            hi = Decimal(num + 1) / Decimal(2**bits)
+            if hi <= a - tol:
+                return True
+            if lo >= a + tol:
+                return False
+
+
 # ------------------------------------------------------------------ NoiseSource
 
 
@@ -572,13 +795,15 @@ class NoiseSource:
     """The noise of one run: the seeded numpy stream, or OpenDP in secure mode.
 
     ``secure=False``: every draw comes from ``rng`` (deterministic given the
-    seed). ``secure=True``: discrete Laplace, Laplace, Gaussian and binary
-    randomized response come from OpenDP (exact integer / lattice samplers fed
-    by the OS entropy source; NOT seeded, NOT reproducible); the other samplers
-    still use ``rng``. Privacy-critical code noises data with
-    :meth:`add_laplace`, :meth:`add_gaussian` and :meth:`add_discrete_laplace`,
-    which in secure mode pass the data itself through OpenDP. See the module
-    docstring.
+    seed). ``secure=True``: every sampler is floating-point safe and unseeded:
+    discrete Laplace, Laplace, Gaussian and binary randomized response come from
+    OpenDP (exact integer / lattice samplers fed by the OS entropy source; NOT
+    seeded, NOT reproducible), k-ary randomized response, unary encoding,
+    Bernoulli, planar Laplace and Pólya shares from the exact constructions of
+    the module docstring; ``rng`` is never used for noise. Privacy-critical code
+    noises data with :meth:`add_laplace`, :meth:`add_gaussian`,
+    :meth:`add_discrete_laplace` and :meth:`add_planar_laplace`, which in secure
+    mode pass the data itself through the exact sampler. See the module docstring.
     """
 
     _KINDS = {"laplace": "lap", "gaussian": "gauss", "discrete_laplace": "dlap"}
@@ -593,7 +818,7 @@ class NoiseSource:
     def description(self) -> str:
         """Where the privacy noise comes from (for diagnostics)."""
         if self.secure:
-            return "OpenDP (secure mode: exact samplers on the OS entropy source; not seeded)"
+            return "OpenDP and exact samplers on the OS entropy source (secure mode; not seeded)"
         return "seeded numpy Generator"
 
     # ---- OpenDP plumbing
@@ -731,17 +956,79 @@ class NoiseSource:
         return gaussian(self.rng, sigma, size)
 
     def polya(self, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray:
+        """Pólya draws from the seeded stream; secure mode has no float-safe Pólya sampler for
+        a general shape (see :meth:`polya_difference_sum` for the secure shares)."""
+        if self.secure:
+            raise ParamError("secure mode has no floating-point-safe Pólya sampler for a general shape")
         return polya(self.rng, alpha, r, size, one_minus_r=one_minus_r)
 
     def polya_difference_sum(self, n_clients: int, size: int, t: float, shard_size: int, **kw) -> ShardNoise:
-        """:func:`polya_difference_sum`; in secure mode the discrete-Laplace part of
-        every shard with enough survivors is drawn by OpenDP."""
-        if self.secure and not kw.get("per_client"):
-            kw["dl_sampler"] = lambda tt, n: self.discrete_laplace(tt, n)
-        return polya_difference_sum(self.rng, n_clients, size, t, shard_size, **kw)
+        """:func:`polya_difference_sum`. Secure mode: the discrete-Laplace part of every shard is
+        OpenDP's and the extra Pólya part (independent of the data) comes from fresh OS entropy,
+        never from ``rng``; a shard with fewer survivors than planned (Pólya shape below 1) is
+        refused, as there is no float-safe sampler for it (callers withhold such shards); the
+        per-client form (numpy shares) is refused."""
+        if not self.secure:
+            return polya_difference_sum(self.rng, n_clients, size, t, shard_size, **kw)
+        if kw.get("per_client"):
+            raise ParamError("secure mode cannot draw every client's Pólya share (no float-safe sampler)")
+        kw["dl_sampler"] = lambda tt, n: self.discrete_laplace(tt, n)
+        sn = polya_difference_sum(fresh_generator(), n_clients, size, t, shard_size, **kw)
+        if ((sn.alpha < 1) & (sn.survivors > 0)).any():
+            raise ParamError(
+                "a secure-aggregation shard kept fewer clients than its DP shard size: its Pólya noise (shape below "
+                "1) has no floating-point-safe sampler; withhold such shards in secure mode"
+            )
+        return sn
 
     def planar_laplace(self, eps: float, size: int | None = None) -> np.ndarray:
-        return planar_laplace(self.rng, eps, size)
+        """Planar Laplace displacements. Secure mode: the lattice law of the module docstring
+        (multiples of :func:`planar_lattice_step`), to be added to a lattice point: use
+        :meth:`add_planar_laplace` for locations."""
+        if not self.secure:
+            return planar_laplace(self.rng, eps, size)
+        eps = _positive("planar Laplace epsilon", eps)
+        n = 1 if size is None else int(size)
+        u = planar_lattice_step(eps)
+        out = self._planar_lattice(eps * u, n).astype(np.float64) * u
+        return out[0] if size is None else out
+
+    def add_planar_laplace(self, xy, eps: float) -> np.ndarray:
+        """Locations ``xy`` (n, 2) moved by planar Laplace noise of ``eps`` per unit of
+        distance. Without secure mode exactly ``xy + planar_laplace(rng, eps, n)`` (the seeded
+        stream, as before). Secure mode: each location snapped to the lattice ``u Z^2``
+        (:func:`planar_lattice_step`) and moved by ``u k``, ``P(k) ∝ exp(-eps u |k|_2)``: exact
+        lattice points (module docstring, with the guarantee)."""
+        eps = _positive("planar Laplace epsilon", eps)
+        xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
+        if not np.isfinite(xy).all():
+            raise ParamError("the locations to noise must be finite numbers")
+        if not self.secure:
+            return xy + planar_laplace(self.rng, eps, len(xy))
+        u = planar_lattice_step(eps)
+        return (np.rint(xy / u) + self._planar_lattice(eps * u, len(xy))) * u
+
+    def _planar_lattice(self, b: float, n: int) -> np.ndarray:
+        """``n`` integer vectors with ``P(k) ∝ exp(-b |k|_2)``: pairs of discrete Laplaces of
+        scale ``s >= sqrt 2 / b`` (OpenDP) accepted with probability ``exp(-(b |k|_2 - |k|_1/s))``."""
+        s = math.sqrt(2.0) / b * (1 + 2.0**-40)  # 1/s < b/sqrt 2, so the acceptance is at most 1
+        out = np.zeros((n, 2), dtype=np.int64)
+        todo = np.arange(n)
+        while todo.size:
+            m = todo.size + todo.size // 3 + 8  # the acceptance rate is about pi/4
+            k = np.asarray(self.discrete_laplace(s, (m, 2)), dtype=np.int64)
+            k = k[_accept_planar(k[:, 0], k[:, 1], b, s)][: todo.size]
+            out[todo[: len(k)]] = k
+            todo = todo[len(k) :]
+        return out
+
+    def bernoulli(self, p, size=None) -> np.ndarray:
+        """Bernoulli(``p``) draws (bool); ``p`` a float or an array (one per draw). Secure mode:
+        exact on OS entropy (:func:`secure_bernoulli`); otherwise ``rng.random(shape) < p``."""
+        if self.secure:
+            return secure_bernoulli(p, size)
+        pa = np.asarray(p, dtype=np.float64)
+        return self.rng.random(size if pa.ndim == 0 else pa.shape) < pa
 
     def randomized_response(self, bits, eps: float) -> np.ndarray:
         """Binary randomized response (secure mode: OpenDP's bit-vector RR, whose
@@ -771,4 +1058,27 @@ class NoiseSource:
         return np.unpackbits(out)[: b.size].astype(bool).reshape(b.shape)
 
     def randomized_response_kary(self, values, k: int, eps: float) -> np.ndarray:
-        return randomized_response_kary(self.rng, values, k, eps)
+        """k-ary randomized response (:func:`randomized_response_kary`). Secure mode: keep with
+        an exact Bernoulli of the float ``e^eps/(e^eps+k-1)``, else an exactly uniform other
+        value, on OS entropy (the float rounding of the keep probability moves epsilon by a
+        relative 1e-16 at most)."""
+        if not self.secure:
+            return randomized_response_kary(self.rng, values, k, eps)
+        v = np.asarray(values, dtype=np.int64)
+        if v.size and (v.min() < 0 or v.max() >= k):
+            raise ParamError(f"k-ary randomized response needs values in 0..{k - 1}")
+        keep = secure_bernoulli(rr_keep_probability(eps, k), v.shape)
+        other = secure_uniform_below(k - 1, v.shape)
+        return np.where(keep, v, other + (other >= v))
+
+    def unary_encoding_counts(self, counts, n: int, eps: float, optimized: bool = True) -> np.ndarray:
+        """Report sums of unary encoding (:func:`unary_encoding_counts`). Secure mode: the two
+        binomials drawn exactly on OS entropy (:func:`secure_binomial`, about 2 fair bits per
+        user and category)."""
+        if not self.secure:
+            return unary_encoding_counts(self.rng, counts, n, eps, optimized)
+        c = np.asarray(counts, dtype=np.int64)
+        if c.size and (c.min() < 0 or c.max() > n):
+            raise ParamError("unary encoding counts must lie in 0..n")
+        p, q = unary_encoding_pq(eps, optimized)
+        return secure_binomial(c, p, self.cancel_cb) + secure_binomial(int(n) - c, q, self.cancel_cb)

@@ -102,9 +102,9 @@ class _Regions(Mechanism):
             m = (data.xy[:, 0] >= r[0]) & (data.xy[:, 0] < r[2]) & (data.xy[:, 1] >= r[1]) & (data.xy[:, 1] < r[3])
             true.append(float(data.value[m].mean()) if m.any() else np.nan)
         true = np.array(true)
+        ctx.record_evaluation(region_true_mean=true)  # computed from the truth: evaluation, not release
         extras = {
             "region_rects": rects,
-            "region_true_mean": true,
             "region_private_mean": true + 1.0,
             "region_stderr": np.full(4, 0.5),
             "suppressed": np.array([False, False, False, True]),

@@ -474,11 +474,18 @@ def test_secure_laplace_baseline_law_and_numpy_only_mechanisms():
     resid = res.log.report - np.clip(x, 0.0, 127.0)
     b = 127.0 / 1.5  # E|Laplace(b)| = b, sd b: 6 standard errors (false-alarm rate ~2e-9)
     assert abs(np.abs(resid).mean() / b - 1) < 6 / math.sqrt(resid.size)
-    # piecewise and Duchi have no OpenDP sampler: secure mode leaves their numpy noise as it is
-    for m in ("piecewise", "duchi"):
-        a = B.baseline_mean(x, m, 0.0, 127.0, np.random.default_rng(11), 1.0)
-        b = B.baseline_mean(x, m, 0.0, 127.0, np.random.default_rng(11), 1.0, noise=_secure())
-        np.testing.assert_array_equal(a.log.report, b.log.report)
+    # piecewise has no floating-point-safe sampler: refused in secure mode (issue 23)
+    with pytest.raises(ParamError, match="piecewise"):
+        B.baseline_mean(x, "piecewise", 0.0, 127.0, np.random.default_rng(11), 1.0, noise=_secure())
+    # Duchi's coin: an exact Bernoulli on OS entropy, not the seeded stream, with the same law
+    a = B.baseline_mean(x, "duchi", 0.0, 127.0, np.random.default_rng(11), 1.0)
+    b = B.baseline_mean(x, "duchi", 0.0, 127.0, np.random.default_rng(11), 1.0, noise=_secure())
+    assert not np.array_equal(a.log.report, b.log.report)
+    e = math.exp(1.0)
+    big = (e + 1) / (e - 1)
+    p_plus = 0.5 + (2 * np.clip(x, 0.0, 127.0) / 127.0 - 1) / (2 * big)
+    # the number of +B reports: a sum of independent Bernoullis, within 6 standard deviations
+    assert abs((b.log.report > 0).sum() - p_plus.sum()) < 6 * np.sqrt((p_plus * (1 - p_plus)).sum())
     # dithering: the public dither h stays on rng, the randomized response moves to OpenDP
     a = B.baseline_mean(x, "dithering", 0.0, 127.0, np.random.default_rng(12), 1.0)
     b = B.baseline_mean(x, "dithering", 0.0, 127.0, np.random.default_rng(12), 1.0, noise=_secure())

@@ -23,7 +23,7 @@ from engine.mechanisms.bit_pushing import (
 )
 
 KEYS = ("bitpush_mean", "bitpush_mean_ldp", "ldp_mean_baseline")
-EXTRAS = ("region_true_mean", "region_private_mean", "region_stderr", "region_count", "suppressed", "region_rects")
+EXTRAS = ("region_private_mean", "region_stderr", "region_count", "suppressed", "region_rects")
 
 
 def _run(ds, mech, eps=1.0, seed=0, depth=6, **params):
@@ -82,8 +82,9 @@ def test_release_carries_what_the_attributes_page_needs(small_city, key):
     for name in EXTRAS:
         assert name in ex
     assert ex["region_rects"].shape == (k, 4)
-    for name in ("region_true_mean", "region_private_mean", "region_stderr", "region_count", "suppressed"):
+    for name in ("region_private_mean", "region_stderr", "region_count", "suppressed"):
         assert ex[name].shape == (k,)
+    assert res.evaluation["region_true_mean"].shape == (k,)  # computed from the truth: evaluation, not release
     sup = ex["suppressed"]
     np.testing.assert_array_equal(sup, ex["region_count"] < 400)
     assert sup.any() and not sup.all()  # the fixture city has sparse corners
@@ -104,8 +105,8 @@ def test_release_carries_what_the_attributes_page_needs(small_city, key):
     assert rel.server_view.kind == "per_user"
     pts, w = rel.server_view.candidates(np.array([0]))[0]
     assert pts.shape[1] == 2 and w.sum() == pytest.approx(1.0)
-    # diagnostics: per-region and overall NRMSE
-    d = rel.diagnostics
+    # evaluation: per-region and overall NRMSE against the true means
+    d = res.evaluation
     assert len(d["nrmse_per_region"]) == k and d["nrmse_overall"] > 0
     assert all(v is None for v, s in zip(d["nrmse_per_region"], sup) if s)
     # ledger
@@ -117,13 +118,13 @@ def test_release_carries_what_the_attributes_page_needs(small_city, key):
 
 
 def test_no_dp_regional_means_agree_with_truth_within_their_stderr(small_city):
-    rel = _run(small_city, "bitpush_mean", region_level=2, min_cohort=200, seed=3).release
-    ex = rel.extras
+    res = _run(small_city, "bitpush_mean", region_level=2, min_cohort=200, seed=3)
+    ex = res.release.extras
     ok = ~ex["suppressed"]
-    z = (ex["region_private_mean"][ok] - ex["region_true_mean"][ok]) / ex["region_stderr"][ok]
+    z = (ex["region_private_mean"][ok] - res.evaluation["region_true_mean"][ok]) / ex["region_stderr"][ok]
     assert ok.sum() >= 8
     assert np.abs(z).max() < 4.5
-    assert rel.diagnostics["nrmse_overall"] < 0.1  # ages ~40, thousands of clients per region
+    assert res.evaluation["nrmse_overall"] < 0.1  # ages ~40, thousands of clients per region
 
 
 def test_ldp_more_noise_than_no_dp_and_b_send(small_city):
@@ -154,8 +155,8 @@ def test_custom_partition_users_with_several_rows_and_missing_values(small_city)
     reads = rel.extras["server_reads"]
     assert np.bincount(reads["user"]).max() == 1  # one value per user, one bit per value
     d = rel.diagnostics
-    assert d["clients_outside_regions"] > 0
-    assert d["values_missing_dropped"] <= 50
+    assert ctx.evaluation["clients_outside_regions"] > 0
+    assert ctx.evaluation["values_missing_dropped"] <= 50
     assert not rel.extras["suppressed"].any()
     assert rel.extras["region_count"].sum() == d["clients_used"]
     assert rel.partition.shape == (2, 4)
@@ -198,7 +199,7 @@ def test_runs_are_scored_by_regional_nrmse_not_map_distances():
     )
     m = res.metrics
     assert "mse" not in m and "emd_m" not in m
-    assert m["nrmse_regions"] == res.release.diagnostics["nrmse_overall"]
+    assert m["nrmse_regions"] == res.evaluation["nrmse_overall"]
     assert 0 <= m["nrmse_regions"] < 0.5
     # the server learns each user's region: better than no information, not exact
     assert 0 < m["privacy_distance_m"] < m["privacy_baseline_m"]
@@ -212,13 +213,12 @@ def test_runs_are_scored_by_regional_nrmse_not_map_distances():
         # estimator is unbiased and its standard error is not understated (see the z check)
         ("bitpush_mean_ldp", {"method": "uniform", "squash": "off"}, "randomized response via OpenDP"),
         ("ldp_mean_baseline", {"baseline": "laplace"}, "Laplace via OpenDP"),
-        ("ldp_mean_baseline", {"baseline": "piecewise"}, "piecewise/Duchi noise from numpy (no OpenDP sampler)"),
-        ("ldp_mean_baseline", {"baseline": "duchi"}, "piecewise/Duchi noise from numpy (no OpenDP sampler)"),
+        ("ldp_mean_baseline", {"baseline": "duchi"}, "exact Bernoulli on OS entropy"),
     ],
 )
 def test_secure_mode_end_to_end_says_where_the_noise_came_from(small_city, key, params, want):
     """RunConfig(secure=True) reaches the bit-pushing family: randomized response and the
-    Laplace baseline come from OpenDP, piecewise / Duchi say they stayed on numpy; the
+    Laplace baseline come from OpenDP, Duchi's coin from OS entropy; the
     regional means still agree with the truth (|z| < 4.5 per region, 7e-6 false alarms)."""
     ds = small_city.sample_users(3000, np.random.default_rng(1))
     cfg = RunConfig(
@@ -230,13 +230,14 @@ def test_secure_mode_end_to_end_says_where_the_noise_came_from(small_city, key, 
         seed=0,
         secure=True,
     )
-    rel = run(cfg, use_cache=False, dataset=ds).release
+    res = run(cfg, use_cache=False, dataset=ds)
+    rel = res.release
     d = rel.diagnostics
     assert d["secure_mode"] is True and want in d["noise_source"]
     ex = rel.extras
     ok = np.isfinite(ex["region_private_mean"])
     assert ok.any()
-    z = (ex["region_private_mean"][ok] - ex["region_true_mean"][ok]) / ex["region_stderr"][ok]
+    z = (ex["region_private_mean"][ok] - res.evaluation["region_true_mean"][ok]) / ex["region_stderr"][ok]
     assert np.all(np.abs(z) < 4.5)
     assert rel.ledger.total() == pytest.approx(2.0)
     if key == "bitpush_mean_ldp":  # secure runs are not reproducible (OpenDP reads the OS entropy source)

@@ -341,12 +341,54 @@ def test_excess_dropout_degrades_the_guarantee(city):
     naive = run("adaptive_hh", data, dom, 1.0, 1, dropout=0.1, **base)
     assert naive.diagnostics["effective_epsilon"] > 1.05
     assert any("effective guarantee" in w for w in naive.diagnostics["warnings"])
-    assert naive.ledger.total() == pytest.approx(1.0)  # the plan, which the release no longer meets
+    # the ledger books what was spent, the effective epsilon (issue 23), the plan beside it
+    assert naive.ledger.total() == pytest.approx(naive.diagnostics["effective_epsilon"])
+    assert naive.ledger.planned_total() == pytest.approx(1.0)
+    assert sum(e.planned_epsilon is not None for e in naive.ledger.entries) >= 1
     # effective noise: fewer shares than planned, so less variance than discrete Laplace
     lv = naive.diagnostics["levels"][-1]
     assert lv["noise_alpha_total"] == pytest.approx(10 * 0.9)
     with pytest.raises(EngineError, match="abort"):
         run("adaptive_hh", data, dom, 1.0, 1, dropout=0.1, dropout_policy="abort", **base)
+
+
+def test_excess_dropout_ledger_books_the_effective_epsilon_for_every_distributed_mechanism(city):
+    """Issue 23 part 8: dropout beyond the planned rate (10% of every shard, none planned): the
+    ledger's total is the effective epsilon (each sub-query's worst shard), not the plan; a run
+    through engine.jobs is not refused for it (the plan fits the budget)."""
+    data, dom = city
+    for key, extra in (
+        ("adaptive_hh", dict(max_levels=2)),
+        ("flat_onehot", dict(level=4)),
+        ("hierarchical_onehot", dict(first_level=3)),
+        ("cms_hierarchical", dict(first_level=6, depth=4, width=256)),
+        ("ag_polya", dict(m1=8)),
+    ):
+        rel = run(key, data, dom, 1.0, 0, secagg_shard=5000, dropout=0.1, **extra)
+        eff = rel.diagnostics["effective_epsilon"]
+        assert eff > 1.05, key
+        assert rel.ledger.total() == pytest.approx(eff), key
+        assert rel.ledger.planned_total() == pytest.approx(1.0), key
+
+
+def test_secure_mode_withholds_weak_shards_and_refuses_verification(city):
+    """Secure mode has no float-safe sampler for a Pólya shape below 1: shards that kept fewer
+    clients than planned are withheld, so the guarantee stays the planned one. 2,002 clients in
+    shards of 668, 667, 667, DP shard N = 667, one client of each shard drops: the first shard
+    keeps its N, the other two fall below it (released with weaker noise in evaluation mode)."""
+    data, dom = city
+    data = data.subset(np.arange(2002))
+    cls = get("flat_onehot")
+    p = cls.schema().resolve({"level": 4, "secagg_shard": 1000, "dp_shard": 667, "dropout": 0.0015})
+    seeded = cls().run(data, dom, 1.0, p, RunContext(rng=np.random.default_rng(0)))
+    assert seeded.diagnostics["shards_withheld"] == 0 and seeded.ledger.total() > 1.001
+    rel = cls().run(data, dom, 1.0, p, RunContext(rng=np.random.default_rng(0), secure=True))
+    assert rel.diagnostics["shards_withheld"] == 2 and rel.diagnostics["shards"] == 3
+    assert rel.diagnostics["effective_epsilon"] == pytest.approx(1.0) and rel.ledger.total() == pytest.approx(1.0)
+    hh = get("adaptive_hh")
+    p = hh.schema().resolve({"secagg_shard": 100, "verify_secagg": True, "max_levels": 1})
+    with pytest.raises(ParamError, match="secure mode"):
+        hh().run(data.subset(np.arange(200)), dom, 1.0, p, RunContext(rng=np.random.default_rng(0), secure=True))
 
 
 def test_a_shard_without_survivors_leaks_nothing():
@@ -376,6 +418,8 @@ def test_client_count_is_side_information_and_weak_shards_show_in_the_ledger(cit
     weak = run("flat_onehot", data, dom, 1.0, 0, level=4, secagg_shard=15000, dp_shard=15000)
     assert weak.diagnostics["effective_epsilon"] > 1.05
     assert "WEAKER THAN PLANNED" in weak.ledger.entries[0].note  # visible in the dashboard's ledger table
+    assert weak.ledger.total() == pytest.approx(weak.diagnostics["effective_epsilon"])  # booked as spent
+    assert weak.ledger.entries[0].planned_epsilon == pytest.approx(1.0)
     assert any("DP shard size N" in w and "effective guarantee" in w for w in weak.diagnostics["warnings"])
 
 

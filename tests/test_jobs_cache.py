@@ -126,7 +126,7 @@ def test_a_cached_result_equals_the_fresh_one(mechanism):
     back = run(cfg)
     assert back.cached
     same(back.truth, fresh.truth, "truth")
-    for name in ("metrics", "timings", "n_users", "n_points", "dataset_meta", "config", "crs"):
+    for name in ("metrics", "timings", "n_users", "n_points", "dataset_meta", "config", "crs", "evaluation"):
         same(getattr(back, name), getattr(fresh, name), name)
     r, f = back.release, fresh.release
     for name in ("density", "partition", "diagnostics", "extras", "quantity", "domain", "communication"):
@@ -136,6 +136,17 @@ def test_a_cached_result_equals_the_fresh_one(mechanism):
     same(back.summary(), fresh.summary(), "summary")
     if mechanism == "sparse_emd":  # Explore's level slider reads these per-level snapshots
         assert f.extras["levels"] and isinstance(r.extras["levels"][0]["counts"], np.ndarray)
+
+
+def test_the_evaluation_record_round_trips_through_the_cache():
+    """What a mechanism computed from the truth (RunResult.evaluation, issue 23) is stored with
+    the result: arrays, lists with None, numbers."""
+    cfg = config("identity", seed=22)
+    fresh = run(cfg, use_cache=False)
+    fresh.evaluation = {"region_true_mean": np.array([40.5, np.nan]), "nrmse_per_region": [None, 0.1], "users": 5}
+    doc, arrays = jobs._encode(fresh)
+    back = jobs._decode(json.loads(doc), arrays, cfg)
+    same(back.evaluation, fresh.evaluation, "evaluation")
 
 
 @pytest.mark.parametrize(

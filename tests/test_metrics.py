@@ -329,9 +329,16 @@ def test_evaluate_identity_and_noisy(city):
 
 def test_evaluate_extras_aggregates_and_errors(city):
     ds, d, truth = city
-    rel = make_release(truth * 2, d, extras={"aggregates": {"mean_age": (41.0, 40.0)}})
+    rel = make_release(truth * 2, d)
     out = M.evaluate(
-        truth, rel, ds, d, np.random.default_rng(12), emd_max_cells=16, extra=("range_data_centred", "sim_plain")
+        truth,
+        rel,
+        ds,
+        d,
+        np.random.default_rng(12),
+        emd_max_cells=16,
+        extra=("range_data_centred", "sim_plain"),
+        evaluation={"aggregates": {"mean_age": (41.0, 40.0)}},  # the true value is evaluation, not release
     )
     assert out["nrmse_mean_age"] == pytest.approx(1 / 40)
     assert out["range_rel_error_data"] > 0 and out["sim_plain"] == pytest.approx(1.0)

@@ -481,3 +481,106 @@ def test_shard_without_survivors_releases_nothing():
     assert rep["empty_shards"] == 1 and rep["weak_shards"] == 0
     assert any("lost every client" in s for s in sn.notes)
     assert not any("fewer clients than planned" in s for s in sn.notes)
+
+
+# ------------------------------------- secure mode: exact samplers on OS entropy (issue 23)
+def test_secure_bernoulli_is_exact_for_float_probabilities():
+    for p in (0.3, 1 / 3, 2.0**-20 * 3, 0.999):
+        x = N.secure_bernoulli(p, 200_000)
+        assert x.dtype == bool and stats.binomtest(int(x.sum()), x.size, p).pvalue > SECURE_ALPHA
+    assert not N.secure_bernoulli(0.0, 1000).any() and N.secure_bernoulli(1.0, 1000).all()
+    # one probability per draw
+    p = np.tile([0.1, 0.5, 0.75, 1.0, 0.0], 40_000)
+    x = N.secure_bernoulli(p).reshape(-1, 5)
+    for j, pj in enumerate((0.1, 0.5, 0.75)):
+        assert stats.binomtest(int(x[:, j].sum()), len(x), pj).pvalue > SECURE_ALPHA
+    assert x[:, 3].all() and not x[:, 4].any()
+    # the binary digits are the exact expansion of the float
+    d = N._binary_digits(0.3)
+    assert sum(int(b) * 2.0 ** -(i + 1) for i, b in enumerate(d)) == 0.3
+    with pytest.raises(ParamError):
+        N.secure_bernoulli(1.5, 3)
+
+
+def test_secure_uniform_and_binomial_laws():
+    u = N.secure_uniform_below(7, 70_000)
+    assert u.min() >= 0 and u.max() <= 6
+    assert stats.chisquare(np.bincount(u, minlength=7)).pvalue > SECURE_ALPHA
+    # Binomial(m, p) for several m at once (word boundaries at 64), against the exact pmf
+    for m, p in ((1, 0.27), (63, 0.5), (65, 0.27), (1000, 1 / 3)):
+        draws = np.array([N.secure_binomial(np.full(500, m), p) for _ in range(8)]).ravel()
+        k = np.arange(m + 1)
+        assert chisq_pvalue(draws, k, stats.binom.pmf(k, m, p)) > SECURE_ALPHA, (m, p)
+    assert N.secure_binomial(np.array([0, 5]), 1.0).tolist() == [0, 5]
+
+
+def test_secure_kary_rr_and_unary_encoding_are_exact_and_unseeded():
+    ns = N.NoiseSource(np.random.default_rng(0), secure=True)
+    k, eps = 5, 0.9
+    vals = np.repeat(np.arange(k), 20_000)
+    rep = ns.randomized_response_kary(vals, k, eps)
+    p = N.rr_keep_probability(eps, k)
+    assert stats.binomtest(int((rep == vals).sum()), vals.size, p).pvalue > SECURE_ALPHA
+    other = rep[(vals == 2) & (rep != 2)]  # the others uniformly
+    assert stats.chisquare(np.bincount(other, minlength=k)[[0, 1, 3, 4]]).pvalue > SECURE_ALPHA
+    again = N.NoiseSource(np.random.default_rng(0), secure=True).randomized_response_kary(vals[:500], k, eps)
+    assert not np.array_equal(again, rep[:500])
+    counts, n = np.array([0, 10, 300]), 300
+    sums = np.array([ns.unary_encoding_counts(counts, n, 1.2) for _ in range(2000)])
+    pp, q = N.unary_encoding_pq(1.2)
+    for c, col in zip(counts, sums.T):  # Binomial(c, p) + Binomial(n - c, q): mean and variance
+        mean, var = c * pp + (n - c) * q, c * pp * (1 - pp) + (n - c) * q * (1 - q)
+        assert abs(col.mean() - mean) < 5 * np.sqrt(var / len(col))
+
+
+def test_secure_planar_lattice_law_and_exact_acceptance():
+    # coarse lattice (b = eps u = 0.5): P(k) ∝ exp(-0.5 |k|_2) on Z^2, against the exact pmf
+    ns = N.NoiseSource(np.random.default_rng(0), secure=True)
+    k = ns._planar_lattice(0.5, 40_000)
+    r = np.arange(-60, 61)
+    X, Y = np.meshgrid(r, r)
+    pmf = np.exp(-0.5 * np.hypot(X, Y))
+    pmf /= pmf.sum()
+    idx = (k[:, 1] + 60) * 121 + (k[:, 0] + 60)
+    assert np.abs(k).max() <= 60
+    obs = np.bincount(idx, minlength=121 * 121)
+    keep = pmf.ravel() * len(k) >= 5
+    exp = pmf.ravel() * len(k)
+    o = np.append(obs[keep], obs[~keep].sum())
+    e = np.append(exp[keep], exp[~keep].sum())
+    assert stats.chisquare(o, e * o.sum() / e.sum()).pvalue > SECURE_ALPHA
+    # the exact fallback: U's first 53 bits straddle exp(-g); P(accept) = the straddled fraction
+    from decimal import Decimal, localcontext
+
+    b, s = 0.3, np.sqrt(2) / 0.3 * (1 + 2.0**-40)
+    with localcontext() as c:
+        c.prec = 60
+        a = (-(Decimal(b) * Decimal(25).sqrt() - Decimal(7) / Decimal(s))).exp() * Decimal(2**53)
+    head = int(a)
+    frac = float(a - head)
+    got = sum(N._accept_planar_exact(3, 4, b, s, head) for _ in range(3000))
+    assert stats.binomtest(got, 3000, frac).pvalue > SECURE_ALPHA
+    assert N._accept_planar_exact(3, 4, b, s, head - 1) and not N._accept_planar_exact(3, 4, b, s, head + 1)
+
+
+def test_secure_planar_laplace_and_polya_refusals():
+    ns = N.NoiseSource(np.random.default_rng(0), secure=True)
+    eps = 0.004
+    z = ns.planar_laplace(eps, 8000)
+    u = N.planar_lattice_step(eps)
+    assert u == 0.25 and np.array_equal(z / u, np.round(z / u))
+    assert stats.kstest(np.hypot(*z.T), lambda x: N.planar_laplace_radius_cdf(x, eps)).pvalue > SECURE_ALPHA
+    out = ns.add_planar_laplace([[100.06, -3.3]], eps)
+    assert np.array_equal(out / u, np.round(out / u))
+    with pytest.raises(ParamError, match="Pólya"):
+        ns.polya(1.0, 0.5, 3)
+    with pytest.raises(ParamError, match="fewer clients"):  # a shard below its planned size
+        ns.polya_difference_sum(10, 4, 2.0, 10, survived=np.arange(10) < 7)
+    with pytest.raises(ParamError, match="share"):
+        ns.polya_difference_sum(10, 4, 2.0, 10, per_client=True)
+    # a full shard with extra survivors: discrete Laplace plus extra Pólya from fresh entropy
+    a = N.NoiseSource(np.random.default_rng(0), secure=True).polya_difference_sum(20, 20_000, 2.0, 20, dp_shard_size=10)
+    b = N.NoiseSource(np.random.default_rng(0), secure=True).polya_difference_sum(20, 20_000, 2.0, 20, dp_shard_size=10)
+    assert a.alpha[0] == 2.0 and not np.array_equal(a.noise, b.noise)
+    # variance 2 alpha r/(1-r)^2 within 0.1 relative (about 6 standard errors of a sample variance)
+    assert abs(a.noise.var() / (2 * a.alpha[0] * N.dl_r(2.0) / (1 - N.dl_r(2.0)) ** 2) - 1) < 0.1

@@ -36,9 +36,15 @@ def make_ds(xy, user_id=None, weight=None) -> Dataset:
 
 
 def run_mech(key, data, domain, eps=1.0, seed=0, **params):
+    return run_eval(key, data, domain, eps, seed, **params)[0]
+
+
+def run_eval(key, data, domain, eps=1.0, seed=0, **params):
+    """(release, evaluation): what the run computed from the truth is kept out of the release."""
     cls = get(key)
     p = cls.schema().resolve(params)
-    return cls().run(data, domain, eps, p, RunContext(rng=np.random.default_rng(seed)))
+    ctx = RunContext(rng=np.random.default_rng(seed))
+    return cls().run(data, domain, eps, p, ctx), ctx.evaluation
 
 
 @pytest.fixture(scope="module")
@@ -202,10 +208,10 @@ def test_mechanism_policies(mix_a):
     free = run_mech("federated_rff_kde", data, dom, h_m=0.9 * bound, extra_bandwidths="3", lemma4_policy=False, **base)
     assert all(x["accepted"] for x in free.extras["bandwidth_queries"])
     # main bandwidth above the Lemma 3 bound: every user refuses
-    ref = run_mech("federated_rff_kde", data, dom, h_m=1.1 * bound, **base)
+    ref, ev = run_eval("federated_rff_kde", data, dom, h_m=1.1 * bound, **base)
     assert not ref.density.any() and "warning" in ref.diagnostics
-    assert ref.diagnostics["users_refusing_main_query"] == int(dom.inside(data.xy).sum())
-    assert ref.diagnostics["privacy_vs_zero_features"] == pytest.approx(1.0)
+    assert ev["users_refusing_main_query"] == int(dom.inside(data.xy).sum())
+    assert ev["privacy_vs_zero_features"] == pytest.approx(1.0)
     assert all(len(p) == 0 for p, _ in ref.server_view.candidates(np.arange(5)))
     pd = metrics.privacy_distance(ref, data, dom, np.random.default_rng(0), 40)
     assert pd["ratio"] == pytest.approx(1.0)  # no guesses: the uninformed baseline
@@ -344,17 +350,17 @@ def test_metrics_privacy_distance_is_eq16(mix_a):
 
 def test_baselines_federated_kde_and_zero_features(mix_a):
     data, dom = mix_a
-    fk = run_mech("federated_kde", data, dom, bandwidth_rule="metres", h_m=300.0, attack_users=100)
+    fk, fk_ev = run_eval("federated_kde", data, dom, bandwidth_rule="metres", h_m=300.0, attack_users=100)
     g = fk.extras["attack_grid"]
-    assert fk.diagnostics["privacy_eq16_m"] <= g["side"] / g["n"] / math.sqrt(2)  # nearest grid point
-    z0 = run_mech("federated_rff_kde", data, dom, B=0, attack_users=100, seed=4)
+    assert fk_ev["privacy_eq16_m"] <= g["side"] / g["n"] / math.sqrt(2)  # nearest grid point
+    z0, z0_ev = run_eval("federated_rff_kde", data, dom, B=0, attack_users=100, seed=4)
     assert np.allclose(z0.density, z0.density.mean()) and z0.density.sum() == pytest.approx(len(data))
-    assert z0.diagnostics["privacy_vs_zero_features"] == pytest.approx(1.0)
+    assert z0_ev["privacy_vs_zero_features"] == pytest.approx(1.0)
     pts, w = z0.server_view.candidates(np.array([0]))[0]
     assert len(pts) == g["n"] ** 2 and np.allclose(w, w[0])
-    b1 = run_mech("federated_rff_kde", data, dom, B=1, attack_users=100, lemma3_policy=False, seed=4)
-    assert b1.diagnostics["privacy_vs_zero_features"] > 0.6
-    assert fk.diagnostics["privacy_eq16_m"] < b1.diagnostics["privacy_eq16_m"]
+    _, b1_ev = run_eval("federated_rff_kde", data, dom, B=1, attack_users=100, lemma3_policy=False, seed=4)
+    assert b1_ev["privacy_vs_zero_features"] > 0.6
+    assert fk_ev["privacy_eq16_m"] < b1_ev["privacy_eq16_m"]
 
 
 # ============================================================ views and data
@@ -378,9 +384,9 @@ def test_multi_location_users_pool_candidates():
 
 def test_release_contract_determinism_and_pickle(mix_a):
     data, dom = mix_a
-    a = run_mech("federated_rff_kde", data, dom, B=2, attack_users=20, lemma3_policy=False, seed=5)
-    b = run_mech("federated_rff_kde", data, dom, B=2, attack_users=20, lemma3_policy=False, seed=5)
-    assert np.array_equal(a.density, b.density) and a.diagnostics == b.diagnostics
+    a, a_ev = run_eval("federated_rff_kde", data, dom, B=2, attack_users=20, lemma3_policy=False, seed=5)
+    b, b_ev = run_eval("federated_rff_kde", data, dom, B=2, attack_users=20, lemma3_policy=False, seed=5)
+    assert np.array_equal(a.density, b.density) and a.diagnostics == b.diagnostics and a_ev == b_ev
     assert a.density.shape == (dom.n, dom.n) and a.density.sum() == pytest.approx(len(data))
     assert a.server_view.kind == "per_user" and a.communication.elements_per_client == dom.n**2
     assert a.extras["attack_grid"] == {"x0": dom.x0, "y0": dom.y0, "side": dom.side, "n": dom.n}
@@ -389,7 +395,7 @@ def test_release_contract_determinism_and_pickle(mix_a):
     p1 = c.server_view.candidates(np.array([1, 2]))
     p2 = a.server_view.candidates(np.array([1, 2]))
     assert all(np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]) for x, y in zip(p1, p2))
-    assert a.diagnostics["privacy_eq16_literal_m"] <= a.diagnostics["privacy_eq16_m"]
+    assert a_ev["privacy_eq16_literal_m"] <= a_ev["privacy_eq16_m"]
 
 
 def test_bad_inputs():
@@ -491,3 +497,52 @@ def test_geoind_epsilon_per_km_by_default(mix_a):
     view = rel.server_view.candidates.__self__
     r = np.hypot(*(view.xy - data.xy[dom.inside(data.xy)]).T)
     assert stats.kstest(r, lambda x: N.planar_laplace_radius_cdf(x, 0.002)).pvalue > 1e-3  # false alarm 1e-3
+
+
+def test_geoind_protects_a_person_not_a_check_in():
+    """Issue 23 part 8: each person reports at most m locations, each noised at epsilon/m, and
+    the ledger books the m reports sequentially. 300 people with 5 check-ins each in a 5 km
+    region, epsilon 1 per km: with m = 5 the ledger holds 5 entries of 0.2 (total 1) and every
+    displacement follows planar Laplace at 0.2 per km (KS, false alarm 1e-3); with the default
+    m = 1 one check-in per person is reported, at 1 per km. The number of reports that rescales
+    the density is declared side information."""
+    rng = np.random.default_rng(12)
+    xy = rng.uniform(500, 4500, (1500, 2))
+    data = make_ds(xy, user_id=np.repeat(np.arange(300), 5))
+    dom = Domain(0.0, 0.0, 5000.0, 6)
+    five = run_mech("geoind_kde", data, dom, 1.0, seed=1, attack_users=0, locations_per_person=5)
+    assert [e.epsilon for e in five.ledger.entries] == pytest.approx([0.2] * 5)
+    assert five.ledger.total() == pytest.approx(1.0)
+    assert any("number of reported locations" in s for s in five.ledger.side_information)
+    view = five.server_view.candidates.__self__
+    assert len(view.xy) == 1500
+    r = np.hypot(*(view.xy - view.users.xy).T)
+    assert stats.kstest(r, lambda x: N.planar_laplace_radius_cdf(x, 0.2 / 1000)).pvalue > 1e-3
+    one = run_mech("geoind_kde", data, dom, 1.0, seed=1, attack_users=0)
+    view1 = one.server_view.candidates.__self__
+    assert len(one.ledger.entries) == 1 and one.ledger.total() == pytest.approx(1.0)
+    assert len(view1.xy) == 300 and all(view1.users.rows_of(u).size == 1 for u in range(300))
+    r1 = np.hypot(*(view1.xy - view1.users.xy).T)
+    assert stats.kstest(r1, lambda x: N.planar_laplace_radius_cdf(x, 1 / 1000)).pvalue > 1e-3
+    assert one.density.sum() == pytest.approx(300)  # rescaled to the reports received
+
+
+def test_geoind_secure_mode_moves_lattice_points_by_the_lattice_law():
+    """Secure mode: reported locations snapped to the lattice u Z^2 and moved by lattice
+    planar Laplace noise drawn on OS entropy (engine.noise): every released coordinate is a
+    multiple of u, the displacements follow planar Laplace up to the snapping (KS against
+    the continuous law on 4,000 radii, where the lattice step u = 1 m is 1/2000 of the mean
+    radius 2 km: false alarm 1e-6), and two runs with the same seed differ."""
+    rng = np.random.default_rng(13)
+    data = make_ds(rng.uniform(1000, 9000, (4000, 2)))
+    dom = Domain(0.0, 0.0, 10_000.0, 5)
+    cls = get("geoind_kde")
+    p = cls.schema().resolve({"attack_users": 0})
+    runs = [cls().run(data, dom, 1.0, p, RunContext(rng=np.random.default_rng(0), secure=True)) for _ in range(2)]
+    views = [r.server_view.candidates.__self__ for r in runs]
+    u = runs[0].diagnostics["lattice_step_m"]
+    assert u == N.planar_lattice_step(1e-3) == 1.0
+    assert np.array_equal(views[0].xy / u, np.round(views[0].xy / u))
+    r = np.hypot(*(views[0].xy - views[0].users.xy).T)
+    assert stats.kstest(r, lambda x: N.planar_laplace_radius_cdf(x, 1e-3)).pvalue > 1e-6
+    assert not np.array_equal(views[0].xy, views[1].xy)

@@ -396,16 +396,16 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 dataset="synthetic:polycentric", mechanism=key, params={"region_level": 3}, epsilon=eps, depth=8
             )
             res = run_job(cfg, use_cache=False)
-            d = res.release.diagnostics
+            d, ev = res.release.diagnostics, res.evaluation
             figs.append(
                 Figure(
                     f"map {key} NRMSE over regions (level 3, eps={eps})",
-                    d["nrmse_overall"],
+                    ev["nrmse_overall"],
                     "NRMSE",
                     "informative",
                     None,
                     f"{res.n_users} users, {d['n_regions'] - d['n_suppressed']}/{d['n_regions']} regions released, "
-                    f"population-mean NRMSE {100 * d['population_mean_nrmse']:.2f}%, "
+                    f"population-mean NRMSE {100 * ev['population_mean_nrmse']:.2f}%, "
                     f"{time.perf_counter() - t0:.2f} s",
                 )
             )

@@ -464,9 +464,17 @@ def secure_sum(
     Shards with fewer survivors than ``N`` carry weaker noise: ``excess='release'``
     still releases them (the guarantee degrades; see ``effective_epsilon``);
     ``excess='abort'`` withholds them, as a SecAgg instance configured with a
-    threshold of ``N`` survivors would.
+    threshold of ``N`` survivors would. Secure mode always withholds them: a Pólya
+    shape below 1 has no floating-point-safe sampler (:mod:`engine.noise`); and it
+    refuses ``verify``, whose per-client shares are numpy draws.
     """
     rng = ctx.rng
+    secure = bool(getattr(ctx, "secure", False))
+    if secure and verify:
+        raise ParamError(
+            "verification mode draws every client's Pólya shares from the seeded numpy stream; it is not "
+            "available in secure mode"
+        )
     client = np.asarray(client, dtype=np.int64)
     key = np.asarray(key, dtype=np.int64)
     sizes = split_shards(n_clients, secagg_shard)
@@ -479,7 +487,7 @@ def secure_sum(
     surv = sizes - drops
     # shard sums are materialised only when they matter (clipping wraps each shard's
     # sum; secure mode draws each shard's noise; verification masks each shard)
-    need_shards = bool(clip_bits) or verify or getattr(ctx, "secure", False)
+    need_shards = bool(clip_bits) or verify or secure
     if need_shards or dropout > 0:
         perm = rng.permutation(n_clients)
         shard_of = np.empty(n_clients, dtype=np.int64)
@@ -495,14 +503,15 @@ def secure_sum(
     r = math.exp(-eps / sensitivity) if noisy else 0.0
     alpha = surv / N
     released = np.ones(k, dtype=bool)
-    if noisy and excess == "abort":
+    if noisy and (excess == "abort" or secure):
         released = alpha >= 1.0
     elif excess not in ("release", "abort"):
         raise ParamError(f"unknown dropout policy {excess!r}")
     if not released.any():
         raise EngineError(
             "every secure-aggregation shard lost more clients than its DP shard size allows, so the server "
-            "received nothing (policy 'abort'); lower the dropout or plan for it with a smaller DP shard"
+            "received nothing (policy 'abort', or secure mode, which withholds such shards); lower the dropout or "
+            "plan for it with a smaller DP shard"
         )
     eps_eff = 0.0
     if noisy:
@@ -530,8 +539,8 @@ def secure_sum(
         w = None if value is None else value[ok].astype(np.float64)
         sig = np.rint(np.bincount(flat, weights=w, minlength=k * size)).astype(np.int64).reshape(k, size)
         if noisy:
-            if getattr(ctx, "secure", False):
-                sig += _secure_shard_noise(ctx, sizes, N, surv, r, size, eps, sensitivity)
+            if secure:
+                sig += _secure_shard_noise(ctx, sizes, N, surv, released, size, eps, sensitivity)
             else:
                 a = np.where(released, alpha, 0.0)
                 sig += polya_difference(rng, a[:, None], r, (k, size))
@@ -565,13 +574,13 @@ def secure_sum(
     )
 
 
-def _secure_shard_noise(ctx, sizes, N, surv, r, size, eps, sensitivity) -> np.ndarray:
-    """Secure mode: the engine's NoiseSource draws each shard's noise (OpenDP for the
-    discrete-Laplace part of every shard with at least N survivors)."""
+def _secure_shard_noise(ctx, sizes, N, surv, released, size, eps, sensitivity) -> np.ndarray:
+    """Secure mode: the engine's NoiseSource draws each released shard's noise (OpenDP's
+    discrete Laplace, plus the extra Pólya part from fresh OS entropy)."""
     out = np.zeros((sizes.size, size), dtype=np.int64)
     t = sensitivity / eps
     # one call per shard, each drawing the shard's whole vector at once (OpenDP is called vectorised)
-    for s in range(sizes.size):
+    for s in np.flatnonzero(released):
         mask = np.zeros(int(sizes[s]), dtype=bool)
         mask[: int(surv[s])] = True
         sn = ctx.noise.polya_difference_sum(

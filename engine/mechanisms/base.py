@@ -85,13 +85,29 @@ def epsilon_under(
 @dataclass
 class RunContext:
     """What a running mechanism may use besides the data: its random stream, the
-    noise source (seeded numpy, or OpenDP in secure mode, which checks ``cancel_cb``
-    between batches of draws), progress and cancel."""
+    noise source (seeded numpy, or in secure mode floating-point-safe samplers on OS
+    entropy that check ``cancel_cb`` between batches of draws), progress and cancel,
+    and the run's evaluation record.
+
+    ``evaluation`` receives what a mechanism computes from the true data for the
+    workbench (errors against the truth, exact counts, attacks on the true locations,
+    timings) through :meth:`record_evaluation`: it never goes into the
+    :class:`Release`, whose every field is a DP output, a public parameter or declared
+    side information (``Mechanism.dp_outputs`` / ``Mechanism.side_information_keys``).
+    ``engine.jobs.run`` keeps it as ``RunResult.evaluation``; ``None`` (a release)
+    records nothing.
+    """
 
     rng: np.random.Generator
     secure: bool = False
     progress_cb: Callable[[float, str], None] | None = None
     cancel_cb: Callable[[], bool] | None = None
+    evaluation: dict | None = field(default_factory=dict)
+
+    def record_evaluation(self, **values) -> None:
+        """Keep values computed from the truth out of the release (see the class docstring)."""
+        if self.evaluation is not None:
+            self.evaluation.update(values)
 
     def progress(self, fraction: float, message: str = "") -> None:
         if self.progress_cb is not None:
@@ -116,12 +132,14 @@ class RunContext:
 # ---------------------------------------------------------------------- release
 @dataclass
 class Communication:
-    """Upload cost of one client, in vector elements (and bits when known)."""
+    """Upload cost of one client, in vector elements (and bits when known); with
+    ``per_location`` the cost of one of its locations (what a client holds is data)."""
 
     elements_per_client: float
     bits_per_client: float | None = None
     rounds: int = 1
     note: str = ""
+    per_location: bool = False  # the figures are per location a client holds (central upload)
 
     def to_dict(self) -> dict:
         return {
@@ -129,6 +147,7 @@ class Communication:
             "bits_per_client": None if self.bits_per_client is None else float(self.bits_per_client),
             "rounds": int(self.rounds),
             "note": self.note,
+            "per_location": bool(self.per_location),
         }
 
 
@@ -210,6 +229,17 @@ class Mechanism:
     needs: ClassVar[tuple[str, ...]] = ()  # dataset attributes required, e.g. ("value",)
     # the neighbouring relation the guarantee is stated for: one of RELATIONS; every mechanism sets it
     neighbouring: ClassVar[str] = ""
+    # What a Release may hold (issue 23): keys of ``Release.diagnostics`` / ``Release.extras`` whose
+    # values are DP outputs (computed from the noisy values and public parameters; for mechanisms
+    # without a privacy claim, their released outputs), and keys that follow from the side
+    # information the ledger declares (e.g. the number of clients); the names "ledger" (its steps and
+    # notes), "communication" and "server_view" (its description) stand for those fields. Every other
+    # key, and every other field but ``density``, ``partition``, ``range_answerer``, the ledger's
+    # epsilons and side information and the server view's per-user callables, must be fixed by the
+    # parameters and the public domain: values computed from the truth go to
+    # ``RunContext.record_evaluation`` instead (tests/test_release_contents.py).
+    dp_outputs: ClassVar[tuple[str, ...]] = ()
+    side_information_keys: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def schema(cls) -> Schema:

@@ -25,7 +25,12 @@ Helper functions (map-independent logic lives in :mod:`engine.bitpush`):
 every grid cell whose centre lies in the region (0 for suppressed regions and
 for cells outside every region); it is not a count, so the engine's map-density
 metrics (which compare it with the location histogram) are not meaningful for
-this family: read ``diagnostics["nrmse_overall"]`` and the ``extras`` instead.
+this family: read the ``extras`` and the run's evaluation record instead. Values
+computed from the true attribute (``region_true_mean``, ``nrmse_per_region``,
+``nrmse_overall``, ``rmse_overall``, ``population_mean_true``,
+``population_mean_nrmse``, ``values_clipped_fraction``, ``values_missing_dropped``,
+``clients_outside_regions``) go to ``RunContext.evaluation`` (``RunResult.evaluation``),
+never into the release.
 """
 
 from __future__ import annotations
@@ -435,28 +440,31 @@ def region_mean_release(
         "n_suppressed": int(suppressed.sum()),
         "min_cohort": min_cohort,
         "clients_used": int(contacted.sum()),
-        "clients_outside_regions": int((~inside).sum()),
-        "values_missing_dropped": dropped,
-        "values_clipped_fraction": float(clipped.mean()) if clipped.size else 0.0,
         "bit_depth": enc.bits,
         "frac_bits": enc.frac_bits,
         "signed": enc.signed,
         "value_range": [enc.low, enc.high],
         "reports_read": len(log),
         "max_reports_per_client": max_reads,
-        "nrmse_per_region": [None if not np.isfinite(v) else float(v) for v in np.where(ok, nrmse_region, np.nan)],
-        "nrmse_overall": rmse / scale if scale and np.isfinite(scale) and scale > 0 else None,
-        "rmse_overall": rmse,
-        "population_mean_true": pop_true,
         "population_mean_private": pop_priv,
-        "population_mean_nrmse": abs(pop_priv - pop_true) / abs(pop_true) if pop_true else None,
         "density_is": "private regional mean painted per cell (0 where suppressed or outside every region)",
         "secure_mode": secure,
         "noise_source": _noise_source_note(estimator, epsilon, secure),
         **info,
     }
+    # computed from the true values: the run's evaluation, never the release
+    ctx.record_evaluation(
+        region_true_mean=true_mean,
+        nrmse_per_region=[None if not np.isfinite(v) else float(v) for v in np.where(ok, nrmse_region, np.nan)],
+        nrmse_overall=rmse / scale if scale and np.isfinite(scale) and scale > 0 else None,
+        rmse_overall=rmse,
+        population_mean_true=pop_true,
+        population_mean_nrmse=abs(pop_priv - pop_true) / abs(pop_true) if pop_true else None,
+        values_clipped_fraction=float(clipped.mean()) if clipped.size else 0.0,
+        values_missing_dropped=dropped,
+        clients_outside_regions=int((~inside).sum()),
+    )
     extras = {
-        "region_true_mean": true_mean,
         "region_private_mean": private_mean,
         "region_stderr": stderr,
         "region_count": count,
@@ -496,8 +504,8 @@ def _noise_source_note(estimator: str, epsilon, secure: bool) -> str:
         return "no privacy noise (no DP); bit choices from the seeded numpy Generator"
     if not secure:
         return "seeded numpy Generator"
-    if estimator in ("piecewise", "duchi"):
-        return BP.SECURE_NUMPY_NOTE
+    if estimator == "duchi":
+        return "secure mode: Duchi's coin an exact Bernoulli on OS entropy"
     if estimator == "laplace":
         return "secure mode: Laplace via OpenDP (the clipped value passes through make_laplace)"
     other = {"bitpush": "bit choices", "dithering": "dither h", "rounding": "rounding coins"}.get(estimator, "")
@@ -507,6 +515,22 @@ def _noise_source_note(estimator: str, epsilon, secure: bool) -> str:
 
 
 # ------------------------------------------------------------------ mechanisms
+# Release keys (Mechanism.dp_outputs / side_information_keys): the private means and what the
+# server read (its reports), and what follows from the public regions' client counts
+_DP_KEYS = ("population_mean_private", "region_private_mean", "region_stderr", "bit_means", "squashed", "server_reads")
+_SIDE_KEYS = (
+    "n_suppressed",
+    "clients_used",
+    "reports_read",
+    "max_reports_per_client",
+    "round1_floor_used",
+    "region_count",
+    "suppressed",
+    "bit_counts",
+    "server_reads",
+    "server_view",
+)
+
 _COMMON_DOC = """
     Paper: Cormode, Markov & Srinivas, EDBT 2024: Algorithm 1 (Section 3.1,
     Lemma 3.1, Corollary 3.2), Algorithm 2 (Section 3.2, caching), Section 4.3
@@ -520,10 +544,10 @@ _COMMON_DOC = """
     minimum cohort) are side information. One value per
     client (a random row per user, Section 4.3's sampling); each region runs
     its own protocol. Secure mode (RunConfig.secure): randomized response and
-    the Laplace baseline draw from OpenDP; the piecewise and Duchi baselines
-    have no OpenDP sampler and keep numpy noise (said in the diagnostics,
-    ``noise_source``); which bit a client reports is chosen with ctx.rng in
-    every mode. Departures: see :mod:`engine.bitpush` (QMC counts by
+    the Laplace baseline draw from OpenDP, Duchi's coin is an exact Bernoulli on
+    OS entropy, and the piecewise baseline (no floating-point-safe sampler) is
+    refused (the diagnostics' ``noise_source`` says which); which bit a client
+    reports is chosen with ctx.rng in every mode. Departures: see :mod:`engine.bitpush` (QMC counts by
     systematic rounding, round-1 floor, per-report-variance round-2 weights,
     "top" squashing, unsampled bits) and this module (regions from a grid or
     rectangles; density = painted regional means).
@@ -550,6 +574,8 @@ class BitPushRegionMean(Mechanism):
     equations = "Alg. 1, Lemma 3.1, Cor. 3.2, Lemma 3.3, Alg. 2, Sec. 4.3"
     uses_epsilon = False
     needs = ("value",)
+    dp_outputs = _DP_KEYS
+    side_information_keys = _SIDE_KEYS
     params = _region_params() + _BITPUSH_PARAMS
     __doc__ = (
         "Attribute mean by region with bit-pushing, no differential privacy. Guarantee: none in the DP sense; the "
@@ -583,6 +609,8 @@ class BitPushRegionMeanLDP(Mechanism):
     paper = PAPER
     equations = "Alg. 1-2, Sec. 3.3 (randomized response, bit squashing), Sec. 4.2"
     needs = ("value",)
+    dp_outputs = _DP_KEYS
+    side_information_keys = _SIDE_KEYS
     params = _region_params() + _BITPUSH_PARAMS + _SQUASH_PARAMS
     __doc__ = (
         "Attribute mean by region with bit-pushing under local DP (Section 3.3). Guarantee: epsilon-LDP for each "
@@ -613,6 +641,8 @@ class LdpRegionMeanBaseline(Mechanism):
     paper = PAPER + " Baselines: Ben-Basat et al. 2020; Wang et al. ICDE 2019; Duchi et al. JASA 2018."
     equations = "Sec. 2 and 4.2 (baselines); REFERENCE_NOTES section 3"
     needs = ("value",)
+    dp_outputs = _DP_KEYS
+    side_information_keys = _SIDE_KEYS
     params = _region_params() + (
         Param(
             "baseline",

@@ -290,15 +290,16 @@ def _split(eps: float, frac: float) -> tuple[float, float]:
     return a, b
 
 
-def curator_communication(data) -> Communication:
+def curator_communication() -> Communication:
     """Central DP: every user uploads all of its locations in the clear (2 coordinates of 64
-    bits each); the trusted curator bounds contributions after receiving them."""
-    per_user = len(data) / max(data.n_users, 1)
+    bits each); the trusted curator bounds contributions after receiving them. Counted per
+    location: the locations per user are a fact of the true data, which a release does not
+    carry (the evaluation's ``comm_*`` metrics multiply by their mean)."""
     return Communication(
-        2.0 * per_user,
-        128.0 * per_user,
-        note=f"each user sends its location(s) to the trusted curator: 2 coordinates (64-bit) per location, "
-        f"{per_user:.3g} locations per user on average",
+        2.0,
+        128.0,
+        note="each user sends each of its locations to the trusted curator: 2 coordinates (64-bit) per location",
+        per_location=True,
     )
 
 
@@ -574,6 +575,7 @@ class Identity(Mechanism):
             label="top t (%)",
         ),
     )
+    dp_outputs = ("cells_kept",)
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -602,7 +604,7 @@ class Identity(Mechanism):
             density=noisy,
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=_server_view("the noisy histogram"),
             diagnostics=diag,
         )
@@ -692,6 +694,8 @@ class Uniform(Mechanism):
     paper = "DPBench (Hay et al. 2016)"
     equations = "DPBench data-independent baseline (Uniform)"
     params = (UNIT_PARAM, TOTAL_PARAMS[0])
+    dp_outputs = ("total_used",)
+    side_information_keys = ("total_used",)
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -711,7 +715,7 @@ class Uniform(Mechanism):
             density=np.full((domain.n, domain.n), n_used / cells),
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=_server_view("the total count"),
             diagnostics=diag,
         )
@@ -814,6 +818,8 @@ class UniformGrid(Mechanism):
             Param("cap_to_grid", "bool", True, "with align off: cap the grid size at the output resolution"),
         )
     )
+    dp_outputs = ("total_used", "m", "m_uncapped", "ug_cell_side_m", "grid_counts")
+    side_information_keys = ("total_used", "m", "m_uncapped", "ug_cell_side_m")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -861,7 +867,7 @@ class UniformGrid(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=_server_view("the noisy grid counts"),
             partition=_cells_to_metres(rects, domain),
             diagnostics=diag,
@@ -975,6 +981,19 @@ class AdaptiveGrid(Mechanism):
             ),
         )
     )
+    dp_outputs = (
+        "total_used",
+        "m1",
+        "m2_min",
+        "m2_median",
+        "m2_max",
+        "second_level_cells",
+        "level1_noisy",
+        "m2",
+        "level2_noisy",
+        "level2_consistent",
+    )
+    side_information_keys = ("total_used", "m1")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -1072,7 +1091,7 @@ class AdaptiveGrid(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=_server_view("the two levels of noisy grid counts"),
             partition=_cells_to_metres(rects, domain),
             diagnostics=diag,
@@ -1189,6 +1208,7 @@ class PrivTree(Mechanism):
             label="max depth",
         ),
     )
+    dp_outputs = ("leaves", "leaves_per_depth", "leaf_depth")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -1257,7 +1277,7 @@ class PrivTree(Mechanism):
             density=grid,
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=_server_view("the PrivTree partition and its noisy leaf counts"),
             partition=_cells_to_metres(rects_arr, domain),
             diagnostics=diag,
@@ -1527,6 +1547,7 @@ class Hierarchical(Mechanism):
         ),
         Param("consistency", "bool", True, "apply constrained inference (off: the raw noisy leaves)"),
     )
+    dp_outputs = ("raw_leaves",)
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -1583,7 +1604,7 @@ class Hierarchical(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=_server_view("the noisy counts of every tree node"),
             diagnostics=diag,
             extras={"raw_leaves": noisy[H][:m, :m]},

@@ -34,14 +34,7 @@ import numpy as np
 from ..accounting import Ledger
 from ..errors import EngineError, ParamError
 from ..grid import Domain
-from ..noise import (
-    randomized_response_kary,
-    rr_kary_unbias_counts,
-    rr_keep_probability,
-    unary_encoding_counts,
-    unary_encoding_pq,
-    unary_encoding_unbias,
-)
+from ..noise import rr_kary_unbias_counts, rr_keep_probability, unary_encoding_pq, unary_encoding_unbias
 from ..params import Param
 from ._hh_tree import (
     Clients,
@@ -361,15 +354,21 @@ def _degradation_warning(eff: float, eps: float) -> str | None:
     return None
 
 
-def _note(base: str, ss, eps: float) -> str:
-    """Ledger note, flagging a sub-query whose released shards carry weaker noise than planned (the
-    ledger keeps the planned epsilon; the note is what the dashboard's ledger table shows)."""
-    if ss.effective_epsilon > eps * (1 + 1e-9):
-        return (
-            f"{base}; WEAKER THAN PLANNED: some shards kept fewer than N clients, effective epsilon "
-            f"{ss.effective_epsilon:.4g}"
+def _spend(ledger: Ledger, step: str, eps: float, ss, base: str) -> None:
+    """Book a sharded sum. Under excess dropout its released shards carry weaker noise than
+    planned, and the ledger books what was actually spent, the sub-query's effective epsilon
+    (worst shard), keeping the planned epsilon beside it and flagging the note (issue 23)."""
+    eff = ss.effective_epsilon
+    if eff > eps * (1 + 1e-9):
+        ledger.spend(
+            step,
+            eff,
+            planned_epsilon=eps,
+            note=f"{base}; WEAKER THAN PLANNED: some shards kept fewer than N clients, epsilon {eff:.4g} spent "
+            f"instead of the planned {eps:.4g}",
         )
-    return base
+    else:
+        ledger.spend(step, eps, note=base)
 
 
 def _shard_diag(ss) -> dict:
@@ -454,8 +453,9 @@ class AdaptiveHH(Mechanism):
     clients U, the shards and the Pólya shapes are public (U is recorded as side
     information). A user whose one-hot vector moves to another cell changes the
     sum by 2Δ, i.e. replace-one-user neighbours get 2 epsilon. Under excess
-    dropout with policy 'release' the actual guarantee is the reported effective
-    epsilon (flagged in the ledger notes and diagnostics).
+    dropout with policy 'release' the actual guarantee is the effective epsilon,
+    which the ledger books as spent (the planned epsilon beside it, the note
+    flagged); secure mode withholds such shards instead (engine.noise).
 
     Departures from the paper and from its public code (REFERENCE_NOTES 1):
     noise is sampled in float64/int64 (the reference uses float16); nodes at the
@@ -597,15 +597,13 @@ class AdaptiveHH(Mechanism):
             t_collapse = max(float(p["collapse_min"]), t / 4.0)
             if private:
                 eff_total += ss.effective_epsilon
-                ledger.spend(
+                _spend(
+                    ledger,
                     f"sub-query {q + 1}: counts of {size} cells",
                     eps_q,
-                    note=_note(
-                        f"discrete Laplace via Pólya shares, sensitivity {sens}, {ss.shard_sizes.size} disjoint "
-                        f"SecAgg shard(s) (parallel within the sub-query)",
-                        ss,
-                        eps_q,
-                    ),
+                    ss,
+                    f"discrete Laplace via Pólya shares, sensitivity {sens}, {ss.shard_sizes.size} disjoint "
+                    f"SecAgg shard(s) (parallel within the sub-query)",
                 )
             ci = None
             if prop:
@@ -725,6 +723,25 @@ class AdaptiveHH(Mechanism):
             diagnostics=diag,
             extras=extras,
         )
+
+    dp_outputs = (
+        "levels",
+        "subqueries",
+        "final_cells",
+        "final_max_level",
+        "communication_per_subquery",
+        "communication_per_client",
+        "tree",
+        "proportion",
+        "rate_grid",
+        "ci_width_grid",
+        "mean_ci_width",
+        "mean_ci_width_weighted",
+        "epsilon_spent",
+        "ledger",
+        "communication",
+    )
+    side_information_keys = ("users", "communication_all_clients", "effective_epsilon", "warnings")
 
     def _view(self) -> ServerView:
         return aggregate_view(VIEW_DISTRIBUTED)
@@ -856,6 +873,7 @@ class NonPrivateLevel(Mechanism):
             max=10,
         ),
     )
+    dp_outputs = ("level", "cv_error_by_level", "users")
 
     def run(self, data, domain, epsilon, params, ctx):
         D = domain.depth
@@ -949,6 +967,22 @@ class FlatOneHot(Mechanism):
     params = _distributed_params(
         (Param("level", "int", 0, "raster level (2^l cells per side); 0 = full resolution", min=0, max=10),)
     )
+    dp_outputs = ("overflowed_coordinates",)
+    side_information_keys = (
+        "shards",
+        "shard_size_max",
+        "dp_shard_size",
+        "survivors_min",
+        "alpha_min",
+        "shards_withheld",
+        "noise_alpha_total",
+        "effective_epsilon",
+        "verified_shards",
+        "aggregation_path",
+        "warnings",
+        "users",
+        "communication",
+    )
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -963,7 +997,7 @@ class FlatOneHot(Mechanism):
         density = ss.total.astype(np.float64)[_pixel_codes_at(D, level)] / block
         ledger = Ledger()
         _note_clients(ledger)
-        ledger.spend("one-hot counts", eps, note=_note("discrete Laplace via Pólya shares, sensitivity 1", ss, eps))
+        _spend(ledger, "one-hot counts", eps, ss, "discrete Laplace via Pólya shares, sensitivity 1")
         diag = {"level": level, "users": U}
         diag.update(_shard_diag(ss))
         w = _degradation_warning(ss.effective_epsilon, eps)
@@ -1046,6 +1080,8 @@ class _HierarchicalBase(Mechanism):
     neighbouring = "zero-out user"
     threat_model = THREAT_DISTRIBUTED
     paper = PAPER
+    dp_outputs = ("threshold", "cells", "level_counts", "sketches")
+    side_information_keys = ("users", "effective_epsilon", "warnings", "noise_std", "threshold")
 
     def _levels(self, params, D):
         first = min(int(params["first_level"]), D)
@@ -1103,9 +1139,7 @@ class HierarchicalOneHot(_HierarchicalBase):
             noisy[lv] = ss.total.astype(np.float64)
             eff += ss.effective_epsilon
             sd = ss.noise_std
-            ledger.spend(
-                f"level {lv} one-hot", eps_l, note=_note("discrete Laplace via Pólya shares, sensitivity 1", ss, eps_l)
-            )
+            _spend(ledger, f"level {lv} one-hot", eps_l, ss, "discrete Laplace via Pólya shares, sensitivity 1")
         est = {lv: (lambda c, v=noisy[lv]: v[c]) for lv in levels}
         ids, vals, t = self._choose(params, D, first, est, sd)
         density, ids = _leaves_release_density(ids, vals, D)
@@ -1211,11 +1245,7 @@ class CountMinHierarchical(_HierarchicalBase):
             sketches[lv] = ss.total.astype(np.float64).reshape(dep, wid)
             eff += ss.effective_epsilon
             sd = ss.noise_std
-            ledger.spend(
-                f"level {lv} count-min sketch",
-                eps_l,
-                note=_note(f"discrete Laplace, sensitivity {dep} (rows)", ss, eps_l),
-            )
+            _spend(ledger, f"level {lv} count-min sketch", eps_l, ss, f"discrete Laplace, sensitivity {dep} (rows)")
         reduce = np.min if params["estimator"] == "min" else np.median
 
         def estimator(lv):
@@ -1316,6 +1346,8 @@ class AdaptiveGridPolya(Mechanism):
         Param("c2", "float", 10.0, "constant c2 of the second level (the paper: 10)", min=0.1, max=1000.0, log=True),
         Param("consistency", "bool", True, "constrained inference between the two levels"),
     ) + _secagg_params()
+    dp_outputs = ("m2_min", "m2_max", "second_level_cells")
+    side_information_keys = ("m1", "users", "effective_epsilon", "warnings")
 
     def run(self, data, domain, epsilon, params, ctx):
         from .central import ag_level1_size, ag_level2_sizes, ag_subcell_rects, snap_to_divisor, spread_rects
@@ -1369,12 +1401,8 @@ class AdaptiveGridPolya(Mechanism):
         _note_clients(
             ledger, "" if int(params["m1"]) else "and Qardaji's first-level size m1 = max(10, sqrt(U eps/c)/4)"
         )
-        ledger.spend(
-            "first-level grid", eps1, note=_note("discrete Laplace via Pólya shares, sensitivity 1", ss1, eps1)
-        )
-        ledger.spend(
-            "second-level grid", eps2, note=_note("discrete Laplace via Pólya shares, sensitivity 1", ss2, eps2)
-        )
+        _spend(ledger, "first-level grid", eps1, ss1, "discrete Laplace via Pólya shares, sensitivity 1")
+        _spend(ledger, "second-level grid", eps2, ss2, "discrete Laplace via Pólya shares, sensitivity 1")
         metres = rects * domain.cell
         metres[:, [0, 2]] += domain.x0
         metres[:, [1, 3]] += domain.y0
@@ -1465,13 +1493,15 @@ class LocalGridRR(Mechanism):
     4,096 most likely cells). Guarantee: epsilon-LDP per report. OUE's aggregate
     is drawn exactly as binomial counts; the per-user report shown to the
     attacker is drawn from the same law from a per-user seed. Users with
-    several locations report their most visited cell."""
+    several locations report their most visited cell. Secure mode: both
+    encodings are drawn exactly on OS entropy (``ctx.noise``; engine.noise)."""
 
     key = "ldp_grid"
     label = "Local DP grid (randomized response / unary encoding)"
     family = "local"
     guarantee = "epsilon-LDP (each report is private on its own): replace user, the number of reports public"
     neighbouring = "replace user"
+    side_information_keys = ("users",)
     threat_model = "Untrusted server: it sees every user's randomised report; no secure aggregation."
     summary = "Each user randomises its own cell before sending it; the server unbiases the counts."
     paper = PAPER + "; Wang, Blocki, Li, Jha. Locally differentially private protocols for frequency estimation. 2017"
@@ -1504,14 +1534,14 @@ class LocalGridRR(Mechanism):
         cells = codes >> (2 * (D - lv))
         reports = None
         if params["encoding"] == "krr":
-            reports = randomized_response_kary(ctx.rng, cells, K, eps)
+            reports = ctx.noise.randomized_response_kary(cells, K, eps)
             est = rr_kary_unbias_counts(np.bincount(reports, minlength=K), U, K, eps)
             p = rr_keep_probability(eps, K)
             q = (1 - p) / (K - 1)
             comm = Communication(1.0, float(2 * lv), note=f"one cell index of {2 * lv} bits")
         else:
             true = np.bincount(cells, minlength=K)
-            est = unary_encoding_unbias(unary_encoding_counts(ctx.rng, true, U, eps), U, eps)
+            est = unary_encoding_unbias(ctx.noise.unary_encoding_counts(true, U, eps), U, eps)
             p, q = unary_encoding_pq(eps)
             comm = Communication(float(K), float(K), note=f"one bit per cell: {K:,} bits")
         block = 4 ** (D - lv)
@@ -1520,6 +1550,7 @@ class LocalGridRR(Mechanism):
         ledger.spend(
             "local reports", eps, composition="parallel", group="users", note="each user randomises its own report"
         )
+        ledger.note_side_information("the number of reports U (the server receives each one; it unbiases the counts)")
         from ..grid import deinterleave
 
         ix, iy = deinterleave(np.arange(K, dtype=np.uint64), lv)

@@ -45,6 +45,7 @@ from ..accounting import Ledger
 from ..errors import DataError, ParamError
 from ..grid import Domain
 from ..kde import gain_per_privacy_cost, privacy_utility_curve  # noqa: F401  (the attack page's curve)
+from ..noise import planar_lattice_step
 from ..params import Param
 from .base import Communication, Mechanism, Release, ServerView, register
 
@@ -122,10 +123,25 @@ def _parse_multiples(text: str) -> list[float]:
 
 # ====================================================================== users
 class _Users:
-    """Virtual users (rows inside the region) and the map from dense user index to them."""
+    """Virtual users (rows inside the region) and the map from dense user index to them.
 
-    def __init__(self, data, domain: Domain):
+    ``max_per_user`` (with ``rng``): a person with more locations inside the region keeps that
+    many, drawn uniformly at random (``capped`` counts the others); without user ids every row
+    is its own person and nothing is dropped."""
+
+    def __init__(self, data, domain: Domain, max_per_user: int | None = None, rng: np.random.Generator | None = None):
         inside = domain.inside(data.xy)
+        self.outside = int((~inside).sum())
+        self.capped = 0
+        if max_per_user is not None and data.user_id is not None:
+            inv, _ = data.user_index()
+            idx = np.flatnonzero(inside)
+            order = np.lexsort((rng.random(idx.size), inv[idx]))  # each person's rows in random order
+            grp = inv[idx][order]
+            rank = np.arange(grp.size) - np.searchsorted(grp, grp)
+            inside = np.zeros(len(inside), dtype=bool)
+            inside[idx[order[rank < int(max_per_user)]]] = True
+            self.capped = int(idx.size - inside.sum())
         self.xy = np.ascontiguousarray(data.xy[inside], dtype=np.float64)
         if len(self.xy) == 0:
             raise DataError("no location of this dataset falls inside the region")
@@ -133,7 +149,6 @@ class _Users:
         if self.weights is not None and (np.any(self.weights < 0) or not np.all(np.isfinite(self.weights))):
             raise DataError("location weights must be finite and non-negative")
         self.total = float(len(self.xy) if self.weights is None else self.weights.sum())
-        self.outside = int((~inside).sum())
         inv, n_users = data.user_index()
         internal = np.full(len(inside), -1, dtype=np.int64)
         internal[inside] = np.arange(len(self.xy))
@@ -362,6 +377,8 @@ class FederatedKDE(Mechanism):
     equations = "Section 3.1, Algorithm 1, Eqs. 1, 5; attack Section 4.2.2, Eq. 16"
     uses_epsilon = False
     params = _bandwidth_params()
+    dp_outputs = ("density_scaling",)  # no privacy claim: its released outputs
+    side_information_keys = ("h_m", "bandwidth")  # the k-NN bandwidth rule reads raw locations (declared)
 
     def run(self, data, domain, epsilon, params, ctx):
         users = _Users(data, domain)
@@ -376,15 +393,13 @@ class FederatedKDE(Mechanism):
         view = FederatedKDEView(users, "kde", users.xy, h, axs, ays)
         ctx.progress(0.6, "attacking users")
         arng = np.random.default_rng(ctx.rng.integers(0, 2**63))
-        diag = {
-            "h_m": h,
-            "bandwidth": h_note,
-            "users": len(users.xy),
-            "users_outside_region": users.outside,
-            "density_scaling": scale_note,
-            "utility_spearman_vs_full_kde": 1.0,
-        }
-        diag.update(_attack_diagnostics(view, users, params["attack_users"], arng))
+        diag = {"h_m": h, "bandwidth": h_note, "density_scaling": scale_note}
+        ctx.record_evaluation(
+            users=len(users.xy),
+            users_outside_region=users.outside,
+            utility_spearman_vs_full_kde=1.0,
+            **_attack_diagnostics(view, users, params["attack_users"], arng),
+        )
         return _release(density, domain, ledger, 1, view, diag, {"attack_grid": grid})
 
 
@@ -465,6 +480,21 @@ class FederatedRFFKDE(Mechanism):
         ),
     )
 
+    dp_outputs = ("density_scaling", "bandwidth_surfaces")  # no privacy claim: its released outputs
+    # what the bandwidth decides, when the k-NN rule reads it off raw locations (declared)
+    side_information_keys = (
+        "h_m",
+        "h0_m",
+        "bandwidth",
+        "lemma3_prob_j_bands_at_h",
+        "bandwidth_queries",
+        "queries_answered",
+        "queries_refused",
+        "refusals",
+        "warning",
+        "communication",
+    )
+
     def run(self, data, domain, epsilon, params, ctx):
         users = _Users(data, domain)
         ledger = Ledger()
@@ -519,22 +549,23 @@ class FederatedRFFKDE(Mechanism):
             "h_m": h,
             "h0_m": h0,
             "bandwidth": h_note,
-            "users": len(users.xy),
-            "users_outside_region": users.outside,
             "lemma3_bound_m": bound,
             "lemma3_confidence": kde.lemma3_confidence(float(params["gamma"])),
             "lemma3_prob_j_bands_at_h": kde.lemma3_band_probability(h, domain.side, int(params["bands_j"])),
             "queries_answered": sum(q["accepted"] for q in queries),
             "queries_refused": len(refusals),
             "refusals": [f"h = {q['h_m']:.1f} m: {q['reason']}" for q in refusals],
-            "users_refusing_main_query": 0 if main["accepted"] else len(users.xy),
             "density_scaling": scale_note,
         }
+        ctx.record_evaluation(
+            users=len(users.xy),
+            users_outside_region=users.outside,
+            users_refusing_main_query=0 if main["accepted"] else len(users.xy),
+        )
         if main["accepted"] and b > 0:
-            diag["utility_spearman_vs_full_kde"], diag["utility_grid"] = _utility(
-                lambda gx, gy: estimate(h, gx, gy), users, h, domain, density, axs, ays
-            )
-        diag.update(_attack_diagnostics(view, users, params["attack_users"], arng))
+            u, g = _utility(lambda gx, gy: estimate(h, gx, gy), users, h, domain, density, axs, ays)
+            ctx.record_evaluation(utility_spearman_vs_full_kde=u, utility_grid=g)
+        ctx.record_evaluation(**_attack_diagnostics(view, users, params["attack_users"], arng))
         if not main["accepted"]:
             diag["warning"] = (
                 f"Every user refused the main query: h = {h:.1f} m exceeds the Lemma 3 bound {bound:.1f} m for a "
@@ -550,31 +581,41 @@ class GeoIndKDE(Mechanism):
     """Geo-indistinguishability + federated KDE (Zong et al. 2023, Section 4.2.3,
     Definition 4.1, Eq. 18; Andres et al., CCS 2013).
 
-    Each user moves its location by planar Laplace noise with density
-    ``eps^2/(2 pi) exp(-eps |z|)`` (``eps`` PER METRE; expected displacement
-    ``2/eps`` metres), then runs Algorithm 1 from the noisy location. The run's
-    epsilon is read per km by default (``epsilon_unit``), so the workbench's
-    epsilon range 0.01-10 spans city-scale displacements (200 km to 200 m);
-    ``per metre`` reads it as the paper states it.
+    Each person reports at most ``m = locations_per_person`` of its locations inside the
+    region (a public cap; a person with more has ``m`` of them drawn uniformly at random);
+    each reported location is moved by planar Laplace noise with density
+    ``eps'^2/(2 pi) exp(-eps' |z|)``, ``eps' = eps / m`` (``eps`` PER METRE; expected
+    displacement ``2/eps'`` metres), then runs Algorithm 1 from the noisy location. The
+    run's epsilon is read per km by default (``epsilon_unit``), so the workbench's epsilon
+    range 0.01-10 spans city-scale displacements (200 km to 200 m); ``per metre`` reads it
+    as the paper states it.
     Threat model: malicious server seeing each user's kernel surface, hence its noisy
-    location. Guarantee: ``eps``-geo-indistinguishability (``eps d``-privacy): two
-    locations ``d`` metres apart give output distributions within a factor ``e^(eps d)``
-    — a metric privacy notion, not epsilon-DP. Locations that the noise pushes outside
-    the region still contribute (their kernels' tails).
+    location. Guarantee, per person (the user-level unit of the other mechanisms):
+    ``eps``-geo-indistinguishability (``eps d``-privacy) for all of a person's reported
+    locations together: two persons whose locations pair up at most ``d`` metres apart give
+    output distributions within a factor ``e^(sum_j (eps/m) d_j) <= e^(eps d)`` (sequential
+    composition of the ``m`` reports; the ledger books ``m`` entries of ``eps/m``) — a
+    metric privacy notion, not epsilon-DP. Locations that the noise pushes outside the
+    region still contribute (their kernels' tails). The density is rescaled to the number
+    of reports the server received (declared side information).
 
-    Departures: as :class:`FederatedKDE` (density scaling, attack grid). Noise is drawn
-    with the seeded numpy stream in both modes (OpenDP has no planar Laplace).
+    Departures: as :class:`FederatedKDE` (density scaling, attack grid). The paper (and
+    this mechanism before issue 23) noised every check-in at ``eps``, which protects one
+    check-in, not a person (a person with k check-ins at ``k eps d``). Noise: seeded numpy
+    (Andres et al.'s polar method); in secure mode the lattice construction of
+    :mod:`engine.noise` (exact, on OS entropy: locations snapped to a lattice of step at
+    most ``1/(1000 eps')``, which adds at most ``sqrt 2 eps' u <= 0.0015`` to ``eps' d``).
     """
 
     key = "geoind_kde"
     label = "Geo-indistinguishability + federated KDE"
     family = "federated"
     guarantee = (
-        "epsilon-geo-indistinguishability (epsilon per km by default, per metre as in the paper: the "
-        "epsilon_unit parameter): locations d apart are e^(eps d)-close; replace record: each location on its own, "
-        "so a person with k locations is protected at k eps d"
+        "epsilon-geo-indistinguishability per person (epsilon per km by default, per metre as in the paper: the "
+        "epsilon_unit parameter): a person's at most m reported locations each get epsilon/m, so two persons whose "
+        "locations pair up at most d apart are e^(eps d)-close; replace user"
     )
-    neighbouring = "replace record"
+    neighbouring = "replace user"
     threat_model = _COMMON_THREAT + " Each user perturbs its own location with planar Laplace noise first."
     summary = (
         "Each phone jitters its location with planar Laplace noise (mean displacement 2/epsilon km, as epsilon is "
@@ -591,27 +632,47 @@ class GeoIndKDE(Mechanism):
             "unit of the run's epsilon: 'per km' (epsilon 1 = 2 km mean displacement) or 'per metre' (as in the paper)",
             choices=("per km", "per metre"),
         ),
+        Param(
+            "locations_per_person",
+            "int",
+            1,
+            "m: locations each person reports (a person with more has m drawn at random); each is noised at "
+            "epsilon/m, so a person's reports together spend epsilon",
+            1,
+            1000,
+            label="locations per person m",
+        ),
     ) + _bandwidth_params()
+    dp_outputs = ("noisy_outside_region", "density_scaling")
+    side_information_keys = ("h_m", "bandwidth")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps_run = float(epsilon)
         if not (math.isfinite(eps_run) and eps_run > 0):
             raise ParamError(f"epsilon must be positive (got {epsilon})")
-        eps = eps_run / 1000.0 if params["epsilon_unit"] == "per km" else eps_run
-        users = _Users(data, domain)
+        m = int(params["locations_per_person"])
+        eps_loc = eps_run / m
+        while math.fsum([eps_loc] * m) > eps_run:  # m shares never sum past the budget
+            eps_loc = math.nextafter(eps_loc, 0.0)
+        eps = eps_loc / 1000.0 if params["epsilon_unit"] == "per km" else eps_loc
+        users = _Users(data, domain, m, ctx.rng)
         ledger = Ledger()
         h, h_note = resolve_bandwidth(params, domain, users.xy, ctx.rng, ledger)
-        ledger.spend(
-            "planar Laplace (geo-indistinguishability)",
-            eps_run,
-            composition="parallel",
-            group="users",
-            note=(
-                f"epsilon = {eps:g} per metre ({eps * 1000:g} per km), expected displacement {2 / eps:.0f} m; "
-                "metric privacy (eps*d), not epsilon-DP; each user perturbs its own location once"
-            ),
+        for j in range(m):
+            ledger.spend(
+                f"planar Laplace, location {j + 1} of {m} of each person" if m > 1 else "planar Laplace",
+                eps_loc,
+                note=(
+                    f"epsilon = {eps:g} per metre ({eps * 1000:g} per km), expected displacement {2 / eps:.0f} m; "
+                    "metric privacy (eps*d), not epsilon-DP; parallel over people"
+                    + (f", sequential over a person's {m} reports" if m > 1 else "")
+                ),
+            )
+        ledger.note_side_information(
+            "the number of reported locations N (each person's at most m reports reach the server), to which the "
+            "density is rescaled"
         )
-        noisy = users.xy + ctx.noise.planar_laplace(eps, len(users.xy))
+        noisy = ctx.noise.add_planar_laplace(users.xy, eps)
         ctx.progress(0.1, "users perturb their locations and evaluate their kernels")
         xs, ys = kde.axes(domain)
         s = kde.kde_grid_sum(noisy, h, xs, ys, users.weights)
@@ -621,24 +682,30 @@ class GeoIndKDE(Mechanism):
         view = FederatedKDEView(users, "kde", noisy, h, axs, ays)
         ctx.progress(0.6, "attacking users")
         arng = np.random.default_rng(ctx.rng.integers(0, 2**63))
-        moved = np.hypot(*(noisy - users.xy).T)
         diag = {
             "epsilon_per_m": eps,
             "epsilon_per_km": eps * 1000,
+            "locations_per_person": m,
             "expected_displacement_m": 2 / eps,
-            "mean_displacement_m": float(moved.mean()),
             "displacement_over_side": 2 / eps / domain.side,
+            "lattice_step_m": planar_lattice_step(eps) if ctx.secure else None,
             "noisy_outside_region": int((~domain.inside(noisy)).sum()),
             "h_m": h,
             "bandwidth": h_note,
-            "users": len(users.xy),
-            "users_outside_region": users.outside,
             "density_scaling": scale_note,
         }
-        diag["utility_spearman_vs_full_kde"], diag["utility_grid"] = _utility(
+        u, g = _utility(
             lambda gx, gy: kde.kde_grid_sum(noisy, h, gx, gy, users.weights), users, h, domain, density, axs, ays
         )
-        diag.update(_attack_diagnostics(view, users, params["attack_users"], arng))
+        ctx.record_evaluation(
+            users=len(users.xy),
+            users_outside_region=users.outside,
+            locations_not_reported=users.capped,
+            mean_displacement_m=float(np.hypot(*(noisy - users.xy).T).mean()),
+            utility_spearman_vs_full_kde=u,
+            utility_grid=g,
+            **_attack_diagnostics(view, users, params["attack_users"], arng),
+        )
         return _release(density, domain, ledger, 1, view, diag, {"attack_grid": grid})
 
 

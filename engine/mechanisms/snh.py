@@ -721,6 +721,27 @@ class SNH(Mechanism):
             "max_steps", "int", 0, "custom preset: cap on gradient steps per network (0 = none)", min=0, max=10_000_000
         ),
     )
+    dp_outputs = (
+        "psi",
+        "epochs_run",
+        "stopped_early",
+        "best_training_loss",
+        "gradient_steps",
+        "augmentation_seconds",
+        "training_seconds",
+        "density_seconds",
+        "output_scales",
+        "snh_noisy_grid",
+    )
+    side_information_keys = (
+        "rho_m",
+        "rho_frac",
+        "rho_choice",
+        "grid_cells_per_side",
+        "model_sizes_m",
+        "training_queries_per_model",
+        "model_bytes",
+    )
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -738,7 +759,7 @@ class SNH(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=_server_view(),
             range_answerer=model,
             diagnostics=diag,
@@ -965,6 +986,7 @@ class IdentityParamSelect(Mechanism):
         *_aux_params(),
         Param("clip_answers", "bool", True, "set answers below zero to zero (post-processing, as SNH's answers)"),
     )
+    side_information_keys = ("rho_m", "rho_frac", "rho_choice", "grid_cells_per_side")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -979,7 +1001,7 @@ class IdentityParamSelect(Mechanism):
             density=ans.density(domain),
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=aggregate_view("The curator sees every location; the public sees only the noisy grid."),
             range_answerer=ans,
             diagnostics=diag,

@@ -639,6 +639,21 @@ class SparseEMD(_SparseEMDBase):
     )
     equations = "Sec. 2.3 (heatmap), Def. 3.1 (pyramidal transform), Alg. 1-2, proof of Thm 3.1 (eps_i), Sec. 4"
     params = _COMMON_PARAMS + (_SIGMA, _DENSITY)
+    dp_outputs = (
+        "kept_per_level",
+        "left_out_per_level",
+        "kept_cells",
+        "lp",
+        "reconstruct_s",
+        "estimated_total",
+        "empty_reconstruction",
+        "distribution",
+        "sparse_reconstruction",
+        "heatmap",
+        "left_out_cells",
+        "kept_values",
+        "levels",
+    )
 
     def run(self, data, domain, epsilon, params, ctx):
         ctx.progress(0.0, "user distributions")
@@ -654,7 +669,7 @@ class SparseEMD(_SparseEMDBase):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=aggregate_view(
                 "The curator sees every location in the clear; the public sees only the released "
                 "sparse reconstruction / heatmap."
@@ -828,6 +843,22 @@ class SparseEMDSecAgg(_SparseEMDBase):
         _SIGMA,
         _DENSITY,
     )
+    dp_outputs = (
+        "kept_per_level",
+        "left_out_per_level",
+        "kept_cells",
+        "lp",
+        "reconstruct_s",
+        "estimated_total",
+        "empty_reconstruction",
+        "distribution",
+        "sparse_reconstruction",
+        "heatmap",
+        "left_out_cells",
+        "kept_values",
+        "levels",
+    )
+    side_information_keys = ("users", "clients")
 
     def run(self, data, domain, epsilon, params, ctx):
         B = int(params["B"])
@@ -904,6 +935,7 @@ class _LaplaceGaussBase(Mechanism):
     threat_model = "A trusted curator sees every user's locations; the public sees the noisy heatmap."
     paper = "Liu, Xia, Duchowski, Bailey, Holmqvist, Jain (ETRA 2019), as the baseline of Ghazi et al. 2023 (Sec. 4)"
     equations = "Ghazi et al. 2023 Sec. 4 (Baselines), Sec. 2.3 (heatmap)"
+    dp_outputs = ("nonzero_cells", "empty", "cells_kept", "top_t_percent", "distribution", "heatmap", "noisy_counts")
 
     def _release(self, data, domain, epsilon, params, ctx, top_t):
         s, notes = user_distribution_sum(data, domain)
@@ -932,7 +964,7 @@ class _LaplaceGaussBase(Mechanism):
             density=density,
             domain=domain,
             ledger=ledger,
-            communication=curator_communication(data),
+            communication=curator_communication(),
             server_view=aggregate_view(
                 "The curator sees every location in the clear; the public sees only the noisy heatmap."
             ),
