@@ -17,13 +17,17 @@ learning", IEEE S&P 2021), black box on the released map:
      with the person's contribution zeroed. The data model has no "zeroed" person for every
      mechanism, so by default the person moves into the sink instead (:data:`ZERO_OUT_SINK`):
      the number of clients U, the shards and the Pólya shapes are those of the zero-out
-     neighbour, and the one-hot the zeroed person would not send lands in the sink cell,
-     which holds ``base_users`` people, far above every split threshold and never kept or
-     dropped differently (for adaptive_hh at U = 1001 and epsilon 1 its count is more than
-     15 noise deviations above the threshold: a different decision has probability below
-     1e-9 per run). The target's released value then has the zero-out neighbour's law:
-     exactly for the non-adaptive encodings, up to that probability for the adaptive ones.
-     ``sparse_emd_secagg`` zeroes exactly (a weight-0 client still counts in n);
+     neighbour, and the one-hot the zeroed person would not send lands in the sink cell, far
+     from the target. The target's released value then has the zero-out neighbour's law:
+     exactly for the non-adaptive encodings (flat, hierarchical and count-min one-hot, AG:
+     the target's value reads only its own cells and their noise); for the interactive trees
+     either exactly, with one other person (U = 2: the schedule's first epsilon is more than
+     half the budget, so the first sub-query spends it all and the tree never changes:
+     adaptive_hh, hh_scheduled_fixed_t), or, where the tree does change (hh_fixed_eps), with a
+     sink of 1,000 people, whose count is more than 60 noise deviations above the split
+     threshold at every level, so its nodes split alike with or without the person except
+     with probability below 1e-30 per run. ``sparse_emd_secagg`` zeroes exactly (a weight-0
+     client still counts in n);
    * replace user: the person moves from the sink to the target; for the attribute-mean
      family the person stays and its VALUE is replaced (lowest vs highest encodable value;
      its region is public); for geo-indistinguishability (a metric guarantee) the person's
@@ -46,9 +50,11 @@ learning", IEEE S&P 2021), black box on the released map:
    least 1 - alpha (union bound over the two rates; alpha = 0.05: the "95% lower bound").
 
 5. **No selection bias.** The threshold c, the side of the test and which ratio is used
-   are chosen on the first half of the runs (the candidate with the largest bound there);
-   the bound is then computed on the second half alone, for that one test chosen in
-   advance, so the confidence statement holds as stated.
+   are chosen on the first half of the runs; the bound is then computed on the second half
+   alone, for that one test chosen in advance, so the confidence statement holds as stated.
+   The choice is the candidate with the largest bound on the first half at the level
+   alpha / (number of candidate tests): at level alpha the best of thousands of candidates
+   is a lucky tail holding a handful of runs, which the second half does not repeat.
 
 This audits the *output values* (a statistic of the released map), as the papers'
 guarantees are stated; it does not look for floating-point artefacts of the samplers or
@@ -116,9 +122,9 @@ _MOVE = Plan(
 _SNH_NET = {"preset": "custom", "depth": 1, "width": 8, "epochs": 1, "max_steps": 5, "batch_size": 4096, "k": 1}
 # runs per dataset: about 0.1 to 2 ms per run for most mechanisms; the slow ones get fewer
 PLANS: dict[str, Plan] = {
-    "adaptive_hh": replace(_ZERO_OUT, runs=4000, test_runs=400),
+    "adaptive_hh": replace(_ZERO_OUT, base_users=1, note="U = 2: one sub-query spends all of epsilon"),
     "hh_fixed_eps": replace(_ZERO_OUT, runs=3000, test_runs=300),
-    "hh_scheduled_fixed_t": replace(_ZERO_OUT, runs=3000, test_runs=300),
+    "hh_scheduled_fixed_t": replace(_ZERO_OUT, base_users=1, note="U = 2: one sub-query spends all of epsilon"),
     "hh_interactive_nonprivate": replace(_ZERO_OUT, runs=1000),
     "flat_onehot": _ZERO_OUT,
     "hierarchical_onehot": _ZERO_OUT,
@@ -329,7 +335,10 @@ def epsilon_lower_bound(s0, s1, alpha: float = 0.05, max_thresholds: int = 2048)
     cands = np.unique(np.concatenate([sel0, sel1]))
     if cands.size > max_thresholds:  # thresholds at evenly spaced ranks are enough to find a good test
         cands = cands[np.linspace(0, cands.size - 1, max_thresholds).round().astype(int)]
-    b = _test_bounds(*_counts(sel0, sel1, cands), h0, h1, alpha)
+    # choose as if every candidate's bound had to hold at once (Bonferroni over the 4 x m tests):
+    # the best of thousands of bounds at level alpha is a lucky tail with a handful of runs in it,
+    # which the second half does not repeat; the stricter level favours tests with enough runs
+    b = _test_bounds(*_counts(sel0, sel1, cands), h0, h1, alpha / (len(TESTS) * cands.size))
     t, j = np.unravel_index(int(np.nanargmax(np.where(np.isfinite(b), b, -np.inf))), b.shape)
     c = float(cands[j])
     region, side = TESTS[t]

@@ -109,18 +109,32 @@ def test_neighbouring_datasets_follow_the_stated_relation(key):
         assert len(d1) == len(d0) and int(np.any(d0.xy != d1.xy, axis=1).sum()) == 1
 
 
-def test_zero_out_emulation_sink_dwarfs_every_threshold():
-    """The sink that absorbs a zeroed person must hold far more people than any split
-    threshold of adaptive_hh, so its decisions are the same with or without the person."""
+def _runs_of(key, data, domain, seeds=range(10)):
     from engine.mechanisms import RunContext
 
-    plan = PLANS["adaptive_hh"]
+    cls = get(key)
+    params = cls.schema().resolve(plan_for(key).params)
+    return [cls().run(data, domain, 1.0, params, RunContext(np.random.default_rng(s))) for s in seeds]
+
+
+@pytest.mark.parametrize("key", ["adaptive_hh", "hh_scheduled_fixed_t"])
+def test_zero_out_emulation_exact_when_the_tree_never_changes(key):
+    """With U = 2 the first sub-query spends all of epsilon: the tree never changes, so the
+    person moved into the sink cannot reach the target's value (see engine.audit)."""
+    pair = neighbours(plan_for(key), "zero-out user")
+    for data in (pair.d0, pair.d1):
+        assert {r.diagnostics["subqueries"] for r in _runs_of(key, data, pair.domain)} == {1}
+
+
+def test_zero_out_emulation_sink_dwarfs_every_threshold():
+    """Where the tree changes (hh_fixed_eps), the sink that absorbs the zeroed person holds far
+    more people than any split threshold, so its nodes split alike with or without the person."""
+    plan = plan_for("hh_fixed_eps")
     pair = neighbours(plan, "zero-out user")
-    rel = get("adaptive_hh")().run(
-        pair.d1, pair.domain, 1.0, get("adaptive_hh").schema().resolve({}), RunContext(np.random.default_rng(0))
-    )
-    for lv in rel.diagnostics["levels"]:
-        assert plan.base_users - lv["threshold"] > 20 * lv["noise_std"]
+    for rel in _runs_of("hh_fixed_eps", pair.d1, pair.domain, range(3)):
+        assert len(rel.diagnostics["levels"]) > 1
+        for lv in rel.diagnostics["levels"]:
+            assert plan.base_users - lv["threshold"] > 60 * lv["noise_std"]
 
 
 # ------------------------------------------------------------------ the audits
