@@ -113,3 +113,22 @@ def test_methods_audits_a_mechanism_in_the_background():
         at.run()
     msg = next(s.value for s in at.success if "measured lower bound" in s.value)
     assert "within its claim" in msg and "add/remove user" in msg
+
+
+def test_the_ledger_books_the_effective_epsilon_above_the_plan():
+    """Under excess dropout a distributed run spends more than planned (its ledger books the effective ε):
+    the dataset's ledger gets the difference, once."""
+    from types import SimpleNamespace
+
+    from engine.accounting import Ledger
+    from engine.jobs import RunConfig
+    from ui import budget
+
+    cfg = RunConfig(dataset_options={"n": 3000}, mechanism="adaptive_hh", epsilon=1.0, seed=4)
+    led = Ledger()
+    led.spend("sub-query 1 (effective, 40% dropout)", 1.25)
+    status = SimpleNamespace(state="ok", result=SimpleNamespace(release=SimpleNamespace(ledger=led)))
+    budget.record([cfg], "test")
+    for _ in range(2):
+        budget.book_excess([cfg], [status])
+    assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(1.25)

@@ -104,6 +104,19 @@ def book_release(cfg: RunConfig, limit: float, page: str) -> tuple[bool, str, st
     )
 
 
+def book_excess(configs: list[RunConfig], statuses) -> None:
+    """A run may spend more than planned (distributed mechanisms under excess dropout book their effective ε):
+    the ledger gets the difference, once per release."""
+    for cfg, s in zip(configs, statuses):
+        rel = getattr(getattr(s, "result", None), "release", None)
+        if s.state != "ok" or rel is None:
+            continue
+        extra = float(rel.ledger.total()) - cost(cfg)
+        if extra > 1e-12:
+            e = entry_for(cfg, cfg.key() + "/effective", note="effective ε above the plan (dropout)")
+            store().record(dataset_ident(cfg), [Entry(**{**e.__dict__, "epsilon": extra})])
+
+
 def unbook(cfg: RunConfig, key: str) -> None:
     """A release that did not happen (failed or cancelled before any output) is taken off the ledger."""
     store().remove(dataset_ident(cfg), key)

@@ -85,6 +85,8 @@ def launch(
         c.error(refused, icon=":material/block:")
     g = jobs.get_group(name)
     _unbook_failed(name, g)
+    if g is not None:
+        budget.book_excess(g.configs, g.statuses)
     if (
         configs
         and all(cfg.mode != "release" for cfg in configs)
