@@ -69,8 +69,10 @@ Departures from the paper (each also noted where it is coded):
   (``gamma = 0.5`` alone gives the low bits of a 32-bit value almost no
   reports, after which Algorithm 2 line 6 sets their weight to 0 and the
   estimate loses them). With local DP and squashing the floor is raised so
-  that a round-1 bit mean is resolved to a quarter of the squashing threshold
-  (see :func:`squash_floor`).
+  that a round-1 bit mean is resolved to a quarter of the absolute squashing
+  threshold (:func:`squash_floor`) and the noise test keeps a bit of mean 0.05
+  with probability 97.7% (:func:`squash_power_floor`); where the cohort cannot
+  give every bit that many reports, round 1 is uniform.
 * Round-2 weights use ``w_j^2`` times the estimated variance of ONE report on
   bit ``j``: ``m(1 - m)`` without DP (exactly Algorithm 2 line 6; but a bit with
   fewer than ``round1_floor`` round-1 reports, as in small cohorts, uses the
@@ -339,6 +341,18 @@ def squash_floor(epsilon: float, threshold: float, z: float = 4.0) -> int:
     # worst-case sd of one unbiased RR report: 1 / (2 (2p - 1)) = sqrt(e^eps / (e^eps - 1)^2 + 1/4)
     sd = math.sqrt(rr_variance(epsilon) + 0.25)
     return int(math.ceil((z * sd / threshold) ** 2))
+
+
+def squash_power_floor(epsilon: float, c: float, mean: float = 0.05, z: float = 2.0) -> int:
+    """Round-1 reports per bit at which the noise test of :func:`_squash` (``m < c se0``)
+    keeps a bit of true mean ``mean`` with probability ``Phi(z)`` (97.7%):
+    ``mean - c se0 >= z se1``, ``se0`` the noise-only and ``se1`` the bit's own standard
+    error. ``mean = 0.05`` is the smallest absolute threshold of the paper's Figure 4a: a
+    bit the paper would not call noise at any threshold it tried."""
+    if c <= 0:
+        return 0
+    v0 = rr_variance(epsilon)
+    return int(math.ceil(((c * math.sqrt(v0) + z * math.sqrt(mean * (1.0 - mean) + v0)) / mean) ** 2))
 
 
 def squash_noise_se(counts: np.ndarray, epsilon: float) -> np.ndarray:
@@ -780,12 +794,12 @@ def adaptive_bitpush(
 
     # round 1: p1 ~ (2^j)^gamma, mixed with uniform up to the floor
     slots = np.maximum(n1 * b_send, 1).astype(np.float64)[:, None]
-    floor = np.full((G, 1), int(round1_floor))
+    floor = int(round1_floor)
     if eps is not None and squash != "off":
-        # raised only where every bit can reach it: a cohort too small to resolve all bits keeps
-        # the (2^j)^gamma weights, which give the high bits (whose squashing matters) more reports
-        sq = max(int(round1_floor), squash_floor(eps / b_send, squash_threshold))
-        floor = np.where(sq * b <= slots, sq, floor)
+        # enough reports for both tests of _squash; where the cohort cannot give every bit the
+        # floor, round 1 is uniform (keeping the (2^j)^gamma weights leaves the middle bits of a
+        # 32-bit value ~32 reports, and one of their noise bits or a used bit 6 goes wrong)
+        floor = max(floor, squash_floor(eps / b_send, squash_threshold), squash_power_floor(eps / b_send, squash_c))
     p1 = np.broadcast_to(bit_probabilities(b, "weighted", gamma), (G, b)).copy()
     pmin = p1.min(axis=1, keepdims=True)
     lam = np.clip((floor / slots - pmin) / np.maximum(1.0 / b - pmin, 1e-300), 0.0, 1.0)
@@ -865,7 +879,7 @@ def adaptive_bitpush(
         epsilon=eps,
         rounds=2,
         b_send=b_send,
-        info={"round1_clients": n1, "round1_floor": floor[:, 0], "round1_means": m1},
+        info={"round1_clients": n1, "round1_floor": floor, "round1_means": m1},
     )
 
 

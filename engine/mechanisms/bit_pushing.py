@@ -363,8 +363,7 @@ def region_mean_release(
                 round1_floor=int(params.get("round1_floor", 32)),
                 **kw,
             )
-            # per region: the squashing floor where the cohort can give it to every bit
-            info["round1_floor_used"] = int(res.info["round1_floor"][~suppressed & (count > 0)].max(initial=0))
+            info["round1_floor_used"] = int(res.info["round1_floor"])
         else:
             p = BP.bit_probabilities(enc.bits, method, float(params.get("alpha", 0.5)))
             res = BP.bitpush(encoding=enc, probabilities=p, rng=ctx.rng, **kw)
