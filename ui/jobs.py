@@ -130,6 +130,7 @@ class Board:
         self._inflight: dict[str, _Inflight] = {}
         self._failed: dict[str, tuple[str, str]] = {}
         self._owner: dict[str, str] = {}  # key of a private run -> owner session
+        self._timings: dict[str, list[tuple[int, int, float]]] = {}  # mechanism -> (depth, points, seconds)
         self._warm = None
 
     def warm_up(self) -> None:
@@ -229,7 +230,37 @@ class Board:
         with self._lock:
             return key in self._results and self._allowed(key, holder)
 
+    def _time(self, res) -> None:
+        """Remember how long a run took (mechanism, resolution, points), for the next estimate."""
+        t = float((getattr(res, "timings", None) or {}).get("total_s", 0.0))
+        if t > 0 and not getattr(res, "cached", False):
+            hist = self._timings.setdefault(res.config.mechanism, [])
+            hist.append((int(res.config.depth), int(res.n_points or 0), t))
+            del hist[:-50]
+
+    def estimate(self, config: RunConfig) -> float | None:
+        """Seconds a run of ``config`` should take: the engine's cost model when it has one, else the median
+        of this server's measured runs of the same mechanism, scaled by cells (4^depth); None if unknown."""
+        try:
+            from engine.jobs import estimate_seconds
+        except ImportError:
+            estimate_seconds = None
+        if estimate_seconds is not None:
+            try:
+                return float(estimate_seconds(config))
+            except Exception:  # a model that cannot answer falls back on the history
+                pass
+        with self._lock:
+            hist = list(self._timings.get(config.mechanism, ()))
+        if not hist:
+            return None
+        same = [t for d, _, t in hist if d == config.depth]
+        if same:
+            return float(np.median(same))
+        return float(np.median([t * max(1.0, 4.0 ** (config.depth - d)) ** 0.5 for d, _, t in hist]))
+
     def _store(self, key: str, res, light: bool) -> None:
+        self._time(res)
         if light:
             self._light[key] = _light(res)
             while len(self._light) > self.max_light:

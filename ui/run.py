@@ -32,6 +32,7 @@ def launch(
     """
     c = container or st
     pending_key = f"_pending_{name}"
+    _estimate_note(configs, c)
     clicked = c.button(
         button,
         type="primary",
@@ -102,6 +103,33 @@ def launch(
 def _go(name: str, configs: list[RunConfig], label: str, light: bool = False) -> None:
     budget.record(configs, name)
     jobs.submit_group(name, configs, label=label, light=light)
+
+
+SLOW_S = 10.0  # above this, the page warns before Run
+
+
+def _estimate_note(configs: list[RunConfig], c) -> None:
+    """Before Run: how long the runs should take (the engine's cost model or this server's measured runs),
+    with a warning above ``SLOW_S`` seconds."""
+    if not configs:
+        return
+    b = jobs.board()
+    if all(b.cached(cfg.key(), jobs.session_id()) for cfg in configs):
+        return
+    ests = [b.estimate(cfg) for cfg in configs]
+    known = [e for e in ests if e is not None]
+    if not known:
+        return
+    # the board runs up to its worker count in parallel
+    total = sum(known) / max(1, min(len(known), b.jm._pool._max_workers))
+    text = f"about {total:.0f} s" if total >= 1.5 else "about a second"
+    if total > SLOW_S:
+        c.warning(
+            f"This run should take {text}: you can keep using the page, and Cancel stops it.",
+            icon=":material/schedule:",
+        )
+    else:
+        c.caption(f"Estimated time: {text}.")
 
 
 def _go_release(name: str, configs: list[RunConfig], label: str, limit: float, c) -> None:
