@@ -180,7 +180,7 @@ class RunConfig:
 class RunResult:
     config: RunConfig
     release: Any  # mechanisms.Release
-    truth: np.ndarray | None  # true map on the same grid, each user weighing 1 in total; None in release mode
+    truth: np.ndarray | None  # true map on the same grid in the release's unit (release_truth); None in release mode
     metrics: dict[str, float]  # empty in release mode
     timings: dict[str, float]
     n_users: int | None  # None in release mode
@@ -282,6 +282,18 @@ def prepare(config: RunConfig, dataset=None):
     return ds, domain, mech_seq, metric_seq
 
 
+def release_truth(ds, domain, params: dict) -> np.ndarray:
+    """The true map in the unit the release counts, for every metric (issue 22): each person
+    counts once (a user's locations share weight 1, the user-level unit; identical to
+    location counts without user ids) unless the mechanism counts records (``unit =
+    "record"``), whose truth is the plain location count. Scoring a record-unit release
+    against user-normalised truth (or the reverse) puts every range answer off by the
+    mean number of locations per user, whatever the mechanism does."""
+    if params.get("unit") == "record":
+        return ds.true_histogram(domain)
+    return ds.true_histogram(domain, per_user_normalised=True)
+
+
 def run(
     config: RunConfig,
     progress: Callable[[float, str], None] | None = None,
@@ -351,9 +363,7 @@ def run(
     if progress:
         progress(0.92, "computing metrics")
     t2 = time.perf_counter()
-    # Each person counts once: a user's locations share weight 1, matching the
-    # user-level privacy unit; identical to location counts without user ids.
-    truth = ds.true_histogram(domain, per_user_normalised=True)
+    truth = release_truth(ds, domain, params)
     metrics = M.evaluate(
         truth,
         release,
