@@ -78,6 +78,15 @@ def _key_value(text: str) -> tuple[str, str]:
     return k.strip(), v.strip()
 
 
+def _cluster(text: str) -> str:
+    from .distributed import parse_cluster
+
+    try:
+        return parse_cluster(text)
+    except ParamError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _url(text: str) -> str:
     from urllib.parse import urlparse
 
@@ -159,7 +168,10 @@ def _cmd_run(args) -> int:
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
-    res = run(cfg, use_cache=not args.no_cache)
+    if args.cluster:
+        res = _on_cluster(args, [cfg])[0]
+    else:
+        res = run(cfg, use_cache=not args.no_cache)
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -173,7 +185,30 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _progress_bar(done: int, total: int, cfg) -> None:
+    """One line per finished run; on a terminal, one bar redrawn in place."""
+    what = f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done"
+    if sys.stderr.isatty():
+        filled = round(30 * done / total)
+        end = "\n" if done == total else ""
+        bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} runs ({what})"
+        print(f"\r{bar}\033[K", end=end, file=sys.stderr, flush=True)
+    else:
+        print(f"[{done}/{total}] {what}", file=sys.stderr)
+
+
+def _on_cluster(args, configs, keep=None) -> list:
+    """The runs as tasks on the cluster of ``--cluster`` (engine/distributed.py), in order."""
+    from .distributed import connect, run_many
+
+    with connect(args.cluster) as client:
+        workers = len(client.scheduler_info().get("workers", {}))
+        print(f"{len(configs)} run(s) on the Dask cluster {args.cluster} ({workers} workers)", file=sys.stderr)
+        return run_many(configs, client, use_cache=not args.no_cache, keep=keep, progress=_progress_bar)
+
+
 def _cmd_sweep(args) -> int:
+    from .distributed import sweep_row
     from .jobs import run
 
     mechs, epss, seeds = args.mechanisms, args.epsilons, range(args.seed0, args.seed0 + args.seeds)
@@ -182,13 +217,14 @@ def _cmd_sweep(args) -> int:
         raise ParamError(f"the sweep has {n_runs:,} runs, over the limit of {MAX_RUNS:,}; split it")
     # every mechanism's configuration is checked before the first run, so a typo fails at once
     base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
-    rows = []
-    for m, e, s in itertools.product(mechs, epss, seeds):
-        res = run(replace(base[m], epsilon=e, seed=s), use_cache=not args.no_cache)
-        row = {"mechanism": m, "epsilon": e, "seed": s, "n_users": res.n_users}
-        row.update(res.metrics)
-        rows.append(row)
-        print(f"{m} eps={e} seed={s} done", file=sys.stderr)
+    configs = [replace(base[m], epsilon=e, seed=s) for m, e, s in itertools.product(mechs, epss, seeds)]
+    if args.cluster:  # one task per run; the same rows as below
+        rows = _on_cluster(args, configs, keep=sweep_row)
+    else:
+        rows = []
+        for cfg in configs:
+            rows.append(sweep_row(run(cfg, use_cache=not args.no_cache)))
+            print(f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
     else:
@@ -331,6 +367,14 @@ def main(argv=None) -> int:
         sp.add_argument("--secure", action="store_true", help="OpenDP samplers")
         sp.add_argument("--format", choices=("json", "csv"), default="json")
         sp.add_argument("--no-cache", action="store_true")
+        sp.add_argument(
+            "--cluster",
+            type=_cluster,
+            default=None,
+            metavar="local:N|tcp://HOST:PORT",
+            help="run on Dask: N local worker processes, or a running scheduler (docs/dask.md; the data is sent to "
+            "the workers)",
+        )
 
     r = sub.add_parser("run", help="run one mechanism")
     r.add_argument("--mechanism", default="identity")

@@ -300,9 +300,13 @@ def run(
     cancelled: Callable[[], bool] | None = None,
     use_cache: bool = True,
     dataset=None,
+    registry_copy: bool = False,
 ) -> RunResult:
     """Run one configuration end to end (cached by ``config.key()`` in evaluate mode; a
-    release-mode run is never cached, uses secure noise and computes no truth or metric)."""
+    release-mode run is never cached, uses secure noise and computes no truth or metric).
+    ``dataset``: a dataset object instead of the registry's (never cached), unless
+    ``registry_copy`` says it is the registry's own for this configuration (a copy scattered to
+    Dask workers by :mod:`engine.distributed`), so the cache applies as without it."""
     from . import metrics as M
     from .mechanisms import RunContext, get
 
@@ -312,7 +316,8 @@ def run(
     params = mech_cls.schema().resolve(config.params)
     # a user's own file never reaches the disk cache: the result holds its true map, and a
     # file read by path may change under the same configuration; a release is fresh every time
-    use_cache = use_cache and dataset is None and not _users_own_file(config.dataset) and not releasing
+    given = dataset is not None and not registry_copy
+    use_cache = use_cache and not given and not _users_own_file(config.dataset) and not releasing
     cache_file = run_cache_path(config) if use_cache else None
     if cache_file is not None:
         res = _load(cache_file, config)
