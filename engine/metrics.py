@@ -361,11 +361,12 @@ def mean_distance_to_domain(points: np.ndarray, domain: Domain) -> np.ndarray:
 def _user_locations(data, rng: np.random.Generator, max_users: int) -> tuple[np.ndarray, np.ndarray]:
     """Up to ``max_users`` users drawn without replacement (dense user index of
     ``data.user_index()``) and one of each user's locations chosen uniformly."""
+    if data.user_id is None:  # every location its own user: no index to build (nor to hold, out of core)
+        users = np.sort(rng.choice(len(data), size=min(int(max_users), len(data)), replace=False))
+        return users, data.xy[users]
     inv, n_users = data.user_index()
     m = min(int(max_users), n_users)
     users = np.sort(rng.choice(n_users, size=m, replace=False))
-    if data.user_id is None:
-        return users, data.xy[users]
     order = np.argsort(inv, kind="stable")
     counts = np.bincount(inv, minlength=n_users)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])

@@ -46,7 +46,7 @@ def _ensure_loaded() -> None:
     # importing the modules registers their sources
     from . import synthetic  # noqa: F401
 
-    for mod in ("builtin", "online", "files"):
+    for mod in ("builtin", "online", "files", "parquet_source"):
         try:
             __import__(f"{__package__}.{mod}")
         except ModuleNotFoundError as exc:

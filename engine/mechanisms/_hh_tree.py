@@ -261,7 +261,10 @@ class Clients:
 
     Single-location clients: ``code[u]`` (full-depth Morton code). Multi-location
     clients (Section 5.7): rows ``row_client``, ``row_code``, ``row_weight`` with the
-    weights of each client summing to 1. ``flag[u]`` for proportion estimation."""
+    weights of each client summing to 1. ``flag[u]`` for proportion estimation.
+    ``remote``: clients that stay where an out-of-core dataset is read (no arrays here;
+    ``remote.signal(lut, size)`` sums their one-hot vectors in Dask tasks, see
+    :class:`engine.data.parquet_source.PartitionClients`)."""
 
     n: int
     code: np.ndarray | None = None
@@ -270,6 +273,7 @@ class Clients:
     row_weight: np.ndarray | None = None
     flag: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
+    remote: object | None = None
 
     @property
     def multi(self) -> bool:
@@ -300,9 +304,19 @@ def prepare_clients(
     multi_location: str = "normalise",
     max_locations: int = 0,
     need_flag: bool = False,
+    remote_ok: bool = False,
 ) -> Clients:
     """Turn a Dataset into clients over the domain. Rows outside the domain are
-    ignored (the protocol covers the public region only)."""
+    ignored (the protocol covers the public region only). With ``remote_ok``, an
+    out-of-core dataset (one with ``clients(domain)``) hands over clients that stay on its
+    Dask workers, one location and no attribute each."""
+    if remote_ok and callable(getattr(data, "clients", None)):
+        if need_flag:
+            raise EngineError("proportion estimation needs the dataset's binary attribute 'flag', which it lacks")
+        remote = data.clients(domain)
+        if remote.n == 0:
+            raise EngineError("no location falls inside the region")
+        return Clients(n=remote.n, remote=remote)
     inside = domain.inside(data.xy)
     if not inside.any():
         raise EngineError("no location falls inside the region")
@@ -444,6 +458,7 @@ def secure_sum(
     excess: str = "release",
     clip_bits: int = 0,
     verify: bool = False,
+    signal: np.ndarray | None = None,
 ) -> ShardedSum:
     """Algorithm 1, vectorised. ``n_clients`` clients (entries ``client``, ``key``,
     ``value``: client ``client[e]`` adds ``value[e]`` (1 if None) to coordinate
@@ -467,6 +482,11 @@ def secure_sum(
     threshold of ``N`` survivors would. Secure mode always withholds them: a Pólya
     shape below 1 has no floating-point-safe sampler (:mod:`engine.noise`); and it
     refuses ``verify``, whose per-client shares are numpy draws.
+
+    ``signal``: the clients' vectors already summed where they live (the partition tasks of
+    an out-of-core dataset, :class:`engine.data.parquet_source.PartitionClients`) instead of
+    the entries; only on the aggregated path, whose noise does not depend on which client is
+    in which shard, so the result is the one the entries would give.
     """
     rng = ctx.rng
     secure = bool(getattr(ctx, "secure", False))
@@ -475,8 +495,15 @@ def secure_sum(
             "verification mode draws every client's Pólya shares from the seeded numpy stream; it is not "
             "available in secure mode"
         )
-    client = np.asarray(client, dtype=np.int64)
-    key = np.asarray(key, dtype=np.int64)
+    if signal is not None and (clip_bits or verify or secure or dropout > 0):
+        raise ParamError(
+            "clients summed in Dask tasks (an out-of-core dataset) give the server the total of their vectors "
+            "only: modular clipping, dropouts, verification and secure mode need every shard's sum; run them on "
+            "the dataset read into memory (in_memory=true)"
+        )
+    if signal is None:
+        client = np.asarray(client, dtype=np.int64)
+        key = np.asarray(key, dtype=np.int64)
     sizes = split_shards(n_clients, secagg_shard)
     k = sizes.size
     if dp_shard:
@@ -555,8 +582,11 @@ def secure_sum(
             ok = alive[client] & released[shard_of[client]]
             key = key[ok]
             value = None if value is None else value[ok]
-        w = None if value is None else value.astype(np.float64)
-        total = np.rint(np.bincount(key, weights=w, minlength=size)).astype(np.int64)
+        if signal is not None:
+            total = np.asarray(signal, dtype=np.int64)
+        else:
+            w = None if value is None else value.astype(np.float64)
+            total = np.rint(np.bincount(key, weights=w, minlength=size)).astype(np.int64)
         if noisy:
             total = total + polya_difference(rng, float(alpha[released].sum()), r, size)
     return ShardedSum(

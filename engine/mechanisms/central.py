@@ -825,8 +825,15 @@ class UniformGrid(Mechanism):
         eps = _check_eps(epsilon)
         noise = ctx.noise
         bounded = bound_contributions(data, domain, params["unit"])
-        xy, w = _points(bounded.data, domain)
-        n_true = float(len(xy) if w is None else w.sum())
+        hist = None
+        if params["align"] and bounded.data.weight is None:
+            # aligned cells are blocks of output cells: the histogram's block sums are the same counts
+            # (integers, exactly), and a histogram is all an out-of-core dataset offers (parquet_source)
+            hist = bounded.data.true_histogram(domain)
+            n_true = float(hist.sum())
+        else:
+            xy, w = _points(bounded.data, domain)
+            n_true = float(len(xy) if w is None else w.sum())
         ledger = Ledger()
         n_used, eps_cells = _total_count(n_true, eps, params, ledger, noise, bounded)
         n = domain.n
@@ -838,7 +845,7 @@ class UniformGrid(Mechanism):
         if m * m > MAX_GRID_CELLS:
             raise ParamError(f"UG would need a {m}x{m} grid; turn on 'cap to grid' or lower epsilon")
         ctx.progress(0.3, f"counting on a {m}x{m} grid")
-        counts = _bin_square(xy, w, domain, m)
+        counts = downsample(hist, n // m) if hist is not None else _bin_square(xy, w, domain, m)
         noisy = noise.add_laplace(counts, 1.0 / eps_cells)
         ledger.spend(
             "grid cell counts",

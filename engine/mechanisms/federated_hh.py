@@ -514,6 +514,7 @@ class AdaptiveHH(Mechanism):
             multi_location=p["multi_location"],
             max_locations=int(p["max_locations"]),
             need_flag=prop,
+            remote_ok=True,
         )
         U = clients.n
         _check_secagg(p, U)
@@ -566,7 +567,11 @@ class AdaptiveHH(Mechanism):
                 eps_q, eps_tilde, last = None, math.inf, forced_last
 
             lut = paint_lut(rep, D)
-            if clients.multi:
+            signal = None
+            if clients.remote is not None:  # out of core: each partition's task sums its clients' vectors
+                ent_c = ent_k = ent_v = None
+                signal = clients.remote.signal(lut, size)
+            elif clients.multi:
                 ent_c, ent_k, ent_v = encode_multi(
                     ctx.rng, clients.row_client, lut[clients.row_code], clients.row_weight, size, gamma
                 )
@@ -576,7 +581,7 @@ class AdaptiveHH(Mechanism):
                 if prop:
                     ent_k = ent_k + T * clients.flag.astype(np.int64)
                 ent_v = None
-            ss = secure_sum(ctx, ent_c, ent_k, ent_v, U, size, eps_q, sens, **kw)
+            ss = secure_sum(ctx, ent_c, ent_k, ent_v, U, size, eps_q, sens, signal=signal, **kw)
             values = ss.total.astype(np.float64) / gamma
             noise_sd = ss.noise_std / gamma  # per coordinate, in users
             if prop:

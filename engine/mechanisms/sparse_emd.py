@@ -443,6 +443,8 @@ def user_distribution_sum(data, domain: Domain) -> tuple[np.ndarray, list[str]]:
     notes = []
     if data.user_id is not None:
         s = data.true_histogram(domain, per_user_normalised=True)
+    elif data.weight is None:  # the plain histogram, all an out-of-core dataset offers (parquet_source)
+        s = data.true_histogram(domain)
     else:
         inside = domain.inside(data.xy)
         wts = None
