@@ -49,9 +49,16 @@ def wait_run(page) -> None:
 
 def export_json(page) -> dict:
     page.get_by_role("tab", name="Export").click()
-    with page.expect_download(timeout=30_000) as dl:
-        page.get_by_role("button", name="Metrics + config (JSON)").click()
-    return json.loads(open(dl.value.path()).read())
+    page.wait_for_selector(READY, timeout=60_000)
+    for attempt in range(2):  # on a loaded machine a rerun can cancel the first download
+        try:
+            with page.expect_download(timeout=30_000) as dl:
+                page.get_by_role("button", name="Metrics + config (JSON)").click()
+            return json.loads(open(dl.value.path()).read())
+        except Exception:
+            if attempt:
+                raise
+            page.wait_for_timeout(1000)
 
 
 def run_id(page) -> str:
@@ -73,7 +80,7 @@ def sessions_see_only_their_own(browser, url: str, specs: list[tuple[str, bytes,
         body = p.inner_text("body")
         assert f"Real data {name} · {n:,} locations" in body
         assert not [o for o in names if o != name and o in body], f"session {i} sees another's file name"
-        assert f"ε spent on {name} this session: 1" in body  # its own ledger, one release
+        assert f"ε spent on {name}, all sessions: 1 of the limit" in body  # its own ledger, one release
         assert heat_pixels(p, 0, "right") > 2_000  # its private map is drawn
         ids.append(run_id(p))
         rec = export_json(p)
@@ -97,6 +104,9 @@ def test_eight_concurrent_sessions(browser, app_server, tmp_path):
     url, proc = app_server
     specs = [(f"clinic_{i}_marker_{1000 + i}.csv", city_csv(i, 400 + 37 * i, 1000 + i), 400 + 37 * i) for i in range(8)]
     specs[1] = ("copy_of_clinic_0.csv", specs[0][1], specs[0][2])  # identical bytes, another name
+    warm = browser.new_context()  # the server's imports and first page, so RSS before counts the sessions only
+    upload(warm.new_page(), url, "warm.csv", city_csv(99, 300, 0))
+    warm.close()
     rss0 = rss_mb(proc.pid)
     t0 = time.perf_counter()
     sessions_see_only_their_own(browser, url, specs, tmp_path, "eight_sessions")
@@ -113,7 +123,7 @@ def test_a_guessed_upload_key_is_an_unknown_dataset(page, app_url):
     page.wait_for_timeout(500)
     body = page.inner_text("body")
     assert "unknown dataset" in body and "not run" in body
-    assert "How good is it?" not in body  # nothing ran
+    assert "computed in" not in body  # nothing ran (a run's caption says how long it took)
     watch.check()
 
 
