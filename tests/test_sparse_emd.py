@@ -90,7 +90,7 @@ def test_ledger_one_entry_per_level_summing_to_epsilon(small_city):
     dom = small_city.public_domain(6)
     data = small_city.sample_users(200, np.random.default_rng(0))
     for key, full in (("sparse_emd", "from_q"), ("sparse_emd", "full"), ("sparse_emd_secagg", "from_q")):
-        rel = _run(key, data, dom, 2.0, pyramid=full)
+        rel = _run(key, data, dom, 2.0, pyramid=full, w=20)  # a given w: no user count is spent
         levels, e = S.level_epsilons(2.0, 6, 20, S.GAMMA_SECTION4, full == "full")
         assert len(rel.ledger.entries) == len(levels)
         assert [x.epsilon for x in rel.ledger.entries] == pytest.approx(e.tolist(), rel=1e-12)
@@ -251,7 +251,7 @@ def test_level_snapshots_are_the_kept_cells_and_their_noisy_counts(small_city):
     data = small_city.sample_users(300, np.random.default_rng(2))
     pyr = pyramid(S.user_distribution_sum(data, dom)[0])
     for eps in (1.0, 1e7):
-        rel = _run("sparse_emd", data, dom, eps, seed=3)
+        rel = _run("sparse_emd", data, dom, eps, seed=3, w=20)
         snaps, diag = rel.extras["levels"], rel.diagnostics
         assert [sn["level"] for sn in snaps] == diag["levels"]
         np.testing.assert_allclose([sn["epsilon"] for sn in snaps], diag["level_epsilons"])
@@ -526,7 +526,7 @@ def test_registered_with_documented_params():
             if p.kind == "choice":
                 assert p.default in p.choices
     with pytest.raises(ParamError):
-        get("sparse_emd").schema().resolve({"w": 0})
+        get("sparse_emd").schema().resolve({"w": -1})  # 0 is the rule (w_rule)
     with pytest.raises(ParamError):
         get("sparse_emd").schema().resolve({"gamma": 0.3})
 

@@ -96,6 +96,8 @@ from .central import TOPT_RULE_HELP, curator_communication
 
 GAMMA_SECTION4 = 1.0 / math.sqrt(2.0)  # Section 4, footnote 5
 W_DEFAULT = 20  # Section 4
+N_PAPER = 200  # users per map in Section 4's experiments, for which w = 20
+W_COUNT_SHARE = 0.05  # share of epsilon spent on the user count that sets w (w = 0, central mechanism)
 SIGMA_DEFAULT = 0.03  # our choice (the paper does not state sigma), in units of the domain side
 CHILD_DX = np.array([0, 1, 0, 1], dtype=np.int64)
 CHILD_DY = np.array([0, 0, 1, 1], dtype=np.int64)
@@ -130,6 +132,21 @@ def level_epsilons(
     weights = gamma ** np.abs(levels - q).astype(np.float64)
     eps = weights / weights.sum() * float(epsilon)
     return levels, eps
+
+
+def w_rule(n_users: float, depth: int) -> int:
+    """The default ``w`` for ``n_users`` users (issue 22): ``max(20, round(20 n / 200))``, at most
+    every cell of the finest level. Section 4 runs w = 20 for n = 200 users, i.e. about 10 users
+    per kept cell; the rule keeps that ratio, so the w kept cells of a level carry counts the
+    level's Laplace noise does not swamp, as they do in the paper's setting. With a fixed w
+    the sparsity k the output can follow (Lemma 3.3: ``w = O(k / eta^2)``) stays at the
+    paper's while the data's grows with the users: at 20,000 users on a street grid with hot
+    venues (engine/bench/unseen.py, 256 x 256) w = 20 leaves 190-210 m EMD at every eps and
+    loses EMD to the Laplace baseline at eps 1 and 10; w = 2,000 (the rule) gives 51, 31 and
+    9 m at eps 0.5, 1, 10 against the baseline's 200, 159, 33 m (BENCHMARKS.md, sparse_emd).
+    Never below the paper's 20, so its own setting (n <= 200) is unchanged."""
+    w = max(W_DEFAULT, int(round(W_DEFAULT * max(float(n_users), 0.0) / N_PAPER)))
+    return int(min(w, 4 ** int(depth)))
 
 
 # --------------------------------------------------------------------- heatmap
@@ -461,14 +478,15 @@ _COMMON_PARAMS = (
     Param(
         "w",
         "int",
-        W_DEFAULT,
+        0,
         "cells kept per level (Algorithm 2): the w children of kept cells with the largest noisy "
-        "values; governs the sparsity k the output can follow. Section 4 uses 20, for 200 users per map; "
-        "with many users raise it (100k users, eps 1: EMD 663 m at w = 20, 82 m at 320, 41 m at 1280; "
-        "python -m engine bench sparse_emd)",
-        min=1,
+        "values; governs the sparsity k the output can follow. Section 4 uses 20, for 200 users per map. "
+        "0 (default): w grows with the users, max(20, 20 n / 200) (about 10 users per kept cell, as in the "
+        "paper's setting), n from a Laplace count of the users spending 5% of epsilon (the number of "
+        "clients, public, in the distributed variant); 100k users, eps 1: EMD 663 m at w = 20, 82 m at "
+        "320, 41 m at 1280 (python -m engine bench sparse_emd)",
+        min=0,
         max=4096,
-        log=True,
     ),
     Param(
         "gamma",
@@ -661,9 +679,25 @@ class SparseEMD(_SparseEMDBase):
         ctx.progress(0.0, "user distributions")
         s, notes = user_distribution_sum(data, domain)
         pyr = pyramid(s)
+        eps_levels, n_hat = float(epsilon), None
+        if int(params["w"]) == 0:  # w from a DP count of the users (w_rule); the levels get the rest
+            eps_n = W_COUNT_SHARE * float(epsilon)
+            eps_levels -= eps_n
+            n_hat = float(ctx.noise.add_laplace(np.array([s.sum()]), 1.0 / eps_n)[0])
+            params = {**params, "w": w_rule(n_hat, domain.depth)}
         density, ledger, diag, extras, _ = self._run_core(
-            domain, epsilon, params, ctx, lambda lv, ep: laplace_measure(pyr, lv, ep, ctx.noise)
+            domain, eps_levels, params, ctx, lambda lv, ep: laplace_measure(pyr, lv, ep, ctx.noise)
         )
+        diag["w"] = int(params["w"])
+        if n_hat is not None:
+            diag["w_rule_users"] = n_hat
+            ledger.spend(
+                "user count (sets w)",
+                float(epsilon) - eps_levels,
+                composition="sequential",
+                note=f"Laplace count of the users (sensitivity 1), {W_COUNT_SHARE:.0%} of epsilon; "
+                "w = max(20, 20 n / 200) (w_rule)",
+            )
         for note in notes:
             ledger.note_side_information(note)
         ctx.progress(1.0, "done")
@@ -867,6 +901,8 @@ class SparseEMDSecAgg(_SparseEMDBase):
         n = int(data.n_users)
         if n < 1:
             raise DataError("the distributed variant needs at least one client")
+        if int(params["w"]) == 0:  # n is public here (the Pólya shape 1/n): w_rule spends nothing
+            params = {**params, "w": w_rule(n, domain.depth)}
         levels, eps = level_epsilons(epsilon, domain.depth, params["w"], params["gamma"], params["pyramid"] == "full")
         ctx.progress(0.0, "clients scale and round their pyramids")
         Z = secagg_level_sums(data, domain, levels, B)
