@@ -38,6 +38,13 @@ METRICS: dict[str, tuple[str, str, str | None, str]] = {
     ),
     "spearman": ("Spearman", "Rank correlation of cells: do busy places stay busier than quiet ones?", "higher", ""),
     "kl": ("KL", "Information lost using the private map in place of the true one (0 = none).", "lower", ""),
+    "heatmap_sigma_cells": (
+        "Heatmap filter (cells)",
+        "SIM, CC and KL are scored as Ghazi et al. score them: on the Gaussian-smoothed heatmaps (the release's "
+        "and the truth's, this filter width in cells). 0: scored on the unsmoothed maps.",
+        None,
+        "cells",
+    ),
     "mape": ("MAPE", "Mean relative error per cell (zero cells use the smallest true value).", "lower", ""),
     "smape": ("sMAPE", "Symmetric relative error per cell, from 0 (exact) to 2.", "lower", ""),
     "maape": (
