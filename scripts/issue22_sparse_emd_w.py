@@ -23,5 +23,5 @@ for seed in (0, 1):
                 key,
                 pp,
                 r.diagnostics.get("w"),
-                "mse %.3g emd %.1f" % (mse(truth, r.density), emd_m(truth, r.density, dom.cell, 64)[0]),
+                f"mse {mse(truth, r.density):.3g} emd {emd_m(truth, r.density, dom.cell, 64)[0]:.1f}",
             )
