@@ -1,9 +1,21 @@
 """Trade-offs: error against ε (and users) with repeated trials, 95 % bands and the frontier."""
 
+import os
+
 import streamlit as st
 
 from ui import boot, budget, controls, explain, jobs, run, state, sweep, views, widgets
 from ui.text import plain
+
+
+@st.cache_resource(show_spinner=False, ttl=60)
+def cluster_choice(setting: str = ""):
+    """Where sweeps run: the Dask cluster named in HEATMAP_DASK_SCHEDULER (``setting``, part of the cache key)
+    or .streamlit/secrets.toml, else here."""
+    from engine.distributed import cluster_from_setting
+
+    return cluster_from_setting()
+
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
@@ -59,7 +71,9 @@ if not ctl.mechanisms:
 state.seed("sweep.x", "epsilon", "x", state.one_of({x: x for x in ["epsilon", "eps_x_n", "n_users"]}))
 state.seed("sweep.logy", True, "logy", state.parse_bool)
 top = st.columns([1, 3], vertical_alignment="center")
-g = run.launch("sweep", configs, ctl, label="Sweep", container=top[0], light=True)
+choice = cluster_choice(os.environ.get("HEATMAP_DASK_SCHEDULER", ""))
+g = run.launch("sweep", configs, ctl, label="Sweep", container=top[0], light=True, cluster=choice.client)
+st.caption(choice.description)
 if configs:
     budget.meter(configs[0], ctl.budget_limit, views.dataset(configs[0]).meta.name, container=top[1])
 jobs.progress_panel(["sweep"], "Sweeping")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
+from engine.errors import EngineError
 from engine.jobs import JobManager, RunConfig
 
 POLL_S = 0.3  # fragment refresh while something runs
@@ -295,6 +296,14 @@ class Board:
                     inf.job.cancel()
                     self.jm.forget(inf.job.id)
 
+    def put_light(self, key: str, res) -> None:
+        """Keep the summary of a run computed elsewhere (a Dask cluster's sweep)."""
+        with self._lock:
+            self._time(res)
+            self._light[key] = _light(res)
+            while len(self._light) > self.max_light:
+                self._light.popitem(last=False)
+
     # ------------------------------------------------------------- other work
     def submit_task(self, fn, *args) -> object:
         """Run a non-run task (e.g. a download) on the same pool; returns its Future."""
@@ -389,16 +398,27 @@ def _submit(b: Board, config: RunConfig, sid: str, light: bool) -> str | None:
     return b.submit(config, sid, dataset=ds, light=light)
 
 
-def submit_group(name: str, configs: list[RunConfig], label: str = "", wait: bool = True, light: bool = False) -> Group:
+def submit_group(
+    name: str, configs: list[RunConfig], label: str = "", wait: bool = True, light: bool = False, cluster=None
+) -> Group:
     """Start (or reuse) the runs of ``configs`` under the session's group ``name``
-    (``light``: keep only each run's summary, as a sweep needs)."""
+    (``light``: keep only each run's summary, as a sweep needs; ``cluster``: a Dask client that runs them,
+    for a sweep of registry datasets)."""
     b = board()
     sid = session_id()
     old = _groups().get(name)
-    keys = []
-    for c in configs:
-        _submit(b, c, sid, light)
-        keys.append(c.key())
+    keys = [c.key() for c in configs]
+    todo = [c for c in configs if not (b.cached(c.key(), sid) or b.status(c.key(), sid, light=True).state == "ok")]
+    if cluster is not None and light and todo and not any(private_dataset(c) for c in configs):
+        prog = {"done": 0, "total": len(todo)}
+        st.session_state.setdefault("_cluster", {})[name] = (
+            b.submit_task(_cluster_sweep, todo, cluster, b, prog),
+            prog,
+        )
+    else:
+        st.session_state.get("_cluster", {}).pop(name, None)
+        for c in configs:
+            _submit(b, c, sid, light)
     if old is not None:
         for k in set(old["keys"]) - set(keys):
             b.cancel(k, sid)
@@ -415,7 +435,34 @@ def submit_group(name: str, configs: list[RunConfig], label: str = "", wait: boo
     return get_group(name)
 
 
-def _statuses(g: dict) -> list[Status]:
+def _cluster_sweep(configs: list[RunConfig], client, b: Board, prog: dict) -> None:
+    """Run a sweep on a Dask cluster (engine.distributed.run_many) and keep each run's summary on the board."""
+    from engine.distributed import run_many
+
+    def progress(done, total, cfg):
+        prog["done"] = done
+
+    results = run_many(configs, client, progress=progress, cancelled=lambda: prog.get("cancel", False))
+    for cfg, res in zip(configs, results):
+        b.put_light(cfg.key(), res)
+
+
+def _cluster_status(name: str, key: str) -> Status | None:
+    """A key of a sweep running on the cluster: "running" until its summary arrives, or the sweep's error."""
+    held = st.session_state.get("_cluster", {}).get(name)
+    if held is None:
+        return None
+    fut, prog = held
+    if not fut.done():
+        return Status("running", progress=prog["done"] / max(prog["total"], 1), note="on the Dask cluster")
+    exc = fut.exception()
+    if exc is not None:
+        msg = str(exc) if isinstance(exc, EngineError) else f"the cluster's sweep failed ({type(exc).__name__})"
+        return Status("error", message=msg, progress=1.0)
+    return None
+
+
+def _statuses(g: dict, name: str = "") -> list[Status]:
     """The group's statuses. A result dropped from the board's memory is computed again only when that
     gives the identical release (a seeded evaluation run) and only once per group: re-running a secure
     run would be a new release the ledger never counted, and re-running without end is how a large sweep
@@ -429,6 +476,10 @@ def _statuses(g: dict) -> list[Status]:
             continue
         cfg = RunConfig.from_dict(g["configs"][i])
         key = g["keys"][i]
+        cs = _cluster_status(name, key) if name else None
+        if cs is not None:
+            statuses[i] = cs
+            continue
         if cfg.secure:
             statuses[i] = Status(
                 "error",
@@ -455,7 +506,7 @@ def get_group(name: str) -> Group | None:
     g = _groups().get(name)
     if g is None:
         return None
-    statuses = _statuses(g)
+    statuses = _statuses(g, name)
     configs = [RunConfig.from_dict(c) for c in g["configs"]]
     # what the page last saw, so progress_panel can tell when it drew a state that has since changed
     st.session_state.setdefault("_seen_states", {})[name] = [s.state for s in statuses]
@@ -466,6 +517,9 @@ def cancel_group(name: str) -> None:
     g = _groups().get(name)
     if g is None:
         return
+    held = st.session_state.get("_cluster", {}).get(name)
+    if held is not None:
+        held[1]["cancel"] = True  # run_many polls it and cancels the cluster's remaining tasks
     for k in g["keys"]:
         board().cancel(k, session_id())
 

@@ -19,6 +19,7 @@ def launch(
     container=None,
     light: bool = False,
     autorun: bool = True,
+    cluster=None,
 ) -> jobs.Group | None:
     """Render the Run button and handle a click; return the session's group ``name``.
 
@@ -56,7 +57,7 @@ def launch(
         else:
             over = budget.over_limit(configs, ctl.budget_limit)
             if over is None or all(budget.synthetic(cfg) for cfg in configs):  # synthetic data: inform only
-                _go(name, configs, label, light)
+                _go(name, configs, label, light, cluster)
             else:
                 st.session_state[pending_key] = [cfg.to_dict() for cfg in configs]
     pending = st.session_state.get(pending_key)
@@ -65,7 +66,7 @@ def launch(
         over = budget.over_limit(pcfgs, ctl.budget_limit)
         if over is None:  # the limit was raised meanwhile
             st.session_state.pop(pending_key, None)
-            _go(name, pcfgs, label, light)
+            _go(name, pcfgs, label, light, cluster)
         else:
             after, add = over
             st.warning(
@@ -77,7 +78,7 @@ def launch(
             b1, b2, _ = st.columns([1, 1, 4])
             if b1.button("Run anyway", key=f"confirm_{name}", type="primary"):
                 st.session_state.pop(pending_key, None)
-                _go(name, pcfgs, label, light)
+                _go(name, pcfgs, label, light, cluster)
             if b2.button("Don't run", key=f"drop_{name}"):
                 st.session_state.pop(pending_key, None)
                 st.rerun()
@@ -100,9 +101,9 @@ def launch(
     return g
 
 
-def _go(name: str, configs: list[RunConfig], label: str, light: bool = False) -> None:
+def _go(name: str, configs: list[RunConfig], label: str, light: bool = False, cluster=None) -> None:
     budget.record(configs, name)
-    jobs.submit_group(name, configs, label=label, light=light)
+    jobs.submit_group(name, configs, label=label, light=light, cluster=cluster)
 
 
 SLOW_S = 10.0  # above this, the page warns before Run
