@@ -49,13 +49,15 @@ if show is not None:
         for c, r in ok:
             raw = float(r.release.answer_range(rect.reshape(1, 4))[0])
             ans = ranges.shown_answer(raw)
+            unit = c.params.get("unit", "user")
+            true_c = true if unit != "record" else ranges.exact_count(ds, rect, "record")
             rows.append(
                 {
                     "Mechanism": names[c.mechanism],
                     "Answer": round(ans, 1),
                     "Raw estimate": round(raw, 1) if raw < 0 else None,
-                    "Error": round(ans - true, 1),
-                    "Relative error": abs(ans - true) / max(true, ranges.psi(r0.truth)),
+                    "Error": round(ans - true_c, 1),
+                    "Relative error": abs(ans - true_c) / max(true_c, ranges.psi(r.truth)),
                 }
             )
         what = "people (a person's locations share one unit)" if people else "sampled locations"

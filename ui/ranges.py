@@ -112,13 +112,13 @@ def rect_layer(rect: np.ndarray, fr: maps.Frame) -> pdk.Layer:
     )
 
 
-def exact_count(ds, rect) -> float:
-    """People inside ``rect`` in the releases' unit: each person weighs 1, spread over their locations
-    (with no user ids, a location count)."""
+def exact_count(ds, rect, unit: str = "user") -> float:
+    """The true count inside ``rect`` in a release's unit: for ``unit`` "user" each person weighs 1, spread
+    over their locations (with no user ids, a location count); for "record", locations."""
     x0, y0, x1, y1 = rect
     xy = ds.xy
     inside = (xy[:, 0] >= x0) & (xy[:, 0] < x1) & (xy[:, 1] >= y0) & (xy[:, 1] < y1)
-    if ds.user_id is None and ds.weight is None:
+    if unit == "record" or (ds.user_id is None and ds.weight is None):
         return float(np.count_nonzero(inside))
     inv, u = ds.user_index()
     w = np.ones(len(ds)) if ds.weight is None else ds.weight.astype(np.float64)
