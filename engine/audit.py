@@ -154,6 +154,9 @@ PLANS: dict[str, Plan] = {
         "noisy grid); each run compiles its network, about 0.1-0.4 s",
     ),
     "identity_paramselect": Plan(runs=2000, test_runs=150),  # ParamSelect's regressor: 12 ms per run
+    # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
+    "identity_topt": Plan(runs=100_000),
+    "laplace_topt_gauss": Plan(runs=100_000),
 }
 
 
