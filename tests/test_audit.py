@@ -214,3 +214,16 @@ def test_cli_audit_bad_input(argv, message, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error:") and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_progress_and_cancel_for_background_runs():
+    """The Methods page runs the audit in the background: progress reaches 1, and a cancel stops it."""
+    from engine.errors import Cancelled
+
+    seen = []
+    audit("identity", 1.0, 100, progress=lambda f, msg: seen.append(f))
+    assert seen and seen[-1] == 1.0 and all(0 < f <= 1 for f in seen)
+    calls = []
+    with pytest.raises(Cancelled):
+        audit("identity", 1.0, 100, cancel=lambda: calls.append(1) or len(calls) > 3)
+    assert len(calls) < 50  # stopped soon after it was asked to, not at the end of 200 runs
