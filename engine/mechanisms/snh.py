@@ -97,6 +97,15 @@ Departures from the paper (and from the reference code, szeighami/SNH):
   so the network learns the correction to the uniformity assumption.
 * The density grid (heatmap) is the model's answer for every output cell taken as a
   range query (Section 4.3 rule), clipped at 0.
+
+**Does SNH add anything beyond its grid?** (issue 22 item 6; ``scripts/snh_vs_grid.py``, BENCHMARKS.md)
+The training targets of Algorithm 1 are IDENTITY@ParamSelect's own answers at the grid corners, so a
+network that fits them exactly answers as IDENTITY does: on the polycentric and sprawl cities at eps 0.2,
+n 100k, data-point centres, rho 202 m, the zero-loss fit of the targets is 1.00-1.01x IDENTITY on the same
+noisy grid, and the noisy grid smoothed with the best Gaussian sigma chosen on the test queries (an
+optimistic stand-in for a network's implicit smoothing) is 1.00-1.08x; the exact grid would be 0.48-0.86x.
+Fitting the targets better (more epochs, larger networks) therefore cannot reach SNH <= 0.9x IDENTITY
+here, and our measured SNH is 0.98-1.04x IDENTITY.
 """
 
 from __future__ import annotations
