@@ -439,7 +439,7 @@ def test_levels_slider_steps_through_refinement():
 
 def test_sparse_emd_levels_show_the_kept_cells():
     """Issue 5: Explore steps through Sparse EMD's measured levels (kept cells S_i, eps_i)."""
-    at = open_app(mech="sparse_emd", baselines="0")
+    at = open_app(mech="sparse_emd", baselines="0", **{"p.sparse_emd.w": "20"})  # the paper's w: levels from q = 2
     click_run(at, "explore")
     final = charts(at)["explore_private_heat"]
     slider = at.select_slider(key="explore.level")
