@@ -13,6 +13,7 @@ import streamlit as st
 from engine.errors import DataError
 from engine.jobs import RunConfig, load_dataset, prepare
 from engine.mechanisms import registry
+from engine.mechanisms.base import epsilon_under
 
 from . import explain, export, maps, state, uploads
 from .colors import ColourScale
@@ -350,11 +351,16 @@ def relations_notice(configs: list[RunConfig], container=None) -> None:
     lines = []
     for rel, cfgs in rels.items():
         names = ", ".join(sorted({mech_label(c.mechanism) for c in cfgs}))
-        conv = []
+        conv, common = [], []
         for c in {c.mechanism: c for c in cfgs}.values():
             e, why = registry()[c.mechanism].epsilon_add_remove(c.epsilon, c.params)
             conv.append(f"ε = {e:g}" if e is not None else why)
-        lines.append(f"- **{rel}**: {names} — under add/remove user: {'; '.join(sorted(set(conv)))}")
+            r, why_r = epsilon_under(c.epsilon, rel, "replace user")
+            common.append(f"ε = {r:g}" if r is not None else why_r)
+        lines.append(
+            f"- **{rel}**: {names} — under add/remove user: {'; '.join(sorted(set(conv)))}; under replace user "
+            f"(the relation every private mechanism converts to): {'; '.join(sorted(set(common)))}"
+        )
     (container or st).warning(
         "These mechanisms are private under different neighbouring relations, so the same ε is not the same "
         "guarantee:\n" + "\n".join(lines),
