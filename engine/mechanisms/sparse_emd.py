@@ -660,6 +660,8 @@ class SparseEMD(_SparseEMDBase):
     equations = "Sec. 2.3 (heatmap), Def. 3.1 (pyramidal transform), Alg. 1-2, proof of Thm 3.1 (eps_i), Sec. 4"
     params = _COMMON_PARAMS + (_SIGMA, _DENSITY)
     dp_outputs = (
+        "w",  # from the Laplace count of users (its own ledger entry)
+        "w_rule_users",
         "kept_per_level",
         "left_out_per_level",
         "kept_cells",
