@@ -93,7 +93,7 @@ def open_explore(page, url: str, query: str = QUERY):
 
 def run_and_wait_maps(page, timeout=90_000):
     page.click(".st-key-run_explore button")
-    page.wait_for_selector("text=How good is it?", timeout=timeout)
+    page.wait_for_selector("text=computed in", timeout=timeout)
     page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=timeout)
     page.wait_for_selector(READY, timeout=timeout)
     page.wait_for_timeout(800)  # let deck.gl draw its first frames

@@ -46,7 +46,7 @@ def test_two_sessions_run_at_once(browser, app_url, tmp_path):
     for p in pages:  # both jobs are in flight together
         p.click(".st-key-run_explore button")
     for p, seed in zip(pages, (101, 202)):
-        p.wait_for_selector("text=How good is it?", timeout=90_000)
+        p.wait_for_selector("text=computed in", timeout=90_000)
         p.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=90_000)
         p.wait_for_selector(READY, timeout=90_000)
         assert p.get_by_text(f"seed {seed} ·").first.is_visible()  # each session shows its own run

@@ -35,7 +35,7 @@ def test_exports_open_in_gis_and_offline(page, app_url, tmp_path, browser):
     watch = Watch(page)
     page.set_viewport_size({"width": 1440, "height": 1000})
     page.goto(app_url + "/" + QUERY)
-    page.wait_for_selector("text=How good is it?", timeout=120_000)
+    page.wait_for_selector("text=computed in", timeout=120_000)
     page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=120_000)
     page.wait_for_selector(READY, timeout=120_000)
     page.wait_for_timeout(800)

@@ -56,14 +56,14 @@ def test_two_tabs_share_one_ledger(browser, app_url):
     a, b = ctx.new_page(), ctx.new_page()
     watches = [Watch(a), Watch(b)]
     a.goto(app_url + "/?ds=berlin_airbnb&eps=0.7&seed=9&baselines=0&run=1")
-    a.wait_for_selector("text=How good is it?", timeout=120_000)
+    a.wait_for_selector("text=computed in", timeout=120_000)  # the run's caption: the release exists
     a.wait_for_selector(READY, timeout=120_000)
     b.goto(app_url + "/?ds=berlin_airbnb&eps=0.3&seed=10&baselines=0")
     b.wait_for_selector(READY, timeout=60_000)
     b.wait_for_timeout(500)
     assert "all sessions: 0.7 of the limit" in b.inner_text("body")  # the second tab sees the first's release
     b.click(".st-key-run_explore button")
-    b.wait_for_selector("text=How good is it?", timeout=120_000)
+    b.wait_for_selector("text=computed in", timeout=120_000)
     b.wait_for_selector(READY, timeout=120_000)
     b.wait_for_timeout(500)
     assert "all sessions: 1 of the limit" in b.inner_text("body")

@@ -41,7 +41,7 @@ def upload(page, url: str, name: str, data: bytes) -> None:
 
 
 def wait_run(page) -> None:
-    page.wait_for_selector("text=How good is it?", timeout=120_000)
+    page.wait_for_selector("text=computed in", timeout=120_000)
     page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=120_000)
     page.wait_for_selector(READY, timeout=120_000)
     page.wait_for_timeout(600)

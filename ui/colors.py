@@ -42,9 +42,9 @@ def lut(cmap: str, n: int = 255) -> np.ndarray:
     return np.stack([np.interp(t, x, s[:, c]) for c in range(3)], axis=1).round().astype(np.uint8)
 
 
-# the floor keeps 99.9% of the true map's mass and at least 80% of each private map's positive mass drawn:
+# the floor keeps 99.9% of the true map's mass and at least 95% of each private map's positive mass drawn:
 # thin noise in a release's empty cells may fall under it, its real structure may not
-FAINT_TRUE, FAINT_PRIVATE = 0.001, 0.2
+FAINT_TRUE, FAINT_PRIVATE = 0.001, 0.05
 
 
 def mass_floor(grid, faint: float) -> float:
