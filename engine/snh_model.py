@@ -280,9 +280,14 @@ def train(
         wait = np.where(improved, 0, wait + 1)
         epochs_run = np.where(active, epoch, epochs_run)
         active = active & (wait < cfg.patience)
-        if progress is not None:
-            status = " ".join(f"{v:.3g}" + ("" if a else "*") for v, a in zip(ep_loss, active))
-            progress(epoch / epochs, f"epoch {epoch}/{epochs}; training loss per network: {status} (* = stopped)")
+        if progress is not None:  # plain words; the losses are in the result's history
+            stopped = int(k - active.sum())
+            progress(
+                epoch / epochs,
+                f"training {k} neural network{'s' if k > 1 else ''} together, {100 * epoch // epochs}% "
+                f"(pass {epoch} of {epochs} over the training queries"
+                + (f"; {stopped} of {k} stopped early)" if stopped else ")"),
+            )
         if on_epoch is not None and every > 0 and epoch % every == 0:
             on_epoch(epoch, [(np.asarray(w), np.asarray(b)) for w, b in params])
         if not active.any():
@@ -300,35 +305,44 @@ def train(
 
 
 # ------------------------------------------------------------------ inference
+_PREDICT = None
+
+
+def _predict_fn():
+    """One jitted forward pass for every model: the parameters are arguments, so a new model of
+    an architecture seen before reuses the compiled code (XLA caches one executable per
+    architecture and batch shape) instead of compiling its own."""
+    global _PREDICT
+    if _PREDICT is None:
+        jax, jnp, _ = jax_modules()
+
+        @jax.jit
+        def fn(params, j, x):
+            return _forward(jnp, jax, [(w[j], b[j]) for w, b in params], x)
+
+        _PREDICT = fn
+    return _PREDICT
+
+
 class BatchPredictor:
-    """Jitted forward pass of model ``j`` of a stacked set, on padded batches.
+    """Forward pass of model ``j`` of a stacked set, on padded batches.
 
     Batches are padded to powers of two (at least 8 rows) so a handful of shapes
-    are compiled once; a single query costs one call of a compiled function.
+    are compiled once per process; the parameters stay on the device, so a single
+    query costs one call of a compiled function.
     """
 
     def __init__(self, params):
         self.params_np = params
-        self._fn = None
-
-    def _build(self):
-        jax, jnp, _ = jax_modules()
-        dev = [(jnp.asarray(w), jnp.asarray(b)) for w, b in self.params_np]
-
-        # the parameters are closed over (constants of the compiled function): a call
-        # only transfers the model index and the inputs, which keeps one query fast
-        @jax.jit
-        def fn(j, x):
-            pj = [(w[j], b[j]) for w, b in dev]
-            return _forward(jnp, jax, pj, x)
-
-        self._fn = fn
+        self._dev = None
 
     def __call__(self, j: int, x: np.ndarray) -> np.ndarray:
-        if self._fn is None:
-            self._build()
+        fn = _predict_fn()
+        if self._dev is None:
+            _, jnp, _ = jax_modules()
+            self._dev = [(jnp.asarray(w), jnp.asarray(b)) for w, b in self.params_np]
         n = x.shape[0]
         size = max(8, 1 << max(0, int(n - 1).bit_length()))
         xp = np.zeros((size, x.shape[1]), np.float32)
         xp[:n] = x
-        return np.asarray(self._fn(np.int32(j), xp))[:n].astype(np.float64)
+        return np.asarray(fn(self._dev, np.int32(j), xp))[:n].astype(np.float64)

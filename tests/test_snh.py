@@ -103,8 +103,10 @@ def test_ledger_is_exactly_epsilon_and_release_contract(city):
     assert "PUBLIC" in rel.diagnostics["public_note"]
     assert rel.density.shape == (dom.n, dom.n) and np.all(rel.density >= 0)
     assert rel.range_answerer is not None
-    # progress reports each network's training loss
-    assert any("training loss per network" in m for m in messages)
+    # progress says in plain words how far training is (issue 18), no raw losses
+    training = [m for m in messages if m.startswith("training 2 neural networks together, ")]
+    assert training and training[-1].split(", ")[1].startswith("100%")
+    assert not any("loss" in m for m in messages)
     d = rel.diagnostics
     assert len(d["epochs_run"]) == 2 and d["model_bytes"] < 10_000_000
 
@@ -151,6 +153,38 @@ def test_model_utilisation_rule_pickling_and_jit_match_numpy(city):
     assert model(np.array([[dom.x0 - 500, dom.y0 - 500, dom.x0 - 10, dom.y0 - 10]]))[0] == 0.0
     big = model(np.array([dom.bounds]))[0]
     assert big > 0
+
+
+def test_models_share_one_compiled_forward_pass_with_their_own_weights():
+    """Issue 18: the jitted forward takes the weights as arguments (one compilation per architecture
+    and batch size, not per model); each model still answers with its own weights, exactly as the
+    numpy forward pass and as a predictor that compiles its weights in."""
+    from engine.snh_model import BatchPredictor, NetConfig, _predict_fn, forward_numpy, init_params_np, jax_modules
+
+    jax, jnp, _ = jax_modules()
+    cfg = NetConfig(depth=2, width=16, sin_scale=2.0)
+    x = np.random.default_rng(0).uniform(-5, 5, (37, 2)).astype(np.float32)
+    answers, compiled = [], []
+    for seed in (1, 2):
+        params = init_params_np(seed, cfg, 3)
+        pred = BatchPredictor(params)
+        dev = [(jnp.asarray(w), jnp.asarray(b)) for w, b in params]
+        baked = jax.jit(lambda xx, d=dev: _forward_of(jnp, jax, d, 2, xx))  # the former form: weights compiled in
+        got = pred(2, x)
+        want = forward_numpy([(w[2], b[2]) for w, b in params], x)
+        assert np.allclose(got, want, rtol=1e-5, atol=1e-5)
+        former = np.asarray(baked(np.pad(x, ((0, 64 - 37), (0, 0)))))[:37]
+        assert np.allclose(got, former, rtol=1e-6, atol=1e-6)
+        answers.append(got)
+        compiled.append(_predict_fn()._cache_size())
+    assert not np.allclose(answers[0], answers[1])  # two models, two answers
+    assert compiled[1] == compiled[0]  # the second model compiled nothing new
+
+
+def _forward_of(jnp, jax, dev, j, x):
+    from engine.snh_model import _forward
+
+    return _forward(jnp, jax, [(w[j], b[j]) for w, b in dev], x)
 
 
 def test_snh_qs_variant_and_cancel(city):

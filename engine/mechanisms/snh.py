@@ -80,9 +80,11 @@ Departures from the paper (and from the reference code, szeighami/SNH):
 * One "epoch" is one pass over the training queries in mini-batches (the reference uses
   one full batch per epoch). Presets: ``paper`` = depth 20, width 80, Adam lr 1e-3,
   1,000 epochs, the reference code's He-uniform initialisation; ``fast`` (default,
-  interactive on a CPU) = depth 4, width 64, at most 1,500 steps per network, lr 3e-3
+  interactive on a CPU) = depth 4, width 64, at most 3,000 steps per network of batch 256, lr 3e-3
   with a cosine decay to 5%, and the sin layer's weights scaled by 2.5 (higher initial
-  frequencies: a small network trained briefly otherwise underfits the city's structure).
+  frequencies: a small network trained briefly otherwise underfits the city's structure);
+  ``quality`` = 1,500 steps of batch 1,024 (the former default: twice the training work, within the
+  seed-to-seed spread of ``fast`` on the synthetic cities, BENCHMARKS.md, issue 18).
 * Model utilisation extends to rectangles and to sizes outside ``[l, u]``: a rectangle is
   clipped to the domain and cut into ``a x b`` near-square pieces of side close to
   ``clip(min side, l, u)``; each piece is answered by the Section 4.3 rule with
@@ -131,6 +133,17 @@ PRESETS = {
     # depth/width of the networks, first-layer frequency scale, Adam lr and its final fraction (cosine),
     # max epochs, batch, patience, cap on gradient steps per network
     "fast": dict(
+        depth=4,
+        width=64,
+        sin_scale=2.5,
+        lr=3e-3,
+        lr_decay=0.05,
+        epochs=300,
+        batch_size=256,
+        patience=20,
+        max_steps=3000,
+    ),
+    "quality": dict(
         depth=4,
         width=64,
         sin_scale=2.5,
@@ -692,9 +705,10 @@ class SNH(Mechanism):
             "preset",
             "choice",
             "fast",
-            "fast: depth 4, width 64, at most 1,500 steps (interactive); paper: depth 20, width 80, lr 1e-3, 1,000 "
-            "epochs; custom: the values below",
-            choices=("fast", "paper", "custom"),
+            "fast: depth 4, width 64, at most 3,000 steps of batch 256 (interactive, ~10 s); quality: 1,500 steps "
+            "of batch 1,024 (twice the training); paper: depth 20, width 80, lr 1e-3, 1,000 epochs (long); "
+            "custom: the values below",
+            choices=("fast", "quality", "paper", "custom"),
         ),
         Param("depth", "int", 20, "custom preset: swish hidden layers (paper: 20)", min=1, max=40),
         Param("width", "int", 80, "custom preset: units per layer (paper: 80)", min=4, max=512),
