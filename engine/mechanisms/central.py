@@ -1035,7 +1035,7 @@ class AdaptiveGrid(Mechanism):
             group="ag level 1",
             note=f"Laplace(1/(a eps)); {bounded.short}",
         )
-        ctx.progress(0.3, "second level")
+        ctx.progress(0.3, "counting the second level")
         ctx.check_cancelled()
 
         # level 2: sizes from the noisy first level only
@@ -1235,7 +1235,7 @@ class PrivTree(Mechanism):
             eps_tree,
             note=f"PrivTree split decisions, Lap(lambda), depth-biased counts; {bounded.short}",
         )
-        ctx.progress(0.5, "noisy leaf counts")
+        ctx.progress(0.5, "adding noise to the leaf counts")
         ctx.check_cancelled()
 
         grid = np.zeros((1, 1))

@@ -540,7 +540,7 @@ class AdaptiveHH(Mechanism):
         final = None
         for q in range(max_levels):
             ctx.check_cancelled()
-            ctx.progress(q / max_levels, f"sub-query {q + 1}")
+            ctx.progress(q / max_levels, f"clients answer sub-query {q + 1} of at most {max_levels}")
             rep = tree.reporting()
             T = int(rep.size)
             size = 2 * T if prop else T
@@ -1137,7 +1137,7 @@ class HierarchicalOneHot(_HierarchicalBase):
         sd = 0.0
         for i, lv in enumerate(levels):
             ctx.check_cancelled()
-            ctx.progress(i / L, f"level {lv}")
+            ctx.progress(i / L, f"clients report tree level {lv} ({i + 1} of {L})")
             ss = secure_sum(
                 ctx, np.arange(U), codes >> (2 * (D - lv)), None, U, 4**lv, eps_l, 1, **_secagg_kwargs(params)
             )
@@ -1238,7 +1238,7 @@ class CountMinHierarchical(_HierarchicalBase):
         rows = np.arange(dep, dtype=np.int64)
         for i, lv in enumerate(levels):
             ctx.check_cancelled()
-            ctx.progress(i / L, f"level {lv}")
+            ctx.progress(i / L, f"clients report tree level {lv} ({i + 1} of {L})")
             a = ctx.rng.integers(1, _MERSENNE31, dep, dtype=np.int64)
             b = ctx.rng.integers(0, _MERSENNE31, dep, dtype=np.int64)
             hashes[lv] = (a, b)

@@ -554,14 +554,14 @@ class _SparseEMDBase(Mechanism):
     def _run_core(self, domain, epsilon, params, ctx, measure_factory):
         w = params["w"]
         levels, eps = level_epsilons(epsilon, domain.depth, w, params["gamma"], params["pyramid"] == "full")
-        ctx.progress(0.1, "noisy pyramid and top-w selection")
+        ctx.progress(0.1, "adding noise to the pyramid and keeping its largest cells")
         measure = measure_factory(levels, eps)
         ctx.check_cancelled()
         t0 = time.perf_counter()
         recon = reconstruct(measure, domain.depth, int(levels[0]), w, params["fill"], params["split"])
         t_rec = time.perf_counter() - t0
         ctx.check_cancelled()
-        ctx.progress(0.8, "heatmap")
+        ctx.progress(0.8, "drawing the heatmap")
         dist, heat, ok = _heatmap_extras(recon.s_hat, params["sigma"], domain)
         total = float(recon.s_hat.sum())
         density = recon.s_hat if params["density"] == "estimate" else heat * total
@@ -678,7 +678,7 @@ class SparseEMD(_SparseEMDBase):
     )
 
     def run(self, data, domain, epsilon, params, ctx):
-        ctx.progress(0.0, "user distributions")
+        ctx.progress(0.0, "building each user's distribution")
         s, notes = user_distribution_sum(data, domain)
         pyr = pyramid(s)
         eps_levels, n_hat = float(epsilon), None
