@@ -141,7 +141,9 @@ def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> N
     )
     if total > limit:
         if synthetic(cfg):
-            c.info(f"Synthetic data: ε = {total:g} has been spent in evaluation, past {limit:g}; no real person is involved.")
+            c.info(
+                f"Synthetic data: ε = {total:g} has been spent in evaluation, past {limit:g}; no real person is involved."
+            )
         else:
             c.warning(
                 f"{len(entries)} releases of this dataset have spent ε = {total:g} in total (sequential composition), "
