@@ -91,12 +91,14 @@ Departures from the paper (each also noted where it is coded):
   every epsilon: ages >= 64 (bit mean 0.03-0.10) vanished from mean ages and the
   error stopped falling with epsilon. Here a bit is squashed when its mean is
   below BOTH the absolute threshold (default 0.1, the middle of Figure 4a's
-  range) and ``c`` standard errors of its DP noise, ``c = 3`` by default (an
-  unused bit survives with probability 0.13%). The paper's 0.05-0.2 cannot be
-  multiples of this standard error (at 0.1 it keeps about half the unused bits,
-  which could not give Figure 4a's gain at 32 bits), so ``c`` is set by the
-  test's false-alarm rate instead: at 32 bits ``c = 2`` lets a noise bit of
-  weight up to 2^31 through often enough to ruin the mean (bench figure 4c).
+  range) and ``c`` standard errors of its DP noise. The paper's 0.05-0.2 cannot
+  be multiples of this standard error (at 0.1 it keeps about half the unused
+  bits, which could not give Figure 4a's gain at 32 bits), so ``c`` is set by the
+  test's false-alarm rate instead: by default some unused bit of the ``b``
+  survives with probability 1% (Bonferroni, :func:`squash_c_default`: c = 3.02
+  at 8 bits, 3.42 at 32). A surviving noise bit of weight up to 2^31 takes round
+  2's reports, so the rate must hold over all the bits: at 32 bits c = 2 ruined
+  the mean and c = 3 raised its RMSE by 17% (bench figure 4c).
   Adaptive runs test the round-1 means (a squashed bit gets no round-2 reports)
   and test the bits kept again on the final pooled means. "each" squashes every
   bit below the threshold (the paper's wording); "top" squashes only the run of
@@ -110,6 +112,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
@@ -118,7 +121,7 @@ from .errors import ParamError
 SCHEMES = ("uniform", "weighted", "optimal")
 ASSIGNMENTS = ("central", "local")
 SQUASH_MODES = ("off", "top", "each")
-SQUASH_C = 3.0  # squashing: noise standard errors a kept bit's mean must reach (see _squash)
+SQUASH_FWER = 0.01  # squashing: chance that some unused bit survives, over all the bits (squash_c_default)
 BASELINES = ("dithering", "rounding", "duchi", "piecewise", "laplace")
 MAX_BITS = 62
 
@@ -353,6 +356,15 @@ def squash_power_floor(epsilon: float, c: float, mean: float = 0.05, z: float = 
         return 0
     v0 = rr_variance(epsilon)
     return int(math.ceil(((c * math.sqrt(v0) + z * math.sqrt(mean * (1.0 - mean) + v0)) / mean) ** 2))
+
+
+def squash_c_default(bits: int, fwer: float = SQUASH_FWER) -> float:
+    """Noise standard errors ``c`` a bit's mean must reach to escape squashing: the
+    one-sided level ``fwer / bits`` (Bonferroni), so that an unused bit survives in a
+    ``bits``-bit value with probability at most about ``fwer``: c = 3.02 for 8 bits, 3.42
+    for 32. One surviving noise bit takes round 2's reports (its weight is 2^j), so the
+    rate must hold over all the bits: at 32 bits a per-bit c = 3 raised the RMSE by 17%."""
+    return float(NormalDist().inv_cdf(1.0 - fwer / bits))
 
 
 def squash_noise_se(counts: np.ndarray, epsilon: float) -> np.ndarray:
@@ -621,7 +633,7 @@ def _stderr(encoding: Encoding, sums: _Sums, squashed, epsilon, b_send) -> np.nd
     return np.sqrt((w2 * per_bit).sum(axis=1))
 
 
-def _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c=SQUASH_C):
+def _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c=0.0):
     if not (isinstance(squash_c, (int, float, np.floating)) and math.isfinite(squash_c) and squash_c >= 0):
         raise ParamError(f"the squashing threshold c must be a non-negative number of standard errors (got {squash_c})")
     if assignment not in ASSIGNMENTS:
@@ -682,7 +694,7 @@ def bitpush(
     epsilon: float | None = None,
     squash: str = "off",
     squash_threshold: float = 0.1,
-    squash_c: float = SQUASH_C,
+    squash_c: float = 0.0,
     noise=None,
 ) -> BitPushResult:
     """Algorithm 1 (basic bit-pushing), per group.
@@ -694,7 +706,8 @@ def bitpush(
     ``epsilon``: randomized response on every reported bit (local DP; each client
     spends ``epsilon`` in total, ``epsilon / b_send`` per bit). ``squash``: bit
     squashing of the final bit means below ``squash_threshold`` and ``squash_c`` noise
-    standard errors (only meaningful with ``epsilon``; see :func:`_squash`). ``noise``: an
+    standard errors (0: :func:`squash_c_default`; only meaningful with ``epsilon``; see
+    :func:`_squash`). ``noise``: an
     :class:`engine.noise.NoiseSource`; in secure mode randomized response is OpenDP's
     (the bit assignment still uses ``rng``)."""
     if rng is None:
@@ -704,6 +717,7 @@ def bitpush(
         values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c
     )
     b = encoding.bits
+    c = float(squash_c) or squash_c_default(b)
     if probabilities is None:
         probabilities = bit_probabilities(b, "weighted", 0.5)
     p = np.atleast_2d(np.asarray(probabilities, dtype=np.float64))
@@ -715,9 +729,7 @@ def bitpush(
     log = _round(codes, clients, g, G, pi, b_send, eps, assignment, 1, rng, noise=noise)
     sums = _aggregate(log, G, b, eps, b_send)
     m = sums.means()
-    squashed = (
-        _squash(sums, eps / b_send, squash_threshold, squash_c, squash) if eps is not None else np.zeros((G, b), bool)
-    )
+    squashed = _squash(sums, eps / b_send, squash_threshold, c, squash) if eps is not None else np.zeros((G, b), bool)
     m = np.where(squashed, 0.0, m)
     return BitPushResult(
         estimate=_nan_if_empty(encoding.decode_mean(m), g, clients, G),
@@ -753,7 +765,7 @@ def adaptive_bitpush(
     epsilon: float | None = None,
     squash: str = "off",
     squash_threshold: float = 0.1,
-    squash_c: float = SQUASH_C,
+    squash_c: float = 0.0,
     round1_floor: int = 32,
     noise=None,
 ) -> BitPushResult:
@@ -780,6 +792,7 @@ def adaptive_bitpush(
         raise ParamError("the round-1 floor must be non-negative")
     b = encoding.bits
     w = encoding.weights
+    c = float(squash_c) or squash_c_default(b)
 
     # split each group's clients: a delta fraction answers round 1 (server's choice)
     clients = np.flatnonzero(g >= 0)
@@ -799,7 +812,7 @@ def adaptive_bitpush(
         # enough reports for both tests of _squash; where the cohort cannot give every bit the
         # floor, round 1 is uniform (keeping the (2^j)^gamma weights leaves the middle bits of a
         # 32-bit value ~32 reports, and one of their noise bits or a used bit 6 goes wrong)
-        floor = max(floor, squash_floor(eps / b_send, squash_threshold), squash_power_floor(eps / b_send, squash_c))
+        floor = max(floor, squash_floor(eps / b_send, squash_threshold), squash_power_floor(eps / b_send, c))
     p1 = np.broadcast_to(bit_probabilities(b, "weighted", gamma), (G, b)).copy()
     pmin = p1.min(axis=1, keepdims=True)
     lam = np.clip((floor / slots - pmin) / np.maximum(1.0 / b - pmin, 1e-300), 0.0, 1.0)
@@ -815,7 +828,7 @@ def adaptive_bitpush(
         # round 1 decides which bits round 2 need not ask about (Section 1.1: "unused bits
         # (with estimated mean 0) do not need to be sampled"); the bits it keeps are tested
         # again on the final (pooled) means below
-        squashed = _squash(s1, eps / b_send, squash_threshold, squash_c, squash)
+        squashed = _squash(s1, eps / b_send, squash_threshold, c, squash)
 
     # round 2: p2 ~ (w_j^2 v_j)^alpha on the bits not squashed
     v1 = _report_variance(s1, eps, b_send)
@@ -864,7 +877,7 @@ def adaptive_bitpush(
     if eps is not None:
         # a bit that passed round 1 by chance rarely passes again with round 2's reports: at
         # 32 bits one surviving noise bit of weight 2^31 would swamp the mean
-        squashed |= _squash(final, eps / b_send, squash_threshold, squash_c, squash)
+        squashed |= _squash(final, eps / b_send, squash_threshold, c, squash)
     m = np.where(squashed, 0.0, final.means())
     return BitPushResult(
         estimate=_nan_if_empty(encoding.decode_mean(m), g, clients, G),

@@ -288,6 +288,14 @@ def test_squashed_ldp_error_hardly_grows_from_10_to_32_bits(tau):
     assert rmse(32) < 3.0 * rmse(10)
 
 
+def test_default_squashing_c_holds_the_false_alarm_rate_over_all_bits():
+    for bits in (8, 10, 32, 62):
+        c = B.squash_c_default(bits)
+        assert bits * stats.norm.sf(c) == pytest.approx(B.SQUASH_FWER, rel=1e-9)  # Bonferroni
+    assert B.squash_c_default(8) == pytest.approx(3.02, abs=0.01)
+    assert B.squash_c_default(32) == pytest.approx(3.42, abs=0.01)
+
+
 @pytest.mark.parametrize("c", [1.0, 2.0])
 def test_an_unused_bit_survives_squashing_at_the_stated_rate(c):
     """A bit no client uses is kept only when its unbiased mean reaches c noise standard

@@ -267,11 +267,12 @@ _SQUASH_PARAMS = (
     Param(
         "squash_c",
         "float",
-        BP.SQUASH_C,
+        0.0,
         "a bit is treated as noise only when its mean is below c standard errors of the DP noise of its reports, "
-        "c x sqrt(e^eps/(e^eps-1)^2 / reports) (Section 4.2: a multiple of the expected DP noise): a bit no "
-        "client uses survives with probability 1 - Phi(c) (0.13% at c = 3); a used bit's squashing bias "
-        "shrinks as epsilon or its reports grow",
+        "c x sqrt(e^eps/(e^eps-1)^2 / reports) (Section 4.2: a multiple of the expected DP noise); a bit no "
+        "client uses survives with probability 1 - Phi(c). 0 = the default: c such that some unused bit of the "
+        "b survives with probability 1% (Bonferroni; 3.02 for 8 bits). A used bit's squashing bias shrinks as "
+        "epsilon or its reports grow",
         min=0.0,
         max=10.0,
         label="squashing threshold c (noise standard errors)",
@@ -349,7 +350,7 @@ def region_mean_release(
             kw.update(
                 squash=params.get("squash", "off"),
                 squash_threshold=float(params.get("squash_threshold", 0.1)),
-                squash_c=float(params.get("squash_c", BP.SQUASH_C)),
+                squash_c=float(params.get("squash_c", 0.0)),
             )
         method = params.get("method", "adaptive")
         if method == "adaptive":
