@@ -179,7 +179,7 @@ def rss_mb(pid: int) -> float:
 def test_memory_of_closed_sessions_returns(browser, tmp_path_factory):
     """Uploads of closed sessions are released (grace 1 s here) and the server's memory comes back."""
     env = {"HEATMAP_SESSION_GRACE_S": "1", "HEATMAP_REAPER_S": "1"}
-    n = 300_000
+    n = 400_000
     with serve(tmp_path_factory, env) as (url, proc):
 
         def one(i: int) -> None:
@@ -197,4 +197,4 @@ def test_memory_of_closed_sessions_returns(browser, tmp_path_factory):
         time.sleep(8)  # the reaper notices the closed sessions and releases their uploads
         after = rss_mb(proc.pid)
     print(f"server RSS: before {before:.0f} MB, after 8 uploads {peak:.0f} MB, 8 s after closing {after:.0f} MB")
-    assert after - before < 100, (before, peak, after)
+    assert after - before < 150, (before, peak, after)
