@@ -52,13 +52,14 @@ def test_release_of_an_uploaded_file_exports_no_truth(page, app_url, tmp_path):
 
 
 def test_two_tabs_share_one_ledger(browser, app_url):
+    """A dataset (options included) no other browser test uses: the server's ledger is shared by all of them."""
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
     a, b = ctx.new_page(), ctx.new_page()
     watches = [Watch(a), Watch(b)]
-    a.goto(app_url + "/?ds=berlin_airbnb&eps=0.7&seed=9&baselines=0&run=1")
+    a.goto(app_url + "/?ds=synthetic:sprawl&d.n=5000&eps=0.7&seed=9&baselines=0&run=1")
     a.wait_for_selector("text=computed in", timeout=120_000)  # the run's caption: the release exists
     a.wait_for_selector(READY, timeout=120_000)
-    b.goto(app_url + "/?ds=berlin_airbnb&eps=0.3&seed=10&baselines=0")
+    b.goto(app_url + "/?ds=synthetic:sprawl&d.n=5000&eps=0.3&seed=10&baselines=0")
     b.wait_for_selector(READY, timeout=60_000)
     b.wait_for_timeout(500)
     b.wait_for_selector("text=all sessions: 0.7 of the limit", timeout=30_000)  # the second tab sees the first's
