@@ -152,13 +152,34 @@ def test_sweep_survives_a_killed_worker(client):
     assert len(got) == len(want) and all(_same(a, b) for a, b in zip(got, want))
 
 
-def test_run_many_returns_results_in_order_and_scatters_once(client):
+def test_run_many_returns_results_in_order_and_scatters_once(client, monkeypatch):
     cfgs = [RunConfig(mechanism="identity", epsilon=e, seed=1, dataset_options={"n": 3_000}) for e in (2.0, 0.5, 1.0)]
     before = set(client.who_has())
+    scattered = []
+    real = client.scatter
+    monkeypatch.setattr(client, "scatter", lambda data, **kw: scattered.append(kw) or real(data, **kw))
     res = run_many(cfgs, client, use_cache=False)
+    assert scattered == [{"broadcast": True, "hash": False}]  # one dataset, sent once to every worker
     assert [r.config.epsilon for r in res] == [2.0, 0.5, 1.0]
     assert all(np.array_equal(r.release.density, run(c, use_cache=False).release.density) for r, c in zip(res, cfgs))
     assert set(client.who_has()) == before  # nothing left behind (the one scattered dataset released)
+
+
+def test_cancel_stops_the_sweep(client):
+    from engine.errors import Cancelled
+
+    cfgs = [RunConfig(mechanism="adaptive_hh", epsilon=1.0, seed=s, dataset_options={"n": 20_000}) for s in range(40)]
+    done = []
+    with pytest.raises(Cancelled):
+        run_many(
+            cfgs,
+            client,
+            use_cache=False,
+            keep=sweep_row,
+            progress=lambda *a: done.append(a),
+            cancelled=lambda: bool(done),
+        )
+    assert len(done) < len(cfgs) // 2  # stopped at the first look after the first run, not at the end
 
 
 def test_a_failing_run_reports_its_error(client):

@@ -323,8 +323,8 @@ class PartitionedPoints:
     def lonlat(self) -> _Rows:
         return _Rows(self, "lonlat")
 
-    def user_index(self) -> tuple[np.ndarray, int]:
-        return np.arange(len(self)), len(self)
+    def user_index(self):
+        raise DataError(NEEDS_POINTS)
 
     def subset(self, idx):
         raise DataError(NEEDS_POINTS)
