@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .costmodel import estimate_seconds  # noqa: F401  (the dashboard's estimate before Run)
+from .costmodel import record as record_cost
 from .errors import Cancelled, EngineError, ParamError
 
 CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
@@ -236,10 +238,7 @@ _DATA_CACHE: dict[str, Any] = {}
 _DATA_LOCK = threading.Lock()
 
 
-def load_dataset(key: str, options: dict):
-    """Load (and memoise in-process) a dataset from the registry."""
-    from .data import load
-
+def _dataset_key(key: str, options: dict) -> str:
     stamp = None
     if options.get("path"):  # a file read by path: an edited file is read again
         try:
@@ -247,7 +246,20 @@ def load_dataset(key: str, options: dict):
             stamp = [st.st_mtime_ns, st.st_size]
         except OSError:
             pass  # the loader reports the missing file
-    ck = json.dumps([key, options, stamp], sort_keys=True, default=str)
+    return json.dumps([key, options, stamp], sort_keys=True, default=str)
+
+
+def loaded_dataset(key: str, options: dict):
+    """The dataset if this process has it loaded already (see :func:`load_dataset`), else None."""
+    with _DATA_LOCK:
+        return _DATA_CACHE.get(_dataset_key(key, options))
+
+
+def load_dataset(key: str, options: dict):
+    """Load (and memoise in-process) a dataset from the registry."""
+    from .data import load
+
+    ck = _dataset_key(key, options)
     with _DATA_LOCK:
         if ck in _DATA_CACHE:
             return _DATA_CACHE[ck]
@@ -361,6 +373,7 @@ def run(
         raise EngineError(f"{config.mechanism} spent {release.ledger.total()} > epsilon {config.epsilon} (a bug)")
     if releasing:  # nothing computed from the truth outside the mechanism
         timings["total_s"] = time.perf_counter() - t0
+        record_cost(config, timings["total_s"], len(ds))
         if progress:
             progress(1.0, "done")
         return RunResult(config, release, None, {}, timings, None, None, ds.meta, crs=ds.crs)
@@ -381,6 +394,7 @@ def run(
     )
     timings["metrics_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
+    record_cost(config, timings["total_s"], len(ds))
     res = RunResult(
         config=config,
         release=release,

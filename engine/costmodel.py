@@ -1,0 +1,202 @@
+"""How long a run should take, before it starts (issue 18).
+
+:func:`estimate_seconds` predicts the wall time of :func:`engine.jobs.run` for a configuration
+(data preparation, mechanism and metrics; the dashboard needs about one more second to draw the
+maps). Per mechanism, ``data/run_costs.csv`` holds the coefficients of
+
+    seconds = fixed + points_s * P + cells_s * C + points_cells_s * P * C + work_s * W
+              + secure_s * C * [secure] + first_s * [first run of the mechanism in this process]
+
+with ``P`` the locations after sampling users (millions), ``C`` the grid's cells (millions), and
+``W`` a mechanism's own measure of its heavy step (``P * C`` catches work that grows with both,
+e.g. Sparse EMD, whose sketch width grows with the users) (:func:`features`): SNH's training work (gradient
+steps x batch x networks x multiply-adds per query, in 1e9), the per-user attack of the federated
+KDE mechanisms (attacked users x attack-grid points x (B + 4), in 1e6; RFF KDE's points also scale
+with B and the number of answered bandwidths). ``scripts/calibrate_costs.py`` measures warm runs on
+the default city over points, resolutions, secure mode and the parameters in ``W``, fits the
+coefficients by non-negative least squares, measures ``first_s`` (imports, JIT compilation) in fresh
+processes, and writes the table with each row's median error. Parameters the model does not know
+(e.g. the k-NN bandwidth rule, Adaptive HH's thresholds) are corrected by the history below.
+
+History: :func:`record` (called by ``engine.jobs.run`` after every computed run) keeps the ratio of
+measured to modelled time, per mechanism, in memory; an estimate is the model times the median
+of that mechanism's last ratios, or, for a mechanism not yet run here, times the median over all
+mechanisms (how fast this machine is now compared with the calibration machine).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import threading
+import weakref
+from collections import deque
+from functools import lru_cache
+from pathlib import Path
+
+TABLE = Path(__file__).resolve().parents[1] / "data" / "run_costs.csv"
+COEFFICIENTS = ("fixed_s", "points_s", "cells_s", "points_cells_s", "work_s", "secure_s", "first_s")
+HISTORY = 20  # ratios kept per mechanism
+MIN_GLOBAL = 3  # runs of other mechanisms needed before their speed factor is used
+CACHED_S = 0.1  # a result read from the disk cache
+ATTACK_SURFACE_COST = 4  # local-maxima scan of a surface, in units of one feature's cos term
+DEFAULT_POINTS = 100_000
+SNH_RHO_FRAC = 0.01  # typical ParamSelect cell width, fraction of the side (queries per epoch)
+
+_LOCK = threading.Lock()
+_RATIOS: dict[str, deque] = {}
+_SEEN: set[str] = set()  # mechanisms that have run in this process (no first-run cost any more)
+_PER_USER: dict[int, tuple] = {}  # id(dataset) -> (weak reference, locations per user)
+
+
+@lru_cache(maxsize=2)
+def table(path: str = str(TABLE)) -> dict[str, dict[str, float]]:
+    """``{mechanism: {coefficient: value}}`` from the calibration table."""
+    out = {}
+    with open(path, newline="") as f:
+        for rec in csv.DictReader(line for line in f if not line.startswith("#")):
+            out[rec["mechanism"]] = {c: float(rec[c]) for c in COEFFICIENTS}
+    return out
+
+
+def _snh_work(params: dict) -> float:
+    """SNH's training work in 1e9 multiply-adds (gradient steps x batch x networks x per-query work),
+    with the step count :func:`engine.snh_model.train` will run (``rho`` from ParamSelect is
+    approximated by 1% of the side, its typical value: it only matters when the preset does not cap
+    the steps)."""
+    from .mechanisms.snh import train_config
+
+    cfg = train_config(params)
+    queries = (1.0 / SNH_RHO_FRAC + 2) ** 2 * int(params.get("corners_per_cell", 1)) ** 2
+    if params.get("variant") == "snh_qs":
+        queries *= int(params.get("qs_sizes", 4))
+    batch = min(cfg.batch_size, queries) if cfg.batch_size > 0 else queries
+    n_batches = math.ceil(queries / batch)
+    per_epoch = math.ceil(n_batches / min(n_batches, 16)) * min(n_batches, 16)
+    epochs = cfg.epochs if cfg.max_steps <= 0 else max(1, min(cfg.epochs, cfg.max_steps // per_epoch))
+    w = cfg.net.width
+    macs = cfg.net.in_dim * w + cfg.net.depth * w * w + w
+    return epochs * per_epoch * batch * int(params.get("k", 8)) * macs / 1e9
+
+
+def features(config, n_points: int) -> dict[str, float]:
+    """``P``, ``C`` and ``W`` of the module docstring for ``config`` on ``n_points`` locations."""
+    from . import kde
+    from .grid import Domain
+    from .mechanisms import get
+    from .metrics import PRIVACY_MAX_USERS
+
+    cells = 4**config.depth
+    p = get(config.mechanism).schema().resolve(config.params)
+    P, W = n_points / 1e6, 0.0
+    if config.mechanism == "snh":
+        W = _snh_work(p)
+    elif config.mechanism in ("federated_kde", "federated_rff_kde", "geoind_kde"):
+        b = int(p.get("B", 0)) if config.mechanism == "federated_rff_kde" else 0
+        attack = kde.attack_cells(Domain(0.0, 0.0, 1.0, config.depth)) ** 2
+        W = (int(p["attack_users"]) + PRIVACY_MAX_USERS) * attack * (b + ATTACK_SURFACE_COST) / 1e6
+        if config.mechanism == "federated_rff_kde":
+            from .mechanisms.rff_kde import _parse_multiples
+
+            P *= max(b, 1) * (1 + len(_parse_multiples(p["extra_bandwidths"])))
+    return {"P": P, "C": cells / 1e6, "W": W}
+
+
+def model_seconds(config, n_points: int, first: bool = False, coeffs: dict | None = None) -> float:
+    """The table's prediction (no history); ``first``: add the first-run cost."""
+    c = coeffs if coeffs is not None else table().get(config.mechanism)
+    if c is None:  # a mechanism registered after the calibration: the median row
+        rows = list(table().values())
+        c = {k: float(sorted(r[k] for r in rows)[len(rows) // 2]) for k in COEFFICIENTS}
+    f = features(config, n_points)
+    secure = bool(config.secure or getattr(config, "mode", "evaluate") == "release")
+    t = c["fixed_s"] + c["points_s"] * f["P"] + c["cells_s"] * f["C"] + c["points_cells_s"] * f["P"] * f["C"]
+    t += c["work_s"] * f["W"]
+    t += c["secure_s"] * f["C"] * secure + c["first_s"] * first
+    return max(t, 0.01)
+
+
+def _points(config, n_points: int | None) -> int:
+    """Locations the run will use: given, or from the dataset if this process has it loaded,
+    else the source's default size; users sampled keep their share of the locations."""
+    from .jobs import loaded_dataset
+
+    ds = loaded_dataset(config.dataset, config.dataset_options)
+    if n_points is None:
+        if ds is not None:
+            n_points = len(ds)
+        else:
+            from .data.registry import sources
+
+            src = sources().get(config.dataset)
+            n_param = next((p for p in getattr(src, "params", ()) if p.name == "n"), None)
+            n_points = int(config.dataset_options.get("n", n_param.default if n_param else DEFAULT_POINTS))
+    if config.n_users:
+        n_points = min(n_points, int(config.n_users * (_per_user(ds) if ds is not None else 1.0)))
+    return max(int(n_points), 1)
+
+
+def _per_user(ds) -> float:
+    """Locations per user of a loaded dataset (remembered: counting users sorts their ids)."""
+    key = id(ds)
+    with _LOCK:
+        hit = _PER_USER.get(key)
+    if hit is not None and hit[0]() is ds:
+        return hit[1]
+    v = len(ds) / max(ds.n_users, 1)
+    with _LOCK:
+        if len(_PER_USER) > 16:
+            _PER_USER.clear()
+        _PER_USER[key] = (weakref.ref(ds), v)
+    return v
+
+
+def _factor(mechanism: str) -> float:
+    with _LOCK:
+        own = list(_RATIOS.get(mechanism, ()))
+        if own:
+            return _median(own)
+        pooled = [r for q in _RATIOS.values() for r in q]
+    return _median(pooled) if len(pooled) >= MIN_GLOBAL else 1.0
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    m = len(s) // 2
+    return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
+
+
+def estimate_seconds(config, n_points: int | None = None) -> float:
+    """Seconds :func:`engine.jobs.run` should take for ``config`` (see the module docstring);
+    ``n_points``: the dataset's number of locations when the caller knows it (e.g. an upload)."""
+    from .jobs import run_cache_path
+
+    try:
+        if config.mode == "evaluate" and run_cache_path(config).is_file():
+            return CACHED_S
+    except Exception:  # the cache folder is an optimisation only
+        pass
+    with _LOCK:
+        first = config.mechanism not in _SEEN
+    return model_seconds(config, _points(config, n_points), first) * _factor(config.mechanism)
+
+
+def record(config, seconds: float, n_points: int) -> None:
+    """Remember how a computed run of ``config`` on ``n_points`` locations compared with the model."""
+    with _LOCK:
+        first = config.mechanism not in _SEEN
+        _SEEN.add(config.mechanism)
+    try:
+        pred = model_seconds(config, n_points, first)
+    except Exception:  # parameters the model cannot read: nothing to learn
+        return
+    if seconds > 0 and math.isfinite(seconds):
+        with _LOCK:
+            _RATIOS.setdefault(config.mechanism, deque(maxlen=HISTORY)).append(seconds / pred)
+
+
+def forget_history() -> None:
+    """Drop the measured history (tests, or after the machine's load changed)."""
+    with _LOCK:
+        _RATIOS.clear()
+        _SEEN.clear()
