@@ -404,7 +404,7 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
             mb,
             "years",
             "|bias| < 0.25% of the mean",
-            abs(mb) < 0.0025 * city.value.mean(),
+            bool(abs(mb) < 0.0025 * city.value.mean()),
             f"{mb:+.3f} +- {se:.3f} years over {seeds} seeds (true mean {city.value.mean():.1f}); squash off "
             f"{bias[('off', 5.0)][0]:+.3f} +- {bias[('off', 5.0)][1]:.3f}; at eps=1 and 2 "
             f"{bias[('top', 1.0)][0]:+.2f} and {bias[('top', 2.0)][0]:+.2f} (bits the noise cannot resolve are squashed)",
