@@ -14,6 +14,17 @@
 * ``bytes_per_map_256`` / ``bytes_per_map_1024``: the deck JSON of one map as the
   app builds it (``ui.maps``, which imports no Streamlit); the note gives the
   websocket payload received for the whole page rerun that shows the maps.
+* ``run_to_maps_s[<mechanism>]`` (issue 18): every registered heatmap mechanism (those that need
+  no attribute) at its defaults on the default dataset and settings (polycentric city, 100,000
+  locations, 256 x 256, epsilon 1; the Identity/Uniform context runs off), from clicking Run to
+  both maps drawn, median of 3 (a fresh session and a new seed each; the first is the mechanism's
+  first run in the server, imports and compilation included); target <= 5 s, SNH <= 30 s. The
+  note gives the ratio to Identity's median, the engine's own time (the page's "computed in"),
+  and the cost model's estimate (``engine.costmodel``, table only). ``run_to_maps_all`` counts
+  the mechanisms that pass.
+* ``metrics_s_max`` (issue 18): the full metric block of one run (``timings["metrics_s"]`` of
+  ``engine.jobs.run`` in this process: map metrics, EMD, range queries, the privacy-distance
+  attack), median of 3 seeds per mechanism, the slowest mechanism; target <= 1 s.
 
 Chromium draws WebGL in software (SwiftShader) here: a GPU draws faster.
 
@@ -24,6 +35,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -140,8 +152,9 @@ def _cold_start(browser, cache: str) -> tuple[float, float, float]:
         srv.stop()
 
 
-def _run_to_maps(browser, url: str, query: str, seed: int) -> tuple[float, int]:
-    """Seconds from the Run click to both maps drawn, and websocket bytes received meanwhile."""
+def _run_to_maps(browser, url: str, query: str, seed: int) -> tuple[float, int, float | None]:
+    """Seconds from the Run click to both maps drawn, websocket bytes received meanwhile, and the
+    engine's own seconds for the run (the page's "computed in")."""
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
     ctx.add_init_script(WEBGL_PROBE)
     page = ctx.new_page()
@@ -178,8 +191,9 @@ def _run_to_maps(browser, url: str, query: str, seed: int) -> tuple[float, int]:
         raise RuntimeError("the private map is blank")
     page.wait_for_selector(READY, timeout=120_000)
     got["on"] = False
+    found = re.search(rf"seed {seed} · computed in ([0-9.]+) s", page.inner_text("body"))
     ctx.close()
-    return dt, got["bytes"]
+    return dt, got["bytes"], float(found.group(1)) if found else None
 
 
 def _deck_json_bytes(n_points: int, depth: int) -> int:
@@ -195,6 +209,100 @@ def _deck_json_bytes(n_points: int, depth: int) -> int:
     scale = ColourScale.shared(res.truth, dom.cell**2 / 1e6)
     d = deck([region_layer(fr), heat_layer(res.release.density, scale, fr, "private_heat")], fr.view())
     return len(d.to_json().encode())
+
+
+MECH_TARGET_S = 5.0
+SNH_TARGET_S = 30.0
+METRICS_TARGET_S = 1.0
+QUICK_MECHS = ("identity", "federated_rff_kde")  # --quick: a smoke run
+
+
+def heatmap_mechanisms() -> list[str]:
+    """Registered mechanisms that draw location heatmaps (those that need no attribute)."""
+    from engine.mechanisms import registry
+
+    reg = registry()
+    return [k for k in sorted(reg) if "value" not in reg[k].needs]
+
+
+def _every_mechanism(browser, url: str, mechs: list[str], reps: int, progress) -> list[Figure]:
+    """Run -> maps for each mechanism at its defaults on the default dataset (see the module docstring)."""
+    from engine.costmodel import model_seconds
+    from engine.jobs import RunConfig, prepare
+
+    n_points = len(prepare(RunConfig())[0])
+    _run_to_maps(browser, url, "?mech=identity&baselines=0", seed=1999)  # warm-up: loads the dataset
+    got = {}
+    for m in mechs:
+        runs, engine = [], []
+        for r in range(reps):
+            dt, _, eng = _run_to_maps(browser, url, f"?mech={m}&baselines=0", seed=2000 + r)
+            runs.append(dt)
+            engine.append(eng)
+        got[m] = (runs, engine)
+        progress(f"{m}: Run -> maps {', '.join(f'{t:.2f}' for t in runs)} s")
+    ident = statistics.median(got["identity"][0]) if "identity" in got else None
+    figs, passed = [], 0
+    for m, (runs, engine) in got.items():
+        med = statistics.median(runs)
+        limit = SNH_TARGET_S if m == "snh" else MECH_TARGET_S
+        ok = med <= limit
+        passed += ok
+        eng = [e for e in engine if e is not None]
+        try:
+            est = model_seconds(RunConfig(mechanism=m), n_points)
+        except OSError:  # no calibration table
+            est = float("nan")
+        ratio = med / ident if ident else None
+        figs.append(
+            Figure(
+                f"run_to_maps_s[{m}]",
+                med,
+                "s",
+                f"<= {limit:g} s",
+                ok,
+                (f"{ratio:.1f}x identity; " if ratio else "")
+                + (f"engine {statistics.median(eng):.2f} s; " if eng else "")
+                + f"cost model {est:.2f} s; runs {', '.join(f'{t:.2f}' for t in runs)} (the first cold)",
+                {"runs": runs, "engine_s": engine, "ratio_to_identity": ratio, "estimate_s": est},
+            )
+        )
+    figs.append(
+        Figure(
+            "run_to_maps_all",
+            passed,
+            "mechanisms",
+            f"= {len(got)}",
+            passed == len(got),
+            f"heatmap mechanisms within their Run -> maps target, default dataset and settings, median of {reps}",
+        )
+    )
+    return figs
+
+
+def metric_block_figure(mechs: list[str], reps: int, progress) -> Figure:
+    """The slowest mechanism's median ``metrics_s`` (see the module docstring)."""
+    from engine.jobs import RunConfig
+    from engine.jobs import run as run_config
+
+    per = {}
+    for m in mechs:
+        run_config(RunConfig(mechanism=m, seed=2999), use_cache=False)  # warm: imports, compiled kernels
+        times = [
+            run_config(RunConfig(mechanism=m, seed=3000 + r), use_cache=False).timings["metrics_s"] for r in range(reps)
+        ]
+        per[m] = statistics.median(times)
+        progress(f"{m}: metric block {per[m]:.3f} s")
+    worst = max(per, key=per.get)
+    return Figure(
+        "metrics_s_max",
+        per[worst],
+        "s",
+        f"<= {METRICS_TARGET_S:g} s",
+        per[worst] <= METRICS_TARGET_S,
+        f"slowest: {worst}; median of {reps} seeds per mechanism, default dataset and settings, in process",
+        {"metrics_s": per},
+    )
 
 
 def run(quick: bool = False, progress=print) -> list[Figure]:
@@ -242,7 +350,7 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 _run_to_maps(browser, srv.url, query, seed=900 + depth)  # warm-up: loads the dataset
                 times, wss = [], []
                 for r in range(reps if depth == 8 else max(1, reps // 2)):
-                    dt, b = _run_to_maps(browser, srv.url, query, seed=1000 * depth + r)
+                    dt, b, _ = _run_to_maps(browser, srv.url, query, seed=1000 * depth + r)
                     times.append(dt)
                     wss.append(b)
                     progress(f"{tag}x{tag}: run {r + 1}: {dt:.2f} s, websocket {b / MB:.2f} MB")
@@ -276,5 +384,14 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 )
         finally:
             srv.stop()
+        # ------------------------------------------------- every heatmap mechanism
+        mechs = [m for m in heatmap_mechanisms() if not quick or m in QUICK_MECHS]
+        srv = Server(cache)
+        try:
+            srv.wait_health()
+            figs += _every_mechanism(browser, srv.url, mechs, 1 if quick else 3, progress)
+        finally:
+            srv.stop()
         browser.close()
+    figs.append(metric_block_figure(mechs, 1 if quick else 3, progress))
     return figs
