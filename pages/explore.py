@@ -79,7 +79,11 @@ elif cfg is not None:
     ds, domain, truth = views.prepared(cfg)
     meta, n_points, n_users, view_cfg = ds.meta, len(ds), ds.n_users, cfg
 
-MAP_PX = 520  # map height; the square region fills it
+# Each map a 520 px square: at 1440 px with the sidebar open (300 px) and the page's 2 rem side padding the
+# deck is 1,076 px wide, which two squares and their gap (6 %) fill. 600 px squares would need a deck of
+# 1,236 px: more than the 1,208 px left even beside Streamlit's narrowest sidebar (200 px).
+MAP_SQUARE = 520
+MAP_PX = 570  # deck height: the square and its margin
 
 if show is not None or cfg is not None:
     views.data_badge(meta, n_points, n_users)
@@ -112,6 +116,7 @@ if show is not None or cfg is not None:
                 titles=("True locations", title),
                 stderr=(res.release.extras or {}).get("stderr") if res is not None and lvl is None else None,
                 unit="people" if n_users != n_points else "locations",
+                px=MAP_SQUARE,
                 height=MAP_PX,
             )
         else:  # a basemap puts each square on its real place: two maps sharing one view

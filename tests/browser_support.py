@@ -132,3 +132,22 @@ def heat_pixels(page, index: int, half: str | None = None) -> int:
         a = a[:, :w] if half == "left" else a[:, w:]
     sat = a.max(axis=2) - a.min(axis=2)
     return int((sat > 40).sum())
+
+
+def drawn_extents(page, index: int) -> dict[str, tuple[int, int, int, int]]:
+    """Pixel extent (x0, x1, y0, y1) of what is drawn (anything not white) in each half of a paired deck,
+    in the half's own coordinates, x1/y1 exclusive."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    png = page.locator('[data-testid="stDeckGlJsonChart"]').nth(index).screenshot()
+    a = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    w = a.shape[1] // 2
+    out = {}
+    for half, h in (("left", a[:, :w]), ("right", a[:, w:])):
+        drawn = h.min(axis=2) < 235
+        cols, rows = np.flatnonzero(drawn.any(axis=0)), np.flatnonzero(drawn.any(axis=1))
+        out[half] = (int(cols[0]), int(cols[-1]) + 1, int(rows[0]), int(rows[-1]) + 1) if cols.size else (0, 0, 0, 0)
+    return out

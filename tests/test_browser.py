@@ -9,7 +9,17 @@ Screenshots go to pytest's tmp folder and /tmp/screens/.
 from __future__ import annotations
 
 import pytest
-from browser_support import MAPS, QUERY, READY, Watch, heat_pixels, open_explore, run_and_wait_maps, save
+from browser_support import (
+    MAPS,
+    QUERY,
+    READY,
+    Watch,
+    drawn_extents,
+    heat_pixels,
+    open_explore,
+    run_and_wait_maps,
+    save,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -23,6 +33,11 @@ def test_explore_run_draws_both_maps(page, app_url, tmp_path):
     assert page.locator(MAPS).count() >= 1  # one deck holds both maps (linked views)
     for half in ("left", "right"):  # both maps really drew a heatmap (not a blank canvas)
         assert heat_pixels(page, 0, half) > 5_000
+    # issue 16: the maps take the page's width: each square (cells and the grey empty region) is drawn at
+    # >= 500 px on a 1440 px screen with the sidebar open, whole (not cut at the deck's edges)
+    for half, (x0, x1, y0, y1) in drawn_extents(page, 0).items():
+        assert x1 - x0 >= 500 and y1 - y0 >= 500, (half, x0, x1, y0, y1)
+        assert x0 > 0 and y0 > 0, (half, x0, y0)  # whole, with a margin
     assert "run=1" in page.url and "eps=0.5" in page.url
     assert "locations per km²" in page.locator(".heat-legend").first.inner_text()  # the shared legend
     save(page, tmp_path, "explore")

@@ -256,7 +256,7 @@ def scale_bar_layers(frame: Frame, layer_id: str) -> list[pdk.Layer]:
     x0, y0 = d.x0 + 0.04 * d.side, d.y0 + 0.04 * d.side
     path = frame.lonlat([x0, x0 + length], [y0, y0]).round(7).tolist()
     label = f"{length / 1000:g} km" if length >= 1000 else f"{length:g} m"
-    mid = frame.lonlat([x0 + length / 2], [y0 + 0.025 * d.side])[0].round(7).tolist()
+    mid = frame.lonlat([x0 + length / 2], [y0 + 0.04 * d.side])[0].round(7).tolist()
     return [
         pdk.Layer(
             "PathLayer",
