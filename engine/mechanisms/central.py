@@ -456,6 +456,51 @@ TOTAL_PARAMS = (
 )
 
 
+# ======================================================= standard errors (issue 16)
+# ``Release.extras["stderr"]``: the standard deviation of each released cell (``density``'s grid and
+# unit) from the noise's known scale, where it is exact; NaN where no noise-based margin applies.
+# ``extras["stderr_cells"]``: per cell (or one number for all), how many output cells share its noise
+# draw, i.e. move together (a UG cell, a PrivTree leaf spread over its cells); these groups are
+# dyadic squares, so a block of cells (the dashboard's hover) has variance
+# sum over its cells of stderr^2 x min(stderr_cells, cells in the block). Absent: the cells'
+# correlations are not that simple (the block's margin is then not shown).
+LAPLACE_SD = math.sqrt(2.0)  # a Laplace(b) draw has standard deviation sqrt(2) b
+
+
+def overlap_square_sums(edges: np.ndarray, n: int) -> np.ndarray:
+    """For intervals ``[edges[k], edges[k+1]]`` (in output-cell units) each spread uniformly over the
+    ``n`` unit output cells, the sum over k of (the overlap of output cell i with interval k / its
+    width)^2, per output cell i: the variance factor of a cell that sums independent, equally noisy
+    intervals by overlap (``spread_rects`` and the uniformity assumption, per axis)."""
+    e = np.asarray(edges, dtype=np.float64)
+    pts = np.unique(np.concatenate([e, np.arange(n + 1, dtype=np.float64)]))
+    pts = pts[(pts >= 0) & (pts <= n)]
+    lo, hi = pts[:-1], pts[1:]
+    mid = (lo + hi) / 2.0
+    k = np.searchsorted(e, mid, side="right") - 1
+    ok = (k >= 0) & (k < e.size - 1) & (hi > lo)
+    k = k[ok]
+    frac = (hi - lo)[ok] / (e[k + 1] - e[k])
+    cell = np.minimum(mid[ok].astype(np.int64), n - 1)
+    return np.bincount(cell, weights=frac**2, minlength=n)
+
+
+def grid_stderr(edges_x: np.ndarray, edges_y: np.ndarray, sd: float, n: int) -> np.ndarray:
+    """Standard error per output cell (``[iy, ix]``) of a grid of independent counts of standard
+    deviation ``sd`` each, with cell edges ``edges_x`` / ``edges_y`` in output-cell units, spread
+    uniformly by overlap area: ``sd`` x sqrt(sum of squared overlap fractions), separable per axis."""
+    return float(sd) * np.sqrt(np.outer(overlap_square_sums(edges_y, n), overlap_square_sums(edges_x, n)))
+
+
+def blank_postprocessed(stderr: np.ndarray, released: np.ndarray, noisy: np.ndarray) -> np.ndarray:
+    """NaN where post-processing (clipping, top-t) replaced the noisy value: such a cell holds 0 by a
+    choice made on its noisy value, biased towards 0 rather than noisy around the truth, so the noise's
+    standard deviation is no margin for it."""
+    out = np.array(stderr, dtype=np.float64)
+    out[np.asarray(released) != np.asarray(noisy)] = np.nan
+    return out
+
+
 # ================================================================== Identity
 def top_t_count(n_cells: int, top_t: float) -> int:
     """Number of cells kept by top-t% thresholding: ceil(t/100 * cells), at least 1."""
@@ -551,6 +596,15 @@ class Identity(Mechanism):
 
     Departures: top-t keeps ceil(t% of the cells), at least one cell (the paper does
     not say how t% of a cell count is rounded).
+
+    Standard error (issue 16): ``extras["stderr"]`` is sqrt(2)/epsilon in every cell, the
+    standard deviation of the Laplace(1/epsilon) draw, exact and the same whatever the data
+    (in secure mode OpenDP's Laplace, rounded to a fine float lattice: the same to within that
+    rounding). Cells that clipping or top-t set to 0 get NaN: their 0 is a choice made on the
+    noisy value, biased towards 0, not noisy around the truth, so no noise-based margin applies.
+    A kept cell's SE is its noise's; keeping selects draws above a threshold, so over repeated
+    runs a cell whose truth is near the threshold also spreads by being kept or not.
+    ``stderr_cells`` = 1: the cells' noises are independent.
     """
 
     key = "identity"
@@ -575,17 +629,18 @@ class Identity(Mechanism):
             label="top t (%)",
         ),
     )
-    dp_outputs = ("cells_kept",)
+    dp_outputs = ("cells_kept", "stderr")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         truth = bounded.data.true_histogram(domain)
-        noisy = laplace_baseline(truth, eps, ctx.noise, clip=False)
-        kept, top_t = self._cells_kept(noisy, eps, float(params["top_t"]))
-        noisy = keep_top(noisy, kept)
+        raw = laplace_baseline(truth, eps, ctx.noise, clip=False)
+        kept, top_t = self._cells_kept(raw, eps, float(params["top_t"]))
+        noisy = keep_top(raw, kept)
         if params["clip_negatives"]:
             noisy = np.clip(noisy, 0.0, None)
+        stderr = blank_postprocessed(np.full(raw.shape, LAPLACE_SD / eps), noisy, raw)
         ledger = Ledger()
         ledger.spend(
             "cell counts", eps, composition="parallel", group="cells", note=f"Laplace(1/eps) per cell; {bounded.short}"
@@ -598,6 +653,7 @@ class Identity(Mechanism):
                 "clip_negatives": bool(params["clip_negatives"]),
                 "top_t_percent": top_t,
                 "cells_kept": kept,
+                "stderr_basis": "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none",
             }
         )
         return Release(
@@ -607,6 +663,7 @@ class Identity(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy histogram"),
             diagnostics=diag,
+            extras={"stderr": stderr, "stderr_cells": 1},
         )
 
     def _cells_kept(self, noisy: np.ndarray, eps: float, top_t: float) -> tuple[int, float | None]:
@@ -679,6 +736,11 @@ class Uniform(Mechanism):
     ``record``: the number of locations (a user with k locations at k*epsilon).
 
     Departures: a negative noisy total is set to zero (post-processing).
+
+    Standard error (issue 16): with ``total = noisy``, ``extras["stderr"]`` is sqrt(2)/epsilon
+    spread over the C cells, sqrt(2)/(epsilon C) per cell (the one Laplace draw moves every cell
+    together: ``stderr_cells`` = C), NaN when the noisy total was set to 0; with ``total = public``
+    0 (no noise). The release's error is mostly its bias (the map is flat), which no SE shows.
     """
 
     key = "uniform"
@@ -694,7 +756,7 @@ class Uniform(Mechanism):
     paper = "DPBench (Hay et al. 2016)"
     equations = "DPBench data-independent baseline (Uniform)"
     params = (UNIT_PARAM, TOTAL_PARAMS[0])
-    dp_outputs = ("total_used",)
+    dp_outputs = ("total_used", "stderr")
     side_information_keys = ("total_used",)
 
     def run(self, data, domain, epsilon, params, ctx):
@@ -711,6 +773,12 @@ class Uniform(Mechanism):
         cells = domain.n * domain.n
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update({"total_used": n_used, "total": params["total"]})
+        if params["total"] == "public":
+            sd = 0.0
+            diag["stderr_basis"] = "no noise: the true total spread evenly"
+        else:
+            sd = LAPLACE_SD / eps / cells if n_used > 0 else math.nan
+            diag["stderr_basis"] = "one Laplace(1/eps) total spread over every cell: sqrt(2)/(eps x cells)"
         return Release(
             density=np.full((domain.n, domain.n), n_used / cells),
             domain=domain,
@@ -718,6 +786,7 @@ class Uniform(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the total count"),
             diagnostics=diag,
+            extras={"stderr": np.full((domain.n, domain.n), sd), "stderr_cells": cells},
         )
 
 
@@ -788,6 +857,15 @@ class UniformGrid(Mechanism):
     are likewise built over the domain histogram); cells are spread over the output cells
     by overlap area. Both are public quantities. Under ``user``
     N counts users, not locations, in Guideline 1 (it is the total the noise competes with).
+
+    Standard error (issue 16): ``extras["stderr"]`` is each output cell's standard deviation
+    given the released grid size m: sqrt(2)/eps_cells for a UG cell, spread with it, i.e.
+    sqrt(2)/(eps_cells q) for an aligned UG cell of q output cells, and in general
+    sqrt(2)/eps_cells x sqrt(sum of squared overlap fractions) (:func:`grid_stderr`). Exact:
+    the cell counts' noise is drawn after m is fixed and independently of the draw that chose
+    it (the noisy total), so it is Laplace whatever m. Over repeated runs m may change (with
+    the noisy total), which the SE given m does not include. ``stderr_cells`` = q when UG
+    cells are blocks of whole output cells (m divides the output resolution).
     """
 
     key = "ug"
@@ -818,8 +896,8 @@ class UniformGrid(Mechanism):
             Param("cap_to_grid", "bool", True, "with align off: cap the grid size at the output resolution"),
         )
     )
-    dp_outputs = ("total_used", "m", "m_uncapped", "ug_cell_side_m", "grid_counts")
-    side_information_keys = ("total_used", "m", "m_uncapped", "ug_cell_side_m")
+    dp_outputs = ("total_used", "m", "m_uncapped", "ug_cell_side_m", "grid_counts", "stderr", "stderr_cells")
+    side_information_keys = ("total_used", "m", "m_uncapped", "ug_cell_side_m", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -857,6 +935,10 @@ class UniformGrid(Mechanism):
         ctx.check_cancelled()
         rects = _grid_rects(m, n)
         density = spread_rects(rects, noisy.ravel(), n)
+        edges = np.arange(m + 1, dtype=np.float64) * (n / m)
+        extras = {"grid_counts": noisy, "stderr": grid_stderr(edges, edges, LAPLACE_SD / eps_cells, n)}
+        if m <= n and n % m == 0:
+            extras["stderr_cells"] = (n // m) ** 2
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
@@ -868,6 +950,7 @@ class UniformGrid(Mechanism):
                 "total": params["total"],
                 "epsilon_cells": eps_cells,
                 "ug_cell_side_m": domain.side / m,
+                "stderr_basis": "Laplace(1/eps) per UG cell, spread over its output cells, given the grid size",
             }
         )
         return Release(
@@ -878,7 +961,7 @@ class UniformGrid(Mechanism):
             server_view=_server_view("the noisy grid counts"),
             partition=_cells_to_metres(rects, domain),
             diagnostics=diag,
-            extras={"grid_counts": noisy},
+            extras=extras,
         )
 
 
@@ -952,6 +1035,15 @@ class AdaptiveGrid(Mechanism):
     off the sizes are the paper's, ``cap_to_grid`` caps m1 <= 2^L and m1*m2 <= 2^L, and
     sub-cells are spread by overlap area. Under ``user`` N and N' count users (user mass),
     not locations.
+
+    Standard error (issue 16): none in closed form; the dashboard estimates it from repeated
+    seeded runs. Step 3 is an inverse-variance average of the two levels, and with the sub-grid
+    fixed in advance a sub-cell's variance would follow (s2^2 - s2^4/(k s2^2 + s1^2) for k
+    sub-cells and level variances s1^2, s2^2). But m2 is chosen from the same noisy first-level
+    count v that the average then uses: given the released m2, v's noise is a Laplace draw
+    restricted to the interval of values giving that m2 (not centred, smaller variance), in a way
+    that depends on the true count; neither the SE given the structure nor the one over it is
+    a function of the noise scales alone.
     """
 
     key = "ag"
@@ -1187,6 +1279,14 @@ class PrivTree(Mechanism):
     texts (section and theorem numbers are not cited for that reason), so both are
     parameters. Negative noisy leaf counts are kept. Under ``user`` the locations
     beyond each user's sampled one are not used.
+
+    Standard error (issue 16): ``extras["stderr"]`` is, per output cell, sqrt(2)/eps_count
+    divided by the number of output cells of its leaf: the standard deviation of the leaf's
+    Laplace count spread uniformly, given the released tree. Exact given the tree: the leaf
+    counts' noise is drawn after the tree is built and independently of its split draws. The
+    tree itself depends on the data (and its own noise), so over repeated runs a cell's value
+    also moves with the tree; that part is not in the SE. ``stderr_cells`` = the cells of the
+    cell's leaf.
     """
 
     key = "privtree"
@@ -1215,7 +1315,7 @@ class PrivTree(Mechanism):
             label="max depth",
         ),
     )
-    dp_outputs = ("leaves", "leaves_per_depth", "leaf_depth")
+    dp_outputs = ("leaves", "leaves_per_depth", "leaf_depth", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -1266,6 +1366,7 @@ class PrivTree(Mechanism):
             grid = grid.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
             depth_grid = depth_grid.repeat(f, axis=0).repeat(f, axis=1)
         rects_arr = np.concatenate(rects).astype(np.float64)
+        leaf_cells = (n >> depth_grid.astype(np.int64)) ** 2  # output cells of each cell's leaf
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
@@ -1278,6 +1379,7 @@ class PrivTree(Mechanism):
                 "max_depth": int(L),
                 "leaves": int(sum(n_leaves)),
                 "leaves_per_depth": n_leaves,
+                "stderr_basis": "Laplace(1/eps) per leaf count, spread over the leaf's cells, given the tree",
             }
         )
         return Release(
@@ -1288,7 +1390,11 @@ class PrivTree(Mechanism):
             server_view=_server_view("the PrivTree partition and its noisy leaf counts"),
             partition=_cells_to_metres(rects_arr, domain),
             diagnostics=diag,
-            extras={"leaf_depth": depth_grid},
+            extras={
+                "leaf_depth": depth_grid,
+                "stderr": LAPLACE_SD / eps_count / leaf_cells,
+                "stderr_cells": leaf_cells,
+            },
         )
 
 
@@ -1443,6 +1549,50 @@ def constrained_inference(noisy: list[np.ndarray], variances, b: int = 2, inside
     return out
 
 
+def constrained_inference_variance(shapes, variances, b: int = 2, inside=None) -> list[np.ndarray]:
+    """The variance of every node's estimate after :func:`constrained_inference` (same arguments,
+    ``shapes[d]`` the side of level d's grid instead of the noisy counts), a function of the
+    noise variances and the public tree only.
+
+    Bottom-up, ``vz`` is the variance of a node's subtree estimate z (the pass's own
+    ``1 / (1/s^2 + 1/V)``). Top-down, a child c of p with siblings' variances summing to V gets
+    ``F_c = z_c + (F_p - S) vz_c / V`` (S the sum of the siblings' z); its error variance is
+
+        VF_c = vz_c - (vz_c / V)^2 (V - VF_p),
+
+    because the estimate is the weighted least-squares one (Gauss-Markov): F_p is uncorrelated
+    with the unbiased statistic F_p - S, so Cov(F_p, S) = VF_p; F_p sees the children only
+    through S, so Cov(F_p, z_c) = VF_p vz_c / V; the siblings' z are independent (disjoint
+    subtrees). The root's VF is its vz. Checked against the explicit least-squares covariance and
+    against repeated runs (tests/test_stderr.py)."""
+    h = len(shapes) - 1
+    var = [float(v) for v in variances]
+    side = [int(x) for x in shapes]
+    k = side if inside is None else [int(i) for i in inside]
+
+    def known(d, a):
+        out = np.zeros((side[d], side[d]))
+        out[: k[d], : k[d]] = a[: k[d], : k[d]]
+        return out
+
+    vz = [None] * (h + 1)
+    vz[h] = known(h, np.full((side[h], side[h]), var[h]))
+    for d in range(h - 1, -1, -1):
+        vs = _block_sum(vz[d + 1], b)
+        if not math.isfinite(var[d]):
+            vz[d] = vs
+            continue
+        ws = np.divide(1.0, vs, out=np.zeros_like(vs), where=vs > 0)
+        vz[d] = known(d, 1.0 / (1.0 / var[d] + ws))
+    out = [vz[0]]
+    for d in range(1, h + 1):
+        V = _block_sum(vz[d], b).repeat(b, axis=0).repeat(b, axis=1)
+        vf_p = out[d - 1].repeat(b, axis=0).repeat(b, axis=1)
+        ratio = np.divide(vz[d], V, out=np.zeros_like(V), where=V > 0)
+        out.append(np.maximum(vz[d] - ratio**2 * (V - vf_p), 0.0))
+    return out
+
+
 @register
 class Hierarchical(Mechanism):
     """Hierarchical histogram with constrained inference, by default HB (Qardaji, Yang, Li,
@@ -1511,6 +1661,14 @@ class Hierarchical(Mechanism):
     b (DPComp pads likewise, but also measures the padding); leaves coarser than the output
     cells (``height`` below the run's depth) are spread uniformly; the geometric split for
     b > 2 is our generalisation of Cormode et al.'s.
+
+    Standard error (issue 16): ``extras["stderr"]`` is each leaf's standard deviation after
+    constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public tree
+    alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
+    consistency), divided by the output cells of a leaf when leaves are coarser. Exact: the tree
+    does not depend on the data and the estimate is linear in the noisy counts. Consistency makes
+    neighbouring leaves' errors correlated (siblings negatively), so no ``stderr_cells``: the
+    SE of a sum of leaves is not the sum of theirs.
     """
 
     key = "hierarchical"
@@ -1592,6 +1750,11 @@ class Hierarchical(Mechanism):
         est = constrained_inference(noisy, variances, b, inside)[H] if params["consistency"] else noisy[H]
         est = est[:m, :m]
         density = est if f == 1 else est.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
+        if params["consistency"]:
+            var = constrained_inference_variance([g.shape[0] for g in levels], variances, b, inside)[H][:m, :m]
+        else:
+            var = np.full((m, m), variances[H])
+        stderr = np.sqrt(var) if f == 1 else np.sqrt(var).repeat(f, axis=0).repeat(f, axis=1) / (f * f)
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
@@ -1605,6 +1768,7 @@ class Hierarchical(Mechanism):
                 "root_measured": bool(eps_levels[0] > 0),
                 "epsilon_per_level": [float(e) for e in eps_levels],
                 "consistency": bool(params["consistency"]),
+                "stderr_basis": "Laplace(1/eps_d) per node, through the (linear) constrained inference",
             }
         )
         return Release(
@@ -1614,7 +1778,7 @@ class Hierarchical(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy counts of every tree node"),
             diagnostics=diag,
-            extras={"raw_leaves": noisy[H][:m, :m]},
+            extras={"raw_leaves": noisy[H][:m, :m], "stderr": stderr},
         )
 
 
