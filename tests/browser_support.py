@@ -103,6 +103,7 @@ def open_explore(page, url: str, query: str = QUERY):
 
 def run_and_wait_maps(page, timeout=90_000):
     page.click(".st-key-run_explore button")
+    page.mouse.move(700, 5)  # off the button: its tooltip would cover the screenshots
     page.wait_for_selector("text=computed in", timeout=timeout)
     page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=timeout)
     page.wait_for_selector(READY, timeout=timeout)
