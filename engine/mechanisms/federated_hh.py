@@ -387,6 +387,28 @@ def _shard_diag(ss) -> dict:
     }
 
 
+def _exact_sum(ss, p: dict) -> bool:
+    """The released sum is the clients' sum plus the Pólya noise (see :func:`_stderr_extras`)."""
+    return float(p.get("dropout", 0.0)) == 0 and not ss.overflowed
+
+
+def _stderr_extras(ss, p: dict, sd: float, lut: np.ndarray, depth: int) -> dict:
+    """``extras["stderr"]`` / ``["stderr_cells"]`` (issue 16; conventions in :mod:`.central`) of a
+    release that spreads each node's noisy sum uniformly over the pixels ``lut`` gives it: ``sd``
+    (the count's noise standard deviation, in users) over the node's pixels. The sum of the
+    clients' Pólya shares over the released shards is ``Polya(A, r) - Polya(A, r)``, ``A`` the sum
+    of survivors / N over them, with variance ``2 A r / (1 - r)^2`` (``ShardedSum.noise_std``;
+    discrete Laplace's Eq. 5 when ``A = 1``): a function of epsilon, the sensitivity and the
+    public shard sizes only. Exact when the released sum is the clients' sum plus that noise:
+    not when a coordinate wrapped under modular clipping, nor with dropouts (which clients drop
+    is random, so the summed signal itself varies); then no SE (empty dict)."""
+    if not _exact_sum(ss, p):
+        return {}
+    area = np.bincount(lut, minlength=int(lut.max()) + 1)
+    stderr = rebuild_density(lut, np.full(area.size, float(sd)), depth)
+    return {"stderr": stderr, "stderr_cells": area[lut[morton_of_pixels(depth)]]}
+
+
 # ============================================================ adaptive (Alg. 2)
 @register
 class AdaptiveHH(Mechanism):
@@ -703,6 +725,12 @@ class AdaptiveHH(Mechanism):
                 "id_encoding": "(1 << 2*level) | quadtree path (x bit then y bit per level, MSB first)",
             },
         }
+        # issue 16: the final counts carry fresh noise, drawn after the tree was fixed, so their SE given the
+        # released tree is the Pólya sum's (ss: the last sub-query's sum). Not with several locations per user:
+        # their stochastic rounding adds a data-dependent variance
+        if private and not clients.multi:
+            extras.update(_stderr_extras(ss, p, noise_sd * (math.sqrt(2.0) if prop else 1.0), lut, D))
+            diag["stderr_basis"] = "the final sub-query's Pólya noise per node, spread over the node's cells"
         if ci is not None:
             rate, lo, hi, nn = ci
             extras["proportion"] = {
@@ -745,6 +773,8 @@ class AdaptiveHH(Mechanism):
         "epsilon_spent",
         "ledger",
         "communication",
+        "stderr",
+        "stderr_cells",
     )
     side_information_keys = ("users", "communication_all_clients", "effective_epsilon", "warnings")
 
@@ -833,6 +863,11 @@ class HHInteractiveNonPrivate(AdaptiveHH):
 
 
 # ============================================================ non-private level
+def _level_lut(depth: int, level: int) -> np.ndarray:
+    """``paint_lut`` of the complete raster at ``level``: each full-depth Morton code's cell there."""
+    return (np.arange(4**depth, dtype=np.int64) >> (2 * (depth - level))).astype(np.int32)
+
+
 def _pixel_codes_at(depth: int, level: int) -> np.ndarray:
     return morton_of_pixels(depth) >> (2 * (depth - level))
 
@@ -958,7 +993,9 @@ class FlatOneHot(Mechanism):
     4^D coordinates). Each client sends its one-hot cell plus Pólya shares
     through SecAgg shards; one sub-query with the whole budget, sensitivity 1.
     Threat model and guarantee as ``adaptive_hh`` (aggregate-only server,
-    epsilon-DP). Users with several locations report their most visited cell."""
+    epsilon-DP). Users with several locations report their most visited cell.
+    Standard error (issue 16): the Pólya sum's standard deviation per raster cell over its
+    pixels, exact and data-independent (``_stderr_extras``; none with dropouts or wrapping)."""
 
     key = "flat_onehot"
     label = "Flat one-hot (distributed DP, Table 1)"
@@ -972,8 +1009,9 @@ class FlatOneHot(Mechanism):
     params = _distributed_params(
         (Param("level", "int", 0, "raster level (2^l cells per side); 0 = full resolution", min=0, max=10),)
     )
-    dp_outputs = ("overflowed_coordinates",)
+    dp_outputs = ("overflowed_coordinates", "stderr", "stderr_cells")
     side_information_keys = (
+        "stderr",
         "shards",
         "shard_size_max",
         "dp_shard_size",
@@ -1015,6 +1053,7 @@ class FlatOneHot(Mechanism):
             1,
             f"one vector of 4^{level} = {4**level:,} elements",
             diag,
+            extras=_stderr_extras(ss, params, ss.noise_std, _level_lut(D, level), D),
             warnings=notes + ([w] if w else []),
         )
 
@@ -1085,8 +1124,8 @@ class _HierarchicalBase(Mechanism):
     neighbouring = "zero-out user"
     threat_model = THREAT_DISTRIBUTED
     paper = PAPER
-    dp_outputs = ("threshold", "cells", "level_counts", "sketches")
-    side_information_keys = ("users", "effective_epsilon", "warnings", "noise_std", "threshold")
+    dp_outputs = ("threshold", "cells", "level_counts", "sketches", "stderr", "stderr_cells")
+    side_information_keys = ("users", "effective_epsilon", "warnings", "noise_std", "threshold", "stderr")
 
     def _levels(self, params, D):
         first = min(int(params["first_level"]), D)
@@ -1114,7 +1153,12 @@ class HierarchicalOneHot(_HierarchicalBase):
     the benchmark reproduces by sweeping ``selection = level``); the default here
     is a DP post-processing rule, descending into a cell's children while its
     noisy count exceeds k noise standard deviations. Each level is simulated as
-    its own secure sum (the same law as one appended vector)."""
+    its own secure sum (the same law as one appended vector).
+
+    Standard error (issue 16): with ``selection = 'level'`` the Pólya sum's standard deviation
+    of that level's cells over their pixels, exact (``_stderr_extras``). None with the
+    threshold rule: a coarse cell is released because its own noisy count fell below the
+    threshold, so given the chosen leaves its noise is a truncated draw, not the Pólya law."""
 
     key = "hierarchical_onehot"
     label = "Hierarchical one-hot (distributed DP, Table 1)"
@@ -1133,6 +1177,7 @@ class HierarchicalOneHot(_HierarchicalBase):
         ledger = Ledger()
         _note_clients(ledger)
         noisy: dict[int, np.ndarray] = {}
+        sums = {}
         eff = 0.0
         sd = 0.0
         for i, lv in enumerate(levels):
@@ -1142,12 +1187,17 @@ class HierarchicalOneHot(_HierarchicalBase):
                 ctx, np.arange(U), codes >> (2 * (D - lv)), None, U, 4**lv, eps_l, 1, **_secagg_kwargs(params)
             )
             noisy[lv] = ss.total.astype(np.float64)
+            sums[lv] = ss
             eff += ss.effective_epsilon
             sd = ss.noise_std
             _spend(ledger, f"level {lv} one-hot", eps_l, ss, "discrete Laplace via Pólya shares, sensitivity 1")
         est = {lv: (lambda c, v=noisy[lv]: v[c]) for lv in levels}
         ids, vals, t = self._choose(params, D, first, est, sd)
         density, ids = _leaves_release_density(ids, vals, D)
+        extras = {"level_counts": noisy}  # noisy counts per level, Morton order (for oracle sweeps)
+        if params["selection"] == "level":  # issue 16: one level, released whatever its values
+            lv = int(node_level(ids[:1])[0])
+            extras.update(_stderr_extras(sums[lv], params, sums[lv].noise_std, _level_lut(D, lv), D))
         elements = sum(4**lv for lv in levels)
         diag = {"levels": levels, "users": U, "threshold": t, "cells": int(ids.size), "noise_std": sd}
         diag["effective_epsilon"] = eff
@@ -1162,7 +1212,7 @@ class HierarchicalOneHot(_HierarchicalBase):
             f"one-hot vectors of every level {first}..{D} appended: {elements:,} elements",
             diag,
             partition=node_rects(ids, domain) if ids.size <= 200_000 else None,
-            extras={"level_counts": noisy},  # noisy counts per level, Morton order (for oracle sweeps)
+            extras=extras,
             warnings=notes + ([w] if w else []),
         )
 
@@ -1325,7 +1375,12 @@ class AdaptiveGridPolya(Mechanism):
     whole output pixels and its count lands exactly on them (spreading cells that
     straddle pixels by area smeared single-pixel
     hot spots into their neighbours, as for the central ``ag``); m2 is capped so
-    sub-cells are no finer than output pixels; N' <= 0 gives m2 = 1."""
+    sub-cells are no finer than output pixels; N' <= 0 gives m2 = 1.
+
+    Standard error (issue 16): with ``consistency`` off, the second query's Pólya standard
+    deviation per sub-cell over its pixels, exact given the released sub-grid (its noise is
+    drawn after m2 is fixed; ``_stderr_extras``). None with consistency (the default): m2 is
+    chosen from the first-level count the inference reuses (see the central ``ag``)."""
 
     key = "ag_polya"
     label = "Adaptive grid (Qardaji et al.) with Pólya noise (Table 1)"
@@ -1351,8 +1406,8 @@ class AdaptiveGridPolya(Mechanism):
         Param("c2", "float", 10.0, "constant c2 of the second level (the paper: 10)", min=0.1, max=1000.0, log=True),
         Param("consistency", "bool", True, "constrained inference between the two levels"),
     ) + _secagg_params()
-    dp_outputs = ("m2_min", "m2_max", "second_level_cells")
-    side_information_keys = ("m1", "users", "effective_epsilon", "warnings")
+    dp_outputs = ("m2_min", "m2_max", "second_level_cells", "stderr", "stderr_cells")
+    side_information_keys = ("m1", "users", "effective_epsilon", "warnings", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
         from .central import ag_level1_size, ag_level2_sizes, ag_subcell_rects, snap_to_divisor, spread_rects
@@ -1402,6 +1457,10 @@ class AdaptiveGridPolya(Mechanism):
             est2 = noisy2 + ((v_star - u) / sizes)[owner]
         rects = ag_subcell_rects(owner, offsets, m2, m1, n)
         density = spread_rects(rects, est2, n)
+        extras = {}
+        if not params["consistency"] and _exact_sum(ss2, params):  # issue 16 (sub-cells: blocks of whole pixels)
+            inv_cells = spread_rects(rects, np.ones(total_cells), n)  # 1 / the pixels of each pixel's sub-cell
+            extras = {"stderr": ss2.noise_std * inv_cells, "stderr_cells": np.rint(1.0 / inv_cells).astype(np.int64)}
         ledger = Ledger()
         _note_clients(
             ledger, "" if int(params["m1"]) else "and Qardaji's first-level size m1 = max(10, sqrt(U eps/c)/4)"
@@ -1431,6 +1490,7 @@ class AdaptiveGridPolya(Mechanism):
             f"two sub-queries: {m1 * m1} + {total_cells:,} elements",
             diag,
             partition=metres,
+            extras=extras,
             warnings=c.notes + ([w] if w else []),
         )
 
@@ -1499,13 +1559,25 @@ class LocalGridRR(Mechanism):
     is drawn exactly as binomial counts; the per-user report shown to the
     attacker is drawn from the same law from a per-user seed. Users with
     several locations report their most visited cell. Secure mode: both
-    encodings are drawn exactly on OS entropy (``ctx.noise``; engine.noise)."""
+    encodings are drawn exactly on OS entropy (``ctx.noise``; engine.noise).
+
+    Standard error (issue 16): a cell with c of the U users gets ``Bin(c, p) + Bin(U - c, q)``
+    reports (one per user for k-RR; for OUE each user's bit of the cell), so the unbiased
+    estimate has variance ``U q (1 - q)/(p - q)^2 + c (1 - p - q)/(p - q)``. It depends on the
+    true c; ``extras["stderr"]`` plugs in the released estimate clipped at 0 (post-processing of
+    the DP output, nothing private read), over the cell's pixels: exact in expectation where the
+    estimate is positive, conservative for near-empty cells (by (1 - p - q)/(p - q) x the mean
+    of the estimate's negative part, relatively about 0.4 (1 - p - q)/sqrt(U q (1 - q)) for an
+    empty cell). ``stderr_cells`` = the pixels of a report cell; k-RR's cells are also slightly
+    negatively correlated (one report per user: covariance of order U q^2/(p - q)^2), which a
+    sum of cells' variances ignores; OUE's cells are independent."""
 
     key = "ldp_grid"
     label = "Local DP grid (randomized response / unary encoding)"
     family = "local"
     guarantee = "epsilon-LDP (each report is private on its own): replace user, the number of reports public"
     neighbouring = "replace user"
+    dp_outputs = ("stderr",)
     side_information_keys = ("users",)
     threat_model = "Untrusted server: it sees every user's randomised report; no secure aggregation."
     summary = "Each user randomises its own cell before sending it; the server unbiases the counts."
@@ -1551,6 +1623,8 @@ class LocalGridRR(Mechanism):
             comm = Communication(float(K), float(K), note=f"one bit per cell: {K:,} bits")
         block = 4 ** (D - lv)
         density = est[_pixel_codes_at(D, lv)] / block
+        var = U * q * (1 - q) / (p - q) ** 2 + np.clip(est, 0.0, None) * (1 - p - q) / (p - q)
+        stderr = np.sqrt(var)[_pixel_codes_at(D, lv)] / block  # issue 16: plug-in, see the docstring
         ledger = Ledger()
         ledger.spend(
             "local reports", eps, composition="parallel", group="users", note="each user randomises its own report"
@@ -1581,5 +1655,15 @@ class LocalGridRR(Mechanism):
             communication=comm,
             server_view=view,
             partition=None,
-            diagnostics={"level": lv, "cells": K, "users": U, "p": p, "q": q, "warnings": notes},
+            diagnostics={
+                "level": lv,
+                "cells": K,
+                "users": U,
+                "p": p,
+                "q": q,
+                "warnings": notes,
+                "stderr_basis": "binomial variance of the unbiased report count, the released estimate (>= 0) "
+                "as the cell's count",
+            },
+            extras={"stderr": stderr, "stderr_cells": block},
         )
