@@ -122,7 +122,14 @@ from ..errors import ParamError
 from ..grid import Domain, box_sums, integral_image
 from ..params import Param
 from .base import Mechanism, Release, aggregate_view, register
-from .central import UNIT_PARAM, bound_contributions, curator_communication
+from .central import (
+    LAPLACE_SD,
+    UNIT_PARAM,
+    blank_postprocessed,
+    bound_contributions,
+    curator_communication,
+    grid_stderr,
+)
 
 MAX_CELLS_PER_SIDE = 2048
 MAX_PIECES_PER_SIDE = 64
@@ -992,6 +999,12 @@ class IdentityParamSelect(Mechanism):
     cells) below zero are set to zero by default (``clip_answers``), as SNH's are, so the
     two are compared on the same post-processing; the paper does not say whether its
     IDENTITY clips. Noisy cells themselves are never clipped (that would bias sums up).
+
+    Standard error (issue 16): each output cell's answer is a sum of the rho-grid's independent
+    Laplace(1/eps) counts weighted by overlap, so ``extras["stderr"]`` is sqrt(2)/eps x sqrt(sum
+    of the squared overlap fractions) (``central.grid_stderr``), exact given rho; NaN in the cells
+    whose answer was clipped to 0. SNH itself has none in closed form (its density comes from
+    networks trained on the noisy grid); the dashboard estimates it from repeated runs.
     """
 
     key = "identity_paramselect"
@@ -1009,23 +1022,32 @@ class IdentityParamSelect(Mechanism):
         *_aux_params(),
         Param("clip_answers", "bool", True, "set answers below zero to zero (post-processing, as SNH's answers)"),
     )
-    side_information_keys = ("rho_m", "rho_frac", "rho_choice", "grid_cells_per_side")
+    dp_outputs = ("stderr",)
+    side_information_keys = ("rho_m", "rho_frac", "rho_choice", "grid_cells_per_side", "stderr")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
         got = collect_step(data, domain, eps, params, ctx, "noisy grid (Section 4.1)")
         ledger = got["ledger"]
-        ans = GridAnswerer(got["noisy"], got["grid"], clip=params["clip_answers"])
+        grid = got["grid"]
+        ans = GridAnswerer(got["noisy"], grid, clip=params["clip_answers"])
+        density = ans.density(domain)
+        edges = np.arange(grid.m + 1, dtype=np.float64) * (grid.rho / domain.cell)
+        stderr = grid_stderr(edges, edges, LAPLACE_SD / eps, domain.n)
+        if params["clip_answers"]:
+            stderr = blank_postprocessed(stderr, density, GridAnswerer(got["noisy"], grid, clip=False).density(domain))
         diag = {
             **got["diagnostics"],
             "density_derivation": "each output cell is the noisy rho-grid's count over it (uniformity assumption)",
+            "stderr_basis": "Laplace(1/eps) per rho-grid cell, summed by overlap; cells clipped to 0 have none",
         }
         return Release(
-            density=ans.density(domain),
+            density=density,
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
             server_view=aggregate_view("The curator sees every location; the public sees only the noisy grid."),
             range_answerer=ans,
             diagnostics=diag,
+            extras={"stderr": stderr},
         )

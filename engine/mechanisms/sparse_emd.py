@@ -975,14 +975,31 @@ class _LaplaceGaussBase(Mechanism):
     threat_model = "A trusted curator sees every user's locations; the public sees the noisy heatmap."
     paper = "Liu, Xia, Duchowski, Bailey, Holmqvist, Jain (ETRA 2019), as the baseline of Ghazi et al. 2023 (Sec. 4)"
     equations = "Ghazi et al. 2023 Sec. 4 (Baselines), Sec. 2.3 (heatmap)"
-    dp_outputs = ("nonzero_cells", "empty", "cells_kept", "top_t_percent", "distribution", "heatmap", "noisy_counts")
+    dp_outputs = (
+        "nonzero_cells",
+        "empty",
+        "cells_kept",
+        "top_t_percent",
+        "distribution",
+        "heatmap",
+        "noisy_counts",
+        "stderr",
+    )
 
     def _release(self, data, domain, epsilon, params, ctx, top_t):
+        """Standard error (issue 16), with ``density = "estimate"``: sqrt(2)/epsilon in every cell
+        that kept its noisy count, NaN in the cells zeroed (negative, or outside the top t), as for
+        ``identity`` with clipping. None for the filtered heatmap: the filter averages the zeroed
+        (clipped) counts, whose spread has no closed form; the dashboard estimates it from runs."""
         s, notes = user_distribution_sum(data, domain)
         noisy, kept = _laplace_baseline(s, epsilon, ctx.noise, top_t)
         dist, heat, ok = _heatmap_extras(noisy, params["sigma"], domain)
         total = float(noisy.sum())
         density = noisy if params["density"] == "estimate" else heat * total
+        extras = {"distribution": dist, "heatmap": heat, "noisy_counts": noisy}
+        if params["density"] == "estimate":  # a kept cell is its noisy count; a zeroed one is 0 by choice
+            extras["stderr"] = np.where(noisy > 0, math.sqrt(2.0) / float(epsilon), np.nan)
+            extras["stderr_cells"] = 1
         ledger = Ledger()
         ledger.spend(
             "cell counts",
@@ -1009,7 +1026,7 @@ class _LaplaceGaussBase(Mechanism):
                 "The curator sees every location in the clear; the public sees only the noisy heatmap."
             ),
             diagnostics=diag,
-            extras={"distribution": dist, "heatmap": heat, "noisy_counts": noisy},
+            extras=extras,
         )
 
 
