@@ -115,6 +115,7 @@ if show is not None or cfg is not None:
                 rects=rects,
                 titles=("True locations", title),
                 stderr=(res.release.extras or {}).get("stderr") if res is not None and lvl is None else None,
+                stderr_cells=(res.release.extras or {}).get("stderr_cells") if res is not None else None,
                 unit="people" if n_users != n_points else "locations",
                 px=MAP_SQUARE,
                 height=MAP_PX,

@@ -208,8 +208,9 @@ def test_methods_opens_with_a_guide_from_the_benches():
 
 
 def test_margin_of_error_from_repeated_runs():
-    """Issue 16: a margin of error per cell; without a closed form, from 10 more releases (counted)."""
-    at = open_app(mech="privtree", baselines="0", eps="0.5", res="32", run="1", seed="0")
+    """Issue 16: a margin of error per cell; without a closed form (AG: tests/test_stderr.py), from 10 more
+    releases (counted)."""
+    at = open_app(mech="ag", baselines="0", eps="0.5", res="32", run="1", seed="0")
     wait_jobs_all(at)
     assert "Estimate from 10 runs" in [b.label for b in at.button]  # offered, not run by the link
     from conftest import ledger_total

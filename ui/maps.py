@@ -285,16 +285,37 @@ def block_sums(grid: np.ndarray, k: int) -> np.ndarray:
     return grid.reshape(n // k, k, n // k, k).sum(axis=(1, 3))
 
 
+def block_stderr(stderr: np.ndarray, k: int, cells=None) -> np.ndarray | None:
+    """Standard error of each k x k block's sum, from the cells' standard errors and ``cells`` (the release's
+    ``extras["stderr_cells"]``: per cell, or one number, how many cells share its noise draw, in dyadic
+    squares): a block inside such a square moves with it (its cells' errors add up), a block holding whole
+    squares sums independent ones, so the variance is the sum over the block of stderr^2 x min(cells, k^2).
+    None for blocks when the release does not say how its cells correlate; NaN where a cell has no margin."""
+    se = np.asarray(stderr, dtype=np.float64)
+    if k == 1:
+        return se
+    if cells is None:
+        return None
+    c = np.broadcast_to(np.asarray(cells, dtype=np.float64), se.shape)
+    return np.sqrt(block_sums(se**2 * np.minimum(c, k * k), k))
+
+
 def hover_layer(
-    truth: np.ndarray, private: np.ndarray, stderr: np.ndarray | None, frame: Frame, layer_id: str, unit: str
+    truth: np.ndarray,
+    private: np.ndarray,
+    stderr: np.ndarray | None,
+    frame: Frame,
+    layer_id: str,
+    unit: str,
+    stderr_cells=None,
 ) -> tuple[pdk.Layer, dict]:
     """Near-invisible cells that carry, for the tooltip, each cell's true and private value (and, when the
-    noise has a closed form, the private value's 95 % margin). Over ``HOVER_MAX`` cells per side, cells
-    are summed into blocks. Returns the layer and the Deck tooltip."""
+    noise has a closed form, the private value's 95 % margin: :func:`block_stderr`). Over ``HOVER_MAX`` cells
+    per side, cells are summed into blocks. Returns the layer and the Deck tooltip."""
     n = truth.shape[0]
     k = max(1, n // HOVER_MAX)
     t, p = block_sums(np.asarray(truth, float), k), block_sums(np.asarray(private, float), k)
-    e = None if stderr is None else np.sqrt(block_sums(np.asarray(stderr, float) ** 2, k))
+    e = None if stderr is None else block_stderr(stderr, k, stderr_cells)
     m = t.shape[0]
     cell = frame.domain.side / m
     jj, ii = np.nonzero((t != 0) | (p != 0))
@@ -308,7 +329,7 @@ def hover_layer(
         for q, j, i in zip(ll, jj, ii):
             row = {"g": q.tolist(), "t": f"{t[j, i]:.3g}", "p": f"{p[j, i]:.3g}"}
             if e is not None:
-                row["e"] = f" ± {1.96 * e[j, i]:.2g}"
+                row["e"] = f" ± {1.96 * e[j, i]:.2g}" if np.isfinite(e[j, i]) else ""
             data.append(row)
     layer = pdk.Layer(
         "PolygonLayer",

@@ -190,6 +190,7 @@ def paired_chart(
     stderr=None,
     unit: str = "",
     px: int = 460,
+    stderr_cells=None,
     height: int = 520,
     container=None,
 ):
@@ -212,7 +213,7 @@ def paired_chart(
     layers += maps.scale_bar_layers(fr, key)
     tooltip = None
     if grid is not None:
-        hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit)
+        hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit, stderr_cells)
         layers.append(hover)
     view = maps.paired_view(fr, zoom, pan, px)
     return c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
@@ -571,7 +572,8 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
 
     st.subheader("Margin of error")
     se = (result.release.extras or {}).get("stderr")
-    how = "from the noise's known scale (closed form)"
+    basis = (result.release.diagnostics or {}).get("stderr_basis")
+    how = "from the noise's known scale (closed form" + (f": {basis})" if basis else ")")
     if se is None:
         name = "explore_se"
         configs = [replace(cfg, seed=cfg.seed + 1 + i) for i in range(SE_RUNS)]
@@ -600,9 +602,18 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
         how = f"estimated from {len(grids)} releases with seeds {cfg.seed + 1}–{cfg.seed + len(grids)}"
     moe = 1.96 * np.asarray(se, dtype=np.float64)
     heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
+    blank = int(np.count_nonzero(~np.isfinite(moe)))
+    med = f"median over cells ±{float(np.nanmedian(moe)) * scale.factor:.3g} {scale.unit}" if blank < moe.size else ""
     st.caption(
         f"Same colour scale as the maps above: a cell whose margin is as bright as its estimate is noise. "
-        f"Margin {how}; median over cells ±{np.median(moe) * scale.factor:.3g} {scale.unit}."
+        f"Margin {how}"
+        + (f"; {med}." if med else ".")
+        + (
+            f" {blank:,} cells have none (blank): the mechanism set them to 0 after the noise (clipping or "
+            "top-t), a choice biased towards 0 rather than noise around the truth."
+            if blank
+            else ""
+        )
     )
 
 

@@ -974,6 +974,8 @@ def _distributed_release(
     bits = _bits(p)
     diag = dict(diag)
     diag["warnings"] = list(warnings)
+    if "stderr" in (extras or {}):  # issue 16
+        diag.setdefault("stderr_basis", "the Pólya sum's noise per released cell, spread over its pixels")
     return Release(
         density=density,
         domain=domain,

@@ -1017,6 +1017,8 @@ class _LaplaceGaussBase(Mechanism):
         }
         if top_t is not None:
             diag["top_t_percent"] = 100.0 * kept / noisy.size
+        if "stderr" in extras:
+            diag["stderr_basis"] = "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none"
         return Release(
             density=density,
             domain=domain,
