@@ -121,11 +121,12 @@ def _metrics(result) -> str:
 
 def margins(release) -> list[tuple[str, float, float]]:
     """(name, median, largest) of each standard error the release reports: diagnostics or extras
-    whose key names a standard error (``stderr``), over their finite values."""
+    whose key names a standard error (``stderr``), over their finite values; not the keys that
+    describe one (``stderr_cells``: cells sharing a noise draw; ``stderr_basis``: how it was derived)."""
     out = []
     for src in (release.diagnostics or {}, release.extras or {}):
         for k, v in src.items():
-            if "stderr" not in str(k).lower():
+            if "stderr" not in str(k).lower() or str(k) in ("stderr_cells", "stderr_basis"):
                 continue
             try:
                 a = np.asarray(v, dtype=np.float64).ravel()
