@@ -32,6 +32,10 @@ protocol. Shared conventions:
   (``attack_users``), the literal printed form of Eq. 16 (with its extra 1/K_i, see
   :mod:`engine.kde`), the 0-feature baseline and the utility (Spearman against the
   full-data KDE, Section 4.2.1).
+* No per-cell standard error in closed form (issue 16): the random features' error at a cell and
+  the geo-indistinguishable displacements' smoothing both depend on where the users are, and the
+  surface is rescaled by the data's own total, so the spread is not a function of public scales;
+  the dashboard estimates it from repeated seeded runs.
 """
 
 from __future__ import annotations

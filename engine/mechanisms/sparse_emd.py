@@ -40,6 +40,11 @@ What is implemented, by section:
 * Section 4 "Baselines" ([LXD+19]): Laplace noise per cell of ``s``, negatives zeroed,
   optionally only the top ``t%`` cells kept, then the same Gaussian heatmap.
 
+Standard error per cell (issue 16): the Laplace baselines with ``density = "estimate"`` carry
+one in closed form (``extras["stderr"]``). Algorithm 1's release has none: which cells are kept
+(top w per level) and the L1 reconstruction's solution are non-linear functions of the noise and
+the data, so the dashboard estimates the spread from repeated seeded runs.
+
 Noise: the Laplace measurements (Algorithm 1 and the baselines) are
 ``ctx.noise.add_laplace(counts, 1/eps_i)``: seeded numpy, or in secure mode the
 requested counts themselves pass through OpenDP's Laplace measurement (engine.noise),
