@@ -319,15 +319,29 @@ def _cmd_audit(args) -> int:
             shown[0] = int(fraction * 10)
             print(f"{args.mechanism}: {message}", file=sys.stderr)
 
-    res = audit(args.mechanism, args.epsilon, args.runs, seed=args.seed, progress=progress).to_dict()
+    res = audit(
+        args.mechanism,
+        args.epsilon,
+        args.runs,
+        params=_options(args.param, "parameter"),
+        relation=args.relation,
+        seed=args.seed,
+        progress=progress,
+    ).to_dict()
     if args.json:
         print(json.dumps(res, indent=2, default=float))
         return 0
     claimed = "none (no privacy claim)" if res["eps_claimed"] is None else f"{res['eps_claimed']:g}"
     (k0, n0), (k1, n1) = res["counts"]["D0"], res["counts"]["D1"]
     for name, value in (
-        ("mechanism", res["mechanism"]),
-        ("relation", res["relation"]),
+        ("mechanism", res["mechanism"] + "".join(f" {k}={v}" for k, v in res["params"].items())),
+        (
+            "relation",
+            res["relation"]
+            + (
+                "" if res["relation"] == res["claimed_relation"] else f" (the claim is under {res['claimed_relation']})"
+            ),
+        ),
         ("eps claimed", claimed),
         ("eps_lb", f"{res['eps_lb']:.3f} (Clopper-Pearson {100 * (1 - res['alpha']):g}% lower bound)"),
         ("runs", f"{res['runs']:,} per dataset"),
@@ -417,6 +431,19 @@ def main(argv=None) -> int:
     a.add_argument("--epsilon", type=_epsilon, default=1.0)
     a.add_argument("--runs", type=_runs, default=None, help="runs per dataset (default: the mechanism's audit plan)")
     a.add_argument("--seed", type=_int_in(0), default=0)
+    a.add_argument(
+        "--param",
+        action="append",
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="mechanism parameter over the audit plan's, e.g. relation=add/remove for adaptive_hh",
+    )
+    a.add_argument(
+        "--relation",
+        default=None,
+        metavar="RELATION",
+        help="build the neighbours under this relation instead of the mechanism's own (to see what it does not cover)",
+    )
     a.add_argument("--json", action="store_true")
     a.set_defaults(fn=_cmd_audit)
 

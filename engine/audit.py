@@ -56,6 +56,14 @@ learning", IEEE S&P 2021), black box on the released map:
    alpha / (number of candidate tests): at level alpha the best of thousands of candidates
    is a lucky tail holding a handful of runs, which the second half does not repeat.
 
+6. **Parameters and relations.** ``params`` audits a parameter setting (Adaptive HH's
+   ``relation = "add/remove"`` makes it add/remove user, so its neighbours are built under
+   that relation); a (mechanism, relation) pair may have its own plan
+   (:data:`RELATION_PLANS`: Adaptive HH under add/remove adds the person as the 11th client,
+   one past a SecAgg shard boundary of 10). ``relation`` builds the neighbours under another
+   relation than the one claimed, to show what a claim does not cover (the zero-out Adaptive
+   HH audited under add/remove exceeds its claim; its add/remove variant does not).
+
 This audits the *output values* (a statistic of the released map), as the papers'
 guarantees are stated; it does not look for floating-point artefacts of the samplers or
 for the seed, nor at the diagnostics a release carries besides its map.
@@ -160,8 +168,23 @@ PLANS: dict[str, Plan] = {
 }
 
 
-def plan_for(key: str) -> Plan:
-    """The audit plan of a mechanism (a default plan for one without its own)."""
+# plans for a mechanism audited under another relation than its default parameters' (a parameter
+# such as Adaptive HH's ``relation``, or ``audit(relation=...)``): keyed by (mechanism, relation)
+_SHARD_EDGE = Plan(
+    base_users=10,
+    params={"secagg_shard": 10},
+    note="10 others and SecAgg shards of at most 10 clients: the person added is the 11th client, one past a "
+    "shard boundary, where a plan read from the exact count changes (a second shard, and its Pólya noise, in the "
+    "zero-out variant; the schedule of Eq. 7)",
+)
+RELATION_PLANS: dict[tuple[str, str], Plan] = {("adaptive_hh", "add/remove user"): _SHARD_EDGE}
+
+
+def plan_for(key: str, relation: str | None = None) -> Plan:
+    """The audit plan of a mechanism (a default plan for one without its own), under ``relation``
+    where a plan for it exists (:data:`RELATION_PLANS`)."""
+    if relation is not None and (key, relation) in RELATION_PLANS:
+        return RELATION_PLANS[(key, relation)]
     return PLANS.get(key, Plan())
 
 
@@ -393,6 +416,8 @@ def audit(
     epsilon: float = 1.0,
     runs: int | None = None,
     *,
+    params: dict | None = None,
+    relation: str | None = None,
     seed: int = 0,
     alpha: float = 0.05,
     test: bool = False,
@@ -400,8 +425,12 @@ def audit(
     cancel: Callable[[], bool] | None = None,
 ) -> AuditResult:
     """Audit a mechanism (registry key or class) at ``epsilon``: ``runs`` per dataset (default:
-    its plan's ``runs``, or ``test_runs`` with ``test``). Raises ParamError on bad input and
-    ``Cancelled`` when ``cancel()`` turns true."""
+    its plan's ``runs``, or ``test_runs`` with ``test``). ``params``: parameters over the plan's
+    (e.g. ``{"relation": "add/remove"}`` for Adaptive HH's add/remove variant, whose neighbours
+    then follow ``neighbouring_for``). ``relation``: build the neighbours under this relation
+    instead of the stated one, to show what a claim does NOT cover (the result's ``relation`` is
+    the audited one, ``claimed_relation`` the stated one; a bound above the claim is then no bug).
+    Raises ParamError on bad input and ``Cancelled`` when ``cancel()`` turns true."""
     cls = get(mechanism) if isinstance(mechanism, str) else mechanism
     if cls.neighbouring not in RELATIONS:
         raise ParamError(f"{cls.key or cls.__name__} does not state its neighbouring relation")
@@ -410,12 +439,17 @@ def audit(
         raise ParamError(f"epsilon must be a positive number (got {epsilon})")
     if not 0 < alpha < 1:
         raise ParamError(f"alpha must be in (0, 1) (got {alpha})")
+    if relation is not None and relation not in RELATIONS:
+        raise ParamError(f"unknown neighbouring relation {relation!r}; known: {', '.join(RELATIONS)}")
     plan = plan_for(cls.key)
+    claimed_relation = cls.neighbouring_for(cls.schema().resolve({**plan.params, **(params or {})}))
+    relation = relation or claimed_relation
+    plan = plan_for(cls.key, relation)
+    chosen = {**plan.params, **(params or {})}
+    params = cls.schema().resolve(chosen)
     n = int(runs if runs is not None else (plan.test_runs if test else plan.runs))
     if not MIN_RUNS <= n <= MAX_RUNS:
         raise ParamError(f"runs must be between {MIN_RUNS} and {MAX_RUNS:,} per dataset (got {n})")
-    params = cls.schema().resolve(plan.params)
-    relation = cls.neighbouring_for(params)
     pair = neighbours(plan, relation)
     mech = cls()
     t0 = time.perf_counter()
@@ -436,7 +470,8 @@ def audit(
     details = {
         **bound,
         "datasets": pair.description,
-        "params": dict(plan.params),
+        "params": chosen,
+        "claimed_relation": claimed_relation,
         "plan_note": plan.note,
         "seed": seed,
         "statistic_mean": {"D0": float(s[0].mean()), "D1": float(s[1].mean())},

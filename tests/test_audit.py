@@ -167,6 +167,65 @@ def test_audit_catches_halved_noise():
     assert correct.eps_lb <= 1.0
 
 
+# ------------------------------------------------------------------ Adaptive HH under add/remove
+ADD_REMOVE = {"relation": "add/remove"}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        ADD_REMOVE,  # a private count of the clients (the default)
+        {**ADD_REMOVE, "clients_source": "public_bound", "clients_bound": 11},  # above D0's 10 clients: topped up
+        {**ADD_REMOVE, "clients_source": "public_bound", "clients_bound": 5},  # below both
+    ],
+    ids=["dp_count", "bound_above_D0", "bound_below"],
+)
+def test_adaptive_hh_add_remove_variant_within_its_claim(params):
+    """The add/remove variant, audited under add/remove user at the shard edge (the person added is
+    the 11th client with SecAgg shards of 10): within its claim (false alarm <= ALPHA per case)."""
+    res = audit("adaptive_hh", 1.0, test=True, params=params, alpha=ALPHA, seed=20261124)
+    assert res.relation == res.details["claimed_relation"] == "add/remove user"
+    assert res.details["params"]["secagg_shard"] == 10 and "11th client" in res.details["plan_note"]
+    assert _best_possible(res.runs - res.runs // 2, ALPHA) > res.eps_claimed == 1.0
+    assert res.eps_lb <= 1.0, res.to_dict()
+
+
+def test_zero_out_adaptive_hh_audited_under_add_remove_exceeds_its_claim():
+    """The audit can tell the relations apart: the zero-out Adaptive HH plans from the exact count,
+    so the 11th client opens a second shard (and its Pólya noise): eps_lb above the claimed 1.
+    At this seed and 5,000 runs per dataset the bound is 1.25 (1.04-1.25 over seeds 0-2)."""
+    res = audit("adaptive_hh", 1.0, 5000, relation="add/remove user", alpha=ALPHA, seed=1)
+    assert res.details["claimed_relation"] == "zero-out user" and res.relation == "add/remove user"
+    assert res.eps_lb > res.eps_claimed == 1.0, res.to_dict()
+
+
+def test_shares_sized_for_the_bound_but_added_by_every_client_are_caught(monkeypatch):
+    """Why a fixed committee (AdaptiveHH's docstring): if every client added shares sized for the
+    planned L, D' would carry one more share than D, whose heavier tails the audit sees (one other
+    client, L = 1: discrete Laplace against 1 + the difference of two Pólya(2)). The committee
+    variant on the same datasets, seed and runs stays within its claim."""
+    from dataclasses import replace
+
+    from engine import audit as audit_module
+    from engine.mechanisms import federated_hh
+
+    one_other = replace(PLANS["adaptive_hh"], note="one other client")
+    monkeypatch.setitem(audit_module.RELATION_PLANS, ("adaptive_hh", "add/remove user"), one_other)
+    correct = audit("adaptive_hh", 1.0, 6000, params=ADD_REMOVE, alpha=ALPHA, seed=0)
+    assert correct.eps_lb <= 1.0, correct.to_dict()
+    real = federated_hh.secure_sum
+
+    def every_client_adds(*args, **kw):
+        if kw.get("committee"):
+            kw["dp_shard"] = kw["committee"]  # shares of shape 1/N, N planned from L ...
+            kw["committee"] = -(-args[4] // kw["n_shards"])  # ... added by every client of the shard
+        return real(*args, **kw)
+
+    monkeypatch.setattr(federated_hh, "secure_sum", every_client_adds)
+    broken = audit("adaptive_hh", 1.0, 6000, params=ADD_REMOVE, alpha=ALPHA, seed=0)
+    assert broken.eps_lb > broken.eps_claimed == 1.0, broken.to_dict()
+
+
 def test_non_private_reference_is_seen_through():
     """No claim, and the audit shows it: the exact histogram tells D0 from D1 every time."""
     res = audit("nonprivate_level", 1.0, 200, alpha=ALPHA)
@@ -191,6 +250,16 @@ def test_cli_audit_json(capsys):
         assert field in out
     assert out["mechanism"] == "identity" and out["eps_claimed"] == 1.0 and out["runs"] == 200
     assert 0.0 <= out["eps_lb"] <= 1.0 and math.isfinite(out["seconds"])
+
+
+def test_cli_audit_parameters_and_relation(capsys):
+    assert main(["audit", "adaptive_hh", "--param", "relation=add/remove", "--runs", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "relation=add/remove" in out and "relation     add/remove user\n" in out
+    assert main(["audit", "adaptive_hh", "--relation", "add/remove user", "--runs", "100"]) == 0
+    assert "add/remove user (the claim is under zero-out user)" in capsys.readouterr().out
+    assert main(["audit", "adaptive_hh", "--relation", "swap", "--runs", "100"]) == 2
+    assert "unknown neighbouring relation" in capsys.readouterr().err
 
 
 def test_cli_audit_table(capsys):

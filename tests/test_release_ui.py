@@ -101,6 +101,28 @@ def test_mixed_relations_are_flagged_and_the_ledger_names_the_relation():
     assert "Neighbouring relation:** zero-out user" in texts(ex)
 
 
+def test_adaptive_hh_add_remove_option_names_its_relation_and_joins_add_remove_comparisons():
+    """Adaptive HH's relation option (issue 23 part 3): chosen in its parameters, the ledger names
+    add/remove user and books the private client count, the guarantee mentions the option, and a
+    comparison with an add/remove baseline is no longer flagged as mixing relations."""
+    ex = open_app(mech="adaptive_hh", baselines="0", eps="0.5", seed="1")
+    box = ex.sidebar.selectbox(key="cfg.p.adaptive_hh.relation")
+    assert box.options == ["zero-out", "add/remove"] and "whether a person took part" in box.help
+    box.set_value("add/remove").run()
+    click_run(ex, "explore")
+    text = texts(ex)
+    assert "Neighbouring relation:** add/remove user" in text and "zero-out user (" not in text
+    assert "from a private count" in text and "with relation = add/remove" in text
+    steps = [step for df in ex.dataframe if "Step" in df.value for step in df.value["Step"]]
+    assert steps[0] == "DP count of clients" and steps[1].startswith("sub-query 1")
+    cmp_ = open_app(
+        "compare", mechs="identity,adaptive_hh", eps="0.4", seed="1", **{"p.adaptive_hh.relation": "add/remove"}
+    )
+    click_run(cmp_, "compare")
+    assert not any("different neighbouring relations" in w.value for w in cmp_.warning)
+    assert {"compare_identity_heat", "compare_adaptive_hh_heat"} <= set(charts(cmp_))
+
+
 def test_methods_audits_a_mechanism_in_the_background():
     import time
 

@@ -305,11 +305,15 @@ def prepare_clients(
     max_locations: int = 0,
     need_flag: bool = False,
     remote_ok: bool = False,
+    always_multi: bool = False,
 ) -> Clients:
     """Turn a Dataset into clients over the domain. Rows outside the domain are
     ignored (the protocol covers the public region only). With ``remote_ok``, an
     out-of-core dataset (one with ``clients(domain)``) hands over clients that stay on its
-    Dask workers, one location and no attribute each."""
+    Dask workers, one location and no attribute each. ``always_multi``: a dataset with user
+    ids takes the multi-location encoding (``multi_location``) even when every user has one
+    location, so the encoding (and its sensitivity) follows from the dataset's columns and
+    the parameters, never from how many locations its people have (add/remove user)."""
     if remote_ok and callable(getattr(data, "clients", None)):
         if need_flag:
             raise EngineError("proportion estimation needs the dataset's binary attribute 'flag', which it lacks")
@@ -333,7 +337,7 @@ def prepare_clients(
     inv = inv.astype(np.int64)
     n_users = int(inv.max()) + 1
     counts = np.bincount(inv, minlength=n_users)
-    if counts.max() == 1:
+    if counts.max() == 1 and not always_multi:
         code = np.empty(n_users, dtype=np.int64)
         code[inv] = codes
         fl = None
@@ -431,6 +435,10 @@ class ShardedSum:
     overflowed: int = 0  # coordinates whose shard sum wrapped (clipping demo)
     verified_shards: int = 0
     path: str = "aggregated"
+    # committee mode (add/remove user): noise-adding clients planned per shard, and the epsilon of
+    # the server's own view of the shard sums (below the release's when a shard lacked its committee)
+    committee: int = 0
+    server_epsilon: float | None = None
 
     @property
     def noise_std(self) -> float:
@@ -459,6 +467,8 @@ def secure_sum(
     clip_bits: int = 0,
     verify: bool = False,
     signal: np.ndarray | None = None,
+    n_shards: int = 0,
+    committee: int = 0,
 ) -> ShardedSum:
     """Algorithm 1, vectorised. ``n_clients`` clients (entries ``client``, ``key``,
     ``value``: client ``client[e]`` adds ``value[e]`` (1 if None) to coordinate
@@ -487,6 +497,22 @@ def secure_sum(
     an out-of-core dataset, :class:`engine.data.parquet_source.PartitionClients`) instead of
     the entries; only on the aggregated path, whose noise does not depend on which client is
     in which shard, so the result is the one the entries would give.
+
+    Committee mode (``committee > 0``, with ``n_shards``; Adaptive HH under add/remove user):
+    the layout and the noise are planned from a public number of clients L, never from
+    ``n_clients``. The clients are split at random into ``n_shards`` shards as equal as
+    possible (however many there are), and in each shard a random ``committee`` of them (the
+    planned clients per shard, ``floor(L / n_shards)``) add ``Polya(1/N) - Polya(1/N)`` shares,
+    ``N = dp_shard`` or ``floor((1 - planned_dropout) * committee)``; the other clients add
+    none. Every shard's noise is then ``Polya(committee/N) - Polya(committee/N)``, the same law
+    whatever the number of clients: with at least L clients every shard holds its committee;
+    with fewer, the aggregator adds the missing members' shares itself before the release
+    (so the released sum's law never depends on the count), and ``server_epsilon`` reports
+    the weaker noise of the server's own view of those shards. The released total is then the
+    clients' sum plus ``Polya(A) - Polya(A)`` noise, ``A = n_shards * committee / N``, however the
+    clients were split. Refused: actual dropouts (a dropped committee member would make the
+    noise depend on who took part) and modular clipping (each shard's wrap would make the total
+    depend on the split, which depends on the number of clients).
     """
     rng = ctx.rng
     secure = bool(getattr(ctx, "secure", False))
@@ -504,12 +530,34 @@ def secure_sum(
     if signal is None:
         client = np.asarray(client, dtype=np.int64)
         key = np.asarray(key, dtype=np.int64)
-    sizes = split_shards(n_clients, secagg_shard)
-    k = sizes.size
+    committee = int(committee)
+    if committee:
+        if dropout > 0:
+            raise ParamError(
+                "under add/remove user the noise is planned for a committee of clients per shard; simulated "
+                "dropouts would make the noise depend on who took part: set the dropout to 0 (a planned dropout "
+                "margin is fine)"
+            )
+        if clip_bits:
+            raise ParamError(
+                "under add/remove user modular clipping is not available: it wraps each shard's sum, so the "
+                "released total would depend on how the clients were split into shards, and that split depends "
+                "on their number; set the clipping bits to 0"
+            )
+        k = int(n_shards)
+        if k < 1 or committee < 1:
+            raise ParamError("committee mode needs at least one shard and one planned client per shard")
+        base, extra = divmod(int(n_clients), k)
+        sizes = np.array([base + 1] * extra + [base] * (k - extra), dtype=np.int64)
+        planned = np.full(k, committee, dtype=np.int64)
+    else:
+        sizes = split_shards(n_clients, secagg_shard)
+        k = sizes.size
+        planned = sizes
     if dp_shard:
         N = np.full(k, int(dp_shard), dtype=np.int64)
     else:
-        N = np.maximum(np.floor((1.0 - planned_dropout) * sizes + 1e-9).astype(np.int64), 1)
+        N = np.maximum(np.floor((1.0 - planned_dropout) * planned + 1e-9).astype(np.int64), 1)
     drops = np.floor(dropout * sizes + 0.5).astype(np.int64)
     surv = sizes - drops
     # shard sums are materialised only when they matter (clipping wraps each shard's
@@ -528,7 +576,9 @@ def secure_sum(
         alive = None
     noisy = eps is not None and math.isfinite(eps)
     r = math.exp(-eps / sensitivity) if noisy else 0.0
-    alpha = surv / N
+    # the noise's Pólya shape per shard: survivors' shares, or (committee mode) the planned
+    # committee's, shortfalls topped up by the aggregator
+    alpha = (planned if committee else surv) / N
     released = np.ones(k, dtype=bool)
     if noisy and (excess == "abort" or secure):
         released = alpha >= 1.0
@@ -544,20 +594,27 @@ def secure_sum(
     if noisy:
         cache: dict[float, float] = {}
         # a shard with no survivors sums nobody's data (and no noise): it leaks nothing
-        for a in alpha[released & (surv > 0)]:
+        for a in alpha[released & ((planned if committee else surv) > 0)]:
             a = float(a)
             if a not in cache:
                 cache[a] = polya_difference_epsilon(a, r, int(sensitivity)) if a < 1 else eps
             eps_eff = max(eps_eff, cache[a])
     else:
         eps_eff = math.inf
+    server_eps = None
+    if committee and noisy:  # the server's view: only the members present added shares
+        own = np.minimum(sizes, planned) / N
+        server_eps = 0.0
+        for a in np.unique(own[released & (sizes > 0)]):
+            a = float(a)
+            server_eps = max(server_eps, polya_difference_epsilon(a, r, int(sensitivity)) if a < 1 else eps)
 
     overflowed = 0
     verified = 0
     path = "aggregated"
     if verify:
         total, verified = _per_client_sum(
-            ctx, client, key, value, shard_of, alive, released, size, N, r if noisy else 0.0, clip_bits
+            ctx, client, key, value, shard_of, alive, released, size, N, r if noisy else 0.0, clip_bits, committee
         )
         path = "per-client (verified SecAgg)"
     elif need_shards:
@@ -567,7 +624,10 @@ def secure_sum(
         sig = np.rint(np.bincount(flat, weights=w, minlength=k * size)).astype(np.int64).reshape(k, size)
         if noisy:
             if secure:
-                sig += _secure_shard_noise(ctx, sizes, N, surv, released, size, eps, sensitivity)
+                adders = planned if committee else sizes
+                sig += _secure_shard_noise(
+                    ctx, adders, N, planned if committee else surv, released, size, eps, sensitivity
+                )
             else:
                 a = np.where(released, alpha, 0.0)
                 sig += polya_difference(rng, a[:, None], r, (k, size))
@@ -601,6 +661,8 @@ def secure_sum(
         overflowed=overflowed,
         verified_shards=verified,
         path=path,
+        committee=committee,
+        server_epsilon=server_eps,
     )
 
 
@@ -620,10 +682,12 @@ def _secure_shard_noise(ctx, sizes, N, surv, released, size, eps, sensitivity) -
     return out
 
 
-def _per_client_sum(ctx, client, key, value, shard_of, alive, released, size, N, r, clip_bits):
+def _per_client_sum(ctx, client, key, value, shard_of, alive, released, size, N, r, clip_bits, committee=0):
     """Verification mode: every client builds its vector, adds its own Pólya shares,
     clips it modulo 2^q and masks it with pairwise masks (engine.secagg); the server
-    unmasks each shard's sum. Raises if the masked sum differs from the plain one."""
+    unmasks each shard's sum. Raises if the masked sum differs from the plain one.
+    ``committee``: only that many members of each shard (a random subset) add shares; the
+    aggregator adds the shares of missing members after unmasking (see :func:`secure_sum`)."""
     from .. import secagg
 
     rng = ctx.rng
@@ -637,18 +701,27 @@ def _per_client_sum(ctx, client, key, value, shard_of, alive, released, size, N,
         members = np.flatnonzero((shard_of == s) & alive)
         m = members.size
         if m == 0:
+            if committee and r > 0:  # nobody arrived: the aggregator adds the committee's noise
+                top = polya_difference(rng, committee / float(N[s]), r, size)
+                total += wrap_signed(top, clip_bits) if clip_bits else top
             continue
         local = np.full(shard_of.size, -1, dtype=np.int64)
         local[members] = np.arange(m)
         sel = local[client] >= 0
         vec = np.zeros((m, size), dtype=np.int64)
         np.add.at(vec, (local[client[sel]], key[sel]), 1 if value is None else value[sel])
+        adders = m if not committee else min(m, committee)
         if r > 0:
-            vec += polya_difference(rng, 1.0 / float(N[s]), r, (m, size))
+            who = np.arange(m) if adders == m else rng.choice(m, adders, replace=False)
+            vec[who] += polya_difference(rng, 1.0 / float(N[s]), r, (adders, size))
         vec = wrap_signed(vec, clip_bits) if clip_bits else vec
         res = secagg.secure_sum(vec, bits, rng)
         if not res.verified:
             raise EngineError("secure aggregation check failed: the unmasked sum differs from the plain sum")
-        total += res.total
+        shard_total = np.asarray(res.total, dtype=np.int64)
+        if r > 0 and committee > adders:  # the aggregator's top-up for absent committee members
+            shard_total = shard_total + polya_difference(rng, (committee - adders) / float(N[s]), r, size)
+            shard_total = wrap_signed(shard_total, clip_bits) if clip_bits else shard_total
+        total += shard_total
         verified += 1
     return total, verified

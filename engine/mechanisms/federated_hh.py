@@ -280,6 +280,73 @@ def _extension_params() -> tuple[Param, ...]:
     )
 
 
+RELATION_CHOICES = ("zero-out", "add/remove")
+
+
+def _relation_params() -> tuple[Param, ...]:
+    """Adaptive HH's neighbouring relation (issue 23 part 3) and, under add/remove, where the
+    planned number of clients comes from (see AdaptiveHH's docstring, "Add/remove user")."""
+    return (
+        Param(
+            "relation",
+            "choice",
+            "zero-out",
+            "who the guarantee protects, and from what. 'zero-out' (the paper): a person's locations cannot be "
+            "told from zeros, but whether they took part is public, as the exact number of clients plans the "
+            "rounds, shards and noise. 'add/remove': whether a person took part at all is protected too; the plan "
+            "is made from a lower bound on the number of clients (a private count or a public bound you give), "
+            "never from the exact number",
+            choices=RELATION_CHOICES,
+            label="neighbouring relation",
+        ),
+        Param(
+            "clients_source",
+            "choice",
+            "dp_count",
+            "add/remove only: where the planned number of clients comes from. 'dp_count': a noisy count of the "
+            "clients, lowered so that it stays below the true number with high probability (spends the share of "
+            "epsilon below); 'public_bound': a lower bound you state (recorded as side information)",
+            choices=("dp_count", "public_bound"),
+            label="planned clients from",
+        ),
+        Param(
+            "count_share",
+            "float",
+            0.05,
+            "add/remove with a private count: the share of epsilon spent on counting the clients",
+            min=0.001,
+            max=0.5,
+            log=True,
+            label="share of epsilon for the client count",
+        ),
+        Param(
+            "count_failure",
+            "float",
+            1e-6,
+            "add/remove with a private count: how rarely the lowered count may exceed the true number of clients "
+            "(then the server's own view of some shards has less noise than planned; the released map does not)",
+            min=1e-12,
+            max=0.1,
+            log=True,
+            label="chance the client count is too high",
+        ),
+        Param(
+            "clients_bound",
+            "int",
+            1000,
+            "add/remove with a public bound: at least this many clients take part (your statement, not read "
+            "from the data)",
+            min=1,
+            max=1_000_000_000,
+            log=True,
+            label="public lower bound on clients",
+        ),
+    )
+
+
+RELATION_PARAMS = tuple(p.name for p in _relation_params())
+
+
 def _with_defaults(params: tuple[Param, ...], **defaults) -> tuple[Param, ...]:
     out = []
     for p in params:
@@ -385,6 +452,72 @@ def _shard_diag(ss) -> dict:
         "verified_shards": int(ss.verified_shards),
         "aggregation_path": ss.path,
     }
+
+
+def _shard_diag_public(ss) -> tuple[dict, dict]:
+    """Add/remove user: the shard facts fixed by the public plan (release) and those that follow
+    from the exact number of clients (evaluation only)."""
+    d = _shard_diag(ss)
+    private_keys = ("shard_size_max", "survivors_min", "verified_shards")
+    public = {k: v for k, v in d.items() if k not in private_keys}
+    public["committee"] = int(ss.committee)
+    public["alpha_min"] = float((ss.committee / ss.dp_shard_sizes).min())
+    own = {k: d[k] for k in private_keys}
+    own["server_view_epsilon"] = ss.server_epsilon
+    return public, own
+
+
+def _add_remove_plan(p: dict, U: int, eps_total: float, ctx, ledger: Ledger) -> tuple[dict, float]:
+    """The public plan of an add/remove run (AdaptiveHH docstring, "Add/remove user"): a lower
+    bound L on the number of clients, from a discrete-Laplace count (booked in the ledger) or
+    the analyst's public bound (declared as side information); ``k = ceil(L / S_max)`` shards
+    and a committee of ``floor(L / k)`` noise-adding clients per shard. Returns the plan (DP
+    outputs and public parameters only) and the epsilon the count spent."""
+    S = int(p["secagg_shard"])
+    if p["clients_source"] == "public_bound":
+        L = int(p["clients_bound"])
+        eps_count = 0.0
+        plan = {"source": "public bound", "lower_bound": L}
+    elif p["clients_source"] == "dp_count":
+        eps_count = float(p["count_share"]) * eps_total
+        beta = float(p["count_failure"])
+        # P(Z >= s + 1) = r^(s+1) / (1 + r) < r^s = e^(-eps_c s) <= beta for Z ~ DLap(r = e^-eps_c)
+        shift = math.ceil(math.log(1.0 / beta) / eps_count)
+        noisy = int(U + int(np.asarray(ctx.noise.discrete_laplace(1.0 / eps_count, 1)).ravel()[0]))
+        L = max(1, noisy - shift)
+        plan = {
+            "source": "DP count",
+            "dp_count": noisy,
+            "count_epsilon": eps_count,
+            "shift": shift,
+            "failure_probability": beta,
+            "lower_bound": L,
+        }
+    else:
+        raise ParamError(f"unknown source of the planned number of clients {p['clients_source']!r}")
+    k = max(1, -(-L // S))
+    committee = L // k
+    N = int(p["dp_shard"]) or max(int(math.floor((1.0 - float(p["planned_dropout"])) * committee + 1e-9)), 1)
+    plan.update({"shards": k, "committee": committee, "dp_shard_size": N})
+    how = (
+        f"a public lower bound of {L:,} participating clients, declared by the analyst (not read from the data)"
+        if eps_count == 0
+        else f"a lower bound L = {L:,} on the number of clients, from a private count"
+    )
+    ledger.note_side_information(
+        "add/remove user: the exact number of clients is never read; "
+        + how
+        + f" plans the epsilon schedule (Eq. 7), {k} SecAgg shard(s) and a committee of {committee:,} clients per "
+        f"shard adding Pólya shares of shape 1/{N:,}"
+    )
+    if eps_count:
+        ledger.spend(
+            "DP count of clients",
+            eps_count,
+            note=f"discrete Laplace of scale 1/epsilon, sensitivity 1 under add/remove user: {noisy:,} clients; "
+            f"lowered by {shift:,} to L = {L:,}, above the true number with probability at most {beta:g}",
+        )
+    return plan, eps_count
 
 
 def _exact_sum(ss, p: dict) -> bool:
@@ -501,6 +634,66 @@ class AdaptiveHH(Mechanism):
     gives none). The proportion
     interval and the CI-width split rule are this workbench's reading of
     Appendix B, which leaves them open.
+
+    Add/remove user (``relation = 'add/remove'``; issue 23 part 3; not in the paper).
+    Under zero-out the exact client count U is public and read three times: by the
+    schedule (Eq. 7, ``sigma~`` grows with U), by the shard layout (``ceil(U/S_max)``
+    shards, Algorithm 1 line 7) and by the Pólya shapes (``1/N`` with N from each shard's
+    size, Section 4 "Handling dropouts"). The audit measures eps >= 1.56 at a claimed 1
+    under add/remove. This variant reads U nowhere that reaches the release:
+
+    1. *Planned clients L.* Either the analyst's public lower bound (``clients_bound``,
+       declared as side information), or a private count: ``U~ = U + Z``, Z discrete
+       Laplace with ``r = e^-eps_c`` (Eq. 4 with Δ = 1: one person changes U by one),
+       ``eps_c = count_share x epsilon``, booked in the ledger; ``L = max(1, U~ - s)`` with
+       ``s = ceil(ln(1/beta)/eps_c)``, so ``P(L > U) = P(Z > s) = r^(s+1)/(1+r) < beta``
+       (``count_failure``). The server knows how many clients report anyway (it runs
+       secure aggregation with them), so the count's noise is added by the aggregator; it
+       protects the release, not the server's view.
+    2. *Plan from L only.* The schedule uses L for U in Eq. 7 (and the fixed schedule
+       splits ``epsilon - eps_c``); ``k = ceil(L/S_max)`` shards; in each shard a random
+       committee of ``n_c = floor(L/k)`` clients adds ``Polya(1/N) - Polya(1/N)`` shares
+       (``N = dp_shard`` or ``floor((1 - planned_dropout) n_c)``); the other clients add none.
+       Every shard's noise is ``Polya(n_c/N) - Polya(n_c/N)`` and the sub-query's released
+       total carries ``Polya(A) - Polya(A)``, ``A = k n_c / N >= 1``: discrete Laplace(r_q)
+       plus independent noise (Theorem 4.1, Eqs. 3-4; the law is infinitely divisible), a
+       law fixed by L and the parameters. With U >= L clients every shard (an even split of
+       the U clients into k shards) holds its committee; with fewer, the aggregator adds
+       the absent members' shares before the release, so the released law is the same.
+       Eq. 6's threshold reads the planned A, never the realised shard sizes.
+    3. *Why it is DP.* For D' = D plus one person u, given L and the tree (functions of
+       earlier DP outputs), sub-query q releases ``sum_i v_i + Z_q`` under D and
+       ``sum_i v_i + v_u + Z_q`` under D', Z_q of the same law in both, ``|v_u|_1 <= Δ``
+       (Δ = 1; gamma + d with several locations, Section 5.7): eps_q-DP by Eq. 4 and
+       post-processing (adding the independent rest of Z_q). The count, then the
+       sub-queries, compose sequentially (Section 5.5): ``eps_c + sum_q eps_q = epsilon``.
+       Shards do not enter the argument: without clipping the released total does not
+       depend on how the clients were split.
+
+    Why not "every client adds shares sized for L": then D' carries one more share
+    than D, and ``Polya(A + 1/N) - Polya(A + 1/N)`` has polynomially heavier tails than
+    ``Polya(A)`` (pmf ~ ``k^(alpha-1) r^k``), so the privacy-loss ratio is unbounded: with
+    one client in the sink (N = 1) a shift of 1 gives ``P1(> 3) / P0(> 3) = e^1.8`` at a
+    claimed epsilon of 1. A fixed committee keeps the noise's law independent of U.
+
+    What the server sees: the number of reports (hence U exactly), each shard's size and
+    each shard's noisy sum. Under add/remove the guarantee is about the released map and
+    everything published with it (the tree, the levels, the ledger); the server's own
+    view is epsilon-DP only under zero-out, as in the paper (Lemma 5.1), because it sees
+    who takes part; when L > U (probability < beta with a private count; a wrong public
+    bound) the short shards it sees carry less noise (``server_view_epsilon`` in the
+    evaluation). Exact U, shard sizes, the communication of all clients and the client
+    notes (which depend on how many locations people have) go to the evaluation, not to
+    the release; datasets with user ids always take the multi-location encoding
+    (Section 5.7), so the encoding and its sensitivity follow from the columns, not from
+    whether someone has a second location.
+    Departures and limits: actual dropouts and modular clipping are refused under
+    add/remove (a dropped committee member, or a per-shard wrap, would tie the release to
+    who took part or to the split); S_max caps the planned clients per shard, so with
+    U > L the shards hold ``U/k`` clients, a few percent over S_max when L is a private
+    lower bound; the count costs ``eps_c`` and lowers L below U by about
+    ``ln(1/beta)/eps_c`` clients (277 at epsilon 1 with the defaults), which plans the
+    schedule for slightly fewer clients than there are.
     """
 
     key = "adaptive_hh"
@@ -508,7 +701,8 @@ class AdaptiveHH(Mechanism):
     family = "distributed"
     guarantee = (
         "epsilon-DP under zero-out user, the number of clients U public (distributed: central-DP sum via Pólya "
-        "shares and secure aggregation; computational)"
+        "shares and secure aggregation; computational); with relation = add/remove: epsilon-DP of the released map "
+        "under add/remove user, planned from a private count or a public lower bound of the clients"
     )
     neighbouring = "zero-out user"
     threat_model = THREAT_DISTRIBUTED
@@ -519,8 +713,15 @@ class AdaptiveHH(Mechanism):
     )
     paper = PAPER
     equations = "Thm 4.1, Eqs. 2-9, Algorithms 1-2, Sections 5.6-5.7, 6.1, Appendices A-B"
-    params = _schedule_params() + _secagg_params() + _extension_params()
+    params = _schedule_params() + _secagg_params() + _relation_params() + _extension_params()
     private = True
+
+    @classmethod
+    def neighbouring_for(cls, params: dict | None = None) -> str:
+        """``relation = 'add/remove'`` makes a private run add/remove user (see the class docstring)."""
+        if cls.neighbouring == "zero-out user" and params and params.get("relation") == "add/remove":
+            return "add/remove user"
+        return super().neighbouring_for(params)
 
     # --------------------------------------------------------------------- run
     def run(self, data, domain, epsilon, params, ctx):
@@ -529,6 +730,8 @@ class AdaptiveHH(Mechanism):
         private = self.private
         eps_total = _check_eps(epsilon) if private else math.inf
         prop = p["attribute"] == "flag"
+        # add/remove user (class docstring): nothing that reaches the release reads the exact U
+        addrem = private and p.get("relation", "zero-out") == "add/remove"
         clients = prepare_clients(
             data,
             domain,
@@ -537,6 +740,7 @@ class AdaptiveHH(Mechanism):
             max_locations=int(p["max_locations"]),
             need_flag=prop,
             remote_ok=True,
+            always_multi=addrem,
         )
         U = clients.n
         _check_secagg(p, U)
@@ -544,21 +748,35 @@ class AdaptiveHH(Mechanism):
         max_levels = int(p["max_levels"])
         schedule = p["schedule"]
         kw = _secagg_kwargs(p)
-        warnings: list[str] = list(clients.notes)
+        warnings: list[str] = [] if addrem else list(clients.notes)
         if kw["dp_shard"] and kw["dp_shard"] > kw["secagg_shard"]:
             warnings.append("the DP shard size exceeds the SecAgg shard size: no shard can reach it")
 
         tree = PrefixTree.initial(D, int(p["start_level"]))
         ledger = Ledger()
-        if private:
-            _note_clients(ledger, "and, through Eq. 7, the epsilon schedule" if schedule != "fixed" else "")
         spent: list[float] = []
-        eps_rem = eps_total
+        plan = None
+        planned_users = U  # the number of clients the schedule is planned for
+        if addrem:
+            plan, eps_count = _add_remove_plan(p, U, eps_total, ctx, ledger)
+            planned_users = plan["lower_bound"]
+            kw.update(n_shards=plan["shards"], committee=plan["committee"])
+            if eps_count:
+                spent.append(eps_count)
+            if plan["dp_shard_size"] > plan["committee"]:
+                warnings.append("the DP shard size exceeds the planned committee per shard: the noise is weaker")
+            ctx.record_evaluation(users=U, clients_notes=list(clients.notes), lower_bound_held=U >= planned_users)
+        elif private:
+            _note_clients(ledger, "and, through Eq. 7, the epsilon schedule" if schedule != "fixed" else "")
+        eps_rem = _last_share(spent, eps_total) if private else eps_total
+        eps_sub = eps_rem  # what the sub-queries share (epsilon less the client count's)
+        server_view_eps: list[float] = []
+        shard_eval: list[dict] = []
         grew = True
         diag_levels: list[dict] = []
         extra_levels: list[dict] = []
         sizes: list[int] = []
-        eff_total = 0.0
+        eff_total = math.fsum(spent)  # the client count's epsilon (add/remove), then each sub-query's
         final = None
         for q in range(max_levels):
             ctx.check_cancelled()
@@ -572,9 +790,9 @@ class AdaptiveHH(Mechanism):
             sig_t = None
             if private:
                 if schedule == "fixed":
-                    eps_tilde = eps_total / max_levels
+                    eps_tilde = eps_sub / max_levels
                 else:
-                    sig_t = sigma_target(schedule, float(p["c"]), U, size, int(p["secagg_shard"]))
+                    sig_t = sigma_target(schedule, float(p["c"]), planned_users, size, int(p["secagg_shard"]))
                     eps_tilde = eps_for_std(gamma * sig_t, sens)
                 if forced_last:
                     last = True
@@ -630,7 +848,12 @@ class AdaptiveHH(Mechanism):
                     eps_q,
                     ss,
                     f"discrete Laplace via Pólya shares, sensitivity {sens}, {ss.shard_sizes.size} disjoint "
-                    f"SecAgg shard(s) (parallel within the sub-query)",
+                    f"SecAgg shard(s) (parallel within the sub-query)"
+                    + (
+                        f"; add/remove user: a committee of {ss.committee:,} clients per shard adds the shares"
+                        if addrem
+                        else ""
+                    ),
                 )
             ci = None
             if prop:
@@ -649,7 +872,13 @@ class AdaptiveHH(Mechanism):
                 "max_node_level": int(node_level(rep).max()),
                 "last": bool(last),
             }
-            level_diag.update(_shard_diag(ss))
+            if addrem:  # what follows from the exact U goes to the evaluation
+                public, own = _shard_diag_public(ss)
+                level_diag.update(public)
+                shard_eval.append(own)
+                server_view_eps.append(ss.server_epsilon)
+            else:
+                level_diag.update(_shard_diag(ss))
             sizes.append(size)
             extra = {
                 "node_ids": rep,
@@ -691,7 +920,8 @@ class AdaptiveHH(Mechanism):
             rounds=len(sizes),
             note=(
                 f"vector lengths summed over {len(sizes)} sub-queries (Table 1): {', '.join(map(str, sizes))}; "
-                f"{bits}-bit SecAgg words; all clients together upload {U * total_elems:,} elements"
+                f"{bits}-bit SecAgg words"
+                + ("" if addrem else f"; all clients together upload {U * total_elems:,} elements")
             ),
         )
         diag = {
@@ -708,6 +938,15 @@ class AdaptiveHH(Mechanism):
             "multi_location": bool(clients.multi),
             "gamma": gamma,
         }
+        if addrem:
+            del diag["users"], diag["communication_all_clients"]
+            diag["clients_plan"] = plan
+            ctx.record_evaluation(
+                communication_all_clients=U * total_elems,
+                shards_by_subquery=shard_eval,
+                # the server's own view of the sub-queries, composed (it knows the count exactly)
+                server_view_epsilon=math.fsum(server_view_eps),
+            )
         if private:
             diag["epsilon_spent"] = ledger.total()
             diag["effective_epsilon"] = eff_total
@@ -775,6 +1014,7 @@ class AdaptiveHH(Mechanism):
         "communication",
         "stderr",
         "stderr_cells",
+        "clients_plan",
     )
     side_information_keys = ("users", "communication_all_clients", "effective_epsilon", "warnings")
 
@@ -841,7 +1081,9 @@ class HHInteractiveNonPrivate(AdaptiveHH):
     params = tuple(
         p
         for p in _with_defaults(AdaptiveHH.params, threshold_rule="fixed")
-        if p.name not in ("schedule", "c", "b", "k", "threshold_rule", "planned_dropout", "dp_shard", "dropout_policy")
+        if p.name
+        not in ("schedule", "c", "b", "k", "threshold_rule", "planned_dropout", "dp_shard", "dropout_policy")
+        + RELATION_PARAMS
     )
 
     def run(self, data, domain, epsilon, params, ctx):
