@@ -186,3 +186,36 @@ def test_verified_secure_aggregation_and_secure_mode_under_add_remove():
     sec, _ = _run(d, params, secure=True)
     assert sec.diagnostics["levels"][0]["aggregation_path"] == "per-shard"
     assert sec.ledger.total() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("params", [ADD_REMOVE, BOUND], ids=["dp_count", "public_bound"])
+def test_one_more_person_changes_only_dp_outputs(params):
+    """tests/test_release_contents.py's check, stricter: D and D' = D plus one person, the same seed;
+    under add/remove nothing but the declared DP outputs may differ, not even the keys that zero-out
+    declares as following from side information (the exact number of clients)."""
+    from test_release_contents import _dataset, _differences
+
+    rng = np.random.default_rng(1)
+    xy = rng.normal(SIDE / 2, 2500, (400, 2)).clip(1, SIDE / 2 + 3000)
+    uid = rng.integers(0, 150, 400)
+    new = np.array([[SIDE * 0.9, SIDE * 0.9], [SIDE * 0.92, SIDE * 0.85]])
+    d0 = _dataset(xy, uid, None)
+    d1 = _dataset(np.vstack([xy, new]), np.append(uid, [999, 999]), None)
+    cls = get("adaptive_hh")
+    a, b = (
+        cls().run(
+            d, Domain(0.0, 0.0, SIDE, 4), 1.0, cls.schema().resolve(params), RunContext(rng=np.random.default_rng(5))
+        )
+        for d in (d0, d1)
+    )
+    allowed = set(cls.dp_outputs)  # the ledger's steps and the communication follow the (noisy) tree
+    diffs: list[str] = []
+    for field in ("diagnostics", "extras"):
+        da, db = getattr(a, field), getattr(b, field)
+        for k in sorted(set(da) | set(db)):
+            if k not in allowed:
+                _differences(da.get(k), db.get(k), f"{field}.{k}", diffs)
+    if params is BOUND:  # no count: the side information is public
+        _differences(a.ledger.side_information, b.ledger.side_information, "side information", diffs)
+    assert not diffs, diffs
+    assert a.diagnostics["multi_location"] and b.diagnostics["multi_location"]
