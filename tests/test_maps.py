@@ -250,3 +250,33 @@ def test_the_paired_map_has_a_scale_bar_and_hover_values():
     hover = next(layer for layer in spec["layers"] if layer["id"] == "explore_hover")
     assert hover["data"] and {"t", "p"} <= set(hover["data"][0]) and hover["pickable"]
     assert len(charts(at)["explore_private_heat"]) < 2_000_000  # the payload of the map
+
+
+def test_outline_png_draws_every_border_as_the_plain_loop_does():
+    """The vectorised rasteriser (issue 18: Sparse EMD's page) marks exactly the border pixels of every
+    rectangle, clipped to the image, as drawing each border in a loop does."""
+    import io
+
+    from PIL import Image
+
+    from ui.maps import outline_png
+
+    class Dom:
+        x0, y0, side = 100.0, -50.0, 1000.0
+
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-50, 1050, (300, 2))
+    rects = np.column_stack([a, a + rng.uniform(0, 300, (300, 2))])
+    side = 256
+    want = np.zeros((side, side), dtype=bool)
+    s = side / Dom.side
+    for x0, y0, x1, y1 in rects:
+        i0, i1 = (int(np.clip((v - Dom.x0) * s, 0, side - 1)) for v in (x0, x1))
+        j0, j1 = (int(np.clip((v - Dom.y0) * s, 0, side - 1)) for v in (y0, y1))
+        want[j0, i0 : i1 + 1] = want[j1, i0 : i1 + 1] = True
+        want[j0 : j1 + 1, i0] = want[j0 : j1 + 1, i1] = True
+    got = np.asarray(Image.open(io.BytesIO(outline_png(rects, Dom, (1, 2, 3, 200), side=side))))
+    assert got.shape == (side, side, 4)
+    drawn = got[::-1, :, 3] > 0  # the image is north up: row 0 is the top
+    assert (drawn == want).all()
+    assert (got[::-1][want] == (1, 2, 3, 200)).all()

@@ -584,7 +584,6 @@ class _SparseEMDBase(Mechanism):
             "level_epsilons": [float(e) for e in eps],
             "kept_per_level": [int(a.shape[0]) for a in recon.kept],
             "left_out_per_level": [int(a.shape[0]) for a in recon.left_out],
-            "kept_cells": {int(lv): a.tolist() for lv, a in zip(levels, recon.kept)},
             "lp": recon.lp,
             "reconstruct_s": t_rec,
             "estimated_total": total,
