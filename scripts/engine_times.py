@@ -1,0 +1,41 @@
+"""Engine seconds of every heatmap mechanism at its defaults, in the tree at ROOT (issue 18's before/after).
+
+    python scripts/engine_times.py ROOT OUT.json [MECHANISM ...]
+
+ROOT is a checkout of this project (e.g. a `git worktree` of an older commit), so two trees are compared
+with the same script. Each mechanism: one warm-up run (its first in the process: imports, compilation,
+the dataset), then the median of 3 seeded runs (SNH: 1) of ``engine.jobs.run`` with the default
+``RunConfig`` (polycentric city, 100,000 locations), its own timings (mechanism, metrics, total).
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+root, out = sys.argv[1], sys.argv[2]
+sys.path.insert(0, root)
+os.chdir(root)
+os.environ.setdefault("HEATMAP_CACHE_DIR", os.path.join(os.path.dirname(os.path.abspath(out)), "engine_times_cache"))
+from engine.jobs import RunConfig, run  # noqa: E402
+from engine.mechanisms import registry  # noqa: E402
+
+reg = registry()
+mechs = sys.argv[3:] or [k for k in sorted(reg) if "value" not in getattr(reg[k], "needs", ())]
+res = {}
+for m in mechs:
+    reps = 1 if m == "snh" else 3
+    try:
+        t = time.perf_counter()
+        run(RunConfig(mechanism=m, seed=99), use_cache=False)
+        first = time.perf_counter() - t
+        rows = [run(RunConfig(mechanism=m, seed=100 + s), use_cache=False).timings for s in range(reps)]
+        res[m] = {"first_s": first, "reps": reps, "load": os.getloadavg()[0]}
+        for k in ("mechanism_s", "metrics_s", "total_s"):
+            res[m][k] = statistics.median(r[k] for r in rows)
+    except Exception as e:  # an older tree may lack a mechanism or a default
+        res[m] = {"error": repr(e)[:200]}
+    print(m, res[m], flush=True)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
