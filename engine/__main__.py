@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import replace
 
-from .errors import EngineError, ParamError
+from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
 MAX_RUNS = 10_000  # runs per sweep (mechanisms x epsilons x seeds)

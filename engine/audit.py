@@ -79,9 +79,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import stats
 
+from .core.errors import ParamError
+from .core.grid import Domain
 from .data.dataset import Dataset, DatasetMeta
-from .errors import ParamError
-from .grid import Domain
 from .mechanisms import RunContext, get, registry
 from .mechanisms.base import RELATIONS, Mechanism
 

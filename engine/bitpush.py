@@ -37,7 +37,7 @@ What is here, with the paper's names:
 Secure mode: the functions that draw privacy noise (:func:`bitpush`,
 :func:`adaptive_bitpush`, :func:`estimate_mean`, :func:`estimate_variance`,
 :func:`baseline_mean`) take an optional ``noise``, an
-:class:`engine.noise.NoiseSource`. When it is in secure mode, randomized response
+:class:`engine.core.noise.NoiseSource`. When it is in secure mode, randomized response
 is OpenDP's (``NoiseSource.randomized_response``: ``make_randomized_response_bitvec``)
 and the Laplace baseline is ``NoiseSource.add_laplace`` (the clipped value itself
 passes through OpenDP's Laplace measurement). Duchi's coin is an exact Bernoulli of
@@ -116,7 +116,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .errors import ParamError
+from .core.errors import ParamError
 
 SCHEMES = ("uniform", "weighted", "optimal")
 ASSIGNMENTS = ("central", "local")
@@ -308,7 +308,7 @@ def _secure(noise) -> bool:
 
 def randomized_response(bits: np.ndarray, epsilon: float, rng: np.random.Generator, noise=None) -> np.ndarray:
     """Client side: keep each bit with probability ``e^eps/(1+e^eps)``, else flip it.
-    ``noise``: a secure-mode :class:`engine.noise.NoiseSource` draws the flips with
+    ``noise``: a secure-mode :class:`engine.core.noise.NoiseSource` draws the flips with
     OpenDP (not seeded); otherwise they come from ``rng``."""
     bits = np.asarray(bits, dtype=np.int8)
     if _secure(noise):
@@ -708,7 +708,7 @@ def bitpush(
     squashing of the final bit means below ``squash_threshold`` and ``squash_c`` noise
     standard errors (0: :func:`squash_c_default`; only meaningful with ``epsilon``; see
     :func:`_squash`). ``noise``: an
-    :class:`engine.noise.NoiseSource`; in secure mode randomized response is OpenDP's
+    :class:`engine.core.noise.NoiseSource`; in secure mode randomized response is OpenDP's
     (the bit assignment still uses ``rng``)."""
     if rng is None:
         raise ParamError("a seeded numpy Generator is required")
@@ -1003,7 +1003,7 @@ def baseline_mean(
     * ``piecewise`` (Wang et al. [28]; REFERENCE_NOTES section 3; needs epsilon).
     * ``laplace``: Laplace noise of scale ``(high - low)/eps`` on the clipped value.
 
-    ``noise``: an :class:`engine.noise.NoiseSource`. In secure mode randomized
+    ``noise``: an :class:`engine.core.noise.NoiseSource`. In secure mode randomized
     response (dithering, rounding) is OpenDP's and the Laplace report is
     ``noise.add_laplace`` (the value passes through OpenDP's Laplace measurement),
     Duchi's coin ``noise.bernoulli`` (exact, OS entropy; the float rounding of
@@ -1055,7 +1055,7 @@ def baseline_mean(
         report = _piecewise(2.0 * xs - 1.0, eps, rng)
         est01 = (report + 1.0) / 2.0
     else:
-        from .noise import NoiseSource
+        from .core.noise import NoiseSource
 
         src = noise if _secure(noise) else NoiseSource(rng)  # seeded: x + rng.laplace(0, scale, n), as before
         report = src.add_laplace(xs * width + low, width / eps)

@@ -1,7 +1,7 @@
 """A per-dataset privacy budget that outlives browser tabs and restarts (issue 23, part 4).
 
 Every release of a dataset spends its ε on the same people, whichever tab, page or process
-made it, and releases compose sequentially (basic composition, as in :mod:`engine.accounting`):
+made it, and releases compose sequentially (basic composition, as in :mod:`engine.core.accounting`):
 a dataset's total is the sum of its releases' ε. So the total is kept server-wide, one row per
 release in an embedded SQLite database (standard-library :mod:`sqlite3`), as Tumult Analytics'
 and OpenDP's sessions keep one budget per dataset rather than per user interface.
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import EngineError, ParamError
+from .core.errors import EngineError, ParamError
 
 ENV = "HEATMAP_LEDGER_DB"
 FILE_NAME = "ledger.sqlite3"
@@ -177,7 +177,7 @@ class BudgetStore:
 
     Every call opens its own connection, so a store object may be shared by threads, and
     several objects, processes or restarts see one ledger. ``timeout``: seconds a writer waits
-    for another's transaction before giving up with an :class:`~engine.errors.EngineError`."""
+    for another's transaction before giving up with an :class:`~engine.core.errors.EngineError`."""
 
     def __init__(self, path: str | os.PathLike | None = None, timeout: float = 30.0):
         self.path = Path(path) if path is not None else default_path()

@@ -82,7 +82,7 @@ def _snh_work(params: dict) -> float:
 def features(config, n_points: int) -> dict[str, float]:
     """``P``, ``C`` and ``W`` of the module docstring for ``config`` on ``n_points`` locations."""
     from . import kde
-    from .grid import Domain
+    from .core.grid import Domain
     from .mechanisms import get
     from .metrics import PRIVACY_MAX_USERS
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import Cancelled, EngineError, ParamError
+from .core.errors import Cancelled, EngineError, ParamError
 
 MAX_LOCAL_WORKERS = 64
 CONNECT_TIMEOUT_S = 10

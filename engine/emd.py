@@ -71,7 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .errors import ParamError
+from .core.errors import ParamError
 
 __all__ = ["emd_l1", "emd_l1_bound", "emd_coarse", "coarsen", "bench_figures"]
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .core.errors import ParamError
 from .data.projection import to_lonlat
-from .errors import ParamError
 
 EVALUATION = "contains non-private information about the data"
 FORMATS = ("geotiff", "geojson", "csv")

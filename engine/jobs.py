@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .core.errors import Cancelled, EngineError, ParamError
 from .costmodel import estimate_seconds  # noqa: F401  (the dashboard's estimate before Run)
 from .costmodel import record as record_cost
-from .errors import Cancelled, EngineError, ParamError
 
 CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
 ROOT = Path(__file__).resolve().parents[1]
@@ -570,9 +570,9 @@ def _number(x) -> bool:
 
 def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunResult:
     """Rebuild the result, checking every key, type and shape a page relies on."""
-    from .accounting import Ledger, LedgerEntry
+    from .core.accounting import Ledger, LedgerEntry
+    from .core.grid import Domain
     from .data.dataset import DatasetMeta
-    from .grid import Domain
     from .mechanisms.base import Communication, Release, ServerView
 
     dec = _decoder(arrays)

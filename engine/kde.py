@@ -48,8 +48,8 @@ import math
 
 import numpy as np
 
-from .errors import DataError, ParamError
-from .grid import Domain
+from .core.errors import DataError, ParamError
+from .core.grid import Domain
 
 ATTACK_RATIO = 1.1  # Section 4.2.2: maxima kept when e >= e_max / 1.1
 ATTACK_MAX_DEPTH = 8  # per-user surfaces for the attack on at most 256 x 256 points
@@ -788,8 +788,8 @@ def register_mixture_sources() -> None:
     """Register mixtures (a) and (b) as dataset sources ``synthetic:zong_a`` and
     ``synthetic:zong_b`` (idempotent). Called when the federated mechanisms load; the
     data registry may call it too so that the CLI lists them before any mechanism loads."""
+    from .core.params import Param
     from .data.registry import _SOURCES, Source, add
-    from .params import Param
 
     for which, text in (
         ("a", "nine Gaussians on a 3 x 3 grid (smooth); region 5 x 5 units"),
@@ -951,7 +951,7 @@ def privacy_utility_curve(
             {"method": "kde", "spearman": spearman_raw(reference, dens), "privacy_m": priv, "ratio": priv / zero}
         )
         tick("federated KDE")
-    from .noise import planar_laplace
+    from .core.noise import planar_laplace
 
     for e in eps_list:
         noisy = xy + planar_laplace(rng, e, len(xy))

@@ -26,8 +26,8 @@ import math
 
 import numpy as np
 
-from .errors import EngineError, ParamError
-from .grid import Domain, downsample, range_counts
+from .core.errors import EngineError, ParamError
+from .core.grid import Domain, downsample, range_counts
 
 EPS_KL = 2.2e-16  # MIT saliency benchmark's epsilon (eps of float64, rounded)
 RANGE_QUERIES = 200  # random square queries per run
@@ -215,7 +215,7 @@ def range_query_errors(
     """Random square range queries: sides uniform in ``side_frac`` of the domain
     side, centres uniform in the domain (SNH §6.1) or drawn among ``centers``
     (the SNH reference code centres them on data points). True answers are
-    :func:`engine.grid.range_counts` on the true count grid (uniformity inside
+    :func:`engine.core.grid.range_counts` on the true count grid (uniformity inside
     partly covered cells); the release answers with ``release.answer_range``
     (its model, or its density the same way). Both are raw COUNTS (the
     release's density is an estimate of counts per cell, by contract).

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .core.grid import Domain
 from .data.dataset import Dataset, DatasetMeta
-from .grid import Domain
 
 SIDE_M = 16_000.0
 CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
@@ -68,7 +68,7 @@ def numpy_laplace_producible(y: np.ndarray, base: float, scale: float) -> np.nda
 
 
 def _planar_from_k(k1: int, k2: int, eps: float) -> tuple[float, float]:
-    """numpy/scipy's planar Laplace displacement (engine.noise.planar_laplace, one draw) for
+    """numpy/scipy's planar Laplace displacement (engine.core.noise.planar_laplace, one draw) for
     ``U1 = k1 2^-53`` (angle) and ``U2 = k2 2^-53`` (radius), with length-1 arrays as there."""
     from scipy.special import lambertw
 

@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ParamError
-from .grid import Domain
+from .core.errors import ParamError
+from .core.grid import Domain
 
 ENTROPY_BINS = 512
 N_TREES = 150

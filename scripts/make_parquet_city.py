@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None) -> int:
+    from engine.core.errors import EngineError
     from engine.data.parquet_source import write_city
     from engine.data.synthetic import PRESETS
-    from engine.errors import EngineError
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", help="output directory (created; existing part files are overwritten)")

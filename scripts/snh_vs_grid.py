@@ -26,7 +26,7 @@ import numpy as np
 from scipy.ndimage import gaussian_filter
 
 from engine.bench.snh import _dataset, query_sets, rel_error
-from engine.grid import box_sums, integral_image
+from engine.core.grid import box_sums, integral_image
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.snh import GridAnswerer, _query_bounds, collect_step, fit_snh
 

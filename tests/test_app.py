@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.accounting import Ledger
-from engine.errors import EngineError
+from engine.core.accounting import Ledger
+from engine.core.errors import EngineError
+from engine.core.params import Param
 from engine.mechanisms import base as mbase
 from engine.mechanisms.base import Communication, Mechanism, Release, ServerView, aggregate_view
-from engine.params import Param
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = {"d.n": "3000", "res": "32"}

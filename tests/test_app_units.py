@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.grid import Domain
+from engine.core.grid import Domain
 from ui.colors import ColourScale, lut
 from ui.export import csv_grid, geojson_grid
 from ui.maps import Frame, deck, heat_layer, outline_layer, rects_to_grid, region_layer

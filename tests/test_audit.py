@@ -29,7 +29,7 @@ from engine.audit import (
     neighbours,
     plan_for,
 )
-from engine.errors import ParamError
+from engine.core.errors import ParamError
 from engine.mechanisms import get, registry
 from engine.mechanisms.central import Identity
 
@@ -287,7 +287,7 @@ def test_cli_audit_bad_input(argv, message, capsys):
 
 def test_progress_and_cancel_for_background_runs():
     """The Methods page runs the audit in the background: progress reaches 1, and a cancel stops it."""
-    from engine.errors import Cancelled
+    from engine.core.errors import Cancelled
 
     seen = []
     audit("identity", 1.0, 100, progress=lambda f, msg: seen.append(f))

@@ -14,8 +14,8 @@ import pytest
 from scipy import stats
 
 from engine import bitpush as B
-from engine.errors import ParamError
-from engine.noise import NoiseSource
+from engine.core.errors import ParamError
+from engine.core.noise import NoiseSource
 
 Z = 4.5
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.errors import EngineError, ParamError
-from engine.grid import Domain
+from engine.core.errors import EngineError, ParamError
+from engine.core.grid import Domain
 from engine.jobs import RunConfig, run
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.bit_pushing import (

@@ -20,7 +20,7 @@ from engine.budget_store import (
     fingerprint_source,
     release_key,
 )
-from engine.errors import EngineError, ParamError
+from engine.core.errors import EngineError, ParamError
 from engine.jobs import RunConfig
 
 FP = "sha256:dataset-under-test"

@@ -12,8 +12,8 @@ from concurrent.futures import wait
 import pytest
 
 from engine import jobs
+from engine.core.noise import NoiseSource
 from engine.jobs import JobManager, RunConfig
-from engine.noise import NoiseSource
 
 STOP_BOUND_S = 5.0  # the issue's "Cancel ends the work within 5 s"
 
@@ -217,8 +217,8 @@ def test_secure_noise_checks_cancel_between_batches(draw, monkeypatch):
     each: a cancel during a 1024^2-cell draw stops it after the current batch."""
     import numpy as np
 
-    from engine import noise
-    from engine.errors import Cancelled
+    from engine.core import noise
+    from engine.core.errors import Cancelled
 
     monkeypatch.setattr(noise, "SECURE_BATCH", 64)  # many batches in a short vector
     checks = []

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from engine.core.errors import ParamError
+from engine.core.grid import Domain, pyramid
 from engine.data.dataset import Dataset, DatasetMeta
-from engine.errors import ParamError
-from engine.grid import Domain, pyramid
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.central import (
     CENTRAL_KEYS,

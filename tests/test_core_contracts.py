@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from engine.accounting import Ledger
-from engine.errors import EngineError, ParamError
+from engine.core.accounting import Ledger
+from engine.core.errors import EngineError, ParamError
+from engine.core.params import Param, Schema, parse_kv
 from engine.jobs import JobManager, RunConfig, run
-from engine.params import Param, Schema, parse_kv
 
 
 def test_param_coercion_and_ranges():
@@ -138,7 +138,7 @@ def test_progress_and_cancel():
     seen = []
     run(small_config(), progress=lambda f, m: seen.append(f), use_cache=False)
     assert seen[0] == 0.0 and seen[-1] == 1.0 and seen == sorted(seen)
-    from engine.errors import Cancelled
+    from engine.core.errors import Cancelled
 
     with pytest.raises(Cancelled):
         run(small_config(), cancelled=lambda: True, use_cache=False)
@@ -181,8 +181,8 @@ def test_truth_counts_each_user_once():
 
 
 def test_per_user_histogram_with_zero_weight_user():
+    from engine.core.grid import Domain
     from engine.data.synthetic import generate
-    from engine.grid import Domain
 
     ds = generate("monocentric", 40, 0)
     uid = np.repeat(np.arange(20), 2)

@@ -14,6 +14,7 @@ import signal
 import numpy as np
 import pytest
 
+from engine.core.errors import DataError, ParamError
 from engine.data.parquet_source import HISTOGRAM_ONLY, PartitionedPoints, load_parquet, write_city
 from engine.distributed import (
     SECRETS_KEY,
@@ -25,7 +26,6 @@ from engine.distributed import (
     scheduler_setting,
     sweep_row,
 )
-from engine.errors import DataError, ParamError
 from engine.jobs import RunConfig, run
 
 
@@ -166,7 +166,7 @@ def test_run_many_returns_results_in_order_and_scatters_once(client, monkeypatch
 
 
 def test_cancel_stops_the_sweep(client):
-    from engine.errors import Cancelled
+    from engine.core.errors import Cancelled
 
     cfgs = [RunConfig(mechanism="adaptive_hh", epsilon=1.0, seed=s, dataset_options={"n": 20_000}) for s in range(40)]
     done = []

@@ -13,9 +13,9 @@ import pytest
 import shapely
 from pyproj import Transformer
 
+from engine.core.errors import DataError, ParamError
 from engine.data import load, sources
 from engine.data.files import load_file
-from engine.errors import DataError, ParamError
 
 
 @pytest.fixture

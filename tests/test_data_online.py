@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+from engine.core.errors import DataError, OfflineError
 from engine.data import catalogue, online, sources
-from engine.errors import DataError, OfflineError
 
 
 class _Server:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from engine.core.errors import OfflineError, ParamError
 from engine.data import catalogue, load, sources
 from engine.data import synthetic as syn
 from engine.data.projection import to_lonlat
-from engine.errors import OfflineError, ParamError
 
 
 # ------------------------------------------------------------------ synthetic cities

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from engine.core.errors import ParamError
 from engine.emd import (
     _integer_problem,
     _push_bucket,
@@ -25,7 +26,6 @@ from engine.emd import (
     emd_l1,
     emd_l1_bound,
 )
-from engine.errors import ParamError
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

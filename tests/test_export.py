@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from engine.core.grid import Domain
 from engine.data.projection import local_crs, to_lonlat
-from engine.grid import Domain
 from engine.jobs import RunConfig, run
 from ui import explain, export, report
 from ui.colors import ColourScale, lut

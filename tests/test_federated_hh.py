@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from engine.errors import EngineError, ParamError
-from engine.grid import Domain
+from engine.core.errors import EngineError, ParamError
+from engine.core.grid import Domain
+from engine.core.noise import polya_difference_epsilon
 from engine.mechanisms import RunContext, get, registry
 from engine.mechanisms._hh_tree import (
     PrefixTree,
@@ -33,7 +34,6 @@ from engine.mechanisms._hh_tree import (
     wrap_signed,
 )
 from engine.mechanisms.federated_hh import level_density
-from engine.noise import polya_difference_epsilon
 
 P_MIN = 1e-3  # false-alarm rate of every chi-square test below
 
@@ -103,7 +103,7 @@ def test_full_shard_noise_is_discrete_laplace(mode):
 
 
 def test_per_client_shares_sum_to_discrete_laplace():
-    from engine.noise import polya_difference
+    from engine.core.noise import polya_difference
 
     rng = np.random.default_rng(5)
     N, r = 300, math.exp(-1.3)
@@ -253,7 +253,7 @@ def test_modular_clipping_wraps_as_specified():
 
 # --------------------------------------------------------------- SecAgg
 def test_secagg_masks_cancel_and_sum_is_exact():
-    from engine import secagg
+    from engine.core import secagg
 
     rng = np.random.default_rng(7)
     x = rng.integers(-50, 50, (25, 40))
@@ -273,7 +273,7 @@ def test_secagg_masks_cancel_and_sum_is_exact():
 
 
 def test_secagg_masked_values_look_uniform():
-    from engine import secagg
+    from engine.core import secagg
 
     masked = secagg.mask_inputs(np.zeros((6, 20_000), dtype=np.int64), 4, session_key=99)
     obs = np.bincount(masked[2].astype(np.int64), minlength=16)

@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import ParamError
-from engine.grid import (
+from engine.core.errors import ParamError
+from engine.core.grid import (
     Domain,
     deinterleave,
     downsample,
@@ -36,7 +36,7 @@ def test_histogram_matches_brute_force_and_orientation(rng):
 
 
 def test_histogram_weights_and_numpy_fallback(rng, monkeypatch):
-    import engine.grid as G
+    import engine.core.grid as G
 
     d = Domain(0, 0, 1, 4)
     xy = rng.random((1000, 2))

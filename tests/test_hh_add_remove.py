@@ -15,9 +15,9 @@ import math
 import numpy as np
 import pytest
 
+from engine.core.errors import ParamError
+from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
-from engine.errors import ParamError
-from engine.grid import Domain
 from engine.mechanisms import RunContext, get, registry
 from engine.mechanisms._hh_tree import secure_sum
 

@@ -13,9 +13,9 @@ from hypothesis.extra.numpy import arrays
 from scipy import stats
 
 from engine import metrics as M
-from engine.accounting import Ledger
-from engine.errors import EngineError, ParamError
-from engine.grid import Domain, range_counts
+from engine.core.accounting import Ledger
+from engine.core.errors import EngineError, ParamError
+from engine.core.grid import Domain, range_counts
 from engine.mechanisms.base import Communication, Release, ServerView
 
 HEATMAP_METRICS = {

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine import noise as N
-from engine.errors import ParamError
+from engine.core import noise as N
+from engine.core.errors import ParamError
 
 ALPHA = 1e-3  # false-alarm rate of each statistical assertion
 # OpenDP draws are not seeded: unseeded checks use a 1e-6 false-alarm rate so CI does not flake

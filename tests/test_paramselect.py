@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import engine.paramselect as ps
-from engine.accounting import Ledger
-from engine.errors import ParamError
-from engine.grid import Domain
+from engine.core.accounting import Ledger
+from engine.core.errors import ParamError
+from engine.core.grid import Domain
 from engine.mechanisms.snh import SNH, choose_rho, synthetic_proxy
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engine import budget_store
-from engine.errors import ParamError
+from engine.core.errors import ParamError
 from engine.export import EVALUATION, csv_grid, geojson_grid, geotiff_grid, manifest, stamp_of, write_release
 from engine.jobs import FRESH_SEED_BITS, RunConfig, fresh_seed, run, run_cache_path
 
@@ -122,7 +122,7 @@ def test_a_bad_mode_is_a_clear_error(kw, fragment):
 
 
 def test_a_release_run_is_secure_fresh_uncached_and_holds_no_truth(monkeypatch):
-    from engine import noise
+    from engine.core import noise
 
     modes = []
     init = noise.NoiseSource.__init__

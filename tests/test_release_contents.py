@@ -17,8 +17,8 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
+from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
-from engine.grid import Domain
 from engine.jobs import RunConfig, run
 from engine.mechanisms import RunContext, registry
 

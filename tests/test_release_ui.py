@@ -142,7 +142,7 @@ def test_the_ledger_books_the_effective_epsilon_above_the_plan():
     the dataset's ledger gets the difference, once."""
     from types import SimpleNamespace
 
-    from engine.accounting import Ledger
+    from engine.core.accounting import Ledger
     from engine.jobs import RunConfig
     from ui import budget
 

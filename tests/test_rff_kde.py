@@ -14,10 +14,10 @@ import pytest
 from scipy import stats
 
 from engine import kde, metrics
-from engine import noise as N
+from engine.core import noise as N
+from engine.core.errors import DataError, ParamError
+from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
-from engine.errors import DataError, ParamError
-from engine.grid import Domain
 from engine.mechanisms import RunContext, get
 
 Z_CRIT = 3.29  # two-sided, false-alarm rate 1e-3 per test
@@ -529,7 +529,7 @@ def test_geoind_protects_a_person_not_a_check_in():
 
 def test_geoind_secure_mode_moves_lattice_points_by_the_lattice_law():
     """Secure mode: reported locations snapped to the lattice u Z^2 and moved by lattice
-    planar Laplace noise drawn on OS entropy (engine.noise): every released coordinate is a
+    planar Laplace noise drawn on OS entropy (engine.core.noise): every released coordinate is a
     multiple of u, the displacements follow planar Laplace up to the snapping (KS against
     the continuous law on 4,000 radii, where the lattice step u = 1 m is 1/2000 of the mean
     radius 2 km: false alarm 1e-6), and two runs with the same seed differ."""

@@ -8,8 +8,8 @@ import pickle
 import numpy as np
 import pytest
 
-from engine.errors import Cancelled, ParamError
-from engine.grid import Domain
+from engine.core.errors import Cancelled, ParamError
+from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.snh import (
     SNH,

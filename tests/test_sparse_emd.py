@@ -12,9 +12,9 @@ import scipy.sparse as sp
 from scipy import stats
 from scipy.optimize import linprog
 
+from engine.core.errors import DataError, ParamError
+from engine.core.grid import Domain, pyramid
 from engine.data.dataset import Dataset, DatasetMeta
-from engine.errors import DataError, ParamError
-from engine.grid import Domain, pyramid
 from engine.mechanisms import RunContext, get, registry
 from engine.mechanisms import sparse_emd as S
 
@@ -442,7 +442,7 @@ def test_secagg_level_sums_scale_and_round_down():
 def test_secagg_noise_is_discrete_laplace_with_scale_B_over_eps():
     # chi-square goodness of fit of B * (measure - Z/B) to discrete Laplace(B/eps_i);
     # false-alarm rate 1e-3
-    from engine.noise import NoiseSource, dl_cdf
+    from engine.core.noise import NoiseSource, dl_cdf
 
     B, n = 4, 50
     levels, e = np.array([3]), np.array([2.0])
@@ -610,7 +610,7 @@ def test_secure_laplace_measure_has_the_laplace_law():
     """Secure mode passes the requested counts through OpenDP; the measured values minus
     the counts have the scale of Lap(1/eps_i): E|noise| = 1/eps_i within 6 standard errors
     (sd of |Lap(b)| is b; false-alarm rate ~2e-9 per run, OpenDP is not seeded)."""
-    from engine.noise import NoiseSource
+    from engine.core.noise import NoiseSource
 
     levels, e = S.level_epsilons(1.0, 4, 20)
     pyr = pyramid(np.random.default_rng(1).uniform(0, 3, (16, 16)))

@@ -22,8 +22,8 @@ import math
 import numpy as np
 import pytest
 
+from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
-from engine.grid import Domain
 from engine.mechanisms import RunContext, registry
 from engine.mechanisms._hh_tree import morton_of_pixels, paint_lut
 from engine.mechanisms.central import constrained_inference, constrained_inference_variance, tree_levels

@@ -30,10 +30,10 @@ import pytest
 import shapely
 from pyproj import CRS
 
+from engine.core.errors import DataError, ParamError
 from engine.data import files
 from engine.data.files import load_file
 from engine.data.projection import lon_extent
-from engine.errors import DataError, ParamError
 
 LON = np.linspace(-0.15, -0.07, 20)
 LAT = np.linspace(51.50, 51.55, 20)

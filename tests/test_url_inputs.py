@@ -140,10 +140,10 @@ class Recorder:
 def test_a_download_address_in_the_url_is_never_fetched():
     """``?ds=…&d.url=http://attacker`` plus Download fetched the attacker's address (a port scanner, and
     a way to make the server download 2 GiB). Only the catalogue's address may be fetched."""
+    from engine.core.params import Param
     from engine.data.online import download, is_cached
     from engine.data.registry import _SOURCES, Source, add
     from engine.data.synthetic import generate
-    from engine.params import Param
 
     catalogue, attacker = Recorder(), Recorder()
     good = catalogue.url + "/city.bin"

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
+from engine.core.errors import EngineError
 from engine.data.registry import Source
-from engine.errors import EngineError
 from engine.jobs import RunConfig, fresh_seed
 from engine.mechanisms import registry
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 from engine.jobs import JobManager, RunConfig
 
 POLL_S = 0.3  # fragment refresh while something runs

@@ -39,7 +39,7 @@ class CompactDeck(pdk.Deck):
 class Frame:
     """Where a domain sits on the globe: its corners and a fitted view."""
 
-    domain: object  # engine.grid.Domain
+    domain: object  # engine.core.grid.Domain
     crs: str
 
     def lonlat(self, x, y) -> np.ndarray:

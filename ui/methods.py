@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 from engine.mechanisms import registry
 
 FAMILY_TEXT = {

@@ -8,7 +8,7 @@ import pandas as pd
 import pydeck as pdk
 import streamlit as st
 
-from engine.grid import range_counts
+from engine.core.grid import range_counts
 from engine.metrics import PSI_FRAC
 
 from . import maps, state

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from engine.errors import DataError
+from engine.core.errors import DataError
 from engine.jobs import RunConfig, load_dataset, prepare
 from engine.mechanisms import registry
 from engine.mechanisms.base import epsilon_under

@@ -1,4 +1,4 @@
-"""Widgets built from typed parameter schemas (:class:`engine.params.Param`).
+"""Widgets built from typed parameter schemas (:class:`engine.core.params.Param`).
 
 A mechanism or dataset source that lands later gets its controls from its
 ``params`` tuple; nothing here names a particular mechanism.
@@ -11,8 +11,8 @@ from typing import Any
 
 import streamlit as st
 
-from engine.errors import EngineError
-from engine.params import Param
+from engine.core.errors import EngineError
+from engine.core.params import Param
 
 from . import state
 

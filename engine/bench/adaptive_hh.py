@@ -56,8 +56,8 @@ def _mse(truth, density) -> float:
 
 
 def _synthetic_case(preset: str, n: int, seed: int):
+    from ..core.grid import Domain
     from ..data.synthetic import generate, intensity
-    from ..grid import Domain
 
     ds = generate(preset, n=n, seed=seed)
     side = float(ds.meta.extra["side_m"])
@@ -255,8 +255,8 @@ def _table_figures(tag: str, res: dict, with_targets: bool, synthetic: bool = Tr
 
 
 def _speed(quick: bool, progress) -> list[Figure]:
+    from ..core.grid import Domain
     from ..data.synthetic import generate
-    from ..grid import Domain
 
     progress("speed: generating 1,000,000 users")
     ds = generate("polycentric", n=1_000_000, seed=0)

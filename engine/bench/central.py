@@ -179,7 +179,7 @@ def scaled_l1(truth: np.ndarray, est: np.ndarray, rects: np.ndarray) -> float:
 
 # ---------------------------------------------------------------------- runs
 def _resolve(key: str, params: dict):
-    from ..errors import ParamError
+    from ..core.errors import ParamError
     from ..mechanisms import get
 
     cls = get(key)

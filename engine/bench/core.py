@@ -35,7 +35,7 @@ _PEAK_SCRIPT = textwrap.dedent(
 
 
 def binning_figures(quick: bool, progress) -> list[Figure]:
-    from ..grid import Domain
+    from ..core.grid import Domain
 
     n = 2_000_000 if quick else 10_000_000
     progress(f"binning {n:,} points into 1024x1024")

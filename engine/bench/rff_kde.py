@@ -187,9 +187,9 @@ def _real(progress) -> list[Figure]:
     path = SF_CABS_PATH
     if not path.exists():
         return [Figure("real/sf_cabs", None, "", "informative", None, f"skipped: {path} not found")]
+    from ..core.grid import Domain
     from ..data.dataset import Dataset, DatasetMeta
     from ..data.projection import bbox_to_local, local_crs, to_local
-    from ..grid import Domain
     from ..kde import knn_bandwidth, privacy_utility_curve
 
     raw = np.load(path, allow_pickle=False)  # (lat, lon)

@@ -335,9 +335,9 @@ def reference_figure(quick: bool, progress) -> list[Figure]:
     name = "sf_cabs_reference_rel_error"
     if not SF_CABS_PATH.is_file():
         return [Figure(name, None, "", REFERENCE_TARGET, None, f"skipped: {SF_CABS_PATH} is absent")]
+    from ..core.grid import Domain
     from ..data.online import load_sf_cabs
     from ..data.projection import bbox_to_local
-    from ..grid import Domain
     from ..mechanisms import RunContext
     from ..mechanisms.snh import SNH, GridAnswerer, fit_snh
 

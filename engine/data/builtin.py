@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError, OfflineError, ParamError
-from ..params import Param
+from ..core.errors import DataError, OfflineError, ParamError
+from ..core.params import Param
 from .dataset import Dataset, DatasetMeta, make_dataset
 
 LIBPYSAL_LICENSE = "BSD-3-Clause (libpysal)"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..errors import DataError
+from ..core.errors import DataError
 
 SNH = "Zeighami et al. 2022 (SNH), Section 6.1.1 and Table 2: 20 x 20 km square centred at"
 ZONG = "Zong et al. 2023 (federated RFF KDE), Appendix B.1, Table 1: corners"

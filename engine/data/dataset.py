@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import DataError
-from ..grid import Domain
+from ..core.errors import DataError
+from ..core.grid import Domain
 
 MAX_POINTS = 20_000_000
 

@@ -66,8 +66,8 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from ..errors import DataError, ParamError
-from ..params import Param
+from ..core.errors import DataError, ParamError
+from ..core.params import Param
 from .dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
 
 MiB = 1 << 20

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError, OfflineError, ParamError
-from ..params import Param
+from ..core.errors import DataError, OfflineError, ParamError
+from ..core.params import Param
 from . import catalogue
 from .dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
 

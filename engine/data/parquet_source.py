@@ -21,7 +21,7 @@ What is computed out of core, with the same arithmetic as in memory (so the same
 
 * the true histogram: each task projects its rows with :func:`engine.data.projection.to_local`
   (the transform of :func:`make_dataset`), keeps those inside the domain and bins them with
-  :meth:`engine.grid.Domain.histogram` (the numba binning); the partitions' grids are summed
+  :meth:`engine.core.grid.Domain.histogram` (the numba binning); the partitions' grids are summed
   pairwise, so only a few are alive at once. It is built once per public square at depth 10 and
   coarsened by block sums for smaller depths: exact, because the grids of two depths nest (their
   scales differ by a power of two, which floating point multiplies exactly).
@@ -54,9 +54,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import DataError, ParamError
-from ..grid import MAX_DEPTH, Domain, downsample
-from ..params import Param
+from ..core.errors import DataError, ParamError
+from ..core.grid import MAX_DEPTH, Domain, downsample
+from ..core.params import Param
 from .dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
 from .projection import bbox_to_local, local_crs, to_local
 

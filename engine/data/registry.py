@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ..errors import DataError
-from ..params import Param, Schema
+from ..core.errors import DataError
+from ..core.params import Param, Schema
 from .dataset import Dataset
 
 KINDS = ("synthetic", "builtin", "online", "file")

@@ -59,8 +59,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.ndimage import gaussian_filter, zoom
 
-from ..errors import ParamError
-from ..params import Param
+from ..core.errors import ParamError
+from ..core.params import Param
 from .dataset import MAX_POINTS, Dataset, DatasetMeta
 from .projection import local_crs, to_lonlat
 

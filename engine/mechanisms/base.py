@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..accounting import Ledger
-from ..errors import Cancelled, ParamError
-from ..grid import Domain, range_counts
-from ..params import Param, Schema
+from ..core.accounting import Ledger
+from ..core.errors import Cancelled, ParamError
+from ..core.grid import Domain, range_counts
+from ..core.params import Param, Schema
 
 FAMILIES = ("none", "central", "distributed", "local", "federated")
 
@@ -120,7 +120,7 @@ class RunContext:
 
     @property
     def noise(self):
-        from ..noise import NoiseSource
+        from ..core.noise import NoiseSource
 
         ns = self.__dict__.get("_noise")
         if ns is None:

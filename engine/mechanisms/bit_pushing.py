@@ -38,10 +38,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import bitpush as BP
-from ..accounting import Ledger
-from ..errors import EngineError, ParamError
-from ..grid import Domain
-from ..params import Param
+from ..core.accounting import Ledger
+from ..core.errors import EngineError, ParamError
+from ..core.grid import Domain
+from ..core.params import Param
 from .base import Communication, Mechanism, Release, ServerView, register
 
 PAPER = "G. Cormode, I. L. Markov, H. Srinivas. Private and Efficient Federated Numerical Aggregation. EDBT 2024."

@@ -92,11 +92,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..accounting import Ledger
-from ..errors import ParamError
-from ..grid import Domain, downsample, pyramid
-from ..noise import NoiseSource
-from ..params import Param
+from ..core.accounting import Ledger
+from ..core.errors import ParamError
+from ..core.grid import Domain, downsample, pyramid
+from ..core.noise import NoiseSource
+from ..core.params import Param
 from .base import Communication, Mechanism, Release, aggregate_view, register
 
 PRIVACY_UNIT = (

@@ -31,11 +31,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..accounting import Ledger
-from ..errors import EngineError, ParamError
-from ..grid import Domain
-from ..noise import rr_kary_unbias_counts, rr_keep_probability, unary_encoding_pq, unary_encoding_unbias
-from ..params import Param
+from ..core.accounting import Ledger
+from ..core.errors import EngineError, ParamError
+from ..core.grid import Domain
+from ..core.noise import rr_kary_unbias_counts, rr_keep_probability, unary_encoding_pq, unary_encoding_unbias
+from ..core.params import Param
 from ._hh_tree import (
     Clients,
     PrefixTree,
@@ -1741,7 +1741,7 @@ class AdaptiveGridPolya(Mechanism):
     @staticmethod
     def _client_points(c: Clients, domain: Domain) -> np.ndarray:
         """Cell centres of the clients' full-depth cells (what the clients encode)."""
-        from ..grid import deinterleave
+        from ..core.grid import deinterleave
 
         ix, iy = deinterleave(c.code.astype(np.uint64), domain.depth)
         return np.column_stack([domain.x0 + (ix + 0.5) * domain.cell, domain.y0 + (iy + 0.5) * domain.cell])
@@ -1874,7 +1874,7 @@ class LocalGridRR(Mechanism):
             "local reports", eps, composition="parallel", group="users", note="each user randomises its own report"
         )
         ledger.note_side_information("the number of reports U (the server receives each one; it unbiases the counts)")
-        from ..grid import deinterleave
+        from ..core.grid import deinterleave
 
         ix, iy = deinterleave(np.arange(K, dtype=np.uint64), lv)
         s = domain.side / (1 << lv)

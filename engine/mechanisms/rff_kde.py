@@ -45,12 +45,12 @@ import math
 import numpy as np
 
 from .. import kde
-from ..accounting import Ledger
-from ..errors import DataError, ParamError
-from ..grid import Domain
+from ..core.accounting import Ledger
+from ..core.errors import DataError, ParamError
+from ..core.grid import Domain
+from ..core.noise import planar_lattice_step
+from ..core.params import Param
 from ..kde import gain_per_privacy_cost, privacy_utility_curve  # noqa: F401  (the attack page's curve)
-from ..noise import planar_lattice_step
-from ..params import Param
 from .base import Communication, Mechanism, Release, ServerView, register
 
 PAPER = (
@@ -607,7 +607,7 @@ class GeoIndKDE(Mechanism):
     this mechanism before issue 23) noised every check-in at ``eps``, which protects one
     check-in, not a person (a person with k check-ins at ``k eps d``). Noise: seeded numpy
     (Andres et al.'s polar method); in secure mode the lattice construction of
-    :mod:`engine.noise` (exact, on OS entropy: locations snapped to a lattice of step at
+    :mod:`engine.core.noise` (exact, on OS entropy: locations snapped to a lattice of step at
     most ``1/(1000 eps')``, which adds at most ``sqrt 2 eps' u <= 0.0015`` to ``eps' d``).
     """
 

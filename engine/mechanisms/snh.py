@@ -117,10 +117,10 @@ import time
 
 import numpy as np
 
-from ..accounting import Ledger
-from ..errors import ParamError
-from ..grid import Domain, box_sums, integral_image
-from ..params import Param
+from ..core.accounting import Ledger
+from ..core.errors import ParamError
+from ..core.grid import Domain, box_sums, integral_image
+from ..core.params import Param
 from .base import Mechanism, Release, aggregate_view, register
 from .central import (
     LAPLACE_SD,

@@ -47,7 +47,7 @@ the data, so the dashboard estimates the spread from repeated seeded runs.
 
 Noise: the Laplace measurements (Algorithm 1 and the baselines) are
 ``ctx.noise.add_laplace(counts, 1/eps_i)``: seeded numpy, or in secure mode the
-requested counts themselves pass through OpenDP's Laplace measurement (engine.noise),
+requested counts themselves pass through OpenDP's Laplace measurement (engine.core.noise),
 so OpenDP's floating-point-safe guarantee covers the measured values. The SecAgg
 variant's discrete-Laplace part comes from OpenDP in secure mode and is added to
 integer sums (exact).
@@ -92,10 +92,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from ..accounting import Ledger
-from ..errors import DataError, EngineError, ParamError
-from ..grid import Domain, pyramid
-from ..params import Param
+from ..core.accounting import Ledger
+from ..core.errors import DataError, EngineError, ParamError
+from ..core.grid import Domain, pyramid
+from ..core.params import Param
 from .base import Communication, Mechanism, Release, ServerView, aggregate_view, register
 from .central import TOPT_RULE_HELP, curator_communication
 
@@ -395,7 +395,7 @@ def laplace_measure(pyr: list[np.ndarray], levels, epsilons, rng):
     ``rng``: a numpy Generator (seeded: ``counts + rng.laplace(0, 1/eps_i, k)``) or an
     engine NoiseSource, whose ``add_laplace`` in secure mode passes the requested counts
     themselves through OpenDP's Laplace measurement."""
-    from ..noise import NoiseSource
+    from ..core.noise import NoiseSource
 
     eps_of = dict(zip((int(v) for v in levels), (float(e) for e in epsilons)))
     noise = NoiseSource(rng) if isinstance(rng, np.random.Generator) else rng
@@ -839,7 +839,7 @@ class SparseEMDSecAgg(_SparseEMDBase):
     by zeros while it still adds its Pólya shares (so n, the Pólya shape 1/n, is public).
     If a client and its shares are removed altogether, the other n - 1 shares sum to
     ``Polya((n-1)/n)`` differences, slightly weaker than discrete Laplace (see
-    ``engine.noise.polya_difference_epsilon``: for B = 256 and per-level epsilons 0.05-1,
+    ``engine.core.noise.polya_difference_epsilon``: for B = 256 and per-level epsilons 0.05-1,
     about +5-8% at n = 200 and +22-37% at n = 50).
 
     Departures / choices: Appendix F writes ``Polya(1/n, e^-eps_i)``; with the scaling by
