@@ -217,10 +217,10 @@ def test_secure_noise_checks_cancel_between_batches(draw, monkeypatch):
     each: a cancel during a 1024^2-cell draw stops it after the current batch."""
     import numpy as np
 
-    from engine.core import noise
     from engine.core.errors import Cancelled
+    from engine.core.noise import source
 
-    monkeypatch.setattr(noise, "SECURE_BATCH", 64)  # many batches in a short vector
+    monkeypatch.setattr(source, "SECURE_BATCH", 64)  # many batches in a short vector
     checks = []
     ns = NoiseSource(np.random.default_rng(0), secure=True, cancel_cb=lambda: checks.append(1) or len(checks) > 2)
     dtype = bool if draw == "randomized_response" else np.int64 if "discrete" in draw else float

@@ -96,7 +96,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import Cancelled, ParamError
+from ..errors import Cancelled, ParamError
 
 # ----------------------------------------------------------------------- checks
 
