@@ -17,7 +17,7 @@ from scipy import stats
 
 from engine.core import noise as N
 from engine.core.errors import ParamError
-from engine.core.noise import source
+from engine.core.noise import secure
 
 ALPHA = 1e-3  # false-alarm rate of each statistical assertion
 # OpenDP draws are not seeded: unseeded checks use a 1e-6 false-alarm rate so CI does not flake
@@ -497,7 +497,7 @@ def test_secure_bernoulli_is_exact_for_float_probabilities():
         assert stats.binomtest(int(x[:, j].sum()), len(x), pj).pvalue > SECURE_ALPHA
     assert x[:, 3].all() and not x[:, 4].any()
     # the binary digits are the exact expansion of the float
-    d = source._binary_digits(0.3)
+    d = secure._binary_digits(0.3)
     assert sum(int(b) * 2.0 ** -(i + 1) for i, b in enumerate(d)) == 0.3
     with pytest.raises(ParamError):
         N.secure_bernoulli(1.5, 3)
@@ -559,9 +559,9 @@ def test_secure_planar_lattice_law_and_exact_acceptance():
         a = (-(Decimal(b) * Decimal(25).sqrt() - Decimal(7) / Decimal(s))).exp() * Decimal(2**53)
     head = int(a)
     frac = float(a - head)
-    got = sum(source._accept_planar_exact(3, 4, b, s, head) for _ in range(3000))
+    got = sum(secure._accept_planar_exact(3, 4, b, s, head) for _ in range(3000))
     assert stats.binomtest(got, 3000, frac).pvalue > SECURE_ALPHA
-    assert source._accept_planar_exact(3, 4, b, s, head - 1) and not source._accept_planar_exact(3, 4, b, s, head + 1)
+    assert secure._accept_planar_exact(3, 4, b, s, head - 1) and not secure._accept_planar_exact(3, 4, b, s, head + 1)
 
 
 def test_secure_planar_laplace_and_polya_refusals():
