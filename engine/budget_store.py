@@ -16,7 +16,7 @@ and OpenDP's sessions keep one budget per dataset rather than per user interface
   :meth:`BudgetStore.try_spend` checks the limit and books in one ``BEGIN IMMEDIATE``
   transaction, so concurrent sessions cannot both pass it (Release refuses past a limit).
 
-The database is ``ledger.sqlite3`` in the cache folder (:func:`engine.jobs.cache_dir`), or the
+The database is ``ledger.sqlite3`` in the cache folder (:func:`engine.core.cache.cache_dir`), or the
 file named by ``$HEATMAP_LEDGER_DB``. It holds fingerprints, configuration keys, mechanisms
 and ε: nothing read from the data.
 """
@@ -62,7 +62,7 @@ def default_path() -> Path:
     env = os.environ.get(ENV)
     if env:
         return Path(env)
-    from .jobs import cache_dir
+    from .core.cache import cache_dir
 
     return cache_dir() / FILE_NAME
 

@@ -116,12 +116,9 @@ def model_seconds(config, n_points: int, first: bool = False, coeffs: dict | Non
     return max(t, 0.01)
 
 
-def _points(config, n_points: int | None) -> int:
-    """Locations the run will use: given, or from the dataset if this process has it loaded,
+def _points(config, n_points: int | None, ds=None) -> int:
+    """Locations the run will use: given, or from the dataset ``ds`` if the caller has it loaded,
     else the source's default size; users sampled keep their share of the locations."""
-    from .jobs import loaded_dataset
-
-    ds = loaded_dataset(config.dataset, config.dataset_options)
     if n_points is None:
         if ds is not None:
             n_points = len(ds)
@@ -166,19 +163,16 @@ def _median(v: list[float]) -> float:
     return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
 
 
-def estimate_seconds(config, n_points: int | None = None) -> float:
+def estimate_seconds(config, n_points: int | None = None, *, dataset=None, cached: bool = False) -> float:
     """Seconds :func:`engine.jobs.run` should take for ``config`` (see the module docstring);
-    ``n_points``: the dataset's number of locations when the caller knows it (e.g. an upload)."""
-    from .jobs import run_cache_path
-
-    try:
-        if config.mode == "evaluate" and run_cache_path(config).is_file():
-            return CACHED_S
-    except Exception:  # the cache folder is an optimisation only
-        pass
+    ``n_points``: the dataset's number of locations when the caller knows it (e.g. an upload);
+    ``dataset``: the dataset if it is loaded; ``cached``: the disk cache holds the result.
+    :func:`engine.jobs.estimate_seconds` fills in the last two."""
+    if cached:
+        return CACHED_S
     with _LOCK:
         first = config.mechanism not in _SEEN
-    return model_seconds(config, _points(config, n_points), first) * _factor(config.mechanism)
+    return model_seconds(config, _points(config, n_points, dataset), first) * _factor(config.mechanism)
 
 
 def record(config, seconds: float, n_points: int) -> None:

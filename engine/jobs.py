@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from . import __version__, costmodel
+from .core.cache import cache_dir
 from .core.errors import Cancelled, EngineError, ParamError
-from .costmodel import estimate_seconds  # noqa: F401  (the dashboard's estimate before Run)
 from .costmodel import record as record_cost
 
 CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
@@ -72,44 +72,20 @@ def source_fingerprint(root: Path = ROOT) -> str:
     return h.hexdigest()[:16]
 
 
-STALE_TMP_S = 600.0  # a temporary file untouched this long was left by a writer that died
-_SWEPT: set[Path] = set()
-
-
-def cache_dir() -> Path:
-    """Run/download cache folder (``HEATMAP_CACHE_DIR`` or ``data/cache``). The first use of a
-    folder in a process removes what interrupted writers left there (:func:`clean_cache_dir`)."""
-    root = os.environ.get("HEATMAP_CACHE_DIR")
-    path = Path(root) if root else Path(__file__).resolve().parent.parent / "data" / "cache"
-    path.mkdir(parents=True, exist_ok=True)
-    if path not in _SWEPT:
-        _SWEPT.add(path)
-        clean_cache_dir(path)
-    return path
-
-
-def clean_cache_dir(path: Path, max_age: float = STALE_TMP_S) -> list[Path]:
-    """Remove stale temporaries (older than ``max_age`` seconds, so a concurrent writer is left
-    alone): the runs' ``*.tmp`` and the downloads' ``.*.part*`` files (see
-    ``engine.data.online``), and the runs' ``*.pkl`` entries of the old pickled format, which
-    are never read. Returns what was removed."""
-    cutoff = time.time() - max_age
-    removed = []
-    candidates = [*(path / "runs").glob("*.tmp"), *(path / "downloads").glob(".*.part*")]
-    candidates += [*(path / "downloads" / "derived").glob(".*.part*"), *(path / "runs").glob("*.pkl")]
-    for p in candidates:
-        try:
-            if p.is_file() and (p.suffix == ".pkl" or p.lstat().st_mtime < cutoff):
-                p.unlink()
-                removed.append(p)
-        except OSError:
-            pass  # another process removed it first, or it is not ours to remove
-    return removed
-
-
 def run_cache_path(config: RunConfig) -> Path:
     """Where the disk cache keeps ``config``'s result."""
     return cache_dir() / "runs" / f"{config.key()}.npz"
+
+
+def estimate_seconds(config: RunConfig, n_points: int | None = None) -> float:
+    """The dashboard's estimate before Run: :func:`engine.costmodel.estimate_seconds` told whether
+    the disk cache holds the result and which dataset this process has loaded."""
+    try:
+        cached = config.mode == "evaluate" and run_cache_path(config).is_file()
+    except Exception:  # the cache folder is an optimisation only
+        cached = False
+    ds = loaded_dataset(config.dataset, config.dataset_options)
+    return costmodel.estimate_seconds(config, n_points, dataset=ds, cached=cached)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from engine import jobs
-from engine.jobs import RunConfig, cache_dir, run, run_cache_path
+from engine.core.cache import cache_dir
+from engine.jobs import RunConfig, run, run_cache_path
 
 
 def config(mechanism="identity", **kw) -> RunConfig:

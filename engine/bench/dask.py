@@ -263,8 +263,8 @@ def _fresh(script: str, *args, timeout: float = 7200) -> dict:
 
 def city_parquet(points: int, chunk: int, progress) -> str:
     """The synthetic city's Parquet directory in the cache folder, written once."""
+    from ..core.cache import cache_dir
     from ..data.parquet_source import write_city
-    from ..jobs import cache_dir
 
     path = cache_dir() / "parquet" / f"polycentric_{points}_{chunk}"
     done = path / "_complete"

@@ -71,7 +71,7 @@ NETWORKS = {
 
 # ------------------------------------------------------------------ downloads
 def downloads_dir() -> Path:
-    from ..jobs import cache_dir
+    from ..core.cache import cache_dir
 
     path = cache_dir() / "downloads"
     path.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,43 @@
+"""The folder where the engine caches what it computes or fetches: runs (:mod:`engine.jobs`),
+downloads (:mod:`engine.data.online`), JAX's compiled code (SNH) and the release ledger
+(:mod:`engine.budget_store`). ``HEATMAP_CACHE_DIR`` or ``data/cache`` in the project."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+STALE_TMP_S = 600.0  # a temporary file untouched this long was left by a writer that died
+_SWEPT: set[Path] = set()
+
+
+def cache_dir() -> Path:
+    """Run/download cache folder (``HEATMAP_CACHE_DIR`` or ``data/cache``). The first use of a
+    folder in a process removes what interrupted writers left there (:func:`clean_cache_dir`)."""
+    root = os.environ.get("HEATMAP_CACHE_DIR")
+    path = Path(root) if root else Path(__file__).resolve().parents[2] / "data" / "cache"
+    path.mkdir(parents=True, exist_ok=True)
+    if path not in _SWEPT:
+        _SWEPT.add(path)
+        clean_cache_dir(path)
+    return path
+
+
+def clean_cache_dir(path: Path, max_age: float = STALE_TMP_S) -> list[Path]:
+    """Remove stale temporaries (older than ``max_age`` seconds, so a concurrent writer is left
+    alone): the runs' ``*.tmp`` and the downloads' ``.*.part*`` files (see
+    ``engine.data.online``), and the runs' ``*.pkl`` entries of the old pickled format, which
+    are never read. Returns what was removed."""
+    cutoff = time.time() - max_age
+    removed = []
+    candidates = [*(path / "runs").glob("*.tmp"), *(path / "downloads").glob(".*.part*")]
+    candidates += [*(path / "downloads" / "derived").glob(".*.part*"), *(path / "runs").glob("*.pkl")]
+    for p in candidates:
+        try:
+            if p.is_file() and (p.suffix == ".pkl" or p.lstat().st_mtime < cutoff):
+                p.unlink()
+                removed.append(p)
+        except OSError:
+            pass  # another process removed it first, or it is not ours to remove
+    return removed
