@@ -1,4 +1,4 @@
-"""Exact EMD with L1 ground distance (engine/emd.py).
+"""Exact EMD with L1 ground distance (engine/metrics/emd.py).
 
 References used here are independent of the solver: POT's exact network simplex
 on the full N x N cityblock cost matrix, closed forms, the 1-D CDF formula, and
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from engine.core.errors import ParamError
-from engine.emd import (
+from engine.metrics.emd import (
     _integer_problem,
     _push_bucket,
     _solve_grid,

@@ -50,8 +50,7 @@ def test_default_w_beats_the_laplace_baseline_and_a_uniform_map(street_grid, eps
 def test_sim_cc_kl_are_scored_on_the_papers_heatmaps(street_grid):
     """The sparse EMD release publishes the heatmap H^sigma (Section 2.3); the run's SIM/CC/KL are
     computed on it against the truth smoothed by the same filter, and labelled by its width."""
-    from engine.mechanisms.sparse_emd import gaussian_heatmap
-    from engine.metrics import cc, evaluate, kl, normalise, sim
+    from engine.metrics import cc, evaluate, gaussian_heatmap, kl, normalise, sim
 
     ds, dom, truth = street_grid
     M = get("sparse_emd")

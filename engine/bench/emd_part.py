@@ -1,4 +1,4 @@
-"""Exact EMD (engine/emd.py) figures, part of the ``core`` suite.
+"""Exact EMD (engine/metrics/emd.py) figures, part of the ``core`` suite.
 
 Issue: "Exact EMD at 128x128 under 1 s and at 256x256 under 5 s (a generic
 min-cost-flow solver takes about 3 s and 20 s here; beat it), matching POT on
@@ -92,7 +92,7 @@ def networkx_emd(p: np.ndarray, q: np.ndarray, cell_m: float, scale: int = 2**40
     the masses rounded to multiples of 1/scale, largest remainders first)."""
     import networkx as nx
 
-    from ..emd import _to_int
+    from ..metrics.emd import _to_int
 
     b = _to_int(p, scale)[0] - _to_int(q, scale)[0]
     ny, nxx = p.shape
@@ -129,7 +129,7 @@ def _timed(fn, repeats: int):
 
 
 def bench_figures(quick: bool = False, progress=None) -> list[Figure]:
-    from ..emd import emd_l1
+    from ..metrics.emd import emd_l1
 
     progress = progress or (lambda *a: None)
     figs: list[Figure] = []

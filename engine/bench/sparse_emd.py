@@ -39,11 +39,11 @@ Protocol (Section 4.1 of the paper, on data this machine has):
   sum-normalised, sum of minima), CC (Pearson), KL (``sum g log(eps + g / (p + eps))``,
   eps = 2.2e-16, g = truth), and EMD with L1 ground distance in units of the domain side
   (the paper's ``[0,1)^2`` coordinates). EMD choice: the exact EMD (engine.metrics.emd_m,
-  engine/emd.py) of the two heatmaps coarsened to 64 x 64 cells (4 x 4 blocks at 256;
+  engine/metrics/emd.py) of the two heatmaps coarsened to 64 x 64 cells (4 x 4 blocks at 256;
   32 x 32 in --quick), the engine's run default. The MIT benchmark downsamples by 32
   (8 x 8 at 256), too coarse to separate methods at city scale. The coarsening moves mass
   by at most 1.5 fine cells per axis, so the worst-case error bound is 6/256 of the side
-  (engine.emd.emd_coarse); it is loose and applies to every method alike.
+  (engine.metrics.emd.emd_coarse); it is loose and applies to every method alike.
 * Statistics: medians over the runs with distribution-free 95% intervals for the median
   (order statistics of the binomial(n, 1/2) law). "Beats" compares medians.
 * Targets (``WINS_NEEDED``): ours beats all three baselines at >= 14 of the 16 points
@@ -231,7 +231,7 @@ def _truth_dist(sample, domain) -> np.ndarray:
 
 
 def _heat(dist: np.ndarray, sigma: float) -> np.ndarray:
-    from ..mechanisms.sparse_emd import gaussian_heatmap
+    from ..metrics import gaussian_heatmap
 
     return gaussian_heatmap(dist, sigma * dist.shape[0])
 

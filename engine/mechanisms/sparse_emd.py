@@ -86,7 +86,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
@@ -96,6 +95,7 @@ from ..core.accounting import Ledger
 from ..core.errors import DataError, EngineError, ParamError
 from ..core.grid import Domain, pyramid
 from ..core.params import Param
+from ..metrics import gaussian_heatmap
 from .base import Communication, Mechanism, Release, ServerView, aggregate_view, register
 from .central import TOPT_RULE_HELP, curator_communication
 
@@ -155,37 +155,6 @@ def w_rule(n_users: float, depth: int) -> int:
 
 
 # --------------------------------------------------------------------- heatmap
-def gaussian_heatmap(p: np.ndarray, sigma_cells: float) -> np.ndarray:
-    """``H_p^sigma`` of Section 2.3 on the grid, ``sigma`` in cells.
-
-    ``H(x) = sum_x' K(x - x') p(x') / Z(x')`` with ``K(d) = exp(-|d|^2 / (2 sigma^2))`` and
-    ``Z(x') = sum_{x'' in grid} K(x'' - x')``: each source cell's kernel is renormalised
-    over the grid, so ``H`` has the same total as ``p`` (the paper writes ``Z`` with ``x``;
-    mass preservation needs ``x'``). The kernel is NOT truncated (as in the paper), which
-    matters for KL: far from the mass the map is tiny but positive. Computed exactly as
-    ``H = G_y (p / Z) G_x`` with the dense 1-D kernel matrices (the Gaussian is separable)."""
-    p = np.asarray(p, dtype=np.float64)
-    if sigma_cells <= 0:
-        return p.copy()
-    if p.ndim != 2:
-        raise ValueError("heatmap input must be a 2-D grid")
-    gy = _kernel_matrix(p.shape[0], float(sigma_cells))
-    gx = _kernel_matrix(p.shape[1], float(sigma_cells))
-    z = np.outer(gy.sum(axis=0), gx.sum(axis=0))  # Z(x') = (sum_y'' K)(sum_x'' K)
-    h = gy @ (p / z) @ gx  # kernels are symmetric
-    if (p >= 0).all():
-        np.clip(h, 0.0, None, out=h)
-    return h
-
-
-@lru_cache(maxsize=16)
-def _kernel_matrix(n: int, sigma: float) -> np.ndarray:
-    d = np.arange(n, dtype=np.float64)
-    k = np.exp(-((d[:, None] - d[None, :]) ** 2) / (2.0 * sigma * sigma))
-    k.setflags(write=False)  # shared by the cache
-    return k
-
-
 def normalised(grid: np.ndarray) -> tuple[np.ndarray, bool]:
     """``grid / sum``; a uniform map (and ``False``) when the grid has no positive mass."""
     g = np.asarray(grid, dtype=np.float64)

@@ -71,9 +71,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .core.errors import ParamError
+from ..core.errors import ParamError
 
-__all__ = ["emd_l1", "emd_l1_bound", "emd_coarse", "coarsen", "bench_figures"]
+__all__ = ["emd_l1", "emd_l1_bound", "emd_coarse", "coarsen"]
 
 #: coarsest level of the multiscale warm start (cells per side)
 _BASE = 8
@@ -585,11 +585,3 @@ def emd_coarse(p, q, cell_m: float, max_cells: int) -> tuple[float, float]:
     move = float(((pn + qn) * (dx + dy)).sum())
     bound = c * move * (1 + 1e-12) + rb
     return v, bound
-
-
-# ------------------------------------------------------------------ bench
-def bench_figures(quick: bool = False, progress=None):
-    """Benchmark figures (see engine/bench/emd_part.py)."""
-    from .bench.emd_part import bench_figures as _bf
-
-    return _bf(quick=quick, progress=progress)

@@ -11,7 +11,7 @@ counts compares with the true counts directly. Means are over all cells.
 * MAPE, sMAPE, MAAPE: Bagdasaryan et al. Appendix A.1 after Tabataba et al.
   (arXiv:1703.09828).
 * EMD in metres (exact 2-D Wasserstein-1, L1 ground distance) via
-  :mod:`engine.emd`, coarsened with a stated error bound.
+  :mod:`engine.metrics.emd`, coarsened with a stated error bound.
 * SIM, CC, KL: the MIT saliency benchmark definitions used by Ghazi et al. 2023.
 * Spearman rank correlation (Zong et al. 2023).
 * Range queries: SNH relative error (Zeighami et al. 2022, §2 and §6.1) and
@@ -23,11 +23,12 @@ counts compares with the true counts directly. Means are over all cells.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
-from .core.errors import EngineError, ParamError
-from .core.grid import Domain, downsample, range_counts
+from ..core.errors import EngineError, ParamError
+from ..core.grid import Domain, downsample, range_counts
 
 EPS_KL = 2.2e-16  # MIT saliency benchmark's epsilon (eps of float64, rounded)
 RANGE_QUERIES = 200  # random square queries per run
@@ -170,7 +171,7 @@ def emd_m(truth: np.ndarray, pred: np.ndarray, cell_m: float, max_cells: int | N
     inequality ``|EMD_fine - EMD_coarse| <= W1(t, t~) + W1(p, p~) <=
     cell_m * sum_i (t_i + p_i)(|dx_i| + |dy_i|) <= 2 (k-1) cell_m``; the data-
     dependent middle term is what is returned (computed by
-    :func:`engine.emd.emd_coarse`).
+    :func:`engine.metrics.emd.emd_coarse`).
     """
     from .emd import emd_coarse, emd_l1_bound
 
@@ -503,6 +504,38 @@ def _communication(release, data) -> dict:
     return out
 
 
+def gaussian_heatmap(p: np.ndarray, sigma_cells: float) -> np.ndarray:
+    """``H_p^sigma`` of Ghazi et al. 2023, Section 2.3, on the grid, ``sigma`` in cells: the
+    heatmap that the paper scores SIM, CC and KL on (:func:`_paper_heatmap_scores`).
+
+    ``H(x) = sum_x' K(x - x') p(x') / Z(x')`` with ``K(d) = exp(-|d|^2 / (2 sigma^2))`` and
+    ``Z(x') = sum_{x'' in grid} K(x'' - x')``: each source cell's kernel is renormalised
+    over the grid, so ``H`` has the same total as ``p`` (the paper writes ``Z`` with ``x``;
+    mass preservation needs ``x'``). The kernel is NOT truncated (as in the paper), which
+    matters for KL: far from the mass the map is tiny but positive. Computed exactly as
+    ``H = G_y (p / Z) G_x`` with the dense 1-D kernel matrices (the Gaussian is separable)."""
+    p = np.asarray(p, dtype=np.float64)
+    if sigma_cells <= 0:
+        return p.copy()
+    if p.ndim != 2:
+        raise ValueError("heatmap input must be a 2-D grid")
+    gy = _kernel_matrix(p.shape[0], float(sigma_cells))
+    gx = _kernel_matrix(p.shape[1], float(sigma_cells))
+    z = np.outer(gy.sum(axis=0), gx.sum(axis=0))  # Z(x') = (sum_y'' K)(sum_x'' K)
+    h = gy @ (p / z) @ gx  # kernels are symmetric
+    if (p >= 0).all():
+        np.clip(h, 0.0, None, out=h)
+    return h
+
+
+@lru_cache(maxsize=16)
+def _kernel_matrix(n: int, sigma: float) -> np.ndarray:
+    d = np.arange(n, dtype=np.float64)
+    k = np.exp(-((d[:, None] - d[None, :]) ** 2) / (2.0 * sigma * sigma))
+    k.setflags(write=False)  # shared by the cache
+    return k
+
+
 def _paper_heatmap_scores(t: np.ndarray, release) -> dict:
     """SIM, CC and KL as Ghazi et al. 2023 score them (Section 4, Figure 1): on the heatmaps
     ``H^sigma`` of Section 2.3, when the release publishes one (``extras["heatmap"]`` with
@@ -514,8 +547,6 @@ def _paper_heatmap_scores(t: np.ndarray, release) -> dict:
     sigma = float(getattr(release, "diagnostics", {}).get("sigma_cells", 0.0) or 0.0)
     if heat is None or sigma <= 0 or np.shape(heat) != t.shape:
         return {"heatmap_sigma_cells": 0.0}
-    from .mechanisms.sparse_emd import gaussian_heatmap
-
     th, ph = normalise(gaussian_heatmap(t, sigma)), normalise(np.asarray(heat, dtype=np.float64))
     return {"sim": sim(th, ph), "cc": cc(th, ph), "kl": kl(th, ph), "heatmap_sigma_cells": sigma}
 
