@@ -107,7 +107,9 @@ def _options(pairs, what: str) -> dict:
 
 def _cmd_datasets(args) -> int:
     from .data import sources
+    from .mechanisms import load_all
 
+    load_all()  # families register the datasets of their papers
     rows = []
     for key, s in sorted(sources().items()):
         rows.append({"key": key, "kind": s.kind, "label": s.label, "offline": s.offline, "license": s.license})
@@ -137,8 +139,9 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     no seed and always uses secure noise."""
     from .data.registry import get_source
     from .jobs import RunConfig
-    from .mechanisms import get
+    from .mechanisms import get, load_all
 
+    load_all()
     src = get_source(args.dataset)
     data_opts = _options(args.data_opt, "dataset option")
     if args.url is not None:

@@ -91,9 +91,11 @@ def fingerprint_source(key: str, options: dict) -> str:
     read by path (option ``path``), the file's content hash (:func:`fingerprint_bytes`; the
     other options only say how to read the same people)."""
     from .data.registry import sources
+    from .mechanisms import load_all
 
     if options.get("path"):
         return _file_digest(str(options["path"]))
+    load_all()
     src = sources().get(key)
     resolved = src.schema().resolve(options) if src is not None else options
     payload = json.dumps([key, resolved], sort_keys=True, default=str)

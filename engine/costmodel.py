@@ -124,7 +124,9 @@ def _points(config, n_points: int | None, ds=None) -> int:
             n_points = len(ds)
         else:
             from .data.registry import sources
+            from .mechanisms import load_all
 
+            load_all()
             src = sources().get(config.dataset)
             n_param = next((p for p in getattr(src, "params", ()) if p.name == "n"), None)
             n_points = int(config.dataset_options.get("n", n_param.default if n_param else DEFAULT_POINTS))

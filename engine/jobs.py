@@ -232,13 +232,16 @@ def loaded_dataset(key: str, options: dict):
 
 
 def load_dataset(key: str, options: dict):
-    """Load (and memoise in-process) a dataset from the registry."""
+    """Load (and memoise in-process) a dataset from the registry (mechanism families loaded
+    first: some register the datasets of their paper)."""
     from .data import load
+    from .mechanisms import load_all
 
     ck = _dataset_key(key, options)
     with _DATA_LOCK:
         if ck in _DATA_CACHE:
             return _DATA_CACHE[ck]
+    load_all()
     ds = load(key, **options)
     with _DATA_LOCK:
         if len(_DATA_CACHE) > 8:
@@ -250,7 +253,9 @@ def load_dataset(key: str, options: dict):
 def _users_own_file(key: str) -> bool:
     """True for sources that are the user's own data (kind ``file``: uploads and paths)."""
     from .data.registry import sources
+    from .mechanisms import load_all
 
+    load_all()
     src = sources().get(key)
     return src is None or src.kind == "file"
 

@@ -786,17 +786,15 @@ def mixture_dataset(which: str, n: int, seed: int = 0, unit_m: float = 1000.0, b
 
 def register_mixture_sources() -> None:
     """Register mixtures (a) and (b) as dataset sources ``synthetic:zong_a`` and
-    ``synthetic:zong_b`` (idempotent). Called when the federated mechanisms load; the
-    data registry may call it too so that the CLI lists them before any mechanism loads."""
+    ``synthetic:zong_b`` through the data registry's hook (:func:`engine.data.registry.add`;
+    idempotent). Called when the family's mechanisms load (:func:`engine.mechanisms.load_all`)."""
     from .core.params import Param
-    from .data.registry import _SOURCES, Source, add
+    from .data.registry import Source, add
 
     for which, text in (
         ("a", "nine Gaussians on a 3 x 3 grid (smooth); region 5 x 5 units"),
         ("b", "eight radially stretched Gaussians on an octagon (heterogeneous); region 12 x 12 units"),
     ):
-        if f"synthetic:zong_{which}" in _SOURCES:
-            continue
         add(
             Source(
                 key=f"synthetic:zong_{which}",

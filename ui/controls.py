@@ -101,8 +101,11 @@ class Controls:
 
 # --------------------------------------------------------------------- datasets
 def _sources() -> dict:
+    """Every dataset source, those the mechanism families register included."""
     from engine.data import sources
+    from engine.mechanisms import load_all
 
+    load_all()
     return sources()
 
 

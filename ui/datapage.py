@@ -103,7 +103,9 @@ def attributes(ds) -> None:
 
 def catalogue() -> None:
     from engine.data import sources
+    from engine.mechanisms import load_all
 
+    load_all()
     own = st.session_state.get("_uploads", {})
     rows = []
     for key, s in sorted(sources().items()):

@@ -188,7 +188,9 @@ def cli_command(config) -> str | None:
     """The command line that reruns the configuration (None for the user's own file, which
     the command line cannot name)."""
     from engine.data.registry import sources
+    from engine.mechanisms import load_all
 
+    load_all()
     src = sources().get(config.dataset)
     if src is None or src.kind == "file":
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -33,29 +34,39 @@ class Source:
 
 
 _SOURCES: dict[str, Source] = {}
+_PROVIDERS: list[Callable[[], None]] = []
+_PROVIDERS_LOCK = threading.RLock()
 
 
 def add(source: Source) -> Source:
+    """The registration hook: make ``source`` known (a later source with the same key replaces it).
+
+    The modules of :mod:`engine.data` add theirs when the package loads them (:func:`add_provider`);
+    a mechanism family that defines datasets of its paper adds them when its package is imported
+    (Zong et al.'s mixtures: :mod:`engine.mechanisms.rff_kde`), so the registry never imports a
+    family. Callers above the families (:mod:`engine.jobs`, the CLI, the dashboard) call
+    :func:`engine.mechanisms.load_all` before they list or load datasets."""
     if source.kind not in KINDS:
         raise ValueError(source.kind)
     _SOURCES[source.key] = source
     return source
 
 
+def add_provider(provider: Callable[[], None]) -> None:
+    """Register ``provider()``, called once before the first listing to :func:`add` sources (so a
+    package's source modules, and their imports, load only when datasets are needed)."""
+    _PROVIDERS.append(provider)
+
+
 def _ensure_loaded() -> None:
-    # importing the modules registers their sources
-    from . import synthetic  # noqa: F401
-
-    for mod in ("builtin", "online", "files", "parquet_source"):
-        try:
-            __import__(f"{__package__}.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{mod}":
-                raise
-    # the Gaussian mixtures (a) and (b) of Zong et al. live with their KDE code
-    from ..kde import register_mixture_sources
-
-    register_mixture_sources()
+    if not _PROVIDERS:
+        return
+    with _PROVIDERS_LOCK:  # another thread listing meanwhile waits for the whole registry
+        while _PROVIDERS:
+            provider = _PROVIDERS[0]
+            provider()
+            if _PROVIDERS and _PROVIDERS[0] is provider:  # (a provider that listed sources itself popped it)
+                _PROVIDERS.pop(0)
 
 
 def sources() -> dict[str, Source]:
