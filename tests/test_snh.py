@@ -11,7 +11,7 @@ import pytest
 from engine.core.errors import Cancelled, ParamError
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.snh import (
+from engine.mechanisms.snh.mechanism import (
     SNH,
     CellGrid,
     GridAnswerer,
@@ -128,7 +128,7 @@ def test_predictions_are_deterministic_by_seed(city):
 
 
 def test_model_utilisation_rule_pickling_and_jit_match_numpy(city):
-    from engine.snh_model import forward_numpy
+    from engine.mechanisms.snh.networks import forward_numpy
 
     ds, dom = city
     params = SNH.schema().resolve(TINY)
@@ -159,7 +159,14 @@ def test_models_share_one_compiled_forward_pass_with_their_own_weights():
     """Issue 18: the jitted forward takes the weights as arguments (one compilation per architecture
     and batch size, not per model); each model still answers with its own weights, exactly as the
     numpy forward pass and as a predictor that compiles its weights in."""
-    from engine.snh_model import BatchPredictor, NetConfig, _predict_fn, forward_numpy, init_params_np, jax_modules
+    from engine.mechanisms.snh.networks import (
+        BatchPredictor,
+        NetConfig,
+        _predict_fn,
+        forward_numpy,
+        init_params_np,
+        jax_modules,
+    )
 
     jax, jnp, _ = jax_modules()
     cfg = NetConfig(depth=2, width=16, sin_scale=2.0)
@@ -182,7 +189,7 @@ def test_models_share_one_compiled_forward_pass_with_their_own_weights():
 
 
 def _forward_of(jnp, jax, dev, j, x):
-    from engine.snh_model import _forward
+    from engine.mechanisms.snh.networks import _forward
 
     return _forward(jnp, jax, [(w[j], b[j]) for w, b in dev], x)
 
@@ -304,7 +311,7 @@ def test_initialisation_is_the_reference_he_uniform():
     # false-alarm rate 1e-3 per layer
     from scipy import stats
 
-    from engine.snh_model import NetConfig, init_params_np
+    from engine.mechanisms.snh.networks import NetConfig, init_params_np
 
     cfg = NetConfig(depth=3, width=64, sin_scale=2.5)
     params = init_params_np(0, cfg, k=4)

@@ -229,7 +229,7 @@ def identity_sweep_figures(quick: bool, progress) -> list[Figure]:
 
 # ------------------------------------------------------------------ ParamSelect
 def paramselect_figures(progress) -> list[Figure]:
-    from ..paramselect import predict_rho
+    from ..mechanisms.snh.paramselect import predict_rho
 
     labels = PS_DIR / "best_rho_GW_train_test.csv"
     feats = PS_DIR / "city_features_fromGW.csv"
@@ -270,8 +270,8 @@ def paramselect_figures(progress) -> list[Figure]:
 def speed_figures(fast_times: list[float], progress, quick: bool = False) -> list[Figure]:
     from ..data.synthetic import generate
     from ..mechanisms import RunContext
-    from ..mechanisms.snh import PRESETS, SNH, fit_snh
-    from ..snh_model import NetConfig
+    from ..mechanisms.snh.mechanism import PRESETS, SNH, fit_snh
+    from ..mechanisms.snh.networks import NetConfig
 
     figs = []
     load = _load()
@@ -339,7 +339,7 @@ def reference_figure(quick: bool, progress) -> list[Figure]:
     from ..data.online import load_sf_cabs
     from ..data.projection import bbox_to_local
     from ..mechanisms import RunContext
-    from ..mechanisms.snh import SNH, GridAnswerer, fit_snh
+    from ..mechanisms.snh.mechanism import SNH, GridAnswerer, fit_snh
 
     ds = load_sf_cabs(path=str(SF_CABS_PATH))
     dom = Domain.around(*bbox_to_local(SF_BBOX, ds.crs), 8)

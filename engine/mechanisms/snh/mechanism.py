@@ -16,12 +16,12 @@ Pipeline (Sections 3.3-4.3), all in the run's public square domain:
 3. **Training** (Section 4.2, Eq. 6): one fully connected network per size, input
    the query location, loss ``sum w_(c,r) / max(Y, psi) (f(c) - Y)^2``; JAX + optax
    (Adam), the ``k`` networks trained together with ``vmap``, early stopping on the
-   training loss (see :mod:`engine.snh_model`).
+   training loss (see :mod:`.networks`).
 4. **Model utilisation** (Section 4.3): a query ``(c, r)`` is answered by the network of
    the nearest size ``r*`` scaled by ``(r / r*)^2``; or, with ``variant = snh_qs``
    (SNH+QS, Section 6.3.2), by a network that also takes the query size as input.
 
-**ParamSelect** (Section 5.1, :mod:`engine.paramselect`) picks ``rho`` from public
+**ParamSelect** (Section 5.1, :mod:`.paramselect`) picks ``rho`` from public
 features when ``rho_m = 0``.
 
 Threat model: a trusted curator holds every location, runs the whole pipeline and
@@ -117,12 +117,12 @@ import time
 
 import numpy as np
 
-from ..core.accounting import Ledger
-from ..core.errors import ParamError
-from ..core.grid import Domain, box_sums, integral_image
-from ..core.params import Param
-from .base import Mechanism, Release, aggregate_view, register
-from .central import (
+from ...core.accounting import Ledger
+from ...core.errors import ParamError
+from ...core.grid import Domain, box_sums, integral_image
+from ...core.params import Param
+from ..base import Mechanism, Release, aggregate_view, register
+from ..central import (
     LAPLACE_SD,
     UNIT_PARAM,
     blank_postprocessed,
@@ -341,7 +341,7 @@ class SNHModel:
 
     @property
     def nbytes(self) -> int:
-        from ..snh_model import param_bytes
+        from .networks import param_bytes
 
         return param_bytes(self.params) + self.sizes.nbytes + self.scales.nbytes
 
@@ -352,7 +352,7 @@ class SNHModel:
 
     def _net(self, j: int, inputs: np.ndarray) -> np.ndarray:
         if self._predictor is None:
-            from ..snh_model import BatchPredictor
+            from .networks import BatchPredictor
 
             self._predictor = BatchPredictor(self.params)
         return self._predictor(j, inputs.astype(np.float32))
@@ -488,7 +488,7 @@ def synthetic_proxy(data, domain: Domain, n: int, seed: int = 1) -> tuple[np.nda
     preset (same centres, river and coast; its own neighbourhood fields and parks, from
     field seed ``seed + 1000 + city seed``), i.e. another dataset of the same region that
     resembles the private one without being drawn from it."""
-    from ..data.synthetic import PRESETS, RASTER, intensity
+    from ...data.synthetic import PRESETS, RASTER, intensity
 
     meta = data.meta
     preset = meta.extra.get("preset") if meta.synthetic else None
@@ -529,8 +529,8 @@ def aux_points(data, domain: Domain, params: dict) -> tuple[str, np.ndarray | No
             raise ParamError("aux = dataset needs aux_dataset, the registry key of a public dataset of the region")
         if key == data.meta.source:
             raise ParamError(f"the auxiliary dataset {key!r} is the private dataset itself; choose another source")
-        from ..data import load
-        from ..data.projection import to_local
+        from ...data import load
+        from ...data.projection import to_local
 
         aux = load(key)
         pts = to_local(aux.lonlat[:, 0], aux.lonlat[:, 1], data.crs)
@@ -557,7 +557,7 @@ def choose_rho(data, domain: Domain, eps: float, params: dict, ledger: Ledger, a
     lo, hi = _query_bounds(params, domain)
     if rho_m > 0:
         return rho_m, {"source": "given", "rho_m": rho_m}
-    from ..paramselect import entropy_512, predict_rho
+    from .paramselect import entropy_512, predict_rho
 
     # data: the bounded contributions, so n is the number of users (unit = user) or of records
     n = float(len(data)) if data.weight is None else float(np.sum(data.weight))
@@ -798,7 +798,7 @@ class SNH(Mechanism):
 
 
 def train_config(params: dict):
-    from ..snh_model import NetConfig, TrainConfig
+    from .networks import NetConfig, TrainConfig
 
     p = dict(PRESETS[params["preset"]]) if params["preset"] in PRESETS else {k: params[k] for k in CUSTOM_KEYS}
     in_dim = 3 if params["variant"] == "snh_qs" else 2
@@ -829,7 +829,7 @@ def fit_snh(
     ``sizes_subset`` trains only some of the k networks (benchmarks of one model);
     ``on_epoch(epoch, model)`` sees the model every ``every`` epochs (learning curves);
     ``aux_given``: see :func:`collect_step`."""
-    from ..snh_model import train
+    from .networks import train
 
     t0 = time.perf_counter()
     lo, hi = _query_bounds(params, domain)
@@ -995,7 +995,7 @@ class IdentityParamSelect(Mechanism):
     Threat model: a trusted curator publishes the noisy grid. Guarantee: epsilon-DP
     (central), one Laplace(1/eps) draw per disjoint cell (parallel composition).
     Departures: as SNH's (public-domain grid from its south-west corner, ParamSelect
-    table and query-size feature of :mod:`engine.paramselect`). Answers (and density
+    table and query-size feature of :mod:`.paramselect`). Answers (and density
     cells) below zero are set to zero by default (``clip_answers``), as SNH's are, so the
     two are compared on the same post-processing; the paper does not say whether its
     IDENTITY clips. Noisy cells themselves are never clipped (that would bias sums up).

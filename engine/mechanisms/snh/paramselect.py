@@ -39,14 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.errors import ParamError
-from .core.grid import Domain
+from ...core.errors import ParamError
+from ...core.grid import Domain
 
 ENTROPY_BINS = 512
 N_TREES = 150
 MAX_DEPTH = 7
 RHO_BOUNDS = (0.0005, 0.05)  # predictions are clipped to [0.05%, 5%] of the domain side
-TABLE = Path(__file__).resolve().parent.parent / "data" / "paramselect_table.csv"
+TABLE = Path(__file__).resolve().parents[3] / "data" / "paramselect_table.csv"
 FEATURES = ("n", "eps", "inv_n_eps", "inv_sqrt_n_eps", "entropy", "q_mid")
 FEATURES_NO_ENTROPY = ("n", "eps", "inv_n_eps", "inv_sqrt_n_eps", "q_mid")
 

@@ -65,7 +65,7 @@ def jax_modules():
         import optax
 
         try:  # reuse compiled training steps across processes (bench repeats, dashboard restarts)
-            from .core.cache import cache_dir
+            from ...core.cache import cache_dir
 
             jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
