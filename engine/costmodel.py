@@ -64,7 +64,7 @@ def _snh_work(params: dict) -> float:
     with the step count :func:`engine.mechanisms.snh.networks.train` will run (``rho`` from ParamSelect is
     approximated by 1% of the side, its typical value: it only matters when the preset does not cap
     the steps)."""
-    from .mechanisms.snh.mechanism import train_config
+    from .mechanisms.snh.training import train_config
 
     cfg = train_config(params)
     queries = (1.0 / SNH_RHO_FRAC + 2) ** 2 * int(params.get("corners_per_cell", 1)) ** 2

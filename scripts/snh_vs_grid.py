@@ -28,7 +28,9 @@ from scipy.ndimage import gaussian_filter
 from engine.bench.snh import _dataset, query_sets, rel_error
 from engine.core.grid import box_sums, integral_image
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.snh.mechanism import GridAnswerer, _query_bounds, collect_step, fit_snh
+from engine.mechanisms.snh.answers import GridAnswerer
+from engine.mechanisms.snh.collection import _query_bounds, collect_step
+from engine.mechanisms.snh.training import fit_snh
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ epsilon and every query range [l, u]:
   label is the minimum of a parabola through the three best points in log(rho) (the
   best candidate when the parabola is not convex).
 * ``h``: the entropy of the 512 x 512 histogram of the public *proxy* of D (50,000
-  points of its sibling city, see engine.mechanisms.snh.mechanism.synthetic_proxy; for a venue
+  points of its sibling city, see engine.mechanisms.snh.collection.synthetic_proxy; for a venue
   city, 50,000 records of its public sibling), exactly the feature ParamSelect computes
   at inference. The proxy is also SNH's public workload (Eq. 6).
 
@@ -109,8 +109,10 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress, venues
 
     from engine.data.synthetic import generate
     from engine.mechanisms import RunContext
-    from engine.mechanisms.snh.mechanism import SNH, fit_snh, synthetic_proxy
+    from engine.mechanisms.snh.collection import synthetic_proxy
+    from engine.mechanisms.snh.mechanism import SNH
     from engine.mechanisms.snh.paramselect import entropy_512
+    from engine.mechanisms.snh.training import fit_snh
     from engine.metrics import snh_relative_error
 
     if venues:

@@ -13,7 +13,8 @@ import engine.mechanisms.snh.paramselect as ps
 from engine.core.accounting import Ledger
 from engine.core.errors import ParamError
 from engine.core.grid import Domain
-from engine.mechanisms.snh.mechanism import SNH, choose_rho, synthetic_proxy
+from engine.mechanisms.snh.collection import choose_rho, synthetic_proxy
+from engine.mechanisms.snh.mechanism import SNH
 
 
 def _table(path, rows):
@@ -116,7 +117,7 @@ def test_given_public_points_set_the_entropy_feature(monkeypatch, toy_table):
     side information and only the grid spends budget."""
     from engine.data.synthetic import generate
     from engine.mechanisms import RunContext
-    from engine.mechanisms.snh.mechanism import collect_step
+    from engine.mechanisms.snh.collection import collect_step
 
     monkeypatch.setattr(ps, "TABLE", toy_table)
     private = generate("polycentric", n=3000, seed=2)

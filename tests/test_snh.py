@@ -11,15 +11,10 @@ import pytest
 from engine.core.errors import Cancelled, ParamError
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.snh.mechanism import (
-    SNH,
-    CellGrid,
-    GridAnswerer,
-    IdentityParamSelect,
-    augment,
-    fit_snh,
-    workload_weights,
-)
+from engine.mechanisms.snh.answers import GridAnswerer
+from engine.mechanisms.snh.collection import CellGrid
+from engine.mechanisms.snh.mechanism import SNH, IdentityParamSelect
+from engine.mechanisms.snh.training import augment, fit_snh, workload_weights
 
 TINY = dict(
     rho_m=625.0,  # 32 cells over the 20 km synthetic city

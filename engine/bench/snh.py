@@ -270,8 +270,9 @@ def paramselect_figures(progress) -> list[Figure]:
 def speed_figures(fast_times: list[float], progress, quick: bool = False) -> list[Figure]:
     from ..data.synthetic import generate
     from ..mechanisms import RunContext
-    from ..mechanisms.snh.mechanism import PRESETS, SNH, fit_snh
+    from ..mechanisms.snh.mechanism import SNH
     from ..mechanisms.snh.networks import NetConfig
+    from ..mechanisms.snh.training import PRESETS, fit_snh
 
     figs = []
     load = _load()
@@ -339,7 +340,9 @@ def reference_figure(quick: bool, progress) -> list[Figure]:
     from ..data.online import load_sf_cabs
     from ..data.projection import bbox_to_local
     from ..mechanisms import RunContext
-    from ..mechanisms.snh.mechanism import SNH, GridAnswerer, fit_snh
+    from ..mechanisms.snh.answers import GridAnswerer
+    from ..mechanisms.snh.mechanism import SNH
+    from ..mechanisms.snh.training import fit_snh
 
     ds = load_sf_cabs(path=str(SF_CABS_PATH))
     dom = Domain.around(*bbox_to_local(SF_BBOX, ds.crs), 8)
