@@ -81,9 +81,9 @@ def _snh_work(params: dict) -> float:
 
 def features(config, n_points: int) -> dict[str, float]:
     """``P``, ``C`` and ``W`` of the module docstring for ``config`` on ``n_points`` locations."""
-    from . import kde
     from .core.grid import Domain
     from .mechanisms import get
+    from .mechanisms.rff_kde import kde
     from .metrics import PRIVACY_MAX_USERS
 
     cells = 4**config.depth
@@ -96,7 +96,7 @@ def features(config, n_points: int) -> dict[str, float]:
         attack = kde.attack_cells(Domain(0.0, 0.0, 1.0, config.depth)) ** 2
         W = (int(p["attack_users"]) + PRIVACY_MAX_USERS) * attack * (b + ATTACK_SURFACE_COST) / 1e6
         if config.mechanism == "federated_rff_kde":
-            from .mechanisms.rff_kde import _parse_multiples
+            from .mechanisms.rff_kde.mechanism import _parse_multiples
 
             P *= max(b, 1) * (1 + len(_parse_multiples(p["extra_bandwidths"])))
     return {"P": P, "C": cells / 1e6, "W": W}

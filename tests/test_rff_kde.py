@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine import kde, metrics
+from engine import metrics
 from engine.core import noise as N
 from engine.core.errors import DataError, ParamError
 from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
+from engine.mechanisms.rff_kde import kde
 
 Z_CRIT = 3.29  # two-sided, false-alarm rate 1e-3 per test
 

@@ -4,7 +4,7 @@ geo-indistinguishability (Definition 4.1, Eq. 18), after Zong, Yang, Ley, Butts 
 Markopoulou, "Privacy by Projection: Federated Population Density Estimation by
 Projecting on Random Features", PoPETs 2023(1).
 
-The numerics live in :mod:`engine.kde`; this module wires them into the mechanism
+The numerics live in :mod:`.kde`; this module wires them into the mechanism
 protocol. Shared conventions:
 
 * Users are locations: every row of the dataset inside the public region is one
@@ -30,7 +30,7 @@ protocol. Shared conventions:
   the mean of their surfaces: the server is assumed to link one device's reports.
   ``release.diagnostics`` carries the Eq. 16 score over a sample of virtual users
   (``attack_users``), the literal printed form of Eq. 16 (with its extra 1/K_i, see
-  :mod:`engine.kde`), the 0-feature baseline and the utility (Spearman against the
+  :mod:`.kde`), the 0-feature baseline and the utility (Spearman against the
   full-data KDE, Section 4.2.1).
 * No per-cell standard error in closed form (issue 16): the random features' error at a cell and
   the geo-indistinguishable displacements' smoothing both depend on where the users are, and the
@@ -44,14 +44,14 @@ import math
 
 import numpy as np
 
-from .. import kde
-from ..core.accounting import Ledger
-from ..core.errors import DataError, ParamError
-from ..core.grid import Domain
-from ..core.noise import planar_lattice_step
-from ..core.params import Param
-from ..kde import gain_per_privacy_cost, privacy_utility_curve  # noqa: F401  (the attack page's curve)
-from .base import Communication, Mechanism, Release, ServerView, register
+from ...core.accounting import Ledger
+from ...core.errors import DataError, ParamError
+from ...core.grid import Domain
+from ...core.noise import planar_lattice_step
+from ...core.params import Param
+from ..base import Communication, Mechanism, Release, ServerView, register
+from . import kde
+from .kde import gain_per_privacy_cost, privacy_utility_curve  # noqa: F401  (the attack page's curve)
 
 PAPER = (
     "Zong, Yang, Ley, Butts, Markopoulou. Privacy by Projection: Federated Population Density Estimation "

@@ -48,8 +48,8 @@ import math
 
 import numpy as np
 
-from .core.errors import DataError, ParamError
-from .core.grid import Domain
+from ...core.errors import DataError, ParamError
+from ...core.grid import Domain
 
 ATTACK_RATIO = 1.1  # Section 4.2.2: maxima kept when e >= e_max / 1.1
 ATTACK_MAX_DEPTH = 8  # per-user surfaces for the attack on at most 256 x 256 points
@@ -747,8 +747,8 @@ def mixture_dataset(which: str, n: int, seed: int = 0, unit_m: float = 1000.0, b
     """A :class:`~engine.data.Dataset` of ``n`` single-location users from mixture
     (a) or (b), in a local azimuthal-equidistant CRS placed at ``MIXTURE_LONLAT``;
     its public region is the mixture's square. Deterministic given the arguments."""
-    from .data.dataset import Dataset, DatasetMeta
-    from .data.projection import local_crs, to_lonlat
+    from ...data.dataset import Dataset, DatasetMeta
+    from ...data.projection import local_crs, to_lonlat
 
     if which not in ("a", "b"):
         raise ParamError(f"unknown mixture {which!r}; known: a, b")
@@ -788,8 +788,8 @@ def register_mixture_sources() -> None:
     """Register mixtures (a) and (b) as dataset sources ``synthetic:zong_a`` and
     ``synthetic:zong_b`` through the data registry's hook (:func:`engine.data.registry.add`;
     idempotent). Called when the family's mechanisms load (:func:`engine.mechanisms.load_all`)."""
-    from .core.params import Param
-    from .data.registry import Source, add
+    from ...core.params import Param
+    from ...data.registry import Source, add
 
     for which, text in (
         ("a", "nine Gaussians on a 3 x 3 grid (smooth); region 5 x 5 units"),
@@ -949,7 +949,7 @@ def privacy_utility_curve(
             {"method": "kde", "spearman": spearman_raw(reference, dens), "privacy_m": priv, "ratio": priv / zero}
         )
         tick("federated KDE")
-    from .core.noise import planar_laplace
+    from ...core.noise import planar_laplace
 
     for e in eps_list:
         noisy = xy + planar_laplace(rng, e, len(xy))
