@@ -83,7 +83,7 @@ def features(config, n_points: int) -> dict[str, float]:
     """``P``, ``C`` and ``W`` of the module docstring for ``config`` on ``n_points`` locations."""
     from .core.grid import Domain
     from .mechanisms import get
-    from .mechanisms.rff_kde import kde
+    from .mechanisms.rff_kde.attack import attack_cells
     from .metrics import PRIVACY_MAX_USERS
 
     cells = 4**config.depth
@@ -93,7 +93,7 @@ def features(config, n_points: int) -> dict[str, float]:
         W = _snh_work(p)
     elif config.mechanism in ("federated_kde", "federated_rff_kde", "geoind_kde"):
         b = int(p.get("B", 0)) if config.mechanism == "federated_rff_kde" else 0
-        attack = kde.attack_cells(Domain(0.0, 0.0, 1.0, config.depth)) ** 2
+        attack = attack_cells(Domain(0.0, 0.0, 1.0, config.depth)) ** 2
         W = (int(p["attack_users"]) + PRIVACY_MAX_USERS) * attack * (b + ATTACK_SURFACE_COST) / 1e6
         if config.mechanism == "federated_rff_kde":
             from .mechanisms.rff_kde.mechanism import _parse_multiples

@@ -19,7 +19,7 @@ from engine.core.errors import DataError, ParamError
 from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.rff_kde import kde
+from engine.mechanisms.rff_kde import attack, curve, datasets, kde
 
 Z_CRIT = 3.29  # two-sided, false-alarm rate 1e-3 per test
 
@@ -50,8 +50,8 @@ def run_eval(key, data, domain, eps=1.0, seed=0, **params):
 
 @pytest.fixture(scope="module")
 def mix_a():
-    dom = kde.mixture_domain("a", 6)
-    return kde.mixture_dataset("a", 4000, seed=1), dom
+    dom = datasets.mixture_domain("a", 6)
+    return datasets.mixture_dataset("a", 4000, seed=1), dom
 
 
 # ================================================================ server sums
@@ -95,7 +95,7 @@ def test_rff_converges_to_kde_statistically():
     xs = np.linspace(0.0, 330.0, 12)
     ys = np.array([0.0])
     om = rng.standard_normal((1, b, 2)) / h
-    est = kde.rff_user_surfaces(np.zeros((1, 2)), om, xs, ys)[0, 0]
+    est = attack.rff_user_surfaces(np.zeros((1, 2)), om, xs, ys)[0, 0]
     k = np.exp(-(xs**2) / (2 * h * h))
     var = (1 + np.exp(-2 * xs**2 / h**2)) / 2 - k**2
     z = (est - k) / np.sqrt(np.maximum(var, 1e-300) / b)
@@ -239,7 +239,7 @@ def test_knn_rule_is_recorded_as_side_information(mix_a):
 
 # ================================================================ local maxima
 def _cands(s, **kw):
-    return kde.local_maxima(np.asarray(s, dtype=np.float64), **kw)[0]
+    return attack.local_maxima(np.asarray(s, dtype=np.float64), **kw)[0]
 
 
 def test_local_maxima_single_peak_and_secondary_filter():
@@ -310,10 +310,10 @@ def test_local_maxima_numba_matches_numpy():
     top = flat.max(1)
     tol = 1e-9 * np.maximum(abs(top), abs(flat.min(1)))
     thr = np.where(top > 0, top / 1.1, top - abs(top) * (1 - 1 / 1.1))
-    ref = kde._maxima_numpy(s, tol, thr)
-    if kde.HAVE_NUMBA:
+    ref = attack._maxima_numpy(s, tol, thr)
+    if attack.HAVE_NUMBA:
         got = np.zeros(s.shape, dtype=bool)
-        kde._maxima_nb(s, tol, thr, got)
+        attack._maxima_nb(s, tol, thr, got)
         assert np.array_equal(got, ref)
     # brute-force definition: a kept cell has no higher neighbour
     for i, j, k in zip(*np.nonzero(ref)):
@@ -324,7 +324,7 @@ def test_local_maxima_numba_matches_numpy():
 # ==================================================================== Eq. 16
 def test_eq16_scores_hand_example():
     cands = [(np.array([[100.0, 0.0], [0.0, 300.0]]), np.array([3.0, 1.0])), (np.zeros((0, 2)), np.zeros(0))]
-    z, lit = kde.eq16_scores(cands, np.zeros((2, 2)))
+    z, lit = attack.eq16_scores(cands, np.zeros((2, 2)))
     assert z[0] == pytest.approx(150.0) and lit[0] == pytest.approx(75.0)
     assert np.isnan(z[1])
 
@@ -334,7 +334,7 @@ def test_zero_feature_distance_brute_force():
     ys = np.array([5.0, 15.0])
     p = np.array([[3.0, 4.0]])
     gx, gy = np.meshgrid(xs, ys)
-    assert kde.zero_feature_distance(p, xs, ys)[0] == pytest.approx(np.hypot(gx - 3, gy - 4).mean())
+    assert attack.zero_feature_distance(p, xs, ys)[0] == pytest.approx(np.hypot(gx - 3, gy - 4).mean())
 
 
 def test_metrics_privacy_distance_is_eq16(mix_a):
@@ -344,7 +344,7 @@ def test_metrics_privacy_distance_is_eq16(mix_a):
         "federated_rff_kde", data, dom, B=2, bandwidth_rule="metres", h_m=300.0, attack_users=0, lemma3_policy=False
     )
     users, xy = metrics._user_locations(data, np.random.default_rng(8), 60)
-    z, _ = kde.eq16_scores(rel.server_view.candidates(users), xy)
+    z, _ = attack.eq16_scores(rel.server_view.candidates(users), xy)
     pd = metrics.privacy_distance(rel, data, dom, np.random.default_rng(8), 60)
     assert pd["mean_m"] == pytest.approx(z.mean(), rel=1e-12)
 
@@ -410,35 +410,35 @@ def test_bad_inputs():
     with pytest.raises(ParamError):
         kde.axes(dom, 0)
     with pytest.raises(ParamError):
-        kde.mixture_components("c")
+        datasets.mixture_components("c")
 
 
 def test_mixtures_match_the_paper():
-    w, mu, cov = kde.mixture_components("b")
+    w, mu, cov = datasets.mixture_components("b")
     for i in range(8):  # radial stretch: variance 1 along the mean's direction, 0.16^2 across
         u = mu[i] / np.linalg.norm(mu[i])
         assert u @ cov[i] @ u == pytest.approx(1.0) and np.linalg.eigvalsh(cov[i])[0] == pytest.approx(0.0256)
     assert np.linalg.norm(mu, axis=1) == pytest.approx(np.full(8, 3.0))
     # the sample matches the density (chi-square on a coarse grid, p > 1e-3)
     for which in ("a", "b"):
-        dom = kde.mixture_domain(which, 3)
-        xy = kde.sample_mixture(which, 20_000, np.random.default_rng(1))
+        dom = datasets.mixture_domain(which, 3)
+        xy = datasets.sample_mixture(which, 20_000, np.random.default_rng(1))
         obs = dom.histogram(xy).ravel()
-        fine = kde.mixture_truth(which, dom.with_depth(7))
+        fine = datasets.mixture_truth(which, dom.with_depth(7))
         expct = fine.reshape(8, 16, 8, 16).sum(axis=(1, 3)).ravel()
         expct = expct / expct.sum() * obs.sum()
         keep = expct > 5
         chi2 = ((obs[keep] - expct[keep]) ** 2 / expct[keep]).sum()
         assert stats.chi2.sf(chi2, keep.sum() - 1) > 1e-3
-    ds = kde.mixture_dataset("a", 100, seed=2)
+    ds = datasets.mixture_dataset("a", 100, seed=2)
     assert len(ds) == 100 and np.all(np.abs(ds.xy) < 2500)
-    assert np.array_equal(ds.xy, kde.mixture_dataset("a", 100, seed=2).xy)
+    assert np.array_equal(ds.xy, datasets.mixture_dataset("a", 100, seed=2).xy)
 
 
 def test_curve_and_gain(mix_a):
     data, dom = mix_a
-    cur = kde.privacy_utility_curve(
-        data, dom, Bs=(0, 1, 8), eps_list=[1e-3], h=300.0, reference=kde.mixture_truth("a", dom), n_attack=60
+    cur = curve.privacy_utility_curve(
+        data, dom, Bs=(0, 1, 8), eps_list=[1e-3], h=300.0, reference=datasets.mixture_truth("a", dom), n_attack=60
     )
     rows = {(r["method"], r.get("B")): r for r in cur["rows"]}
     assert rows[("rff", 0)]["ratio"] == pytest.approx(1.0) and rows[("rff", 0)]["spearman"] == 0.0
@@ -446,11 +446,11 @@ def test_curve_and_gain(mix_a):
     assert rows[("rff", 8)]["spearman"] > rows[("rff", 1)]["spearman"]
     assert rows[("rff", 1)]["privacy_m"] > rows[("rff", 8)]["privacy_m"]
     assert [r["displacement_m"] for r in cur["rows"] if r["method"] == "geoind"] == [2000.0]
-    auto = kde.privacy_utility_curve(data, dom, Bs=(0, 1, 8), eps_list=[1e-3], h=300.0, n_attack=60)
+    auto = curve.privacy_utility_curve(data, dom, Bs=(0, 1, 8), eps_list=[1e-3], h=300.0, n_attack=60)
     assert auto["reference"] == "true mixture density" and auto["rows"] == cur["rows"]  # same seed, same truth
-    kd = kde.privacy_utility_curve(data, dom, Bs=(1,), eps_list=[], h=300.0, n_attack=10, reference=None)
+    kd = curve.privacy_utility_curve(data, dom, Bs=(1,), eps_list=[], h=300.0, n_attack=10, reference=None)
     assert kd["reference"] == "full-data KDE" and kd["rows"][-1]["spearman"] == pytest.approx(1.0)  # KDE vs itself
-    g = kde.gain_per_privacy_cost(
+    g = curve.gain_per_privacy_cost(
         [
             {"method": "rff", "B": 1, "spearman": 0.8, "privacy_m": 2000.0},
             {"method": "rff", "B": 2, "spearman": 0.9, "privacy_m": 1500.0},

@@ -89,7 +89,7 @@ def _curve(cfg_json: str, h_m: float, seed: int) -> dict:
     import json
 
     from engine.jobs import RunConfig
-    from engine.mechanisms.rff_kde.mechanism import privacy_utility_curve
+    from engine.mechanisms.rff_kde.curve import privacy_utility_curve
 
     from . import views
 

@@ -4,7 +4,7 @@
 
 Protocol (Section 4.2.4 of the paper):
 
-* Data: synthetic mixtures (a) and (b) of Section 4.1.1 (``engine.mechanisms.rff_kde.kde.mixture_dataset``,
+* Data: synthetic mixtures (a) and (b) of Section 4.1.1 (``engine.mechanisms.rff_kde.datasets.mixture_dataset``,
   one paper unit = 1 km), regions [-2.5, 2.5]^2 and [-6, 6]^2 units (the paper does not
   state them: the component means' extent plus 3 standard deviations), a 128 x 128
   grid, N in {1,000, 5,000, 10,000, 20,000}, bandwidth h = 0.55 units = 550 m for both (as the paper), no user-side policy
@@ -62,13 +62,8 @@ def _med(vals):
 
 
 def _curves(which: str, n: int, seeds, progress, b_var: float | None = None) -> dict:
-    from ..mechanisms.rff_kde.kde import (
-        B_ACROSS_VAR,
-        mixture_dataset,
-        mixture_domain,
-        mixture_truth,
-        privacy_utility_curve,
-    )
+    from ..mechanisms.rff_kde.curve import privacy_utility_curve
+    from ..mechanisms.rff_kde.datasets import B_ACROSS_VAR, mixture_dataset, mixture_domain, mixture_truth
 
     bv = B_ACROSS_VAR if b_var is None else b_var
     dom = mixture_domain(which, DEPTH)
@@ -151,7 +146,7 @@ def _above(med: dict) -> tuple[int, int, list]:
 def _speed(quick: bool) -> Figure:
     from .. import metrics
     from ..mechanisms import RunContext, get
-    from ..mechanisms.rff_kde.kde import mixture_dataset, mixture_domain
+    from ..mechanisms.rff_kde.datasets import mixture_dataset, mixture_domain
 
     data = mixture_dataset("a", 20000, seed=0)
     dom = mixture_domain("a", DEPTH)
@@ -178,7 +173,8 @@ def _speed(quick: bool) -> Figure:
 
 def _accuracy() -> Figure:
     """Chebyshev-interpolated server sum vs the direct sum (max error per unit of total weight)."""
-    from ..mechanisms.rff_kde.kde import axes, mixture_domain, rff_grid_sum, rff_grid_sum_direct, sample_mixture
+    from ..mechanisms.rff_kde.datasets import mixture_domain, sample_mixture
+    from ..mechanisms.rff_kde.kde import axes, rff_grid_sum, rff_grid_sum_direct
 
     rng = np.random.default_rng(7)
     dom = mixture_domain("b", DEPTH)
@@ -196,7 +192,8 @@ def _real(progress) -> list[Figure]:
     from ..core.grid import Domain
     from ..data.dataset import Dataset, DatasetMeta
     from ..data.projection import bbox_to_local, local_crs, to_local
-    from ..mechanisms.rff_kde.kde import knn_bandwidth, privacy_utility_curve
+    from ..mechanisms.rff_kde.curve import privacy_utility_curve
+    from ..mechanisms.rff_kde.kde import knn_bandwidth
 
     raw = np.load(path, allow_pickle=False)  # (lat, lon)
     bbox = (float(raw[:, 1].min()), float(raw[:, 0].min()), float(raw[:, 1].max()), float(raw[:, 0].max()))

@@ -4,8 +4,8 @@ geo-indistinguishability (Definition 4.1, Eq. 18), after Zong, Yang, Ley, Butts 
 Markopoulou, "Privacy by Projection: Federated Population Density Estimation by
 Projecting on Random Features", PoPETs 2023(1).
 
-The numerics live in :mod:`.kde`; this module wires them into the mechanism
-protocol. Shared conventions:
+The numerics live beside this module (:mod:`.kde`, :mod:`.attack`, :mod:`.curve`,
+:mod:`.datasets`); this module wires them into the mechanism protocol. Shared conventions:
 
 * Users are locations: every row of the dataset inside the public region is one
   (virtual) user, as the paper does with check-ins (Section 4.1.2). Rows outside the
@@ -30,7 +30,7 @@ protocol. Shared conventions:
   the mean of their surfaces: the server is assumed to link one device's reports.
   ``release.diagnostics`` carries the Eq. 16 score over a sample of virtual users
   (``attack_users``), the literal printed form of Eq. 16 (with its extra 1/K_i, see
-  :mod:`.kde`), the 0-feature baseline and the utility (Spearman against the
+  :mod:`.attack`), the 0-feature baseline and the utility (Spearman against the
   full-data KDE, Section 4.2.1).
 * No per-cell standard error in closed form (issue 16): the random features' error at a cell and
   the geo-indistinguishable displacements' smoothing both depend on where the users are, and the
@@ -50,8 +50,7 @@ from ...core.grid import Domain
 from ...core.noise import planar_lattice_step
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
-from . import kde
-from .kde import gain_per_privacy_cost, privacy_utility_curve  # noqa: F401  (the attack page's curve)
+from . import attack, curve, kde
 
 PAPER = (
     "Zong, Yang, Ley, Butts, Markopoulou. Privacy by Projection: Federated Population Density Estimation "
@@ -207,8 +206,8 @@ class FederatedKDEView:
         if self.refused:
             return np.zeros((len(rows), len(self.ys), len(self.xs)))
         if self.mode == "rff":
-            return kde.rff_user_surfaces(self.xy[rows], self.z[rows] / self.h, self.xs, self.ys)
-        return np.exp(kde.kde_user_log_surfaces(self.xy[rows], self.h, self.xs, self.ys))
+            return attack.rff_user_surfaces(self.xy[rows], self.z[rows] / self.h, self.xs, self.ys)
+        return np.exp(attack.kde_user_log_surfaces(self.xy[rows], self.h, self.xs, self.ys))
 
     def surface(self, user: int) -> np.ndarray:
         rows = self.users.rows_of(user)
@@ -236,11 +235,11 @@ class FederatedKDEView:
         for s in range(0, need.size, 64):
             chunk = need[s : s + 64]
             if self.mode == "rff":
-                surf = kde.rff_user_surfaces(self.xy[chunk], self.z[chunk] / self.h, self.xs, self.ys)
-                cands = kde.candidates_on_grid(surf, self.xs, self.ys)
+                surf = attack.rff_user_surfaces(self.xy[chunk], self.z[chunk] / self.h, self.xs, self.ys)
+                cands = attack.candidates_on_grid(surf, self.xs, self.ys)
             else:
-                surf = kde.kde_user_log_surfaces(self.xy[chunk], self.h, self.xs, self.ys)
-                cands = kde.candidates_on_grid(surf, self.xs, self.ys, log=True)
+                surf = attack.kde_user_log_surfaces(self.xy[chunk], self.h, self.xs, self.ys)
+                cands = attack.candidates_on_grid(surf, self.xs, self.ys, log=True)
             for r, c in zip(chunk.tolist(), cands):
                 self._memo[r] = c
         return [self._memo[r] for r in rows.tolist()]
@@ -276,7 +275,7 @@ def _counts(surface_sum: np.ndarray, total: float, h: float, cell: float) -> tup
 
 
 def _attack_grid(domain: Domain) -> tuple[np.ndarray, np.ndarray, dict]:
-    n = kde.attack_cells(domain)
+    n = attack.attack_cells(domain)
     xs, ys = kde.axes(domain, n)
     return xs, ys, {"x0": domain.x0, "y0": domain.y0, "side": domain.side, "n": n}
 
@@ -290,8 +289,8 @@ def _attack_diagnostics(view: FederatedKDEView, users: _Users, m: int, rng: np.r
     rows = np.sort(rng.choice(len(users.xy), size=m, replace=False))
     truth = users.xy[rows]
     cands = view.row_candidates(rows)
-    z, lit = kde.eq16_scores(cands, truth)
-    zero = kde.zero_feature_distance(truth, view.xs, view.ys)
+    z, lit = attack.eq16_scores(cands, truth)
+    zero = attack.zero_feature_distance(truth, view.xs, view.ys)
     ok = np.isfinite(z)
     zm = float(np.where(ok, z, zero).mean())  # refusing users: the attacker knows only the region
     return {
@@ -311,7 +310,7 @@ def _utility(estimate_fn, users: _Users, h: float, domain: Domain, density: np.n
     else:
         est = estimate_fn(xs, ys)
     ref = kde.kde_grid_sum(users.xy, h, xs, ys, users.weights)
-    return kde.spearman_raw(ref, est), f"{len(xs)} x {len(xs)} grid"
+    return curve.spearman_raw(ref, est), f"{len(xs)} x {len(xs)} grid"
 
 
 _COMMON_THREAT = (
@@ -711,7 +710,3 @@ class GeoIndKDE(Mechanism):
             **_attack_diagnostics(view, users, params["attack_users"], arng),
         )
         return _release(density, domain, ledger, 1, view, diag, {"attack_grid": grid})
-
-
-# ============================================================ data sources
-kde.register_mixture_sources()  # synthetic:zong_a / synthetic:zong_b (Section 4.1.1)
