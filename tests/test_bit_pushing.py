@@ -1,4 +1,4 @@
-"""Bit-pushing estimators (engine/bitpush.py): Cormode, Markov & Srinivas, EDBT 2024.
+"""Bit-pushing estimators (engine/mechanisms/bit_pushing/bitpush.py): Cormode, Markov & Srinivas, EDBT 2024.
 
 Statistical tests use fixed seeds. z-tests use |z| < 4.5 (two-sided false-alarm
 rate 7e-6 per test); variance-ratio tests use a band of 5 standard errors of
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine import bitpush as B
 from engine.core.errors import ParamError
 from engine.core.noise import NoiseSource
+from engine.mechanisms.bit_pushing import bitpush as B
 
 Z = 4.5
 

@@ -1,4 +1,4 @@
-"""The "attribute mean by region" family (engine/mechanisms/bit_pushing.py).
+"""The "attribute mean by region" family (engine/mechanisms/bit_pushing/mechanism.py).
 
 Statistical checks use fixed seeds; the z-score bound 4.5 has a two-sided
 false-alarm rate of 7e-6 per region."""
@@ -14,7 +14,7 @@ from engine.core.errors import EngineError, ParamError
 from engine.core.grid import Domain
 from engine.jobs import RunConfig, run
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.bit_pushing import (
+from engine.mechanisms.bit_pushing.mechanism import (
     BitPushRegionMean,
     assign_regions,
     grid_rects,
@@ -262,7 +262,7 @@ def test_ldp_error_falls_with_epsilon_and_is_unbiased_where_small_high_bits_are_
     within 2 standard errors of the truth (false-alarm rate 4.6% for an unbiased estimator;
     deterministic at these seeds)."""
     from engine.bench.unseen import region_errors, street_grid_city
-    from engine.bitpush import Encoding, true_bit_means
+    from engine.mechanisms.bit_pushing.bitpush import Encoding, true_bit_means
 
     ds = street_grid_city(100_000, seed=0)
     dom = ds.public_domain(8)

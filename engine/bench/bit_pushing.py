@@ -25,7 +25,7 @@ Figures:
 * Figure 3 (local DP, ages-like data, b = 8, n = 10,000): RMSE of every method, eps 0.1..5.
 * Figure 4c (local DP, eps = 2, ages-like data, n = 100,000): adaptive + bit
   squashing at absolute thresholds 0.05, 0.1, 0.2 (each also capped at 3 noise
-  standard errors, see engine.bitpush._squash), error at 32 bits vs 10 bits.
+  standard errors, see engine.mechanisms.bit_pushing.bitpush._squash), error at 32 bits vs 10 bits.
 * Squashing bias (issue 22): bitpush_mean_ldp on a street-grid city whose ages
   >= 64 are 3-11% per region (engine/bench/unseen.py), 100,000 clients, 16
   regions: NRMSE at eps 1, 2, 5 and the bias of the population mean at eps 5.
@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from .. import bitpush as B
+from ..mechanisms.bit_pushing import bitpush as B
 from . import Figure, median_time
 
 MEANS = (100, 200, 300, 400, 500, 600, 700, 800, 900)
@@ -360,7 +360,7 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
     # ------------------------------------------------------- squashing bias
     progress("squashing bias: street-grid city")
     from ..mechanisms import RunContext, get
-    from ..mechanisms.bit_pushing import grid_rects
+    from ..mechanisms.bit_pushing.mechanism import grid_rects
     from .unseen import region_errors, street_grid_city
 
     city = street_grid_city(100_000, seed=0)

@@ -86,11 +86,11 @@ def street_grid_city(
 
 def region_errors(release, data: Dataset, rects: np.ndarray) -> tuple[float, float]:
     """(NRMSE over the released regions, error of the population mean) of a regional-mean
-    release (engine/mechanisms/bit_pushing.py) against ``data.value``, computed here from the
+    release (engine/mechanisms/bit_pushing/mechanism.py) against ``data.value``, computed here from the
     data (a release carries no truth). One value per row: for datasets without user ids.
     NRMSE = sqrt(mean squared error) / mean |true mean| over the released regions, as the
     mechanism's own evaluation; the population mean weighs regions by their clients."""
-    from ..mechanisms.bit_pushing import assign_regions
+    from ..mechanisms.bit_pushing.mechanism import assign_regions
 
     region = assign_regions(data.xy, rects)
     k = len(rects)

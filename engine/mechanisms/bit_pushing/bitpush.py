@@ -116,7 +116,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .core.errors import ParamError
+from ...core.errors import ParamError
 
 SCHEMES = ("uniform", "weighted", "optimal")
 ASSIGNMENTS = ("central", "local")
@@ -1055,7 +1055,7 @@ def baseline_mean(
         report = _piecewise(2.0 * xs - 1.0, eps, rng)
         est01 = (report + 1.0) / 2.0
     else:
-        from .core.noise import NoiseSource
+        from ...core.noise import NoiseSource
 
         src = noise if _secure(noise) else NoiseSource(rng)  # seeded: x + rng.laplace(0, scale, n), as before
         report = src.add_laplace(xs * width + low, width / eps)

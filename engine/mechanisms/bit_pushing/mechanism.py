@@ -17,7 +17,7 @@ per client; with randomized response, epsilon-LDP for the value), never the
 location; the server view records each client's region and every bit it read,
 and the region counts it saw in the clear are side information.
 
-Helper functions (map-independent logic lives in :mod:`engine.bitpush`):
+Helper functions (map-independent logic lives in :mod:`.bitpush`):
 :func:`grid_rects`, :func:`assign_regions`, :func:`paint_regions`,
 :func:`region_mean_release`.
 
@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import bitpush as BP
-from ..core.accounting import Ledger
-from ..core.errors import EngineError, ParamError
-from ..core.grid import Domain
-from ..core.params import Param
-from .base import Communication, Mechanism, Release, ServerView, register
+from ...core.accounting import Ledger
+from ...core.errors import EngineError, ParamError
+from ...core.grid import Domain
+from ...core.params import Param
+from ..base import Communication, Mechanism, Release, ServerView, register
+from . import bitpush as BP
 
 PAPER = "G. Cormode, I. L. Markov, H. Srinivas. Private and Efficient Federated Numerical Aggregation. EDBT 2024."
 MAX_EDGES = 4097  # distinct x (or y) rectangle edges handled exactly
@@ -296,7 +296,7 @@ def region_mean_release(
 
     ``estimator``: ``"bitpush"`` (params as :class:`BitPushRegionMean`, plus the
     squash params with ``epsilon``) or a baseline name of
-    :data:`engine.bitpush.BASELINES` (needs ``epsilon``)."""
+    :data:`.bitpush.BASELINES` (needs ``epsilon``)."""
     if data.value is None:
         raise EngineError(f"{mechanism_label or 'this mechanism'} needs a numeric attribute ('value') in the dataset")
     rects = _check_rects(rects)
@@ -547,7 +547,7 @@ _COMMON_DOC = """
     the Laplace baseline draw from OpenDP, Duchi's coin is an exact Bernoulli on
     OS entropy, and the piecewise baseline (no floating-point-safe sampler) is
     refused (the diagnostics' ``noise_source`` says which); which bit a client
-    reports is chosen with ctx.rng in every mode. Departures: see :mod:`engine.bitpush` (QMC counts by
+    reports is chosen with ctx.rng in every mode. Departures: see :mod:`.bitpush` (QMC counts by
     systematic rounding, round-1 floor, per-report-variance round-2 weights,
     "top" squashing, unsampled bits) and this module (regions from a grid or
     rectangles; density = painted regional means).
@@ -617,7 +617,7 @@ class BitPushRegionMeanLDP(Mechanism):
         "client's value. Randomized response with "
         "p = e^eps/(1+e^eps) on the reported bit, unbiased as (r - (1-p))/(2p-1); bit squashing of the bits whose "
         "mean is below both an absolute threshold (Section 3.3) and c standard errors of their DP noise (Section "
-        "4.2; see engine.bitpush._squash). Each client answers once, so the ledger has one parallel entry "
+        "4.2; see engine.mechanisms.bit_pushing.bitpush._squash). Each client answers once, so the ledger has one parallel entry "
         "(epsilon per client)." + _COMMON_DOC
     )
 
