@@ -16,6 +16,21 @@ from scipy import stats
 from engine.core.errors import ParamError
 from engine.core.noise import NoiseSource
 from engine.mechanisms.bit_pushing import bitpush as B
+from engine.mechanisms.bit_pushing.baselines import BASELINES, _piecewise, baseline_mean
+from engine.mechanisms.bit_pushing.bits import (
+    SQUASH_FWER,
+    Encoding,
+    bit_of,
+    bit_probabilities,
+    cap_inclusion,
+    lemma31_variance,
+    randomized_response,
+    rr_keep_probability,
+    rr_unbias,
+    rr_variance,
+    squash_c_default,
+)
+from engine.mechanisms.bit_pushing.rounds import _aggregate, _squash, _Sums
 
 Z = 4.5
 
@@ -31,9 +46,9 @@ def ages(n: int, rng: np.random.Generator) -> np.ndarray:
 def test_encoding_linear_decomposition_unsigned_signed_fixed_point():
     rng = np.random.default_rng(0)
     for enc, lo, hi in (
-        (B.Encoding(10), 0, 1023),
-        (B.Encoding(8, 3), 0, 255 / 8),
-        (B.Encoding(12, 2, signed=True), -512, 511.75),
+        (Encoding(10), 0, 1023),
+        (Encoding(8, 3), 0, 255 / 8),
+        (Encoding(12, 2, signed=True), -512, 511.75),
     ):
         v = rng.uniform(lo - 50, hi + 50, 5000)
         codes, clipped = enc.encode(v)
@@ -47,42 +62,42 @@ def test_encoding_linear_decomposition_unsigned_signed_fixed_point():
         inside = ~clipped
         assert np.abs(x[inside] - v[inside]).max() <= 0.5 / enc.scale + 1e-12
         # Eq. 1: x = sum_j w_j x^(j), also in two's complement (sign bit weight -2^(b-1))
-        bits = np.stack([B.bit_of(codes, j) for j in range(enc.bits)], axis=1)
+        bits = np.stack([bit_of(codes, j) for j in range(enc.bits)], axis=1)
         np.testing.assert_allclose(bits @ enc.weights, x, rtol=0, atol=1e-9)
         np.testing.assert_allclose(enc.decode_mean(bits.mean(axis=0)), x.mean(), rtol=1e-12)
 
 
 def test_encoding_rejects_bad_input():
     with pytest.raises(ParamError, match="bit depth"):
-        B.Encoding(0)
+        Encoding(0)
     with pytest.raises(ParamError, match="signed"):
-        B.Encoding(1, signed=True)
+        Encoding(1, signed=True)
     with pytest.raises(ParamError, match="finite"):
-        B.Encoding(8).encode([1.0, np.nan])
+        Encoding(8).encode([1.0, np.nan])
 
 
 # ------------------------------------------------------- sampling probabilities
 def test_probabilities_uniform_weighted_and_lemma33_optimal():
-    p = B.bit_probabilities(6, "weighted", alpha=1.0)
+    p = bit_probabilities(6, "weighted", alpha=1.0)
     np.testing.assert_allclose(p, 2.0 ** np.arange(6) / 63)
-    np.testing.assert_allclose(B.bit_probabilities(5, "uniform"), 0.2)
+    np.testing.assert_allclose(bit_probabilities(5, "uniform"), 0.2)
     m = np.array([0.5, 0.3, 0.9, 0.1, 0.45, 0.02])
-    popt = B.bit_probabilities(6, "optimal", bit_means=m)
+    popt = bit_probabilities(6, "optimal", bit_means=m)
     beta = 4.0 ** np.arange(6) * m * (1 - m)
     np.testing.assert_allclose(popt, np.sqrt(beta) / np.sqrt(beta).sum())
-    vopt = B.lemma31_variance(m, popt, 1000)
+    vopt = lemma31_variance(m, popt, 1000)
     # Lemma 3.3: (sum sqrt beta)^2 / n, and no other distribution does better
     assert vopt == pytest.approx(np.sqrt(beta).sum() ** 2 / 1000)
     rng = np.random.default_rng(1)
     for q in rng.dirichlet(np.ones(6), 200):
-        assert B.lemma31_variance(m, q, 1000) >= vopt * (1 - 1e-12)
+        assert lemma31_variance(m, q, 1000) >= vopt * (1 - 1e-12)
     with pytest.raises(ParamError, match="bit means"):
-        B.bit_probabilities(6, "optimal")
+        bit_probabilities(6, "optimal")
 
 
 def test_cap_inclusion_for_several_bits_per_client():
-    p = B.bit_probabilities(8, "weighted", alpha=1.0)
-    pi = B.cap_inclusion(p, 3)
+    p = bit_probabilities(8, "weighted", alpha=1.0)
+    pi = cap_inclusion(p, 3)
     assert pi.sum() == pytest.approx(3.0)
     assert pi.max() <= 1.0 + 1e-12
     assert pi[0, -1] == pytest.approx(1.0)  # the top bit is always asked
@@ -102,8 +117,8 @@ def test_basic_bitpushing_is_unbiased(assignment, b_send, eps):
     # Lemma 3.1 (and Section 3.3 with randomized response): E[estimate] = the population mean
     rng = np.random.default_rng(2)
     x = ages(200, rng)  # small n, many repetitions: a 1/count bias would show (e.g. dividing by c_j + 1)
-    enc = B.Encoding(8)
-    p = B.bit_probabilities(8, "weighted", 0.5)
+    enc = Encoding(8)
+    p = bit_probabilities(8, "weighted", 0.5)
     est = [B.bitpush(x, enc, p, rng, assignment=assignment, b_send=b_send, epsilon=eps).value for _ in range(1000)]
     assert abs(_z(est, x.mean())) < Z
 
@@ -114,20 +129,20 @@ def test_lemma31_variance_matches_empirical_variance():
     rng = np.random.default_rng(3)
     support = np.array([3, 17, 40, 66, 90, 120, 200, 255])
     pmf = np.array([0.05, 0.1, 0.2, 0.25, 0.15, 0.1, 0.1, 0.05])
-    enc = B.Encoding(8)
-    bits = np.stack([B.bit_of(support.astype(np.uint64), j) for j in range(8)], axis=1)
+    enc = Encoding(8)
+    bits = np.stack([bit_of(support.astype(np.uint64), j) for j in range(8)], axis=1)
     xbar_j = pmf @ bits
     mu = pmf @ support
     n = 1600
     p = np.array([1, 1, 2, 2, 3, 3, 4, 4]) / 20.0  # n p_j integers
     est = np.array([B.bitpush(rng.choice(support, n, p=pmf), enc, p, rng).value for _ in range(2000)])
-    v = B.lemma31_variance(xbar_j, p, n)
+    v = lemma31_variance(xbar_j, p, n)
     band = 5 * math.sqrt(2 / (est.size - 1))
     assert abs(est.var(ddof=1) / v - 1) < band
     assert abs(_z(est, mu)) < Z
     # Corollary 3.2: sending 2 bits at least halves it (bit correlations only reduce it further)
     est2 = np.array([B.bitpush(rng.choice(support, n, p=pmf), enc, p, rng, b_send=2).value for _ in range(1000)])
-    v2 = B.lemma31_variance(xbar_j, B.cap_inclusion(p, 2)[0] / 2, n, b_send=2)
+    v2 = lemma31_variance(xbar_j, cap_inclusion(p, 2)[0] / 2, n, b_send=2)
     assert est2.var(ddof=1) < v2 * (1 + 5 * math.sqrt(2 / 999))
     assert est2.var(ddof=1) < 0.7 * est.var(ddof=1)
 
@@ -138,12 +153,12 @@ def test_randomized_response_unbiasing_and_variance():
     for eps in (0.5, 2.0):
         for truth in (0, 1):
             bits = np.full(200_000, truth, dtype=np.int8)
-            y = B.rr_unbias(B.randomized_response(bits, eps, rng), eps)
-            v = B.rr_variance(eps)  # e^eps / (e^eps - 1)^2, the paper's Section 3.3 formula
+            y = rr_unbias(randomized_response(bits, eps, rng), eps)
+            v = rr_variance(eps)  # e^eps / (e^eps - 1)^2, the paper's Section 3.3 formula
             assert abs(y.mean() - truth) < Z * math.sqrt(v / y.size)
             assert y.var() == pytest.approx(v, rel=5 * math.sqrt(2 / y.size) * 1.5)
         # p = e^eps / (1 + e^eps) keeps a bit
-        kept = (B.randomized_response(np.zeros(200_000, np.int8), eps, rng) == 0).mean()
+        kept = (randomized_response(np.zeros(200_000, np.int8), eps, rng) == 0).mean()
         p = math.exp(eps) / (1 + math.exp(eps))
         assert abs(kept - p) < Z * math.sqrt(p * (1 - p) / 200_000)
 
@@ -153,12 +168,12 @@ def test_server_reads_at_most_b_send_bits_per_client_and_estimate_comes_from_the
     rng = np.random.default_rng(5)
     x = ages(5000, rng)
     groups = rng.integers(-1, 4, x.size)  # -1: never contacted (e.g. a suppressed region)
-    enc = B.Encoding(10)
+    enc = Encoding(10)
     runs = [
         B.adaptive_bitpush(x, enc, rng, groups=groups, n_groups=4),
         B.adaptive_bitpush(x, enc, rng, groups=groups, n_groups=4, assignment="local", epsilon=1.0, squash="top"),
-        B.bitpush(x, enc, B.bit_probabilities(10, "uniform"), rng, groups=groups, n_groups=4, b_send=3),
-        B.bitpush(x, enc, B.bit_probabilities(10, "uniform"), rng, assignment="local", b_send=4),
+        B.bitpush(x, enc, bit_probabilities(10, "uniform"), rng, groups=groups, n_groups=4, b_send=3),
+        B.bitpush(x, enc, bit_probabilities(10, "uniform"), rng, assignment="local", b_send=4),
     ]
     for res in runs:
         log = res.log
@@ -171,9 +186,9 @@ def test_server_reads_at_most_b_send_bits_per_client_and_estimate_comes_from_the
         # the reports are exactly the clients' bits (no DP) -- nothing else is read
         if res.epsilon is None:
             codes, _ = enc.encode(x)
-            np.testing.assert_array_equal(log.report, B.bit_of(codes[log.client], log.bit))
+            np.testing.assert_array_equal(log.report, bit_of(codes[log.client], log.bit))
         # the estimate is a function of the log alone
-        sums = B._aggregate(log, res.n_clients.size, enc.bits, res.epsilon, res.b_send)
+        sums = _aggregate(log, res.n_clients.size, enc.bits, res.epsilon, res.b_send)
         m = np.where(res.squashed, 0.0, sums.means())
         if res.rounds == 1:
             np.testing.assert_allclose(enc.decode_mean(m), res.estimate, rtol=1e-12)
@@ -184,8 +199,8 @@ def test_server_reads_at_most_b_send_bits_per_client_and_estimate_comes_from_the
 def test_central_assignment_counts_are_quasi_monte_carlo():
     rng = np.random.default_rng(6)
     x = rng.integers(0, 256, 1000).astype(float)
-    p = B.bit_probabilities(8, "weighted", 0.7)
-    res = B.bitpush(x, B.Encoding(8), p, rng)
+    p = bit_probabilities(8, "weighted", 0.7)
+    res = B.bitpush(x, Encoding(8), p, rng)
     assert np.abs(res.counts[0] - 1000 * p).max() < 1.0  # exact up to rounding, not binomial
     assert res.counts.sum() == 1000
 
@@ -193,12 +208,12 @@ def test_central_assignment_counts_are_quasi_monte_carlo():
 # ------------------------------------------------------------------ adaptive
 def test_adaptive_drops_constant_bits_and_is_exact_on_constant_data():
     rng = np.random.default_rng(7)
-    res = B.adaptive_bitpush(np.full(3000, 700.0), B.Encoding(10), rng)
+    res = B.adaptive_bitpush(np.full(3000, 700.0), Encoding(10), rng)
     assert res.value == 700.0 and res.stderr[0] == 0.0
     assert (res.probabilities[1] == 0).all()  # nothing left to learn: round 2 asks nothing
     assert len(res.log) == res.info["round1_clients"][0]
     x = ages(10_000, rng)
-    res = B.adaptive_bitpush(x, B.Encoding(16), rng)
+    res = B.adaptive_bitpush(x, Encoding(16), rng)
     assert (res.probabilities[1][0, 7:] == 0).all()  # ages < 128: bits 7.. are unused (Algorithm 2 line 6)
     assert (res.probabilities[1][0, :7] > 0).all()
     assert abs(res.value - x.mean()) < Z * res.stderr[0]
@@ -210,7 +225,7 @@ def test_adaptive_is_insensitive_to_bit_depth_unlike_one_round_weighted():
     x = ages(5000, rng)
 
     def rmse(method, b, **kw):
-        e = [B.estimate_mean(x, B.Encoding(b), rng, method, **kw).value - x.mean() for _ in range(40)]
+        e = [B.estimate_mean(x, Encoding(b), rng, method, **kw).value - x.mean() for _ in range(40)]
         return math.sqrt(np.mean(np.square(e)))
 
     a8, a32 = rmse("adaptive", 8), rmse("adaptive", 32)
@@ -224,14 +239,14 @@ def test_adaptive_small_cohorts_are_not_biased():
     # with few round-1 reports a bit whose reports agree is kept in round 2 (see round1_floor)
     rng = np.random.default_rng(9)
     x = ages(150, rng)
-    est = [B.adaptive_bitpush(x, B.Encoding(10), rng).value for _ in range(400)]
+    est = [B.adaptive_bitpush(x, Encoding(10), rng).value for _ in range(400)]
     assert abs(_z(est, x.mean())) < Z
 
 
 def test_signed_values():
     rng = np.random.default_rng(10)
     x = rng.normal(-3.0, 20.0, 4000)
-    enc = B.Encoding(10, 1, signed=True)
+    enc = Encoding(10, 1, signed=True)
     truth = enc.decode(enc.encode(x)[0]).mean()
     est = [B.adaptive_bitpush(x, enc, rng).value for _ in range(100)]
     assert abs(_z(est, truth)) < Z
@@ -242,7 +257,7 @@ def test_signed_values():
 def test_bit_squashing_removes_noise_bits_under_ldp():
     rng = np.random.default_rng(11)
     x = ages(60_000, rng)
-    enc = B.Encoding(24)
+    enc = Encoding(24)
     res = B.adaptive_bitpush(x, enc, rng, epsilon=2.0, squash="top", squash_threshold=0.1)
     assert res.squashed[0, 7:].all() and not res.squashed[0, :7].any()
     assert (res.probabilities[1][0, 7:] == 0).all()
@@ -251,17 +266,17 @@ def test_bit_squashing_removes_noise_bits_under_ldp():
     # "each": a bit below the threshold is squashed even under a used bit. 10,000 reports per
     # bit at eps = 2: 3 noise standard errors are 0.0128, below the absolute 0.05
     m = np.array([[0.5, 0.005, 0.5, 0.01, 0.0]])
-    sums = B._Sums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
-    np.testing.assert_array_equal(B._squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
-    np.testing.assert_array_equal(B._squash(sums, 2.0, 0.05, 3.0, "top")[0], [0, 0, 0, 1, 1])
+    sums = _Sums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
+    np.testing.assert_array_equal(_squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
+    np.testing.assert_array_equal(_squash(sums, 2.0, 0.05, 3.0, "top")[0], [0, 0, 0, 1, 1])
     m = np.array([[0.5, 0.02, 0.5, 0.03, 0.0]])
-    sums = B._Sums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
+    sums = _Sums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
     # 0.02 is 4.7 noise se: a used bit, kept although below the absolute 0.05
-    np.testing.assert_array_equal(B._squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 0, 0, 0, 1])
-    sums = B._Sums(m * 100, np.full_like(m, 100), np.zeros_like(m))  # 100 reports: 3 se = 0.128 > 0.05
-    np.testing.assert_array_equal(B._squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
+    np.testing.assert_array_equal(_squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 0, 0, 0, 1])
+    sums = _Sums(m * 100, np.full_like(m, 100), np.zeros_like(m))  # 100 reports: 3 se = 0.128 > 0.05
+    np.testing.assert_array_equal(_squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
     with pytest.raises(ParamError, match="unsigned"):
-        B.adaptive_bitpush(x, B.Encoding(10, signed=True), rng, epsilon=1.0, squash="top")
+        B.adaptive_bitpush(x, Encoding(10, signed=True), rng, epsilon=1.0, squash="top")
     with pytest.raises(ParamError, match="standard errors"):
         B.adaptive_bitpush(x, enc, rng, epsilon=1.0, squash="top", squash_c=-1.0)
 
@@ -279,8 +294,7 @@ def test_squashed_ldp_error_hardly_grows_from_10_to_32_bits(tau):
     def rmse(bits):
         rng = np.random.default_rng(14)
         e = [
-            B.adaptive_bitpush(x, B.Encoding(bits), rng, epsilon=2.0, squash="top", squash_threshold=tau).value
-            - x.mean()
+            B.adaptive_bitpush(x, Encoding(bits), rng, epsilon=2.0, squash="top", squash_threshold=tau).value - x.mean()
             for _ in range(50)
         ]
         return math.sqrt(np.mean(np.square(e)))
@@ -290,10 +304,10 @@ def test_squashed_ldp_error_hardly_grows_from_10_to_32_bits(tau):
 
 def test_default_squashing_c_holds_the_false_alarm_rate_over_all_bits():
     for bits in (8, 10, 32, 62):
-        c = B.squash_c_default(bits)
-        assert bits * stats.norm.sf(c) == pytest.approx(B.SQUASH_FWER, rel=1e-9)  # Bonferroni
-    assert B.squash_c_default(8) == pytest.approx(3.02, abs=0.01)
-    assert B.squash_c_default(32) == pytest.approx(3.42, abs=0.01)
+        c = squash_c_default(bits)
+        assert bits * stats.norm.sf(c) == pytest.approx(SQUASH_FWER, rel=1e-9)  # Bonferroni
+    assert squash_c_default(8) == pytest.approx(3.02, abs=0.01)
+    assert squash_c_default(32) == pytest.approx(3.42, abs=0.01)
 
 
 @pytest.mark.parametrize("c", [1.0, 2.0])
@@ -307,8 +321,8 @@ def test_an_unused_bit_survives_squashing_at_the_stated_rate(c):
     groups = np.repeat(np.arange(G), per)
     res = B.bitpush(
         x,
-        B.Encoding(8),
-        B.bit_probabilities(8, "uniform"),
+        Encoding(8),
+        bit_probabilities(8, "uniform"),
         rng,
         groups=groups,
         epsilon=eps,
@@ -317,8 +331,8 @@ def test_an_unused_bit_survives_squashing_at_the_stated_rate(c):
         squash_c=c,
     )
     assert (res.counts[:, 7] == 100).all()  # quasi-Monte-Carlo: exactly 800 / 8 reports per bit
-    p = B.rr_keep_probability(eps)
-    se0 = math.sqrt(B.rr_variance(eps) / 100)
+    p = rr_keep_probability(eps)
+    se0 = math.sqrt(rr_variance(eps) / 100)
     # kept <=> (Q/100 - (1 - p)) / (2p - 1) >= c se0 <=> Q >= 100 ((1 - p) + (2p - 1) c se0)
     q_min = math.ceil(100 * ((1 - p) + (2 * p - 1) * c * se0) - 1e-9)
     rate = stats.binom.sf(q_min - 1, 100, 1 - p)
@@ -336,7 +350,7 @@ def test_squashing_keeps_a_small_used_bit_once_the_noise_resolves_it():
     rng = np.random.default_rng(12)
     n = 30_000
     x = np.where(rng.random(n) < 0.04, rng.integers(64, 100, n), rng.integers(0, 64, n)).astype(float)
-    enc = B.Encoding(8)
+    enc = Encoding(8)
     runs = [B.adaptive_bitpush(x, enc, rng, epsilon=5.0, squash="top") for _ in range(60)]
     assert not any(r.squashed[0, 6] for r in runs) and all(r.squashed[0, 7] for r in runs)
     assert abs(_z([r.value for r in runs], x.mean())) < Z
@@ -348,7 +362,7 @@ def test_squashing_keeps_a_small_used_bit_once_the_noise_resolves_it():
 def test_variance_estimation_centered_beats_moments_when_mean_dominates():
     rng = np.random.default_rng(12)
     x = np.clip(np.rint(rng.normal(800, 20, 20_000)), 0, 1023)
-    enc = B.Encoding(10)
+    enc = Encoding(10)
     err = {}
     for how in ("centered", "moments"):
         e = []
@@ -362,11 +376,11 @@ def test_variance_estimation_centered_beats_moments_when_mean_dominates():
 
 
 # --------------------------------------------------------------- baselines
-@pytest.mark.parametrize("method", B.BASELINES)
+@pytest.mark.parametrize("method", BASELINES)
 def test_baselines_are_unbiased(method):
     rng = np.random.default_rng(13)
     x = ages(3000, rng)
-    est = [B.baseline_mean(x, method, 0.0, 127.0, rng, 1.0).estimate[0] for _ in range(200)]
+    est = [baseline_mean(x, method, 0.0, 127.0, rng, 1.0).estimate[0] for _ in range(200)]
     assert abs(_z(est, x.mean())) < Z
 
 
@@ -374,22 +388,22 @@ def test_baseline_details():
     rng = np.random.default_rng(14)
     x = rng.uniform(0, 1, 100_000)
     # subtractive dithering without DP: the error is uniform on [-1/2, 1/2] (variance 1/12)
-    r = B.baseline_mean(x, "dithering", 0.0, 1.0, rng)
+    r = baseline_mean(x, "dithering", 0.0, 1.0, rng)
     assert (r.per_client - x).var() == pytest.approx(1 / 12, rel=0.03)
     assert r.log.aux is not None and r.log.max_reads_per_client() == 1
     # piecewise: output within [-C, C]
     eps = 1.0
     C = (math.exp(eps / 2) + 1) / (math.exp(eps / 2) - 1)
-    t = B._piecewise(np.linspace(-1, 1, 50_000), eps, rng)
+    t = _piecewise(np.linspace(-1, 1, 50_000), eps, rng)
     assert t.min() >= -C and t.max() <= C
     # Duchi's one-bit mechanism and randomized rounding + RR have the same variance
-    vd = B.baseline_mean(x, "duchi", 0.0, 1.0, rng, eps).per_client.var()
-    vr = B.baseline_mean(x, "rounding", 0.0, 1.0, rng, eps).per_client.var()
+    vd = baseline_mean(x, "duchi", 0.0, 1.0, rng, eps).per_client.var()
+    vr = baseline_mean(x, "rounding", 0.0, 1.0, rng, eps).per_client.var()
     assert vd == pytest.approx(vr, rel=0.03)
     with pytest.raises(ParamError, match="needs epsilon"):
-        B.baseline_mean(x, "piecewise", 0.0, 1.0, rng)
+        baseline_mean(x, "piecewise", 0.0, 1.0, rng)
     with pytest.raises(ParamError, match="low < high"):
-        B.baseline_mean(x, "laplace", 1.0, 1.0, rng, 1.0)
+        baseline_mean(x, "laplace", 1.0, 1.0, rng, 1.0)
 
 
 # ------------------------------------------------------------ errors, seeds
@@ -397,21 +411,21 @@ def test_bad_parameters_raise_clear_errors():
     rng = np.random.default_rng(15)
     x = np.arange(100.0)
     with pytest.raises(ParamError, match="bits sent per client"):
-        B.bitpush(x, B.Encoding(8), None, rng, b_send=9)
+        B.bitpush(x, Encoding(8), None, rng, b_send=9)
     with pytest.raises(ParamError, match="delta"):
-        B.adaptive_bitpush(x, B.Encoding(8), rng, delta=1.0)
+        B.adaptive_bitpush(x, Encoding(8), rng, delta=1.0)
     with pytest.raises(ParamError, match="epsilon"):
-        B.adaptive_bitpush(x, B.Encoding(8), rng, epsilon=-1)
+        B.adaptive_bitpush(x, Encoding(8), rng, epsilon=-1)
     with pytest.raises(ParamError, match="assignment"):
-        B.adaptive_bitpush(x, B.Encoding(8), rng, assignment="both")
+        B.adaptive_bitpush(x, Encoding(8), rng, assignment="both")
     with pytest.raises(ParamError, match="Generator"):
-        B.adaptive_bitpush(x, B.Encoding(8), None)
+        B.adaptive_bitpush(x, Encoding(8), None)
 
 
 def test_deterministic_given_the_seed():
     x = ages(2000, np.random.default_rng(0))
-    a = B.adaptive_bitpush(x, B.Encoding(10), np.random.default_rng(42), epsilon=1.0, squash="top")
-    b = B.adaptive_bitpush(x, B.Encoding(10), np.random.default_rng(42), epsilon=1.0, squash="top")
+    a = B.adaptive_bitpush(x, Encoding(10), np.random.default_rng(42), epsilon=1.0, squash="top")
+    b = B.adaptive_bitpush(x, Encoding(10), np.random.default_rng(42), epsilon=1.0, squash="top")
     assert a.value == b.value
     np.testing.assert_array_equal(a.log.report, b.log.report)
 
@@ -421,8 +435,8 @@ def test_group_without_clients_has_no_estimate():
     x = ages(400, rng)
     g = np.where(np.arange(400) < 300, 0, -1)  # group 1 has nobody, the last 100 clients are excluded
     for res in (
-        B.adaptive_bitpush(x, B.Encoding(8), rng, groups=g, n_groups=2),
-        B.bitpush(x, B.Encoding(8), None, rng, groups=g, n_groups=2),
+        B.adaptive_bitpush(x, Encoding(8), rng, groups=g, n_groups=2),
+        B.bitpush(x, Encoding(8), None, rng, groups=g, n_groups=2),
     ):
         assert np.isfinite(res.estimate[0]) and np.isnan(res.estimate[1]) and np.isnan(res.stderr[1])
         assert res.log.client.max() < 300
@@ -443,21 +457,21 @@ def test_seeded_randomized_response_and_laplace_baseline_are_the_old_formulas():
     bits = (np.arange(500) % 3 == 0).astype(np.int8)
     rng = np.random.default_rng(21)
     ref = copy.deepcopy(rng)
-    out = B.randomized_response(bits, 0.7, rng, NoiseSource(rng))  # a seeded source changes nothing
+    out = randomized_response(bits, 0.7, rng, NoiseSource(rng))  # a seeded source changes nothing
     flip = ref.random(bits.shape) >= 1 / (1 + math.exp(-0.7))
     np.testing.assert_array_equal(out, np.where(flip, 1 - bits, bits))
     x = ages(300, np.random.default_rng(3))
     rng = np.random.default_rng(22)
     ref = copy.deepcopy(rng)
-    res = B.baseline_mean(x, "laplace", 0.0, 127.0, rng, 0.8)
+    res = baseline_mean(x, "laplace", 0.0, 127.0, rng, 0.8)
     xs = (np.clip(x, 0.0, 127.0) - 0.0) / 127.0
     np.testing.assert_array_equal(res.log.report, xs * 127.0 + 0.0 + ref.laplace(0.0, 127.0 / 0.8, x.size))
 
 
-@pytest.mark.parametrize("fn", ["bitpush", "adaptive"] + [f"baseline:{m}" for m in B.BASELINES])
+@pytest.mark.parametrize("fn", ["bitpush", "adaptive"] + [f"baseline:{m}" for m in BASELINES])
 def test_seeded_noise_source_gives_identical_results(fn):
     x = ages(800, np.random.default_rng(4))
-    enc = B.Encoding(8)
+    enc = Encoding(8)
 
     def go(noise):
         rng = np.random.default_rng(5)
@@ -465,7 +479,7 @@ def test_seeded_noise_source_gives_identical_results(fn):
             return B.bitpush(x, enc, None, rng, epsilon=1.0, noise=noise).log.report
         if fn == "adaptive":
             return B.adaptive_bitpush(x, enc, rng, epsilon=1.0, squash="top", noise=noise).log.report
-        return B.baseline_mean(x, fn.split(":")[1], 0.0, 255.0, rng, 1.0, noise=noise).log.report
+        return baseline_mean(x, fn.split(":")[1], 0.0, 255.0, rng, 1.0, noise=noise).log.report
 
     np.testing.assert_array_equal(go(None), go(NoiseSource(np.random.default_rng(99))))
 
@@ -474,10 +488,10 @@ def test_secure_randomized_response_law_and_no_rng_use():
     bits = (np.arange(60_000) % 4 == 0).astype(np.int8)
     rng = np.random.default_rng(0)
     state = copy.deepcopy(rng.bit_generator.state)
-    out = B.randomized_response(bits, 1.2, rng, _secure())
+    out = randomized_response(bits, 1.2, rng, _secure())
     assert out.dtype == np.int8 and out.shape == bits.shape
     assert rng.bit_generator.state == state  # the flips did not come from the numpy stream
-    p = B.rr_keep_probability(1.2)
+    p = rr_keep_probability(1.2)
     kept = out == bits
     assert stats.binomtest(int(kept.sum()), bits.size, p).pvalue > SECURE_ALPHA
     assert stats.binomtest(int(kept[bits == 1].sum()), int((bits == 1).sum()), p).pvalue > SECURE_ALPHA
@@ -485,7 +499,7 @@ def test_secure_randomized_response_law_and_no_rng_use():
 
 def test_secure_bitpush_keeps_bit_choices_on_rng_and_stays_unbiased():
     x = ages(4000, np.random.default_rng(6))
-    enc = B.Encoding(8)
+    enc = Encoding(8)
     seeded = B.bitpush(x, enc, None, np.random.default_rng(7), epsilon=2.0)
     secure = B.bitpush(x, enc, None, np.random.default_rng(7), epsilon=2.0, noise=_secure())
     np.testing.assert_array_equal(secure.log.client, seeded.log.client)  # which bit: numpy, as before
@@ -500,16 +514,16 @@ def test_secure_bitpush_keeps_bit_choices_on_rng_and_stays_unbiased():
 
 def test_secure_laplace_baseline_law_and_numpy_only_mechanisms():
     x = ages(3000, np.random.default_rng(9))
-    res = B.baseline_mean(x, "laplace", 0.0, 127.0, np.random.default_rng(10), 1.5, noise=_secure())
+    res = baseline_mean(x, "laplace", 0.0, 127.0, np.random.default_rng(10), 1.5, noise=_secure())
     resid = res.log.report - np.clip(x, 0.0, 127.0)
     b = 127.0 / 1.5  # E|Laplace(b)| = b, sd b: 6 standard errors (false-alarm rate ~2e-9)
     assert abs(np.abs(resid).mean() / b - 1) < 6 / math.sqrt(resid.size)
     # piecewise has no floating-point-safe sampler: refused in secure mode (issue 23)
     with pytest.raises(ParamError, match="piecewise"):
-        B.baseline_mean(x, "piecewise", 0.0, 127.0, np.random.default_rng(11), 1.0, noise=_secure())
+        baseline_mean(x, "piecewise", 0.0, 127.0, np.random.default_rng(11), 1.0, noise=_secure())
     # Duchi's coin: an exact Bernoulli on OS entropy, not the seeded stream, with the same law
-    a = B.baseline_mean(x, "duchi", 0.0, 127.0, np.random.default_rng(11), 1.0)
-    b = B.baseline_mean(x, "duchi", 0.0, 127.0, np.random.default_rng(11), 1.0, noise=_secure())
+    a = baseline_mean(x, "duchi", 0.0, 127.0, np.random.default_rng(11), 1.0)
+    b = baseline_mean(x, "duchi", 0.0, 127.0, np.random.default_rng(11), 1.0, noise=_secure())
     assert not np.array_equal(a.log.report, b.log.report)
     e = math.exp(1.0)
     big = (e + 1) / (e - 1)
@@ -517,8 +531,8 @@ def test_secure_laplace_baseline_law_and_numpy_only_mechanisms():
     # the number of +B reports: a sum of independent Bernoullis, within 6 standard deviations
     assert abs((b.log.report > 0).sum() - p_plus.sum()) < 6 * np.sqrt((p_plus * (1 - p_plus)).sum())
     # dithering: the public dither h stays on rng, the randomized response moves to OpenDP
-    a = B.baseline_mean(x, "dithering", 0.0, 127.0, np.random.default_rng(12), 1.0)
-    b = B.baseline_mean(x, "dithering", 0.0, 127.0, np.random.default_rng(12), 1.0, noise=_secure())
+    a = baseline_mean(x, "dithering", 0.0, 127.0, np.random.default_rng(12), 1.0)
+    b = baseline_mean(x, "dithering", 0.0, 127.0, np.random.default_rng(12), 1.0, noise=_secure())
     np.testing.assert_array_equal(a.log.aux, b.log.aux)
     assert not np.array_equal(a.log.report, b.log.report)
 
@@ -529,7 +543,7 @@ def test_ldp_adaptive_stderr_is_calibrated_when_high_bits_are_empty():
     # reported standard error must still cover the error: over 4 x 120 seeded
     # regional releases |z| stays below 4.5 (a calibrated Gaussian estimator
     # exceeds it with probability ~3e-3 over all 480) and ~95% lie within 1.96.
-    enc = B.Encoding(10)
+    enc = Encoding(10)
     rng0 = np.random.default_rng(11)
     values = np.clip(rng0.normal(40, 15, 3000), 0, 100)
     groups = rng0.integers(0, 4, 3000)

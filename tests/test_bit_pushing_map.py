@@ -262,7 +262,7 @@ def test_ldp_error_falls_with_epsilon_and_is_unbiased_where_small_high_bits_are_
     within 2 standard errors of the truth (false-alarm rate 4.6% for an unbiased estimator;
     deterministic at these seeds)."""
     from engine.bench.unseen import region_errors, street_grid_city
-    from engine.mechanisms.bit_pushing.bitpush import Encoding, true_bit_means
+    from engine.mechanisms.bit_pushing.bits import Encoding, true_bit_means
 
     ds = street_grid_city(100_000, seed=0)
     dom = ds.public_domain(8)

@@ -25,7 +25,7 @@ Figures:
 * Figure 3 (local DP, ages-like data, b = 8, n = 10,000): RMSE of every method, eps 0.1..5.
 * Figure 4c (local DP, eps = 2, ages-like data, n = 100,000): adaptive + bit
   squashing at absolute thresholds 0.05, 0.1, 0.2 (each also capped at 3 noise
-  standard errors, see engine.mechanisms.bit_pushing.bitpush._squash), error at 32 bits vs 10 bits.
+  standard errors, see engine.mechanisms.bit_pushing.rounds._squash), error at 32 bits vs 10 bits.
 * Squashing bias (issue 22): bitpush_mean_ldp on a street-grid city whose ages
   >= 64 are 3-11% per region (engine/bench/unseen.py), 100,000 clients, 16
   regions: NRMSE at eps 1, 2, 5 and the bias of the population mean at eps 5.
@@ -41,6 +41,8 @@ import time
 import numpy as np
 
 from ..mechanisms.bit_pushing import bitpush as B
+from ..mechanisms.bit_pushing.baselines import BASELINES, baseline_mean
+from ..mechanisms.bit_pushing.bits import Encoding, bit_probabilities, true_bit_means
 from . import Figure, median_time
 
 MEANS = (100, 200, 300, 400, 500, 600, 700, 800, 900)
@@ -65,13 +67,13 @@ def _normal(mu: float, n: int, bits: int, rng: np.random.Generator) -> np.ndarra
 
 
 def _estimate(method: str, x: np.ndarray, bits: int, rng: np.random.Generator, eps=None) -> float:
-    enc = B.Encoding(bits)
-    if method in B.BASELINES:
-        return float(B.baseline_mean(x, method, 0.0, enc.high, rng, eps).estimate[0])
+    enc = Encoding(bits)
+    if method in BASELINES:
+        return float(baseline_mean(x, method, 0.0, enc.high, rng, eps).estimate[0])
     if method == "oracle":
         codes, _ = enc.encode(x)
-        m = B.true_bit_means(codes, bits)[0]
-        p = B.bit_probabilities(bits, "optimal", bit_means=m)
+        m = true_bit_means(codes, bits)[0]
+        p = bit_probabilities(bits, "optimal", bit_means=m)
         # a constant bit has p_j = 0 in Lemma 3.3; the oracle still needs its value: one report each
         const = (m == 0) | (m == 1)
         p = (p * (x.size - const.sum()) + const) / x.size
@@ -87,9 +89,9 @@ def _estimate(method: str, x: np.ndarray, bits: int, rng: np.random.Generator, e
             kw.update(squash="top", squash_threshold=float(opt[6:]))
         return B.adaptive_bitpush(x, enc, rng, **kw).value
     if name == "weighted":
-        p = B.bit_probabilities(bits, "weighted", float(opt or 0.5))
+        p = bit_probabilities(bits, "weighted", float(opt or 0.5))
     else:
-        p = B.bit_probabilities(bits, "uniform")
+        p = bit_probabilities(bits, "uniform")
     return B.bitpush(x, enc, p, rng, **kw).value
 
 
@@ -217,7 +219,7 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
         e = []
         for _ in range(vreps):
             x = _normal(500, nv, 10, rng)
-            e.append((B.estimate_variance(x, B.Encoding(10), rng, how=how)["variance"] - x.var()) / x.var())
+            e.append((B.estimate_variance(x, Encoding(10), rng, how=how)["variance"] - x.var()) / x.var())
         figs.append(
             Figure(
                 f"fig1b variance NRMSE ({how}), n=100000, mean 500",
@@ -414,7 +416,7 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
     # ----------------------------------------------------------------- speed
     progress("speed: 1M clients")
     big = _normal(500, 1_000_000, 10, np.random.default_rng(3))
-    enc = B.Encoding(10)
+    enc = Encoding(10)
     srng = np.random.default_rng(4)
     med, times = median_time(lambda: B.adaptive_bitpush(big, enc, srng), repeats=3 if quick else 7)
     figs.append(

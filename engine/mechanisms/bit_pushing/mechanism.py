@@ -43,6 +43,8 @@ from ...core.grid import Domain
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
 from . import bitpush as BP
+from .baselines import BASELINES, baseline_mean
+from .bits import Encoding, bit_probabilities
 
 PAPER = "G. Cormode, I. L. Markov, H. Srinivas. Private and Efficient Federated Numerical Aggregation. EDBT 2024."
 MAX_EDGES = 4097  # distinct x (or y) rectangle edges handled exactly
@@ -296,12 +298,12 @@ def region_mean_release(
 
     ``estimator``: ``"bitpush"`` (params as :class:`BitPushRegionMean`, plus the
     squash params with ``epsilon``) or a baseline name of
-    :data:`.bitpush.BASELINES` (needs ``epsilon``)."""
+    :data:`.baselines.BASELINES` (needs ``epsilon``)."""
     if data.value is None:
         raise EngineError(f"{mechanism_label or 'this mechanism'} needs a numeric attribute ('value') in the dataset")
     rects = _check_rects(rects)
     k = rects.shape[0]
-    enc = BP.Encoding(int(params.get("bits", 8)), int(params.get("frac_bits", 0)), bool(params.get("signed", False)))
+    enc = Encoding(int(params.get("bits", 8)), int(params.get("frac_bits", 0)), bool(params.get("signed", False)))
     min_cohort = int(params.get("min_cohort", 50))
     ctx.progress(0.05, "assigning clients to regions")
 
@@ -366,7 +368,7 @@ def region_mean_release(
             )
             info["round1_floor_used"] = int(res.info["round1_floor"])
         else:
-            p = BP.bit_probabilities(enc.bits, method, float(params.get("alpha", 0.5)))
+            p = bit_probabilities(enc.bits, method, float(params.get("alpha", 0.5)))
             res = BP.bitpush(encoding=enc, probabilities=p, rng=ctx.rng, **kw)
         est, se, log = res.estimate, res.stderr, res.log
         b_send = res.b_send
@@ -379,9 +381,7 @@ def region_mean_release(
         )
         rounds = res.rounds
     else:
-        res = BP.baseline_mean(
-            vals, estimator, enc.low, enc.high, ctx.rng, epsilon, groups=group, n_groups=k, noise=noise
-        )
+        res = baseline_mean(vals, estimator, enc.low, enc.high, ctx.rng, epsilon, groups=group, n_groups=k, noise=noise)
         est, se, log = res.estimate, res.stderr, res.log
         b_send = 1
         extras_bits = {}
@@ -617,7 +617,7 @@ class BitPushRegionMeanLDP(Mechanism):
         "client's value. Randomized response with "
         "p = e^eps/(1+e^eps) on the reported bit, unbiased as (r - (1-p))/(2p-1); bit squashing of the bits whose "
         "mean is below both an absolute threshold (Section 3.3) and c standard errors of their DP noise (Section "
-        "4.2; see engine.mechanisms.bit_pushing.bitpush._squash). Each client answers once, so the ledger has one parallel entry "
+        "4.2; see engine.mechanisms.bit_pushing.rounds._squash). Each client answers once, so the ledger has one parallel entry "
         "(epsilon per client)." + _COMMON_DOC
     )
 
@@ -651,7 +651,7 @@ class LdpRegionMeanBaseline(Mechanism):
             "dithering: subtractive dithering + randomized response; rounding: randomized rounding + randomized "
             "response; duchi: Duchi et al.'s one-bit mechanism; piecewise: Wang et al.; laplace: Laplace on the "
             "clipped value",
-            choices=BP.BASELINES,
+            choices=BASELINES,
         ),
     )
     __doc__ = (
