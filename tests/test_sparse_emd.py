@@ -16,7 +16,7 @@ from engine.core.errors import DataError, ParamError
 from engine.core.grid import Domain, pyramid
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get, registry
-from engine.mechanisms import sparse_emd as S
+from engine.mechanisms.sparse_emd import mechanism as S
 from engine.metrics import gaussian_heatmap
 
 KEYS = ("sparse_emd", "sparse_emd_secagg", "laplace_gauss", "laplace_topt_gauss")

@@ -6,7 +6,7 @@ import pytest
 
 from engine.bench.unseen import street_grid_city
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.sparse_emd import W_COUNT_SHARE, w_rule
+from engine.mechanisms.sparse_emd.mechanism import W_COUNT_SHARE, w_rule
 from engine.metrics import emd_m, mse
 
 

@@ -96,7 +96,7 @@ HIGHER_BETTER = {"SIM": True, "CC": True, "KL": False, "EMD": False}
 # concentrated: all 16.
 WINS_NEEDED = {"offline": 14, "checkin": 14, "real_sf_cabs": 16}
 KL_NOTE = "KL at small eps on diffuse data: not guaranteed by the paper (footnote 2: Omega(1) for n <= O_eps(Delta))"
-SIGMA = 0.03  # the mechanisms' default (see engine/mechanisms/sparse_emd.py)
+SIGMA = 0.03  # the mechanisms' default (see engine/mechanisms/sparse_emd/)
 SIGMA_SENS = (0.01, 0.02)  # sensitivity of SIM/CC/KL to the filter width
 
 
@@ -224,7 +224,7 @@ def _load(kind: str, preset: str, seed: int):
 
 # ---------------------------------------------------------------------- runs
 def _truth_dist(sample, domain) -> np.ndarray:
-    from ..mechanisms.sparse_emd import user_distribution_sum
+    from ..mechanisms.sparse_emd.mechanism import user_distribution_sum
 
     s, _ = user_distribution_sum(sample, domain)
     return s / s.sum()

@@ -10,7 +10,7 @@ REFERENCE_NOTES.md section 2).
 What is implemented, by section:
 
 * Section 2.3: the heatmap ``H_p^sigma`` (Gaussian filter, each source cell's kernel
-  renormalised over the grid so no mass leaves the map): :func:`gaussian_heatmap`.
+  renormalised over the grid so no mass leaves the map): :func:`engine.metrics.gaussian_heatmap`.
 * Section 3.1, Definition 3.1: the (scaled) pyramidal transform ``P = [P_0; P_1/2; ...;
   P_l/2^l]``, levels ``i = 0..l`` with ``2^i x 2^i`` cells.
 * Algorithm 1 (DPSPARSEEMDAGG): ``s = sum_i p_i``; per level ``y'_i = (P_i s + nu_i)/2^i``,
@@ -91,13 +91,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from ..core.accounting import Ledger
-from ..core.errors import DataError, EngineError, ParamError
-from ..core.grid import Domain, pyramid
-from ..core.params import Param
-from ..metrics import gaussian_heatmap
-from .base import Communication, Mechanism, Release, ServerView, aggregate_view, register
-from .central import TOPT_RULE_HELP, curator_communication
+from ...core.accounting import Ledger
+from ...core.errors import DataError, EngineError, ParamError
+from ...core.grid import Domain, pyramid
+from ...core.params import Param
+from ...metrics import gaussian_heatmap
+from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
+from ..central import TOPT_RULE_HELP, curator_communication
 
 GAMMA_SECTION4 = 1.0 / math.sqrt(2.0)  # Section 4, footnote 5
 W_DEFAULT = 20  # Section 4
@@ -364,7 +364,7 @@ def laplace_measure(pyr: list[np.ndarray], levels, epsilons, rng):
     ``rng``: a numpy Generator (seeded: ``counts + rng.laplace(0, 1/eps_i, k)``) or an
     engine NoiseSource, whose ``add_laplace`` in secure mode passes the requested counts
     themselves through OpenDP's Laplace measurement."""
-    from ..core.noise import NoiseSource
+    from ...core.noise import NoiseSource
 
     eps_of = dict(zip((int(v) for v in levels), (float(e) for e in epsilons)))
     noise = NoiseSource(rng) if isinstance(rng, np.random.Generator) else rng
@@ -929,7 +929,7 @@ def _laplace_baseline(s, eps, rng, top_t=None) -> tuple[np.ndarray, int]:
     """The shared Laplace baseline of the central module, negatives zeroed. ``top_t``: None
     keeps every cell, > 0 the top t%, 0 the default rule (:func:`.central.topt_rule_count`).
     Returns (noisy counts, cells kept)."""
-    from .central import keep_top, laplace_baseline, top_t_count, topt_rule_count
+    from ..central import keep_top, laplace_baseline, top_t_count, topt_rule_count
 
     noisy = laplace_baseline(s, eps, rng, clip=False)
     if top_t is None:
