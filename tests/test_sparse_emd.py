@@ -17,6 +17,17 @@ from engine.core.grid import Domain, pyramid
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get, registry
 from engine.mechanisms.sparse_emd import mechanism as S
+from engine.mechanisms.sparse_emd.algorithm import (
+    GAMMA_SECTION4,
+    aggregate,
+    laplace_measure,
+    level_epsilons,
+    pad_to_dyadic,
+    sparse_emd,
+    start_level,
+)
+from engine.mechanisms.sparse_emd.distributed import secagg_level_sums, secagg_measure
+from engine.mechanisms.sparse_emd.reconstruct import SPLITS, reconstruct
 from engine.metrics import gaussian_heatmap
 
 KEYS = ("sparse_emd", "sparse_emd_secagg", "laplace_gauss", "laplace_topt_gauss")
@@ -51,8 +62,8 @@ def _sparse_grid(rng, n, k, integer=False):
 # ------------------------------------------------------------------ budgets
 @pytest.mark.parametrize("w", [1, 2, 3, 4, 5, 15, 16, 17, 20, 63, 64, 65, 1000])
 def test_start_level_is_floor_log2_sqrt_w(w):
-    assert S.start_level(w) == math.floor(math.log2(math.sqrt(w)) + 1e-12)
-    assert 4 ** S.start_level(w) <= w < 4 ** (S.start_level(w) + 1)
+    assert start_level(w) == math.floor(math.log2(math.sqrt(w)) + 1e-12)
+    assert 4 ** start_level(w) <= w < 4 ** (start_level(w) + 1)
 
 
 @pytest.mark.parametrize("full", [False, True])
@@ -60,9 +71,9 @@ def test_start_level_is_floor_log2_sqrt_w(w):
 @pytest.mark.parametrize("depth", [0, 1, 2, 5, 8, 10])
 @pytest.mark.parametrize("w", [1, 20, 300])
 def test_level_epsilons_sum_to_epsilon_and_decay_geometrically(full, eps, depth, w):
-    gamma = S.GAMMA_SECTION4
-    levels, e = S.level_epsilons(eps, depth, w, gamma, full)
-    q = S.start_level(w)
+    gamma = GAMMA_SECTION4
+    levels, e = level_epsilons(eps, depth, w, gamma, full)
+    q = start_level(w)
     assert math.isclose(e.sum(), eps, rel_tol=1e-12)
     assert (e > 0).all()
     assert levels[-1] == depth
@@ -74,7 +85,7 @@ def test_level_epsilons_sum_to_epsilon_and_decay_geometrically(full, eps, depth,
 
 def test_level_epsilons_section4_values():
     # w = 20: q = 2, levels 2..8 at 256 x 256, weights gamma^0..gamma^6
-    levels, e = S.level_epsilons(1.0, 8, 20, 1 / math.sqrt(2))
+    levels, e = level_epsilons(1.0, 8, 20, 1 / math.sqrt(2))
     assert levels.tolist() == [2, 3, 4, 5, 6, 7, 8]
     z = sum(2 ** (-k / 2) for k in range(7))
     assert math.isclose(e[0], 1 / z, rel_tol=1e-12)
@@ -84,7 +95,7 @@ def test_level_epsilons_section4_values():
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
 def test_level_epsilons_reject_bad_epsilon(bad):
     with pytest.raises(ParamError):
-        S.level_epsilons(bad, 8)
+        level_epsilons(bad, 8)
 
 
 def test_ledger_one_entry_per_level_summing_to_epsilon(small_city):
@@ -92,7 +103,7 @@ def test_ledger_one_entry_per_level_summing_to_epsilon(small_city):
     data = small_city.sample_users(200, np.random.default_rng(0))
     for key, full in (("sparse_emd", "from_q"), ("sparse_emd", "full"), ("sparse_emd_secagg", "from_q")):
         rel = _run(key, data, dom, 2.0, pyramid=full, w=20)  # a given w: no user count is spent
-        levels, e = S.level_epsilons(2.0, 6, 20, S.GAMMA_SECTION4, full == "full")
+        levels, e = level_epsilons(2.0, 6, 20, GAMMA_SECTION4, full == "full")
         assert len(rel.ledger.entries) == len(levels)
         assert [x.epsilon for x in rel.ledger.entries] == pytest.approx(e.tolist(), rel=1e-12)
         assert all(x.composition == "sequential" for x in rel.ledger.entries)
@@ -107,7 +118,7 @@ def test_noiseless_reconstruction_is_exact_on_sparse_inputs(full, fill):
     rng = np.random.default_rng(7)
     for n, k, w in ((64, 20, 20), (128, 7, 20), (32, 5, 5), (16, 1, 1), (256, 20, 20)):
         s = _sparse_grid(rng, n, k)
-        res = S.sparse_emd(s, 1.0, w=w, full_pyramid=full, fill=fill, noiseless=True)
+        res = sparse_emd(s, 1.0, w=w, full_pyramid=full, fill=fill, noiseless=True)
         np.testing.assert_allclose(res.recon.s_hat, s, atol=1e-9 * s.sum())
         np.testing.assert_allclose(res.distribution, s / s.sum(), atol=1e-9)
         assert res.recon.lp["objective"] == pytest.approx(0.0, abs=1e-9 * s.sum())
@@ -118,7 +129,7 @@ def test_noiseless_reconstruction_not_exact_when_too_dense():
     # the output must drop mass (it cannot keep more than w pixels)
     rng = np.random.default_rng(8)
     s = _sparse_grid(rng, 32, 50)
-    res = S.sparse_emd(s, 1.0, w=10, noiseless=True)
+    res = sparse_emd(s, 1.0, w=10, noiseless=True)
     assert (res.recon.s_hat > 0).sum() > 0
     assert not np.allclose(res.recon.s_hat, s)
 
@@ -162,7 +173,7 @@ def test_compact_lp_matches_the_full_lp_with_noise(full):
     for seed in range(4):
         rng = np.random.default_rng(seed)
         s = _sparse_grid(rng, 16, 12)
-        res = S.sparse_emd(s, 2.0, np.random.default_rng(100 + seed), w=3, full_pyramid=full)
+        res = sparse_emd(s, 2.0, np.random.default_rng(100 + seed), w=3, full_pyramid=full)
         start = int(res.levels[0])
         opt, P, yhat = _dense_lp_objective(res.recon, 4, start)
         assert res.recon.lp["objective"] == pytest.approx(opt, rel=1e-7, abs=1e-9)
@@ -179,7 +190,7 @@ def test_top_w_only_considers_children_of_kept_cells():
     s = np.zeros((n, n))
     s[0:4, 0:3] = 1.0  # south-west quadrant: 12 units, at most 1 per pixel
     s[12, 12] = 5.0  # north-east quadrant: one pixel of 5
-    res = S.sparse_emd(s, 1.0, w=1, noiseless=True)
+    res = sparse_emd(s, 1.0, w=1, noiseless=True)
     assert res.recon.kept[1].tolist() == [[0, 0]]
     assert [12, 12] not in res.recon.kept[-1].tolist()
     # the LP may still put the root's unexplained mass in the left-out quadrant, but only
@@ -199,7 +210,7 @@ def test_measure_is_only_asked_for_children_of_kept_cells():
         return pyr[i][iy, ix] + rng.laplace(0, 2.0, ix.size)
 
     w = 7
-    recon = S.reconstruct(measure, 6, 1, w)
+    recon = reconstruct(measure, 6, 1, w)
     assert asked[1] == {(x, y) for x in range(2) for y in range(2)}
     for j in range(1, len(recon.levels)):
         lv = int(recon.levels[j])
@@ -295,9 +306,9 @@ def test_deterministic_given_seed(small_city):
 
 def test_laplace_noise_scale_per_level():
     # the measurement at level i is count + Lap(1/eps_i); KS test, false-alarm rate 1e-3 per level
-    levels, e = S.level_epsilons(1.0, 5, 20)
+    levels, e = level_epsilons(1.0, 5, 20)
     pyr = pyramid(np.zeros((32, 32)))
-    measure = S.laplace_measure(pyr, levels, e, np.random.default_rng(0))
+    measure = laplace_measure(pyr, levels, e, np.random.default_rng(0))
     for lv, eps_i in zip(levels, e):
         n = 1 << int(lv)
         iy, ix = np.divmod(np.arange(n * n).repeat(max(1, 4000 // (n * n))), n)
@@ -355,7 +366,7 @@ def test_lp_tie_break_keeps_the_optimum():
     # kept cell's left-out mass is shared among its left-out children
     rng = np.random.default_rng(21)
     s = _sparse_grid(rng, 32, 60, integer=True)
-    runs = {m: S.sparse_emd(s, 0.5, np.random.default_rng(4), w=4, split=m) for m in S.SPLITS}
+    runs = {m: sparse_emd(s, 0.5, np.random.default_rng(4), w=4, split=m) for m in SPLITS}
     b = runs["solver"]
     pyr_b = pyramid(b.recon.s_hat)
     for mode in ("even", "noisy"):
@@ -367,7 +378,7 @@ def test_lp_tie_break_keeps_the_optimum():
             np.testing.assert_allclose(
                 pyr_a[lv][cells[:, 1], cells[:, 0]], pyr_b[lv][cells[:, 1], cells[:, 0]], atol=1e-8
             )
-    assert S.sparse_emd(s, 0.5, np.random.default_rng(4), w=4).recon.s_hat.tolist() == runs["even"].recon.s_hat.tolist()
+    assert sparse_emd(s, 0.5, np.random.default_rng(4), w=4).recon.s_hat.tolist() == runs["even"].recon.s_hat.tolist()
     checked = 0
     for j in range(1, len(b.recon.levels)):
         vals = np.clip(runs["noisy"].recon.left_out_values[j], 0, None)
@@ -397,28 +408,28 @@ def _l1_objective(recon) -> float:
 # ----------------------------------------------------------------- padding
 def test_pad_to_dyadic_shapes_and_content():
     g = np.arange(100 * 60, dtype=float).reshape(100, 60)
-    padded, shape = S.pad_to_dyadic(g)
+    padded, shape = pad_to_dyadic(g)
     assert padded.shape == (128, 128) and shape == (100, 60)
     np.testing.assert_array_equal(padded[:100, :60], g)
     assert padded[100:].sum() == 0 and padded[:, 60:].sum() == 0
-    same, _ = S.pad_to_dyadic(np.ones((64, 64)))
+    same, _ = pad_to_dyadic(np.ones((64, 64)))
     assert same.shape == (64, 64)
-    one, _ = S.pad_to_dyadic(np.ones((1, 1)))
+    one, _ = pad_to_dyadic(np.ones((1, 1)))
     assert one.shape == (1, 1)
     with pytest.raises(DataError):
-        S.pad_to_dyadic(np.ones(5))
+        pad_to_dyadic(np.ones(5))
     with pytest.raises(DataError):
-        S.sparse_emd(np.ones((6, 6)), 1.0, np.random.default_rng(0))
+        sparse_emd(np.ones((6, 6)), 1.0, np.random.default_rng(0))
 
 
 def test_aggregate_pads_non_dyadic_grids():
     rng = np.random.default_rng(5)
     s = np.zeros((100, 60))
     s.ravel()[rng.choice(6000, 12, replace=False)] = rng.uniform(1, 3, 12)
-    out = S.aggregate(s, 1.0, noiseless=True)
+    out = aggregate(s, 1.0, noiseless=True)
     assert out.shape == (100, 60)
     np.testing.assert_allclose(out, s / s.sum(), atol=1e-9)
-    noisy = S.aggregate(s, 1.0, np.random.default_rng(1))
+    noisy = aggregate(s, 1.0, np.random.default_rng(1))
     assert noisy.shape == (100, 60) and (noisy >= 0).all() and noisy.sum() == pytest.approx(1.0)
 
 
@@ -429,14 +440,14 @@ def test_secagg_level_sums_scale_and_round_down():
     uid = np.array([0, 0, 1, 1, 1, 2])
     data = _dataset(xy, user_id=uid)
     B = 10
-    Z = S.secagg_level_sums(data, dom, [0, 1, 2], B)
+    Z = secagg_level_sums(data, dom, [0, 1, 2], B)
     # user 0: 1/2 at (0,0), 1/2 at (1,0); user 1: 1/3 at (2,3), 2/3 at (3,3); user 2: 1 at (0,0)
     assert Z[2][0, 0] == 5 + 10 and Z[2][0, 1] == 5 and Z[2][3, 2] == 3 and Z[2][3, 3] == 6
     assert Z[1][0, 0] == 10 + 10 and Z[1][1, 1] == 10  # user 1's whole mass in one level-1 cell
     assert Z[0][0, 0] == 30  # floor(10 * 1) per user
     # single-location users: B times the counts
     d2 = _dataset(xy)
-    Z2 = S.secagg_level_sums(d2, dom, [2], 7)
+    Z2 = secagg_level_sums(d2, dom, [2], 7)
     np.testing.assert_array_equal(Z2[2], 7 * dom.histogram(xy))
 
 
@@ -448,7 +459,7 @@ def test_secagg_noise_is_discrete_laplace_with_scale_B_over_eps():
     B, n = 4, 50
     levels, e = np.array([3]), np.array([2.0])
     Z = {3: np.zeros((8, 8), dtype=np.int64)}
-    measure = S.secagg_measure(Z, levels, e, B, n, 20, NoiseSource(np.random.default_rng(9)))
+    measure = secagg_measure(Z, levels, e, B, n, 20, NoiseSource(np.random.default_rng(9)))
     iy, ix = np.divmod(np.tile(np.arange(64), 300), 8)
     k = np.rint(measure(3, ix, iy) * B).astype(int)
     t = B / 2.0
@@ -582,11 +593,11 @@ class _OldFormulaContext(RunContext):
 
 
 def test_laplace_measure_is_the_old_formula_on_a_copied_generator():
-    levels, e = S.level_epsilons(1.0, 4, 20)
+    levels, e = level_epsilons(1.0, 4, 20)
     pyr = pyramid(np.random.default_rng(1).uniform(0, 3, (16, 16)))
     rng = np.random.default_rng(5)
     ref = copy.deepcopy(rng)
-    measure = S.laplace_measure(pyr, levels, e, rng)
+    measure = laplace_measure(pyr, levels, e, rng)
     for lv, eps_i in zip(levels, e):
         n = 1 << int(lv)
         iy, ix = np.divmod(np.arange(n * n), n)
@@ -613,9 +624,9 @@ def test_secure_laplace_measure_has_the_laplace_law():
     (sd of |Lap(b)| is b; false-alarm rate ~2e-9 per run, OpenDP is not seeded)."""
     from engine.core.noise import NoiseSource
 
-    levels, e = S.level_epsilons(1.0, 4, 20)
+    levels, e = level_epsilons(1.0, 4, 20)
     pyr = pyramid(np.random.default_rng(1).uniform(0, 3, (16, 16)))
-    measure = S.laplace_measure(pyr, levels, e, NoiseSource(np.random.default_rng(0), secure=True))
+    measure = laplace_measure(pyr, levels, e, NoiseSource(np.random.default_rng(0), secure=True))
     lv = int(levels[-1])
     iy, ix = np.divmod(np.arange(256).repeat(6), 16)
     resid = measure(lv, ix, iy) - pyr[lv][iy, ix]
