@@ -66,9 +66,9 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from ..core.errors import DataError, ParamError
-from ..core.params import Param
-from .dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
+from ...core.errors import DataError, ParamError
+from ...core.params import Param
+from ..dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
 
 MiB = 1 << 20
 DEFAULT_MAX_MB = 200  # Streamlit's default upload limit
@@ -1407,7 +1407,7 @@ def _load_registered(path, lat, lon, user_id, value, flag, weight, crs, polygons
 
 
 def _register() -> None:
-    from .registry import Source, add
+    from ..registry import Source, add
 
     add(
         Source(
