@@ -31,8 +31,9 @@ import shapely
 from pyproj import CRS
 
 from engine.core.errors import DataError, ParamError
-from engine.data import files
+from engine.data.files import common as files_common
 from engine.data.files import load_file
+from engine.data.files import shapefile as files_shapefile
 from engine.data.projection import lon_extent
 
 LON = np.linspace(-0.15, -0.07, 20)
@@ -1241,7 +1242,7 @@ def test_zip_bomb_is_refused_from_its_headers(tmp_path, monkeypatch):
     with zipfile.ZipFile(path) as z:
         assert z.getinfo("points.dbf").file_size == 3 << 30
     assert path.stat().st_size < 20 * (1 << 20)
-    monkeypatch.setattr(files, "_extract_member", _fail)
+    monkeypatch.setattr(files_shapefile, "_extract_member", _fail)
     for load in (lambda: load_file(path), lambda: load_file(path.read_bytes(), "bomb.zip")):
         with pytest.raises(DataError, match="would expand|would unpack"):
             load()
@@ -1261,7 +1262,7 @@ def test_a_zip_member_larger_than_declared_is_cut_at_its_declared_size(monkeypat
             out[i + 24 : i + 28] = struct.pack("<I", 1000)
         i = out.find(b"PK\x01\x02", i + 4)
     sizes = {}
-    real = files._extract_member
+    real = files_shapefile._extract_member
 
     def spy(z, info, dest, c):
         try:
@@ -1269,7 +1270,7 @@ def test_a_zip_member_larger_than_declared_is_cut_at_its_declared_size(monkeypat
         finally:
             sizes[info.filename] = dest.stat().st_size if dest.exists() else 0
 
-    monkeypatch.setattr(files, "_extract_member", spy)
+    monkeypatch.setattr(files_shapefile, "_extract_member", spy)
     with pytest.raises(DataError, match="corrupt zip archive: 'points.dbf' fails its checksum"):
         load_file(bytes(out), "lying.zip")
     assert sizes["points.dbf"] <= 1000
@@ -1288,7 +1289,7 @@ def test_limits_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("HEATMAP_MAX_UPLOAD_MB", "0.0001")
     with pytest.raises(DataError, match=r"over the limit of 104 bytes \(HEATMAP_MAX_UPLOAD_MB\)"):
         load_file(data, "ok.csv")
-    assert files.upload_limits() == (104, files.DEFAULT_MAX_POINTS)
+    assert files_common.upload_limits() == (104, files_common.DEFAULT_MAX_POINTS)
     for bad in ("abc", "-1", "0", "nan", "inf"):
         monkeypatch.setenv("HEATMAP_MAX_UPLOAD_MB", bad)
         with pytest.raises(ParamError, match="HEATMAP_MAX_UPLOAD_MB must be a positive number"):
@@ -1360,7 +1361,7 @@ def test_names_in_messages_are_short_and_plain():
     with pytest.raises(DataError) as err:
         load_file(b"x", long_name)
     shown = str(err.value).split(":")[0]
-    assert len(shown) <= files.NAME_CHARS and "…" in shown and shown.endswith(".xlsx")
+    assert len(shown) <= files_common.NAME_CHARS and "…" in shown and shown.endswith(".xlsx")
     with pytest.raises(DataError) as err:
         load_file(b"x", "a\x1b[31mred\nb.xlsx")
     assert "\x1b" not in str(err.value) and "\n" not in str(err.value)

@@ -1,0 +1,159 @@
+"""GeoJSON, parsed with the standard library's :mod:`json` (no GDAL): the FeatureCollection, Feature or
+geometry at the top level, its declared CRS, nesting and size limits."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from ...core.errors import DataError
+from .common import _LOOKS, ATTRS, MAX_COLUMNS, _Ctx, _find_columns, _looks_like, _named_crs, _short
+from .vector import _vector
+
+# ------------------------------------------------------------------ GeoJSON (stdlib json, no GDAL)
+_GEOMETRIES = ("Point", "MultiPoint", "LineString", "MultiLineString", "Polygon", "MultiPolygon", "GeometryCollection")
+_NESTING = {"MultiPoint": 1, "LineString": 1, "MultiLineString": 2, "Polygon": 2, "MultiPolygon": 3}
+
+
+class _BadGeometry(Exception):
+    pass
+
+
+def _position(p) -> tuple[float, float]:
+    """A GeoJSON position: a list of 2 to 4 numbers, the first two finite (x, y)."""
+    if isinstance(p, list) and 2 <= len(p) <= 4 and all(type(v) in (int, float) for v in p):
+        try:
+            x, y = float(p[0]), float(p[1])
+        except OverflowError:  # an integer beyond float range
+            raise _BadGeometry("coordinate") from None
+        if math.isfinite(x) and math.isfinite(y):
+            return x, y
+    raise _BadGeometry("coordinate")
+
+
+def _positions(a, depth: int):
+    if not isinstance(a, list):
+        raise _BadGeometry("coordinate")
+    return [_position(p) for p in a] if depth == 1 else [_positions(p, depth - 1) for p in a]
+
+
+def _shape(g, depth: int = 0):
+    """A shapely geometry from a validated GeoJSON geometry object (not a Point)."""
+    import shapely.geometry
+
+    if not isinstance(g, dict) or g.get("type") not in _GEOMETRIES:
+        raise _BadGeometry("geometry")
+    if g["type"] == "GeometryCollection":
+        parts = g.get("geometries")
+        if not isinstance(parts, list) or depth > 3:
+            raise _BadGeometry("geometry")
+        return shapely.geometry.GeometryCollection([_shape(p, depth + 1) for p in parts])
+    if g["type"] == "Point":
+        return shapely.geometry.Point(_position(g.get("coordinates")))
+    coords = _positions(g.get("coordinates"), _NESTING[g["type"]])
+    try:
+        return shapely.geometry.shape({"type": g["type"], "coordinates": coords})
+    except Exception:  # too few positions for a line or ring
+        raise _BadGeometry("geometry") from None
+
+
+def _geojson_crs(obj: dict, c: _Ctx):
+    """The CRS a GeoJSON declares in the old (2008) ``crs`` member, or None."""
+    member = obj.get("crs")
+    if member is None:
+        return None
+    if isinstance(member, dict) and member.get("type") == "link":
+        raise DataError(
+            f'{c.name} gives its CRS as a link, which is not followed: name it ("crs": {{"type": "name", '
+            '"properties": {"name": "urn:ogc:def:crs:EPSG::27700"}}) or remove the member'
+        )
+    props = member.get("properties") if isinstance(member, dict) else None
+    label = props.get("name") if isinstance(props, dict) and member.get("type") == "name" else None
+    crs = _named_crs(label)
+    if crs is None:
+        shown = f" {_short(label, 60)!r}" if isinstance(label, str) else ""
+        raise DataError(
+            f'{c.name} declares a CRS{shown} in its "crs" member that is not a known CRS: give an authority code '
+            '(e.g. "urn:ogc:def:crs:EPSG::27700"), or remove the member if the coordinates are WGS84 '
+            "longitude/latitude"
+        )
+    return crs
+
+
+def _read_geojson(data: bytes, c: _Ctx):
+    import geopandas as gpd
+    import pandas as pd
+    import shapely
+
+    looks = _looks_like(data)
+    if looks != "json":
+        raise c.refuse(f"its bytes are {_LOOKS[looks]}" if looks != "text" else "it is text that is not JSON")
+    try:
+        obj = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise c.refuse("it is not UTF-8 text (GeoJSON is UTF-8)") from None
+    except json.JSONDecodeError as exc:
+        raise c.refuse(f"it is not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if kind not in ("FeatureCollection", "Feature", *_GEOMETRIES):
+        raise c.refuse('its top-level "type" is not FeatureCollection, Feature or a GeoJSON geometry')
+    if kind == "FeatureCollection":
+        feats = obj.get("features")
+        if not isinstance(feats, list):
+            raise c.refuse('its "features" member is not a list')
+    else:
+        feats = [obj if kind == "Feature" else {"type": "Feature", "geometry": obj, "properties": None}]
+    if len(feats) > c.max_points:
+        raise c.too_many(len(feats), "features")
+    if not feats:
+        raise DataError(f"{c.name} holds no features")
+    declared = _geojson_crs(obj, c)
+    geoms = np.full(len(feats), None, dtype=object)
+    props, pi, px, py = [], [], [], []
+    count = 0  # points, counting each point of a MultiPoint
+    for i, f in enumerate(feats):
+        if not isinstance(f, dict) or f.get("type") != "Feature":
+            raise DataError(f"{c.name}: feature {i + 1} is not a GeoJSON Feature object")
+        p = f.get("properties")
+        if p is not None and not isinstance(p, dict):
+            raise DataError(f'{c.name}: feature {i + 1} has "properties" that are not an object')
+        props.append(p or {})
+        g = f.get("geometry")
+        try:
+            if g is None:
+                continue
+            if isinstance(g, dict) and g.get("type") == "Point":
+                x, y = _position(g.get("coordinates"))
+                pi.append(i)
+                px.append(x)
+                py.append(y)
+                count += 1
+                continue
+            geoms[i] = _shape(g)
+            count += len(geoms[i].geoms) if geoms[i].geom_type == "MultiPoint" else 1
+        except _BadGeometry as exc:
+            raise DataError(
+                f"{c.name}: feature {i + 1} has an invalid {exc.args[0]}"
+                + (
+                    ": a position must be [longitude, latitude] with two finite numbers"
+                    if exc.args[0] == "coordinate"
+                    else " (an unknown type, or too few positions for its type)"
+                )
+            ) from None
+        if count > c.max_points:
+            raise c.too_many(count, "points")
+    if pi:
+        geoms[np.asarray(pi)] = shapely.points(px, py)
+    keys = dict.fromkeys(k for p in props for k in p)
+    if len(keys) > MAX_COLUMNS:
+        raise c.refuse(f"its features have {len(keys):,} property names, over the limit of {MAX_COLUMNS:,}")
+    used = _find_columns(list(keys), _attr_columns(c), roles=ATTRS, notes=c.notes)
+    cols = {used[r]: [p.get(used[r]) for p in props] for r in ATTRS if used[r] is not None}
+    gdf = gpd.GeoDataFrame(pd.DataFrame(cols, index=range(len(feats))), geometry=gpd.GeoSeries(geoms))
+    return _vector(gdf, declared, used, c)
+
+
+def _attr_columns(c: _Ctx) -> dict:
+    return {k: v for k, v in (c.columns or {}).items() if k not in ("lat", "lon")}

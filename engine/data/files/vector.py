@@ -1,0 +1,103 @@
+"""The steps shared by the vector readers (GeoJSON, GeoParquet, GeoPackage, Shapefile) once a
+GeoDataFrame is built: its CRS, empty geometries dropped, polygons and lines to centroids or refused."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.errors import DataError
+from .common import _Ctx, _is_wgs84
+from .tables import _attributes
+
+
+# ------------------------------------------------------------------ vector files: shared steps
+def _vector(gdf, declared, used, c: _Ctx):
+    if len(gdf) == 0:
+        raise DataError(f"{c.name} holds no features")
+    gdf = _drop_empty(gdf, c)
+    gdf = _set_crs(gdf, declared, c)
+    gdf = _points_only(gdf, c)
+    if _is_wgs84(gdf.crs):
+        c.order = "coordinates (x read as longitude, y as latitude)"
+    else:
+        try:
+            gdf = gdf.to_crs(4326)
+        except Exception:
+            raise DataError(f"{c.name}: could not convert from {gdf.crs.name} to WGS84") from None
+        c.notes.append("Coordinates converted to WGS84.")
+    lon = gdf.geometry.x.to_numpy(dtype=np.float64)
+    lat = gdf.geometry.y.to_numpy(dtype=np.float64)
+    bad = ~(np.isfinite(lon) & np.isfinite(lat))
+    if bad.any():
+        raise DataError(f"{c.name}: {int(bad.sum())} feature(s) have coordinates that cannot be converted to WGS84")
+    return lon, lat, _attributes(gdf, used, csv_strings=False), used
+
+
+def _set_crs(gdf, declared, c: _Ctx):
+    crs = c.crs
+    if crs is not None:
+        if declared is not None and not declared.equals(crs):
+            raise DataError(
+                f"{c.name} declares the CRS {declared.name} but {crs.name} was given: remove one of the two"
+            )
+        return gdf.set_crs(crs, allow_override=True)
+    if declared is not None:
+        return gdf.set_crs(declared, allow_override=True)
+    b = gdf.total_bounds
+    in_degrees = (
+        np.all(np.isfinite(b)) and abs(b[1]) <= 90 and abs(b[3]) <= 90 and abs(b[0]) <= 180 and abs(b[2]) <= 180
+    )
+    kind = {
+        "geojson": 'GeoJSON without a "crs" member',
+        "shapefile": f"{c.name} without a CRS (no .prj)",
+    }.get(c.kind, f"{c.name} without a CRS")
+    if not in_degrees:
+        raise DataError(
+            f"{kind}, and its coordinates are not degrees (x from {b[0]:,.0f} to {b[2]:,.0f}): the CRS is unknown. "
+            "Give the file's CRS (e.g. EPSG:27700) or include it in the file (.prj for a Shapefile)."
+        )
+    if c.kind == "geojson":
+        c.notes.append("The GeoJSON has no CRS: WGS84 longitude/latitude assumed (the GeoJSON standard, RFC 7946).")
+    else:
+        c.notes.append(f"{c.name} has no CRS: its coordinates are within degree ranges, so WGS84 was assumed.")
+    return gdf.set_crs(4326, allow_override=True)
+
+
+def _drop_empty(gdf, c: _Ctx):
+    geom = gdf.geometry
+    empty = (geom.isna() | geom.is_empty).to_numpy()
+    if empty.all():
+        raise DataError(f"{c.name}: every feature has an empty geometry")
+    if empty.any():
+        c.notes.append(f"{int(empty.sum())} feature(s) without geometry were dropped.")
+        gdf = gdf[~empty]
+    return gdf
+
+
+def _points_only(gdf, c: _Ctx):
+    types = gdf.geometry.geom_type
+    multi = types == "MultiPoint"
+    if multi.any():
+        n0 = len(gdf)
+        gdf = gdf.explode(index_parts=False, ignore_index=True)
+        gdf = gdf[~gdf.geometry.is_empty]
+        c.notes.append(
+            f"{int(multi.sum())} MultiPoint feature(s) split into their points "
+            f"({len(gdf) - n0 + int(multi.sum())} points; each keeps its feature's attributes)."
+        )
+        types = gdf.geometry.geom_type
+    other = types != "Point"
+    if other.any():
+        kinds = ", ".join(sorted(set(types[other])))
+        if c.polygons == "reject":
+            raise DataError(
+                f"{c.name} holds {int(other.sum()):,} non-point feature(s) ({kinds}); locations must be points. "
+                "Convert them to points, or allow centroids."
+            )
+        # centroids in a local metric CRS (a centroid in degrees is distorted)
+        metric = gdf.estimate_utm_crs() if gdf.crs.is_geographic else gdf.crs
+        cent = gdf.geometry[other.to_numpy()].to_crs(metric).centroid.to_crs(gdf.crs)
+        gdf = gdf.copy()
+        gdf.loc[other.to_numpy(), gdf.geometry.name] = cent.to_numpy()
+        c.notes.append(f"{int(other.sum()):,} {kinds} feature(s) were replaced by their centroids.")
+    return gdf
