@@ -25,7 +25,8 @@ from engine.core.params import Param
 from engine.mechanisms import base as mbase
 from engine.mechanisms.base import Communication, Mechanism, Release, ServerView, aggregate_view
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
 SMALL = {"d.n": "3000", "res": "32"}
 
 
@@ -677,11 +678,17 @@ def test_attributes_page_regional_means():
 # ------------------------------------------------------------------- methods / data
 def test_methods_page_has_a_section_per_mechanism():
     from engine.mechanisms import registry
+    from ui.methods import code_location
 
     at = open_app("methods")
     headers = [h.value for h in at.header]
-    for cls in registry().values():
+    body = texts(at)
+    for key, cls in registry().items():
         assert (cls.label or cls.key) in headers
+        if cls.__module__.startswith("engine."):  # the page says where each mechanism's code is (issue 19)
+            path, package = code_location(key)
+            assert f"`{path}`" in body and (ROOT / path).is_file()
+            assert package == "" or ((ROOT / package).is_dir() and path.startswith(package))
     assert len(at.code) >= 1  # docstrings
 
 

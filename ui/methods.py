@@ -78,6 +78,14 @@ def family(key: str) -> str:
     return registry()[key].family
 
 
+def code_location(key: str) -> tuple[str, str]:
+    """Where a mechanism's code lives: its module's file and its family's package (``engine/mechanisms/<family>/``),
+    as paths from the project's root."""
+    mod = registry()[key].__module__.split(".")
+    package = "/".join(mod[:3]) + "/" if len(mod) > 3 else ""
+    return "/".join(mod) + ".py", package
+
+
 def anchor(key: str) -> str:
     return "m-" + key.replace("_", "-")
 
@@ -126,6 +134,9 @@ def section(key: str) -> None:
         c2.markdown(f"**Paper.** {d['paper']}")
     if d.get("equations"):
         st.markdown(f"**Implements.** {d['equations']}")
+    path, package = code_location(key)
+    where = f" in the family's package `{package}` (its numerics and baselines beside it)" if package else ""
+    st.markdown(f"**Code.** `{path}`{where}")
     if d.get("params"):
         st.dataframe(params_frame(d["params"]), hide_index=True, width="stretch")
     else:
