@@ -312,7 +312,7 @@ def test_adaptive_hh_on_the_cluster_equals_in_process(client, city):
 
 def test_partition_clients_sum_like_bincount(city):
     """The partitions' sums equal the in-process encoding: lut[Morton code] counted per node."""
-    from engine.mechanisms._hh_tree import PrefixTree, paint_lut
+    from engine.mechanisms.federated_hh.tree import PrefixTree, paint_lut
 
     path, mem = city
     ooc = load_parquet(path)

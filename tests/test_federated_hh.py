@@ -20,7 +20,8 @@ from engine.core.errors import EngineError, ParamError
 from engine.core.grid import Domain
 from engine.core.noise import polya_difference_epsilon
 from engine.mechanisms import RunContext, get, registry
-from engine.mechanisms._hh_tree import (
+from engine.mechanisms.federated_hh.mechanism import level_density
+from engine.mechanisms.federated_hh.tree import (
     PrefixTree,
     dl_std,
     encode_multi,
@@ -33,7 +34,6 @@ from engine.mechanisms._hh_tree import (
     sigma_target,
     wrap_signed,
 )
-from engine.mechanisms.federated_hh import level_density
 
 P_MIN = 1e-3  # false-alarm rate of every chi-square test below
 

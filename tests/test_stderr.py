@@ -25,8 +25,8 @@ import pytest
 from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, registry
-from engine.mechanisms._hh_tree import morton_of_pixels, paint_lut
 from engine.mechanisms.central import constrained_inference, constrained_inference_variance, tree_levels
+from engine.mechanisms.federated_hh.tree import morton_of_pixels, paint_lut
 
 SIDE = 16_000.0
 CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"

@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from ..mechanisms.federated_hh import cms_level_estimates, level_density
+from ..mechanisms.federated_hh.mechanism import cms_level_estimates, level_density
 from . import SF_CABS_PATH, Figure, median_time
 
 EPS = 1.0
@@ -95,7 +95,7 @@ def _oracle_level(truth, data, dom, seed) -> tuple[float, int]:
 def _hier_oracle(truth, level_counts: dict, D) -> float:
     """The paper's evaluation of the non-interactive hierarchies: the best single
     level against the truth."""
-    from ..mechanisms._hh_tree import morton_of_pixels
+    from ..mechanisms.federated_hh.tree import morton_of_pixels
 
     best = math.inf
     for lv, counts in level_counts.items():

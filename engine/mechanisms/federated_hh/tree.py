@@ -28,9 +28,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..core.errors import EngineError, ParamError
-from ..core.grid import Domain, deinterleave, interleave
-from ..core.noise import polya_difference, polya_difference_epsilon, split_shards
+from ...core.errors import EngineError, ParamError
+from ...core.grid import Domain, deinterleave, interleave
+from ...core.noise import polya_difference, polya_difference_epsilon, split_shards
 
 # =================================================================== node ids
 
@@ -688,7 +688,7 @@ def _per_client_sum(ctx, client, key, value, shard_of, alive, released, size, N,
     unmasks each shard's sum. Raises if the masked sum differs from the plain one.
     ``committee``: only that many members of each shard (a random subset) add shares; the
     aggregator adds the shares of missing members after unmasking (see :func:`secure_sum`)."""
-    from ..core import secagg
+    from ...core import secagg
 
     rng = ctx.rng
     bits = clip_bits or 64

@@ -17,7 +17,7 @@ Registered mechanisms (family in brackets):
 * ``ldp_grid`` [local]: k-ary randomized response or optimized unary encoding over
   grid cells at the same epsilon (the local-DP comparison of Figure 1).
 
-Everything is vectorised (see :mod:`._hh_tree`): per sub-query one gather of each
+Everything is vectorised (see :mod:`.tree`): per sub-query one gather of each
 client's longest-prefix node through a look-up table over Morton codes, one
 ``bincount``, and one noise draw per coordinate (per shard and coordinate when
 the shard sums matter: modular clipping, secure mode). The per-client path is
@@ -31,12 +31,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..core.accounting import Ledger
-from ..core.errors import EngineError, ParamError
-from ..core.grid import Domain
-from ..core.noise import rr_kary_unbias_counts, rr_keep_probability, unary_encoding_pq, unary_encoding_unbias
-from ..core.params import Param
-from ._hh_tree import (
+from ...core.accounting import Ledger
+from ...core.errors import EngineError, ParamError
+from ...core.grid import Domain
+from ...core.noise import rr_kary_unbias_counts, rr_keep_probability, unary_encoding_pq, unary_encoding_unbias
+from ...core.params import Param
+from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
+from .tree import (
     Clients,
     PrefixTree,
     dl_std,
@@ -54,7 +55,6 @@ from ._hh_tree import (
     secure_sum,
     sigma_target,
 )
-from .base import Communication, Mechanism, Release, ServerView, aggregate_view, register
 
 PAPER = (
     "Bagdasaryan, Kairouz, Mellem, Gascón, Bonawitz, Estrin, Gruteser. Towards Sparse Federated Analytics: "
@@ -550,7 +550,7 @@ class AdaptiveHH(Mechanism):
 
     Protocol. The server keeps a prefix tree over the quadtree of the public
     domain (Section 5.6; partially split and orphaned nodes allowed; node ids in
-    :mod:`._hh_tree`). In sub-query q every client encodes its location as a
+    :mod:`.tree`). In sub-query q every client encodes its location as a
     one-hot vector over the T nodes with fewer than four children, at its
     longest matching prefix, adds ``Polya(1/N, r) - Polya(1/N, r)`` to every
     coordinate (``r = exp(-eps_q/Δ)``, N the DP shard size), wraps it modulo 2^q
@@ -1654,7 +1654,7 @@ class AdaptiveGridPolya(Mechanism):
     side_information_keys = ("m1", "users", "effective_epsilon", "warnings", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
-        from .central import ag_level1_size, ag_level2_sizes, ag_subcell_rects, snap_to_divisor, spread_rects
+        from ..central import ag_level1_size, ag_level2_sizes, ag_subcell_rects, snap_to_divisor, spread_rects
 
         eps = _check_eps(epsilon)
         alpha = float(params["alpha"])
@@ -1741,7 +1741,7 @@ class AdaptiveGridPolya(Mechanism):
     @staticmethod
     def _client_points(c: Clients, domain: Domain) -> np.ndarray:
         """Cell centres of the clients' full-depth cells (what the clients encode)."""
-        from ..core.grid import deinterleave
+        from ...core.grid import deinterleave
 
         ix, iy = deinterleave(c.code.astype(np.uint64), domain.depth)
         return np.column_stack([domain.x0 + (ix + 0.5) * domain.cell, domain.y0 + (iy + 0.5) * domain.cell])
@@ -1874,7 +1874,7 @@ class LocalGridRR(Mechanism):
             "local reports", eps, composition="parallel", group="users", note="each user randomises its own report"
         )
         ledger.note_side_information("the number of reports U (the server receives each one; it unbiases the counts)")
-        from ..core.grid import deinterleave
+        from ...core.grid import deinterleave
 
         ix, iy = deinterleave(np.arange(K, dtype=np.uint64), lv)
         s = domain.side / (1 << lv)
