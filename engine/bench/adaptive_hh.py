@@ -32,7 +32,8 @@ import time
 
 import numpy as np
 
-from ..mechanisms.federated_hh.mechanism import cms_level_estimates, level_density
+from ..mechanisms.federated_hh.baselines import cms_level_estimates
+from ..mechanisms.federated_hh.mechanism import level_density
 from . import SF_CABS_PATH, Figure, median_time
 
 EPS = 1.0
