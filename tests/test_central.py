@@ -20,7 +20,7 @@ from engine.core.errors import ParamError
 from engine.core.grid import Domain, pyramid
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.central import (
+from engine.mechanisms.central.common import (
     CENTRAL_KEYS,
     PRIVACY_UNIT,
     ag_level1_size,

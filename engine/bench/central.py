@@ -17,7 +17,7 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
   fixed set for every run.
 * Error. Scaled average L1 error per query, ``||W x - W x_hat||_1 / (q ||x||_1)``
   (REFERENCE_NOTES section 6), answered exactly on the released 256 x 256 map.
-* Methods. Every central baseline of engine/mechanisms/central.py at its defaults;
+* Methods. Every central baseline of engine/mechanisms/central/ at its defaults;
   informatively, UG and AG with ``align = False`` (the sizes and area-spreading of the code
   before this issue) and HB with DPComp's equal split (``budget = hb``).
 * Trees. The hierarchical default against fixed branchings per axis (b = 2 with the former

@@ -37,7 +37,7 @@ def _config(key: str, seed: int, n: int):
 def bench_figures(quick: bool = False, progress=None) -> list[Figure]:
     from ..jobs import prepare, run
     from ..mechanisms import RunContext, get
-    from ..mechanisms.central import CENTRAL_KEYS
+    from ..mechanisms.central.common import CENTRAL_KEYS
 
     say = progress or (lambda *a: None)
     repeats = 3 if quick else 7

@@ -87,7 +87,7 @@ class AdaptiveGridPolya(Mechanism):
     side_information_keys = ("m1", "users", "effective_epsilon", "warnings", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
-        from ..central import ag_level1_size, ag_level2_sizes, ag_subcell_rects, snap_to_divisor, spread_rects
+        from ..central.common import ag_level1_size, ag_level2_sizes, ag_subcell_rects, snap_to_divisor, spread_rects
 
         eps = _check_eps(epsilon)
         alpha = float(params["alpha"])

@@ -12,7 +12,7 @@ from ...core.accounting import Ledger
 from ...core.errors import ParamError
 from ...core.grid import Domain
 from ..base import aggregate_view
-from ..central import bound_contributions
+from ..central.common import bound_contributions
 
 MAX_CELLS_PER_SIDE = 2048
 

@@ -118,7 +118,7 @@ import numpy as np
 
 from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
-from ..central import LAPLACE_SD, UNIT_PARAM, blank_postprocessed, curator_communication, grid_stderr
+from ..central.common import LAPLACE_SD, UNIT_PARAM, blank_postprocessed, curator_communication, grid_stderr
 from .answers import GridAnswerer
 from .collection import _check_eps, _server_view, collect_step
 from .training import fit_snh

@@ -92,7 +92,7 @@ from ...core.grid import Domain, pyramid
 from ...core.params import Param
 from ...metrics import gaussian_heatmap
 from ..base import Mechanism, Release, aggregate_view, register
-from ..central import curator_communication
+from ..central.common import curator_communication
 from .algorithm import GAMMA_SECTION4, laplace_measure, level_epsilons, normalised, start_level, w_rule
 from .reconstruct import SPLITS, reconstruct
 

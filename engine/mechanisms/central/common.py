@@ -92,12 +92,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..core.accounting import Ledger
-from ..core.errors import ParamError
-from ..core.grid import Domain, downsample, pyramid
-from ..core.noise import NoiseSource
-from ..core.params import Param
-from .base import Communication, Mechanism, Release, aggregate_view, register
+from ...core.accounting import Ledger
+from ...core.errors import ParamError
+from ...core.grid import Domain, downsample, pyramid
+from ...core.noise import NoiseSource
+from ...core.params import Param
+from ..base import Communication, Mechanism, Release, aggregate_view, register
 
 PRIVACY_UNIT = (
     "one location record; a user with k locations is protected at k*epsilon (group privacy), "
