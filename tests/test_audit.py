@@ -31,7 +31,7 @@ from engine.audit import (
 )
 from engine.core.errors import ParamError
 from engine.mechanisms import get, registry
-from engine.mechanisms.central.common import Identity
+from engine.mechanisms.central.identity import Identity
 
 ALPHA = 0.01
 

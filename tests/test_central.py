@@ -20,24 +20,17 @@ from engine.core.errors import ParamError
 from engine.core.grid import Domain, pyramid
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.central.common import (
-    CENTRAL_KEYS,
-    PRIVACY_UNIT,
-    ag_level1_size,
-    bound_contributions,
+from engine.mechanisms.central.common import CENTRAL_KEYS, PRIVACY_UNIT, bound_contributions, spread_rects
+from engine.mechanisms.central.grids import ag_level1_size, snap_to_divisor, ug_size
+from engine.mechanisms.central.identity import laplace_baseline, top_t_count, topt_rule_count
+from engine.mechanisms.central.trees import (
     constrained_inference,
     hb_branching,
     hierarchical_budget,
-    laplace_baseline,
     privtree_decompose,
     privtree_params,
-    snap_to_divisor,
-    spread_rects,
-    top_t_count,
-    topt_rule_count,
     tree_error_model,
     tree_levels,
-    ug_size,
 )
 
 Z_CRIT = 3.29  # two-sided normal quantile for a 1e-3 false-alarm rate

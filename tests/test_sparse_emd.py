@@ -507,7 +507,7 @@ def test_topt_baseline_default_beats_a_uniform_map_at_eps_10_and_reports_the_kep
     (1,370x a uniform map's MSE at eps = 10). The default keeps the cells above the noise
     (central.topt_rule_count), reported as diagnostics["cells_kept"]; medians over 3 seeds."""
     from engine.data.synthetic import generate
-    from engine.mechanisms.central.common import topt_rule_count
+    from engine.mechanisms.central.identity import topt_rule_count
     from engine.metrics import mse
 
     data = generate("polycentric", n=20_000, seed=2)

@@ -25,7 +25,7 @@ import pytest
 from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, registry
-from engine.mechanisms.central.common import constrained_inference, constrained_inference_variance, tree_levels
+from engine.mechanisms.central.trees import constrained_inference, constrained_inference_variance, tree_levels
 from engine.mechanisms.federated_hh.tree import morton_of_pixels, paint_lut
 
 SIDE = 16_000.0

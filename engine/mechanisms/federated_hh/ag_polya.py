@@ -1,6 +1,6 @@
 """The adaptive grid (AG, Qardaji et al. 2013) run under distributed DP with the Pólya-share secure
 sum, a baseline of Bagdasaryan et al. 2022, Table 1 (its grid sizes from the central AG of
-:mod:`engine.mechanisms.central`)."""
+:mod:`engine.mechanisms.central.grids`)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ class AdaptiveGridPolya(Mechanism):
     side_information_keys = ("m1", "users", "effective_epsilon", "warnings", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
-        from ..central.common import ag_level1_size, ag_level2_sizes, ag_subcell_rects, snap_to_divisor, spread_rects
+        from ..central.common import ag_subcell_rects, spread_rects
+        from ..central.grids import ag_level1_size, ag_level2_sizes, snap_to_divisor
 
         eps = _check_eps(epsilon)
         alpha = float(params["alpha"])

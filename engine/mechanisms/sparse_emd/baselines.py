@@ -11,16 +11,17 @@ import numpy as np
 from ...core.accounting import Ledger
 from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
-from ..central.common import TOPT_RULE_HELP, curator_communication
+from ..central.common import curator_communication
+from ..central.identity import TOPT_RULE_HELP
 from .mechanism import _DENSITY, _SIGMA, _heatmap_extras, user_distribution_sum
 
 
 # --------------------------------------------------------------------- baselines
 def _laplace_baseline(s, eps, rng, top_t=None) -> tuple[np.ndarray, int]:
     """The shared Laplace baseline of the central module, negatives zeroed. ``top_t``: None
-    keeps every cell, > 0 the top t%, 0 the default rule (:func:`engine.mechanisms.central.common.topt_rule_count`).
+    keeps every cell, > 0 the top t%, 0 the default rule (:func:`engine.mechanisms.central.identity.topt_rule_count`).
     Returns (noisy counts, cells kept)."""
-    from ..central.common import keep_top, laplace_baseline, top_t_count, topt_rule_count
+    from ..central.identity import keep_top, laplace_baseline, top_t_count, topt_rule_count
 
     noisy = laplace_baseline(s, eps, rng, clip=False)
     if top_t is None:
@@ -123,7 +124,7 @@ class LaplaceTopTGauss(_LaplaceGaussBase):
     As :class:`LaplaceGauss`, but only the largest noisy cells are kept, the rest are
     zeroed; then the Gaussian heatmap. ``t > 0`` keeps ``ceil(t% of the cells)`` (at least
     one); the paper used t = 0.01% and 0.001%, chosen for 256 x 256 cells and 200 users.
-    Default (``t = 0``, departure): t follows the noise (:func:`engine.mechanisms.central.common.topt_rule_count`):
+    Default (``t = 0``, departure): t follows the noise (:func:`engine.mechanisms.central.identity.topt_rule_count`):
     every cell whose noisy count exceeds ``ln(C/2)/epsilon`` is kept (about one empty cell
     of the C passes on noise alone), and at least the paper's 0.01%. The fixed 0.01% kept
     7 of 65,536 cells whatever the users: 130-1,700x a uniform map's MSE at eps = 10 with
