@@ -1,8 +1,9 @@
-"""Mechanism families, one module each, all behind :class:`base.Mechanism`.
+"""Mechanism families, one package per paper, all behind :class:`base.Mechanism`.
 
-Importing a family module registers its mechanisms; :func:`load_all` imports every
-module listed in ``FAMILY_MODULES`` that exists, so a family that lands later is
-picked up by adding its name here.
+Importing a family package registers its mechanisms; :func:`load_all` imports every
+package listed in ``FAMILY_MODULES`` that exists, so a family that lands later is
+picked up by adding its name here. The registry's lookups (:func:`base.registry`,
+:func:`base.get`) call it through the hook :func:`base.add_loader`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .base import (  # noqa: F401
     Release,
     RunContext,
     ServerView,
+    add_loader,
     aggregate_view,
     get,
     register,
@@ -45,3 +47,6 @@ def load_all() -> None:
             # only a family module that does not exist yet is tolerated
             if exc.name != f"{__name__}.{name}":
                 raise
+
+
+add_loader(load_all)  # the registry's lookups import the families first

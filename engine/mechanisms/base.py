@@ -296,10 +296,19 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
     return cls
 
 
-def registry() -> dict[str, type[Mechanism]]:
-    from . import load_all
+_LOADERS: list[Callable[[], None]] = []
 
-    load_all()
+
+def add_loader(loader: Callable[[], None]) -> None:
+    """Register ``loader()``, called before every lookup (:func:`registry`, :func:`get`) to import the
+    mechanism families; it must be idempotent. :mod:`engine.mechanisms` registers its ``load_all``, so
+    this module never imports the families (or its own package)."""
+    _LOADERS.append(loader)
+
+
+def registry() -> dict[str, type[Mechanism]]:
+    for loader in _LOADERS:
+        loader()
     return dict(_REGISTRY)
 
 
