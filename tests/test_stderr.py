@@ -22,11 +22,11 @@ import math
 import numpy as np
 import pytest
 
-from engine.core.grid import Domain
+from engine.core.grid import Domain, morton_of_pixels
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, registry
 from engine.mechanisms.central.trees import constrained_inference, constrained_inference_variance, tree_levels
-from engine.mechanisms.federated_hh.tree import morton_of_pixels, paint_lut
+from engine.mechanisms.federated_hh.tree import paint_lut
 
 SIDE = 16_000.0
 CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"

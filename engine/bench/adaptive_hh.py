@@ -96,7 +96,7 @@ def _oracle_level(truth, data, dom, seed) -> tuple[float, int]:
 def _hier_oracle(truth, level_counts: dict, D) -> float:
     """The paper's evaluation of the non-interactive hierarchies: the best single
     level against the truth."""
-    from ..mechanisms.federated_hh.tree import morton_of_pixels
+    from ..core.grid import morton_of_pixels
 
     best = math.inf
     for lv, counts in level_counts.items():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -209,6 +210,16 @@ def deinterleave(code: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         ix |= ((code >> np.uint64(2 * b + 1)) & np.uint64(1)).astype(np.int64) << b
         iy |= ((code >> np.uint64(2 * b)) & np.uint64(1)).astype(np.int64) << b
     return ix, iy
+
+
+@lru_cache(maxsize=12)
+def morton_of_pixels(depth: int) -> np.ndarray:
+    """``(2^D, 2^D)`` array: Morton code of every grid cell ``[iy, ix]`` (read-only)."""
+    n = 1 << depth
+    iy, ix = np.mgrid[0:n, 0:n]
+    out = interleave(ix.ravel(), iy.ravel(), depth).astype(np.int64).reshape(n, n)
+    out.flags.writeable = False
+    return out
 
 
 def prefix(code: np.ndarray, depth: int, level: int) -> np.ndarray:

@@ -452,7 +452,7 @@ class PartitionClients:
     def signal(self, lut: np.ndarray, size: int) -> np.ndarray:
         """Sum over all clients of the one-hot vectors over the ``size`` reporting nodes (``lut``:
         the reporting node of every full-depth Morton code, :func:`engine.mechanisms.federated_hh.tree.paint_lut`)."""
-        from ..mechanisms.federated_hh.tree import morton_of_pixels
+        from ..core.grid import morton_of_pixels
 
         lut_pix = np.ascontiguousarray(lut[morton_of_pixels(self.domain.depth)].ravel())
         if self.client is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.grid import morton_of_pixels
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
 from .common import (
@@ -25,16 +26,7 @@ from .common import (
     _stderr_extras,
 )
 from .params import _secagg_params
-from .tree import (
-    make_ids,
-    morton_of_pixels,
-    node_level,
-    node_rects,
-    paint_lut,
-    prepare_clients,
-    rebuild_density,
-    secure_sum,
-)
+from .tree import make_ids, node_level, node_rects, paint_lut, prepare_clients, rebuild_density, secure_sum
 
 
 # ============================================================ non-private level

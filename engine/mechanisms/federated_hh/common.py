@@ -11,11 +11,8 @@ import numpy as np
 
 from ...core.accounting import Ledger
 from ...core.errors import EngineError, ParamError
-from .tree import (
-    Clients,
-    morton_of_pixels,
-    rebuild_density,
-)
+from ...core.grid import morton_of_pixels
+from .tree import Clients, rebuild_density
 
 PAPER = (
     "Bagdasaryan, Kairouz, Mellem, Gascón, Bonawitz, Estrin, Gruteser. Towards Sparse Federated Analytics: "

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...core.accounting import Ledger
 from ...core.errors import EngineError
+from ...core.grid import morton_of_pixels
 from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
 from .common import (
     PAPER,
@@ -64,7 +65,6 @@ from .tree import (
     dl_std,
     encode_multi,
     eps_for_std,
-    morton_of_pixels,
     node_level,
     node_rects,
     paint_lut,

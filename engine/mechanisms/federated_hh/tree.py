@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
 from ...core.errors import EngineError, ParamError
-from ...core.grid import Domain, deinterleave, interleave
+from ...core.grid import Domain, deinterleave, morton_of_pixels
 from ...core.noise import polya_difference, polya_difference_epsilon, split_shards
 
 # =================================================================== node ids
@@ -65,16 +64,6 @@ def node_rects(ids: np.ndarray, domain: Domain) -> np.ndarray:
         out[sel, 1] = domain.y0 + iy * s
         out[sel, 2] = out[sel, 0] + s
         out[sel, 3] = out[sel, 1] + s
-    return out
-
-
-@lru_cache(maxsize=12)
-def morton_of_pixels(depth: int) -> np.ndarray:
-    """``(2^D, 2^D)`` array: Morton code of every grid cell ``[iy, ix]`` (read-only)."""
-    n = 1 << depth
-    iy, ix = np.mgrid[0:n, 0:n]
-    out = interleave(ix.ravel(), iy.ravel(), depth).astype(np.int64).reshape(n, n)
-    out.flags.writeable = False
     return out
 
 
