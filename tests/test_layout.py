@@ -30,10 +30,6 @@ LAYERS = {
     "engine.mechanisms": ("engine.core", "engine.metrics", "engine.data"),
 }
 BENCH_CLIENTS = ("engine.bench", "engine.__main__")
-# issue 19, in progress: what is left for the federated_hh and central families to fix (emptied when they move)
-PENDING_CYCLES = [["engine.mechanisms", "engine.mechanisms.base"]]
-PENDING_LAYERS = {"engine.data.parquet_source imports engine.mechanisms.federated_hh.tree"}
-PENDING_SIZES: set[str] = set()
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -163,7 +159,7 @@ def test_the_checks_see_the_engine():
 
 def test_no_import_circle_among_engine_modules():
     graph = {m: _engine_deps(m) for m in MODULES}
-    assert [c for c in _cycles(graph) if c not in PENDING_CYCLES] == [], "import circles (lazy imports included)"
+    assert _cycles(graph) == [], "import circles (lazy imports included)"
 
 
 def test_benchmarks_are_imported_only_by_benchmarks_and_the_cli():
@@ -187,7 +183,7 @@ def test_lower_layers_import_only_downward(layer):
         for dep in _engine_deps(m)
         if not any(_within(dep, a) for a in allowed)
     ]
-    assert [b for b in bad if b not in PENDING_LAYERS] == []
+    assert bad == []
 
 
 def test_engine_never_imports_streamlit():
@@ -197,7 +193,7 @@ def test_engine_never_imports_streamlit():
 
 def test_no_engine_module_over_800_lines():
     sizes = {m: len(p.read_text().splitlines()) for m, (p, _) in MODULES.items()}
-    assert {m: n for m, n in sizes.items() if n > MAX_LINES and m not in PENDING_SIZES} == {}
+    assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
 
 
 def test_every_engine_import_names_something_that_exists():
