@@ -2,7 +2,7 @@
 
 A mechanism simulates a whole pipeline (clients, noise, secure aggregation,
 server post-processing) on a :class:`~engine.data.Dataset` over a public
-:class:`~engine.grid.Domain` and returns a :class:`Release`.
+:class:`~engine.core.grid.Domain` and returns a :class:`Release`.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ Noise: every Laplace draw (cell counts, noisy totals, PrivTree's split decisions
 leaf counts, quadtree levels) is ``ctx.noise.add_laplace(values, scale)``: from the
 seeded numpy stream (``values + rng.laplace(0, scale, shape)``), or in secure mode
 with the values themselves passed through OpenDP's Laplace measurement, so OpenDP's
-floating-point-safe guarantee covers the released numbers (engine.noise). The one
+floating-point-safe guarantee covers the released numbers (engine.core.noise). The one
 non-noise draw, the sampled location per user of PrivTree under ``user``, stays on
 ``ctx.rng`` in both modes (not privacy noise: the guarantee holds conditionally on every draw).
 

@@ -187,7 +187,7 @@ def _noise_source(rng) -> NoiseSource:
         return NoiseSource(rng)
     if callable(getattr(rng, "add_laplace", None)):  # a NoiseSource (seeded or secure)
         return rng
-    raise TypeError("rng must be a numpy Generator or an engine.noise.NoiseSource")
+    raise TypeError("rng must be a numpy Generator or an engine.core.noise.NoiseSource")
 
 
 def _check_eps(epsilon: float) -> float:

@@ -69,7 +69,7 @@ class LocalGridRR(Mechanism):
     is drawn exactly as binomial counts; the per-user report shown to the
     attacker is drawn from the same law from a per-user seed. Users with
     several locations report their most visited cell. Secure mode: both
-    encodings are drawn exactly on OS entropy (``ctx.noise``; engine.noise).
+    encodings are drawn exactly on OS entropy (``ctx.noise``; engine.core.noise).
 
     Standard error (issue 16): a cell with c of the U users gets ``Bin(c, p) + Bin(U - c, q)``
     reports (one per user for k-RR; for OUE each user's bit of the cell), so the unbiased

@@ -130,7 +130,7 @@ class AdaptiveHH(Mechanism):
     drops before sending; with fewer survivors than N a shard's noise is weaker
     than discrete Laplace; the effective epsilon is computed and reported (or the
     shard withheld). Verification mode: real pairwise-masked secure aggregation
-    (:mod:`engine.secagg`) on every shard with per-client noise.
+    (:mod:`engine.core.secagg`) on every shard with per-client noise.
 
     Threat model: see ``threat_model``; the server's view is the aggregate only.
     Guarantee: epsilon-DP for every user (the same users answer every
@@ -145,7 +145,7 @@ class AdaptiveHH(Mechanism):
     sum by 2Δ, i.e. replace-one-user neighbours get 2 epsilon. Under excess
     dropout with policy 'release' the actual guarantee is the effective epsilon,
     which the ledger books as spent (the planned epsilon beside it, the note
-    flagged); secure mode withholds such shards instead (engine.noise).
+    flagged); secure mode withholds such shards instead (engine.core.noise).
 
     Departures from the paper and from its public code (REFERENCE_NOTES 1):
     noise is sampled in float64/int64 (the reference uses float16); nodes at the

@@ -6,7 +6,7 @@ sum of Algorithm 1 with Pólya noise shares, dropouts and modular clipping.
 Node identifiers
 ----------------
 A node at level ``l`` (0 = root) whose quadtree path is ``code`` (``2 l`` bits, one
-x bit then one y bit per level, most significant first, as ``engine.grid``) has
+x bit then one y bit per level, most significant first, as ``engine.core.grid``) has
 the id ``(1 << 2 l) | code``: a sentinel bit followed by the path. So the root is
 ``1``, ``parent(id) = id >> 2``, ``children(id) = (id << 2) | {0, 1, 2, 3}``, and
 sorting ids sorts nodes by level first. Ids fit in int64 for every depth <= 10.
@@ -470,7 +470,7 @@ def secure_sum(
     shards up. ``eps=None`` adds no noise.
 
     Paths: with clipping, secure mode, or ``verify``, the noise is drawn per shard
-    (and with ``verify`` per client, masked by :mod:`engine.secagg`); otherwise the
+    (and with ``verify`` per client, masked by :mod:`engine.core.secagg`); otherwise the
     total noise is drawn at once as ``Polya(A, r) - Polya(A, r)`` with ``A`` the sum
     of ``m_s / N_s`` over shards, which is exactly the law of the sum of every
     client's share (Pólya laws with one ``r`` add up in ``alpha``).
@@ -479,7 +479,7 @@ def secure_sum(
     still releases them (the guarantee degrades; see ``effective_epsilon``);
     ``excess='abort'`` withholds them, as a SecAgg instance configured with a
     threshold of ``N`` survivors would. Secure mode always withholds them: a Pólya
-    shape below 1 has no floating-point-safe sampler (:mod:`engine.noise`); and it
+    shape below 1 has no floating-point-safe sampler (:mod:`engine.core.noise`); and it
     refuses ``verify``, whose per-client shares are numpy draws.
 
     ``signal``: the clients' vectors already summed where they live (the partition tasks of
@@ -673,7 +673,7 @@ def _secure_shard_noise(ctx, sizes, N, surv, released, size, eps, sensitivity) -
 
 def _per_client_sum(ctx, client, key, value, shard_of, alive, released, size, N, r, clip_bits, committee=0):
     """Verification mode: every client builds its vector, adds its own Pólya shares,
-    clips it modulo 2^q and masks it with pairwise masks (engine.secagg); the server
+    clips it modulo 2^q and masks it with pairwise masks (engine.core.secagg); the server
     unmasks each shard's sum. Raises if the masked sum differs from the plain one.
     ``committee``: only that many members of each shard (a random subset) add shares; the
     aggregator adds the shares of missing members after unmasking (see :func:`secure_sum`)."""
