@@ -83,7 +83,13 @@ def _local_cluster(n_workers: int):
 
     # The nanny's default MALLOC_TRIM_THRESHOLD_=65536 fixes glibc's mmap threshold, so every numpy
     # array above 128 kB is a fresh mmap: runs took 2x longer in the workers than here (docs/dask.md).
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+    # The workers' statistical profiler samples every thread's stack every 10 ms, holding the GIL: off.
+    with dask.config.set(
+        {
+            "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+            "distributed.worker.profile.enabled": False,
+        }
+    ):
         # processes, one thread each, on the loopback interface only; no dashboard web server
         return LocalCluster(
             n_workers=n_workers,
