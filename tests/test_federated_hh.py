@@ -580,3 +580,22 @@ def test_count_min_error_does_not_rise_with_epsilon_on_a_hot_venue_city():
     assert err[3.0] <= 1.25 * err[1.0] and err[10.0] <= 1.25 * err[3.0]
     # the cause: at eps = 10 the released cells keep the users' mass (the minimum left -500 of 20,000)
     assert abs(rels[0].density.sum() / truth.sum() - 1) < 0.25
+
+
+def test_withheld_shards_send_nothing_on_every_path():
+    """Policy 'abort' withholds a shard whose clients cannot carry the DP shard's noise (here a DP shard of
+    7 against shards of 7, 7 and 6): its clients' data must be left out of the total on the aggregated
+    path too (it used to sum everyone when nobody dropped), as the per-shard and verified paths do."""
+    client = np.arange(20)
+    key = np.zeros(20, dtype=np.int64)
+    kw = dict(secagg_shard=7, dp_shard=7, excess="abort")
+    eps = 60.0  # r = e^-60: the Pólya noise is 0 but for a chance of about 1e-25
+    agg = secure_sum(ctx(2), client, key, None, 20, 2, eps, 1, **kw)
+    assert agg.path == "aggregated"
+    assert agg.released.tolist().count(False) == 1 and agg.shard_sizes.tolist() == [7, 7, 6]
+    assert agg.total.tolist() == [14, 0]  # the two shards of 7 only
+    for extra in (dict(clip_bits=10), dict(verify=True)):
+        other = secure_sum(ctx(2), client, key, None, 20, 2, eps, 1, **kw, **extra)
+        assert other.total.tolist() == [14, 0], extra
+    # the release policy keeps every shard (with the weaker noise booked as the effective epsilon)
+    assert secure_sum(ctx(2), client, key, None, 20, 2, eps, 1, **{**kw, "excess": "release"}).total.tolist() == [20, 0]

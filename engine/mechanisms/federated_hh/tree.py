@@ -552,17 +552,18 @@ def secure_sum(
     # shard sums are materialised only when they matter (clipping wraps each shard's
     # sum; secure mode draws each shard's noise; verification masks each shard)
     need_shards = bool(clip_bits) or verify or secure
-    if need_shards or dropout > 0:
+
+    def assign():
+        """Each client's shard (a random split) and whether it survives the dropout."""
         perm = rng.permutation(n_clients)
         shard_of = np.empty(n_clients, dtype=np.int64)
         shard_of[perm] = np.repeat(np.arange(k), sizes)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         pos = np.empty(n_clients, dtype=np.int64)
         pos[perm] = np.arange(n_clients) - np.repeat(starts, sizes)
-        alive = pos < surv[shard_of]
-    else:
-        shard_of = None
-        alive = None
+        return shard_of, pos < surv[shard_of]
+
+    shard_of, alive = assign() if need_shards or dropout > 0 else (None, None)
     noisy = eps is not None and math.isfinite(eps)
     r = math.exp(-eps / sensitivity) if noisy else 0.0
     # the noise's Pólya shape per shard: survivors' shares, or (committee mode) the planned
@@ -573,6 +574,15 @@ def secure_sum(
         released = alpha >= 1.0
     elif excess not in ("release", "abort"):
         raise ParamError(f"unknown dropout policy {excess!r}")
+    if shard_of is None and not released.all():
+        # withheld shards (policy 'abort': a DP shard size above some shards' size) send nothing, so the
+        # aggregated path must know which clients they hold, not sum everyone
+        if signal is not None:
+            raise ParamError(
+                "some secure-aggregation shards are smaller than the DP shard size and would be withheld; clients "
+                "summed in Dask tasks cannot leave them out: lower the DP shard size or use the policy 'release'"
+            )
+        shard_of, alive = assign()
     if not released.any():
         raise EngineError(
             "every secure-aggregation shard lost more clients than its DP shard size allows, so the server "
