@@ -12,7 +12,8 @@ with ``P`` the locations after sampling users (millions), ``C`` the grid's cells
 e.g. Sparse EMD, whose sketch width grows with the users) (:func:`features`): SNH's training work (gradient
 steps x batch x networks x multiply-adds per query, in 1e9), the per-user attack of the federated
 KDE mechanisms (attacked users x attack-grid points x (B + 4), in 1e6; RFF KDE's points also scale
-with B and the number of answered bandwidths). ``scripts/calibrate_costs.py`` measures warm runs on
+with B and the number of answered bandwidths), Sparse EMD's reconstruction LP (w kept cells x measured
+levels, in 1e4). ``scripts/calibrate_costs.py`` measures warm runs on
 the default city over points, resolutions, secure mode and the parameters in ``W``, fits the
 coefficients by non-negative least squares, measures ``first_s`` (imports, JIT compilation) in fresh
 processes, and writes the table with each row's median error. Parameters the model does not know
@@ -91,6 +92,13 @@ def features(config, n_points: int) -> dict[str, float]:
     P, W = n_points / 1e6, 0.0
     if config.mechanism == "snh":
         W = _snh_work(p)
+    elif config.mechanism in ("sparse_emd", "sparse_emd_secagg"):
+        from .mechanisms.sparse_emd.algorithm import start_level, w_rule
+
+        # the reconstruction LP's size: w kept cells on each measured level (w from the default rule on the
+        # locations, a stand-in for the users the run counts), in 1e4
+        w = int(p["w"]) or w_rule(n_points, config.depth)
+        W = w * (config.depth - start_level(w) + 1) / 1e4
     elif config.mechanism in ("federated_kde", "federated_rff_kde", "geoind_kde"):
         b = int(p.get("B", 0)) if config.mechanism == "federated_rff_kde" else 0
         attack = attack_cells(Domain(0.0, 0.0, 1.0, config.depth)) ** 2

@@ -5,7 +5,7 @@
 For every registered heatmap mechanism (mechanisms that need no attribute) it measures warm runs of
 ``engine.jobs.run`` on the default synthetic city (polycentric) over 20,000 / 100,000 / 1,000,000
 locations and 64² / 256² / 1024² cells, secure mode at 64² and 256², and the parameters that
-enter the model's work term (SNH presets; RFF KDE's B; the federated KDE attack's users). Each
+enter the model's work term (SNH presets; RFF KDE's B; the federated KDE attack's users; Sparse EMD's w). Each
 configuration runs twice with different seeds and the mean is kept. The coefficients are fitted by
 non-negative least squares on relative errors (each row divided by its measured time). The
 first-run cost (imports, JIT compilation) is measured in a fresh process per mechanism, after the
@@ -42,6 +42,8 @@ VARIANTS = {  # parameter settings that move the work term W, run at 100,000 loc
     "federated_rff_kde": [{"B": 1}, {"B": 8}, {"attack_users": 0}, {"attack_users": 2000}],
     "federated_kde": [{"attack_users": 0}, {"attack_users": 2000}],
     "geoind_kde": [{"attack_users": 0}, {"attack_users": 2000}],
+    "sparse_emd": [{"w": 20}, {"w": 200}, {"w": 2000}],
+    "sparse_emd_secagg": [{"w": 20}, {"w": 200}, {"w": 2000}],
 }
 DEFAULT_WEIGHT = 5.0
 
