@@ -108,7 +108,18 @@ def test_adaptive_hh_add_remove_option_names_its_relation_and_joins_add_remove_c
     ex = open_app(mech="adaptive_hh", baselines="0", eps="0.5", seed="1")
     box = ex.sidebar.selectbox(key="cfg.p.adaptive_hh.relation")
     assert box.options == ["zero-out", "add/remove"] and "whether a person took part" in box.help
+
+    def shown():  # the keys of the add/remove parameters' widgets on the page
+        names = ("clients_source", "count_share", "count_failure", "clients_bound")
+        keys = {w.key for kind in ("selectbox", "select_slider", "number_input") for w in ex.sidebar.get(kind)}
+        return {n for n in names if f"cfg.p.adaptive_hh.{n}" in keys}
+
+    assert shown() == set()  # zero-out: the add/remove parameters are not offered
     box.set_value("add/remove").run()
+    assert shown() == {"clients_source", "count_share", "count_failure"}  # a private count by default
+    ex.sidebar.selectbox(key="cfg.p.adaptive_hh.clients_source").set_value("public_bound").run()
+    assert shown() == {"clients_source", "clients_bound"}
+    ex.sidebar.selectbox(key="cfg.p.adaptive_hh.clients_source").set_value("dp_count").run()
     click_run(ex, "explore")
     text = texts(ex)
     assert "Neighbouring relation:** add/remove user" in text and "zero-out user (" not in text

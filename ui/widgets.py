@@ -91,6 +91,9 @@ def schema_widgets(params: tuple[Param, ...], prefix: str, url_prefix: str, cont
     """Widgets for a whole schema; returns (values, errors)."""
     values, errors = {}, []
     for p in params:
+        if any(values.get(other, v) != v for other, v in p.shown_if):  # irrelevant under the others' values
+            values[p.name] = p.default
+            continue
         v, err = param_widget(p, f"{prefix}.{p.name}", f"{url_prefix}.{p.name}", container)
         values[p.name] = v
         if err:

@@ -27,6 +27,9 @@ class Param:
     choices: tuple = ()
     log: bool = False  # widgets use a log scale
     label: str = ""
+    # ((other parameter, value), ...): the parameter matters only when every other one has that value; the
+    # dashboard shows its widget then only (elsewhere it keeps its default)
+    shown_if: tuple = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -244,6 +244,7 @@ def _relation_params() -> tuple[Param, ...]:
             "epsilon below); 'public_bound': a lower bound you state (recorded as side information)",
             choices=("dp_count", "public_bound"),
             label="planned clients from",
+            shown_if=(("relation", "add/remove"),),
         ),
         Param(
             "count_share",
@@ -254,6 +255,7 @@ def _relation_params() -> tuple[Param, ...]:
             max=0.5,
             log=True,
             label="share of epsilon for the client count",
+            shown_if=(("relation", "add/remove"), ("clients_source", "dp_count")),
         ),
         Param(
             "count_failure",
@@ -265,6 +267,7 @@ def _relation_params() -> tuple[Param, ...]:
             max=0.1,
             log=True,
             label="chance the client count is too high",
+            shown_if=(("relation", "add/remove"), ("clients_source", "dp_count")),
         ),
         Param(
             "clients_bound",
@@ -276,6 +279,7 @@ def _relation_params() -> tuple[Param, ...]:
             max=1_000_000_000,
             log=True,
             label="public lower bound on clients",
+            shown_if=(("relation", "add/remove"), ("clients_source", "public_bound")),
         ),
     )
 
