@@ -165,3 +165,19 @@ def test_the_ledger_books_the_effective_epsilon_above_the_plan():
     for _ in range(2):
         budget.book_excess([cfg], [status])
     assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(1.25)
+
+
+def test_methods_audits_adaptive_hh_under_add_remove_too():
+    """Issue 23 part 3: the add/remove variant is audited from Methods under its own relation."""
+    import time
+
+    at = open_app("methods")
+    at.radio(key="audit_variant_adaptive_hh").set_value("relation = add/remove").run()
+    at.button(key="audit_adaptive_hh").click().run()
+    t0 = time.time()
+    while not any("measured lower bound" in s.value for s in at.success):
+        assert time.time() - t0 < 90, "the audit did not finish"
+        time.sleep(0.3)
+        at.run()
+    msg = next(s.value for s in at.success if "measured lower bound" in s.value)
+    assert "within its claim" in msg and "add/remove user" in msg

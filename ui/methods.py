@@ -154,8 +154,17 @@ def audit_block(key: str) -> None:
     cls = registry()[key]
     if not has_dp_claim(cls):
         return
+    # a mechanism offered under another relation (Adaptive HH's add/remove variant) is audited either way
+    variants = {"its defaults": {}}
+    if any(p.name == "relation" for p in cls.schema().params):
+        variants["relation = add/remove"] = {"relation": "add/remove"}
+    which = "its defaults"
+    if len(variants) > 1:
+        which = st.radio("Audit", list(variants), key=f"audit_variant_{key}", horizontal=True)
+    params = variants[which]
+    slot = key if not params else f"{key}|{which}"
     audits = st.session_state.setdefault("_audits", {})
-    a = audits.get(key)
+    a = audits.get(slot)
     if a is None:
         if st.button(
             "Audit its privacy (ε = 1)",
@@ -164,7 +173,7 @@ def audit_block(key: str) -> None:
             help="Runs the mechanism many times on two neighbouring datasets (its own relation) and bounds the ε "
             "an attacker could observe (Clopper-Pearson 95 %); takes seconds to a minute, in the background.",
         ):
-            audits[key] = _start_audit(key)
+            audits[slot] = _start_audit(key, params)
             st.rerun()
         return
     fut, prog = a["future"], a["progress"]
@@ -192,7 +201,7 @@ def audit_block(key: str) -> None:
     )
 
 
-def _start_audit(key: str) -> dict:
+def _start_audit(key: str, params: dict | None = None) -> dict:
     from engine.audit import audit
 
     from .jobs import board
@@ -202,4 +211,4 @@ def _start_audit(key: str) -> dict:
     def cb(f, msg=""):
         prog["f"], prog["msg"] = f, msg
 
-    return {"future": board().submit_task(lambda: audit(key, 1.0, progress=cb)), "progress": prog}
+    return {"future": board().submit_task(lambda: audit(key, 1.0, params=params, progress=cb)), "progress": prog}
