@@ -341,3 +341,16 @@ def test_explore_says_closed_form_for_identity():
     assert "closed form" in body and "sqrt(2)/eps" in body
     assert "explore_moe_heat" in charts(at)
     assert "Estimate from 10 runs" not in [b.label for b in at.button]
+
+
+def test_explore_names_the_margins_under_the_colour_floor():
+    """PrivTree on Berlin: its large leaves spread a leaf's noise over many cells, so many margins fall under
+    the shared scale's floor; the page says so (they are drawn empty, as the maps' faint cells are)."""
+    import re
+
+    from test_app import click_run, open_app, texts
+
+    at = open_app(ds="berlin_airbnb", mech="privtree", baselines="0", eps="1", seed="0")
+    click_run(at, "explore")
+    found = re.search(r"([\d,]+) cells have a margin under the scale's floor", texts(at))
+    assert found and int(found.group(1).replace(",", "")) > 0

@@ -604,9 +604,16 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
     heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
     blank = int(np.count_nonzero(~np.isfinite(moe)))
     med = f"median over cells ±{float(np.nanmedian(moe)) * scale.factor:.3g} {scale.unit}" if blank < moe.size else ""
+    below = int(np.count_nonzero(np.isfinite(moe) & (moe < scale.lo))) if scale.log else 0
     st.caption(
-        f"Same colour scale as the maps above: a cell whose margin is as bright as its estimate is noise. "
-        f"Margin {how}"
+        "Same colour scale as the maps above: a cell whose margin is as bright as its estimate is noise. "
+        + (
+            f"{below:,} cells have a margin under the scale's floor ({scale.lo * scale.factor:.3g} {scale.unit}), "
+            "drawn empty like the maps' faint cells. "
+            if below
+            else ""
+        )
+        + f"Margin {how}"
         + (f"; {med}." if med else ".")
         + (
             f" {blank:,} cells have none (blank): the mechanism set them to 0 after the noise (clipping or "
