@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.costmodel import COEFFICIENTS, TABLE, features  # noqa: E402
 from engine.jobs import RunConfig, run  # noqa: E402
-from engine.mechanisms import registry  # noqa: E402
+from engine.mechanisms import heatmap_keys, registry  # noqa: E402
 
 SIZES = (20_000, 100_000, 1_000_000)
 DEPTHS = (6, 8, 10)
@@ -69,11 +69,6 @@ for seed in (1, 2):
     t.append(time.perf_counter() - c)
 print(t[0] - t[1])
 """
-
-
-def heatmap_mechanisms() -> list[str]:
-    reg = registry()
-    return [k for k in sorted(reg) if "value" not in reg[k].needs]
 
 
 def configs(mech: str, quick: bool) -> list[RunConfig]:
@@ -166,7 +161,7 @@ def main() -> None:
         with open(a.out, newline="") as f:
             kept = {r["mechanism"]: r for r in csv.DictReader(line for line in f if not line.startswith("#"))}
     out, measured = [], []
-    for mech in heatmap_mechanisms():
+    for mech in heatmap_keys():
         if only and mech not in only:
             if mech in kept:
                 out.append(kept[mech])

@@ -222,14 +222,6 @@ METRICS_TARGET_S = 1.0
 QUICK_MECHS = ("identity", "federated_rff_kde")  # --quick: a smoke run
 
 
-def heatmap_mechanisms() -> list[str]:
-    """Registered mechanisms that draw location heatmaps (those that need no attribute)."""
-    from engine.mechanisms import registry
-
-    reg = registry()
-    return [k for k in sorted(reg) if "value" not in reg[k].needs]
-
-
 def _every_mechanism(browser, url: str, mechs: list[str], reps: int, progress) -> list[Figure]:
     """Run -> maps for each mechanism at its defaults on the default dataset (see the module docstring)."""
     from engine.costmodel import model_seconds
@@ -393,7 +385,9 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
         finally:
             srv.stop()
         # ------------------------------------------------- every heatmap mechanism
-        mechs = [m for m in heatmap_mechanisms() if not quick or m in QUICK_MECHS]
+        from engine.mechanisms import heatmap_keys
+
+        mechs = [m for m in heatmap_keys() if not quick or m in QUICK_MECHS]
         srv = Server(cache)
         try:
             srv.wait_health()

@@ -50,3 +50,9 @@ def load_all() -> None:
 
 
 add_loader(load_all)  # the registry's lookups import the families first
+
+
+def heatmap_keys() -> list[str]:
+    """Registry keys of the mechanisms that map locations (those that need no attribute), sorted."""
+    reg = registry()
+    return [k for k in sorted(reg) if "value" not in reg[k].needs]

@@ -13,7 +13,15 @@ from ...core.grid import Domain
 from ...core.params import Param
 from ..base import Communication, Release, ServerView, register
 from .algorithm import level_epsilons, w_rule
-from .mechanism import _COMMON_PARAMS, _DENSITY, _SIGMA, SparseEMD, _leaf_rects_from, _SparseEMDBase
+from .mechanism import (
+    _COMMON_PARAMS,
+    _DENSITY,
+    _SIGMA,
+    RECONSTRUCTION_OUTPUTS,
+    SparseEMD,
+    _leaf_rects_from,
+    _SparseEMDBase,
+)
 
 
 # ------------------------------------------------------------ distributed variant
@@ -163,21 +171,7 @@ class SparseEMDSecAgg(_SparseEMDBase):
         _SIGMA,
         _DENSITY,
     )
-    dp_outputs = (
-        "kept_per_level",
-        "left_out_per_level",
-        "kept_cells",
-        "lp",
-        "reconstruct_s",
-        "estimated_total",
-        "empty_reconstruction",
-        "distribution",
-        "sparse_reconstruction",
-        "heatmap",
-        "left_out_cells",
-        "kept_values",
-        "levels",
-    )
+    dp_outputs = RECONSTRUCTION_OUTPUTS
     side_information_keys = ("users", "clients")
 
     def run(self, data, domain, epsilon, params, ctx):

@@ -259,6 +259,25 @@ class _SparseEMDBase(Mechanism):
         return density, ledger, diagnostics, extras, recon
 
 
+# what Algorithm 1's reconstruction releases (central and secure-aggregation variants alike): all computed
+# from the noisy level measurements
+RECONSTRUCTION_OUTPUTS = (
+    "kept_per_level",
+    "left_out_per_level",
+    "kept_cells",
+    "lp",
+    "reconstruct_s",
+    "estimated_total",
+    "empty_reconstruction",
+    "distribution",
+    "sparse_reconstruction",
+    "heatmap",
+    "left_out_cells",
+    "kept_values",
+    "levels",
+)
+
+
 @register
 class SparseEMD(_SparseEMDBase):
     """DP sparse EMD aggregation (Ghazi et al. 2023, Algorithms 1-2, Theorem 3.1, Section 4).
@@ -311,19 +330,7 @@ class SparseEMD(_SparseEMDBase):
     dp_outputs = (
         "w",  # from the Laplace count of users (its own ledger entry)
         "w_rule_users",
-        "kept_per_level",
-        "left_out_per_level",
-        "kept_cells",
-        "lp",
-        "reconstruct_s",
-        "estimated_total",
-        "empty_reconstruction",
-        "distribution",
-        "sparse_reconstruction",
-        "heatmap",
-        "left_out_cells",
-        "kept_values",
-        "levels",
+        *RECONSTRUCTION_OUTPUTS,
     )
 
     def run(self, data, domain, epsilon, params, ctx):
