@@ -206,8 +206,8 @@ def test_shares_sized_for_the_bound_but_added_by_every_client_are_caught(monkeyp
     variant on the same datasets, seed and runs stays within its claim."""
     from dataclasses import replace
 
-    from engine import audit as audit_module
     from engine.mechanisms.federated_hh import mechanism as federated_hh
+    from engine.run import audit as audit_module
 
     one_other = replace(PLANS["adaptive_hh"], note="one other client")
     monkeypatch.setitem(audit_module.RELATION_PLANS, ("adaptive_hh", "add/remove user"), one_other)

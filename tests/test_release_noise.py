@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import noise_audit as A
+from engine.run import noise_audit as A
 
 EPS = 1.0
 
