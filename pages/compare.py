@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import boot, budget, controls, explain, jobs, run, state, tables, views
+from ui import boot, budget, controls, explain, jobs, release, run, state, tables, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -16,7 +16,7 @@ views.header(
 ctl = controls.sidebar("multi", max_mechs=7)
 for e in ctl.errors:
     st.error(plain(e, 600))
-views.release_only_page(ctl, "Compare")
+release.release_only_page(ctl, "Compare")
 if not ctl.mechanisms:
     st.info("Choose at least one mechanism in the sidebar.", icon=":material/arrow_back:")
 SEEDS = 5  # the ranking is over this many releases per mechanism (DPComp's protocol; cached once run)
