@@ -27,7 +27,7 @@ configs = mains + [ctl.config(m, seed=ctl.seed + s) for s in range(1, SEEDS) for
 top = st.columns([1, 3], vertical_alignment="center")
 g = run.launch("compare", configs, ctl, label="Compare", container=top[0])
 if configs:
-    budget.meter(configs[0], ctl.budget_limit, views.dataset(configs[0]).meta.name, container=top[1])
+    budget.meter(configs[0], ctl.release_limit, views.dataset(configs[0]).meta.name, container=top[1])
 jobs.progress_panel(["compare"], "Comparing")
 
 url = dict(ctl.url)
@@ -51,7 +51,7 @@ if show is not None:
         first.release.domain,
         ctl.display,
         [r.release.density for _, r in ok],
-        people=first.n_users != first.n_points,
+        people=views.counts_people(ok[0][0]),
     )
     views.data_badge(first.dataset_meta, first.n_points, first.n_users)
     view, vurl = views.view_controls(fr, px=215)

@@ -34,7 +34,7 @@ top[1].toggle(
     help="Two classic baselines run alongside (each is a release too, counted in the ledger).",
 )
 if cfg is not None:
-    budget.meter(cfg, ctl.budget_limit, views.dataset(cfg).meta.name, container=top[2])
+    budget.meter(cfg, ctl.release_limit, views.dataset(cfg).meta.name, container=top[2])
 jobs.progress_panel(["explore"], "Running")
 
 url = dict(ctl.url)
@@ -100,7 +100,7 @@ if show is not None or cfg is not None:
         grid, rects, cap = (None, None, None)
         if res is not None:
             grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
-        scale = views.scale_for(truth, domain, ctl.display, [grid], people=n_users != n_points)
+        scale = views.scale_for(truth, domain, ctl.display, [grid], people=views.counts_people(view_cfg))
         title = export.release_title(res) if res is not None else "Private map"
         if not ctl.display.basemap:  # one deck for both maps: linked zoom and pan, hover values, scale bar
             views.paired_chart(
@@ -163,7 +163,7 @@ if show is not None or cfg is not None:
             views.margin_block(res, rcfg, ctl, scale, fr, view, ctl.display)
         views.proportion_block(res, fr, view, ctl.display)
         t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
-        views.ledger_block(res, t1, ctl.side_information if run.is_current(show, configs) else ())
+        views.ledger_block(res, t1)
         views.communication_block(res, t2)
         views.server_block(res, t3)
         views.export_block(res, scale, fr, views.share_url(url), views.stem(rcfg), t4)

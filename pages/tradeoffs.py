@@ -76,7 +76,7 @@ choice = cluster_choice(os.environ.get("HEATMAP_DASK_SCHEDULER", ""))
 g = run.launch("sweep", configs, ctl, label="Sweep", container=top[0], light=True, cluster=choice.client)
 st.caption(choice.description)
 if configs:
-    budget.meter(configs[0], ctl.budget_limit, views.dataset(configs[0]).meta.name, container=top[1])
+    budget.meter(configs[0], ctl.release_limit, views.dataset(configs[0]).meta.name, container=top[1])
 jobs.progress_panel(["sweep"], "Sweeping")
 
 url = dict(ctl.url)

@@ -9,8 +9,7 @@ import streamlit as st
 from engine.run.config import RunConfig
 
 from . import export, maps
-from .colors import ColourScale
-from .views import heat_chart, ledger_block, legend, server_block
+from .views import counts_people, heat_chart, ledger_block, legend, scale_for, server_block
 
 
 def release_only_page(ctl, what: str) -> None:
@@ -29,9 +28,7 @@ def release_view(result, cfg: RunConfig, display) -> None:
     and the release files (GeoTIFF, GeoJSON, CSV and a JSON manifest of DP outputs only)."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
-    scale = ColourScale.shared(
-        np.clip(dens, 0, None), fr.domain.cell**2 / 1e6, log=display.log, units=display.units, cmap=display.cmap
-    )
+    scale = scale_for(np.clip(dens, 0, None), fr.domain, display, people=counts_people(cfg))
     st.success(
         "Release mode: this map was drawn with OpenDP's samplers and fresh entropy; no seed was recorded. Only the "
         "private release is shown and exported.",

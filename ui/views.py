@@ -105,6 +105,13 @@ def frame(cfg: RunConfig, domain) -> maps.Frame:
     return maps.Frame(domain, dataset(cfg).crs)
 
 
+def counts_people(cfg: RunConfig) -> bool:
+    """Whether the maps of ``cfg`` count people (a person's locations share weight 1): the dataset has user ids
+    (its schema, public) and the mechanism does not count records. One answer for both modes, read off no
+    count of the data."""
+    return dataset(cfg).user_id is not None and cfg.params.get("unit") != "record"
+
+
 def scale_for(truth: np.ndarray, domain, display, others=(), people: bool = False) -> ColourScale:
     """One colour scale for the truth and the private maps ``others`` drawn with it (see ColourScale.shared).
     ``people``: the data has user ids, so maps count people (a person's locations share weight 1)."""
@@ -295,7 +302,7 @@ def metrics_frame(results: dict[str, object]):
     return df
 
 
-def ledger_block(result, container=None, extra_side=()) -> None:
+def ledger_block(result, container=None) -> None:
     c = container or st
     rel = result.release
     led = rel.ledger.to_dict()
@@ -316,7 +323,7 @@ def ledger_block(result, container=None, extra_side=()) -> None:
     rel = relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
-    side = list(led.get("side_information", [])) + list(extra_side)
+    side = list(led.get("side_information", []))
     meta = result.dataset_meta
     if getattr(meta, "bbox_from_data", False):
         side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
