@@ -235,6 +235,8 @@ def _cmd_sweep(args) -> int:
             for b in bookings:
                 bk.unbook(b)
             raise
+        for cfg, b, row in zip(configs, bookings, rows):
+            bk.settle(cfg, b, row)
     else:
         rows = []
         for cfg in configs:

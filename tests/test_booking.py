@@ -33,7 +33,7 @@ def cfg(**kw) -> RunConfig:
 def result_spending(eps: float):
     led = Ledger()
     led.spend("the whole run", eps)
-    return SimpleNamespace(release=SimpleNamespace(ledger=led))
+    return SimpleNamespace(epsilon_spent=led.total())
 
 
 def test_evaluation_runs_are_listed_apart_and_never_count(tmp_path):
@@ -123,6 +123,14 @@ def test_a_dropout_run_books_the_same_ledger_through_the_cli_and_the_dashboard(t
     assert got == entries(dash, "evaluations", fp)
     (planned, excess) = sorted(got, key=lambda e: e[0])
     assert planned[1] == 1.0 and excess[0] == planned[0] + "/effective" and excess[1] > 0.05
+    # what a sweep keeps of the run (the board's summary, the CLI's row) carries the same epsilon spent
+    from engine.run.board import _light
+    from engine.run.cluster import sweep_row
+    from engine.run.runner import run
+
+    res = run(cfg(mechanism="adaptive_hh", params=DROPOUT, seed=3))
+    assert res.epsilon_spent == pytest.approx(1.0 + excess[1])
+    assert _light(res).epsilon_spent == sweep_row(res)["epsilon_spent"] == res.epsilon_spent
     assert entries(tmp_path / "cli.sqlite3", "releases", fp) == entries(dash, "releases", fp) == []
 
 

@@ -161,7 +161,7 @@ def test_the_ledger_books_the_effective_epsilon_above_the_plan():
     cfg = RunConfig(dataset_options={"n": 3000}, mechanism="adaptive_hh", epsilon=1.0, mode="release")
     led = Ledger()
     led.spend("sub-query 1 (effective, 40% dropout)", 1.25)
-    status = SimpleNamespace(state="ok", result=SimpleNamespace(release=SimpleNamespace(ledger=led)))
+    status = SimpleNamespace(state="ok", result=SimpleNamespace(epsilon_spent=led.total()))
     bk = budget.bookkeeper()
     booking = bk.book(cfg, note="test")
     for _ in range(2):

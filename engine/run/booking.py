@@ -111,10 +111,12 @@ class Bookkeeper:
     def settle(self, cfg: RunConfig, booking: Booking, result) -> float:
         """Step 3: book what the run really spent above its plan (once per run, beside its booking; a release's
         excess is booked past the limit: it was spent); returns that excess."""
-        rel = getattr(result, "release", None)
-        if rel is None:
+        spent = getattr(result, "epsilon_spent", None)  # a run's result, its summary, or a sweep's row
+        if spent is None and isinstance(result, dict):
+            spent = result.get("epsilon_spent")
+        if spent is None:
             return 0.0
-        extra = float(rel.ledger.total()) - booking.epsilon
+        extra = float(spent) - booking.epsilon
         if extra <= 1e-12:
             return 0.0
         e = entry_for(cfg, booking.key + "/effective", note=EXCESS_NOTE)

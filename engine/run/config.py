@@ -147,6 +147,11 @@ class RunResult:
     evaluation: dict = field(default_factory=dict)
     crs: str = ""  # PROJ string of the local CRS the release's domain is in
 
+    @property
+    def epsilon_spent(self) -> float:
+        """The ε the run really spent (its release's ledger: above the plan under excess client dropout)."""
+        return float(self.release.ledger.total())
+
     def summary(self) -> dict:
         """The run as a JSON-able record. Evaluate: configuration, exact counts, metrics,
         diagnostics, stamped ``evaluation``. Release: the manifest of
