@@ -22,14 +22,15 @@ from . import uploads
 from .text import plain
 
 
-def store() -> BudgetStore:
-    """The server's ledger (``HEATMAP_LEDGER_DB``, or ledger.sqlite3 in the cache folder)."""
-    return _store(str(default_path()))
+def store(table: str = "releases") -> BudgetStore:
+    """The server's ledger (``HEATMAP_LEDGER_DB``, or ledger.sqlite3 in the cache folder): its releases, or its
+    evaluations."""
+    return _store(str(default_path()), table)
 
 
 @st.cache_resource(show_spinner=False)
-def _store(path: str) -> BudgetStore:
-    return BudgetStore(path)
+def _store(path: str, table: str) -> BudgetStore:
+    return BudgetStore(path, table=table)
 
 
 def dataset_ident(cfg: RunConfig) -> str:
@@ -42,7 +43,7 @@ def dataset_ident(cfg: RunConfig) -> str:
 
 def bookkeeper() -> Bookkeeper:
     """The booking protocol on the server's ledger, with this session's uploads."""
-    return Bookkeeper(store(), dataset_ident)
+    return Bookkeeper(store(), dataset_ident, store("evaluations"))
 
 
 def _table(entries, c) -> None:

@@ -63,9 +63,14 @@ class Bookkeeper:
     its evaluations, and how a configuration names its dataset there (``ident``; the dashboard scopes an upload
     to its session)."""
 
-    def __init__(self, store: BudgetStore | None = None, ident: Callable[[RunConfig], str] = fingerprint_config):
+    def __init__(
+        self,
+        store: BudgetStore | None = None,
+        ident: Callable[[RunConfig], str] = fingerprint_config,
+        evaluations: BudgetStore | None = None,
+    ):
         self.store = store if store is not None else BudgetStore()
-        self.evaluations = BudgetStore(self.store.path, self.store.timeout, table="evaluations")
+        self.evaluations = evaluations or BudgetStore(self.store.path, self.store.timeout, table="evaluations")
         self.ident = ident
 
     def _table(self, booking: Booking) -> BudgetStore:
