@@ -198,3 +198,19 @@ def test_the_resolution_read_off_an_upload_is_declared_in_release_as_in_evaluate
         res = board().result(key, at.session_state["_sid"])
         assert note in res.release.ledger.side_information, mode
     assert note in manifest(res)["side_information"]  # the release's files carry it
+
+
+def test_a_folder_dataset_is_fingerprinted_by_its_files(tmp_path):
+    """A partitioned Parquet dataset read by path is a folder: the same files are the same people, wherever the
+    folder is; a changed file is another dataset."""
+    from engine.run.ledger import fingerprint_source
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        (root / "part=1").mkdir(parents=True)
+        (root / "part=1" / "x.parquet").write_bytes(b"rows of part 1")
+        (root / "y.parquet").write_bytes(b"rows of y")
+    fa, fb = fingerprint_source("parquet", {"path": str(a)}), fingerprint_source("parquet", {"path": str(b)})
+    assert fa == fb
+    (b / "y.parquet").write_bytes(b"other rows")
+    assert fingerprint_source("parquet", {"path": str(b)}) != fa

@@ -79,11 +79,18 @@ def fingerprint_bytes(data: bytes) -> str:
 
 
 def _file_digest(path: str) -> str:
+    """The content hash of a file, or of a folder (a partitioned Parquet dataset): every file's path inside it
+    and bytes, in sorted order."""
     h = hashlib.sha256()
+    root = Path(path)
     try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        for p in files:
+            if p != root:
+                h.update(p.relative_to(root).as_posix().encode() + b"\0")
+            with open(p, "rb") as f:
+                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                    h.update(block)
     except OSError as exc:
         raise ParamError(f"cannot read {path} to fingerprint it ({exc.strerror or exc})") from None
     return "sha256:" + h.hexdigest()
