@@ -11,17 +11,18 @@ import time
 import pytest
 
 from engine.core.errors import EngineError, ParamError
+from engine.data.files import load_file
 from engine.run.config import RunConfig
 from engine.run.ledger import (
     ENV,
     BudgetStore,
     Entry,
     entry_for,
-    fingerprint_bytes,
     fingerprint_config,
     fingerprint_source,
     release_key,
 )
+from engine.run.people import fingerprint_people
 
 FP = "sha256:dataset-under-test"
 
@@ -125,18 +126,18 @@ def test_bad_input_is_a_clear_error(db):
         Entry("r", -1.0, "identity")
     with pytest.raises(ParamError, match="epsilon must be a finite number >= 0"):
         Entry("r", float("nan"), "identity")
-    with pytest.raises(ParamError, match="cannot read"):
+    with pytest.raises(EngineError, match="no file at"):
         fingerprint_source("file", {"path": str(db.parent / "missing.csv")})
 
 
 def test_fingerprints(tmp_path):
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
-    a.write_bytes(b"lat,lon\n1,2\n")
-    b.write_bytes(b"lat,lon\n1,2\n")
-    # a file by content: its name and how its columns are read do not matter
-    assert fingerprint_source("file", {"path": str(a)}) == fingerprint_bytes(b.read_bytes())
+    a.write_bytes(b"lat,lon\n1,2\n3,4\n")
+    b.write_bytes(b"lat,lon\n1,2\n3,4\n")
+    # a file by the people in it: its name and how its columns are read do not matter
+    assert fingerprint_source("file", {"path": str(a)}) == fingerprint_people(load_file(b.read_bytes(), "b.csv"))
     assert fingerprint_source("file", {"path": str(a), "lat": "lat"}) == fingerprint_source("file", {"path": str(b)})
-    b.write_bytes(b"lat,lon\n1,3\n")
+    b.write_bytes(b"lat,lon\n1,3\n3,4\n")
     assert fingerprint_source("file", {"path": str(b)}) != fingerprint_source("file", {"path": str(a)})
     # a registry source by key and options, resolved with their defaults
     s = "synthetic:monocentric"

@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ParamError
+from engine.data.files import load_file
 from engine.run import ledger
 from engine.run.config import FRESH_SEED_BITS, RunConfig, fresh_seed
 from engine.run.export import EVALUATION, csv_grid, geojson_grid, geotiff_grid, manifest, stamp_of, write_release
+from engine.run.people import fingerprint_people
 from engine.run.result_cache import run_cache_path
 from engine.run.runner import run
 
@@ -202,7 +204,7 @@ def test_cli_release_of_an_own_csv_file_holds_no_true_count(tmp_path, points_csv
     assert_nothing_from_the_truth(files, (1237, 2473), ev.metrics, public_options=False)
     assert str(points_csv) not in files["manifest_text"]
     assert any("read off the data" in s for s in files["manifest"]["side_information"])
-    assert out["dataset_fingerprint"] == ledger.fingerprint_bytes(points_csv.read_bytes())
+    assert out["dataset_fingerprint"] == fingerprint_people(load_file(points_csv.read_bytes(), "points.csv"))
     # a second release would pass the limit of 1.5: refused before any file is written
     p = cli(*args, "--out", str(tmp_path / "b"), "--limit", "1.5", check=False)
     assert p.returncode == 2 and p.stderr.startswith("error: refused") and p.stderr.count("\n") == 1

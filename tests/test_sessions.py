@@ -160,7 +160,7 @@ def run_caption(at: AppTest) -> str:
 
 def test_same_file_in_two_sessions_shares_nothing():
     """The reported leak: B uploads A's exact bytes under its own name and must see only its own name,
-    its own run (another run id) and its own ledger."""
+    its own run (another run id), and of the people's shared ledger only the total."""
     data = csv_bytes(600, seed=7)
     a, b = app_session(), app_session()
     ka = upload(a, "alice_hiv_patients_2024.csv", data)
@@ -174,15 +174,16 @@ def test_same_file_in_two_sessions_shares_nothing():
     tb = texts(b)
     assert "probe.csv" in tb and "alice" not in tb
     assert run_caption(a).split(" · ")[0] != run_caption(b).split(" · ")[0]
-    # each upload has a ledger of its own: the same bytes in another session are another dataset
+    # one ledger per set of people: the same bytes in another session are the same people, and B sees of
+    # A's runs the total only (no file name, no run)
     from engine.run.ledger import BudgetStore
     from ui import uploads
 
     fa = uploads.store().get(a.session_state["_sid"], ka).fingerprint
     fb = uploads.store().get(b.session_state["_sid"], kb).fingerprint
-    # identity and its Uniform context run: ε 1 each, listed on each session's own ledger only
+    # identity and its Uniform context run in each session: ε 1 each, all four on the one ledger
     runs = BudgetStore(table="evaluations")
-    assert fa != fb and runs.spent(fa) == 2.0 and runs.spent(fb) == 2.0
+    assert fa == fb and runs.spent(fa) == 4.0
     # the Data page of B shows B's file
     b.switch_page("pages/data.py").run()
     b.run()

@@ -2,9 +2,10 @@
 
 The budget belongs to the data, not to a browser tab (Tumult and OpenDP sessions work the same way): every
 release of a dataset, from any session, is booked in :class:`engine.run.ledger.BudgetStore` under the
-dataset's fingerprint (catalogue key and options; for an upload, its content hash scoped to the uploading
-session, so another session's copy has its own ledger and learns nothing of this one's), through the one
-booking protocol of :mod:`engine.run.booking`. Releases compose sequentially, so the total is their sum
+dataset's fingerprint (catalogue key and the options that select people; for an upload, the people in it,
+:mod:`engine.run.people`, so every session and the CLI share one ledger per set of people), through the one
+booking protocol of :mod:`engine.run.booking`. Of an upload's ledger a session sees its own runs and, of every
+other session's and the CLI's, the total ε only: never a file name, a run or a map. Releases compose sequentially, so the total is their sum
 (basic composition), whatever the sample of users.
 """
 
@@ -46,6 +47,21 @@ def bookkeeper() -> Bookkeeper:
     return Bookkeeper(store(), dataset_ident, store("evaluations"))
 
 
+def mark_mine(key: str) -> None:
+    """Remember a run this session booked: of an upload's ledger, only these are listed to it."""
+    st.session_state.setdefault("_my_bookings", set()).add(key)
+
+
+def _visible(cfg: RunConfig, entries: list) -> tuple[list, int]:
+    """The rows this session may see, and how many it may not: of an upload's ledger (shared with every session
+    and the CLI that hold the same people) its own runs only."""
+    if not cfg.dataset.startswith(uploads.PREFIX):
+        return entries, 0
+    mine = st.session_state.get("_my_bookings", set())
+    own = [e for e in entries if e.release_key.removesuffix("/effective") in mine]
+    return own, len(entries) - len(own)
+
+
 def _table(entries, c) -> None:
     c.dataframe(
         [
@@ -61,6 +77,12 @@ def _table(entries, c) -> None:
         hide_index=True,
         width="stretch",
     )
+
+
+_HIDDEN = (
+    "{n} {what}{s} of the same people made elsewhere (another session, tab or the command line) count in the "
+    "total; which runs they were is not shown."
+)
 
 
 def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> None:
@@ -80,17 +102,25 @@ def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> N
         "The limit is set by the server's operator for this dataset; no session can raise it. A release past it "
         "is refused."
     )
+    shown, hidden = _visible(cfg, entries)
     if entries:
-        with c.expander("Releases of this dataset (all sessions)"):
-            _table(entries, st)
+        with c.expander("Releases of this dataset (all sessions)" if not hidden else "Releases of these people"):
+            if shown:
+                _table(shown, st)
+            if hidden:
+                st.caption(_HIDDEN.format(n=hidden, what="release", s="s" if hidden != 1 else ""))
             st.caption(
                 "The ledger belongs to the dataset and is kept on the server (it survives tabs and restarts). Each "
                 "release of the same people adds its ε (sequential composition), up to the limit."
             )
     if evaluations:
         spent = sum(e.epsilon for e in evaluations)
+        shown, hidden = _visible(cfg, evaluations)
         with c.expander(f"Evaluation runs of this dataset (all sessions): {len(evaluations)}, ε = {spent:g} in all"):
-            _table(evaluations, st)
+            if shown:
+                _table(shown, st)
+            if hidden:
+                st.caption(_HIDDEN.format(n=hidden, what="evaluation run", s="s" if hidden != 1 else ""))
             st.caption(
                 "Evaluation runs publish nothing: their maps are shown beside the true data to the analyst only "
                 "(seeded noise, not a private release), so they never count against the dataset's limit."

@@ -172,7 +172,7 @@ def _on_upload() -> None:
     except Exception as exc:  # never a traceback for a user's file
         st.session_state["_upload_error"] = f"{name} could not be read ({type(exc).__name__})"
         return
-    key, dropped = uploads.store().add(uploads.owner(), name, ds, f.getvalue())
+    key, dropped = uploads.store().add(uploads.owner(), name, ds)
     try:
         uploads.forget_raw(f)
     except Exception:  # freeing memory early is an optimisation, never an error for the user

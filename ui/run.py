@@ -28,7 +28,8 @@ def launch(
     * Every run is booked through the one protocol of :mod:`engine.run.booking`: a release against the
       dataset's limit (the operator's; refused past it), an evaluation in the evaluations listed apart.
     * A URL opened with ``run=1`` runs once on its own, so a shared link shows its view; never when one
-      of its parameters was invalid (the run would release the defaults instead).
+      of its parameters was invalid (the run would release the defaults instead), and never in Release
+      mode (a release spends ε for good: it takes a click).
     * Going back to evaluations this session already ran shows them again at once (they are cached).
     * ``light``: the page reads only each run's summary (a sweep), so the server keeps no maps for it.
     """
@@ -48,6 +49,9 @@ def launch(
         if state.url_warnings():
             # a link with invalid parameters would run the defaults in their place: it must not spend ε
             c.warning("This link has invalid parameters (see above), so it was not run: check them and press Run.")
+        elif any(cfg.mode == "release" for cfg in configs):
+            # a release publishes and spends the dataset's ε for good: only a click may do that, never a link
+            c.info(f"This link opens Release mode: press {button} to publish the release and spend its ε.")
         else:
             clicked = True
     if clicked:
@@ -79,6 +83,7 @@ def _go(name: str, configs: list[RunConfig], label: str, light: bool = False, cl
             continue
         try:
             bookings[cfg.key()] = bk.book(cfg, note=name)
+            budget.mark_mine(bookings[cfg.key()].key)
         except Refused as exc:
             st.session_state[f"_refused_{name}"] = (
                 f"Refused: this release (ε = {exc.epsilon:g}) would bring the dataset's total to "

@@ -169,6 +169,7 @@ def _register() -> None:
             ),
             citation=SNOW_CITATION,
             license=SNOW_LICENSE,
+            extra={"not_people": ("unit",)},  # deaths or addresses: the same deaths either way
         )
     )
     add(
@@ -183,6 +184,7 @@ def _register() -> None:
             ),
             citation=BERLIN_CITATION,
             license=BERLIN_LICENSE,
+            extra={"not_people": ("value",)},  # which feature is the value: the same listings
         )
     )
 

@@ -692,7 +692,12 @@ def _register() -> None:
                     citation=SNAP_CITATION,
                     license=SNAP_LICENSE,
                     offline=is_cached(default_url),
-                    extra={"cached": (lambda u: lambda: is_cached(u))(default_url), "url": default_url, "page": page},
+                    extra={
+                        "cached": (lambda u: lambda: is_cached(u))(default_url),
+                        "url": default_url,
+                        "page": page,
+                        "not_people": ("url", "path"),  # where the same file comes from
+                    },
                 )
             )
     add(
@@ -714,7 +719,7 @@ def _register() -> None:
             citation=CABS_CITATION,
             license="CRAWDAD terms of use (research and education)",
             offline=is_cached(SF_CABS_URL),
-            extra={"cached": lambda: is_cached(SF_CABS_URL), "url": SF_CABS_URL},
+            extra={"cached": lambda: is_cached(SF_CABS_URL), "url": SF_CABS_URL, "not_people": ("path", "url")},
         )
     )
     for key, pl in PLACES.items():
@@ -740,7 +745,7 @@ def _register() -> None:
                 citation=pl.citation,
                 license=pl.license,
                 offline=is_cached(pl.url),
-                extra={"cached": (lambda u: lambda: is_cached(u))(pl.url), "url": pl.url},
+                extra={"cached": (lambda u: lambda: is_cached(u))(pl.url), "url": pl.url, "not_people": ("url",)},
             )
         )
 

@@ -6,9 +6,10 @@ a dataset's total is the sum of its releases' ε. So the total is kept server-wi
 release in an embedded SQLite database (standard-library :mod:`sqlite3`), as Tumult Analytics'
 and OpenDP's sessions keep one budget per dataset rather than per user interface.
 
-* A dataset is named by a fingerprint: :func:`fingerprint_bytes` (content hash) for a file's
-  bytes, :func:`fingerprint_source` for a registry source (its key and options; a file read by
-  path is hashed by content), or any key the caller scopes itself (e.g. an upload per owner).
+* A dataset is named by a fingerprint of its people, shared by every session and door: for a
+  file (uploaded, or read by path) the people read from it (:mod:`engine.run.people`: their
+  rounded locations and which belong to one user, whatever the format, order or other columns);
+  for a registry source its key and the options that select people (:func:`fingerprint_source`).
 * A run is named by its key (:func:`release_key`): in Evaluate the configuration's key, so
   showing the same run again (cached, or recomputed from the same seed) is booked once; in
   Release a new key per run, as every run draws fresh noise and is a new release.
@@ -33,6 +34,7 @@ import math
 import os
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -72,12 +74,6 @@ def default_path() -> Path:
 
 
 # ------------------------------------------------------------------ fingerprints
-def fingerprint_bytes(data: bytes) -> str:
-    """A file's content hash, ``"sha256:<hex>"``: the same bytes are the same people, whatever
-    the file's name or how its columns are read."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
 def _file_digest(path: str) -> str:
     """The content hash of a file, or of a folder (a partitioned Parquet dataset): every file's path inside it
     and bytes, in sorted order."""
@@ -97,20 +93,57 @@ def _file_digest(path: str) -> str:
 
 
 def fingerprint_source(key: str, options: dict) -> str:
-    """A registry dataset's fingerprint: its source key and options, resolved with the source's
-    defaults so that equal datasets get equal fingerprints (``"source:<hex>"``), or, for a file
-    read by path (option ``path``), the file's content hash (:func:`fingerprint_bytes`; the
-    other options only say how to read the same people)."""
+    """A registry dataset's ledger key, the same for every session and door.
+
+    * The user's own file read by path (source ``file``): the people read from it
+      (:func:`engine.run.people.fingerprint_people`), so the CLI's file and the dashboard's upload
+      of the same people share one ledger, whatever the format or the attribute columns chosen.
+    * A Parquet folder read out of core (option ``path`` of the other file sources): its files'
+      content hash (reading every row to fingerprint them would defeat reading out of core).
+    * Any other source: its key and the options that select people (``"source:<hex>"``),
+      resolved with the source's defaults. Options a source lists in ``extra["not_people"]``
+      (e.g. John Snow's unit, a download mirror) say how to read or show the same people and
+      do not open another ledger."""
     from ..data.registry import sources
     from ..mechanisms import load_all
 
-    if options.get("path"):
-        return _file_digest(str(options["path"]))
     load_all()
     src = sources().get(key)
-    resolved = src.schema().resolve(options) if src is not None else options
-    payload = json.dumps([key, resolved], sort_keys=True, default=str)
+    resolved = src.schema().resolve(options) if src is not None else dict(options)
+    if src is not None and src.kind == "file":
+        if key == "file" and resolved.get("path"):
+            return _file_people(src, {k: v for k, v in resolved.items() if k not in _FILE_ATTRIBUTES})
+        if resolved.get("path"):
+            return _file_digest(str(resolved["path"]))
+    drop = set(src.extra.get("not_people", ())) if src is not None else set()
+    chosen = {k: v for k, v in resolved.items() if k not in drop}
+    payload = json.dumps([key, chosen], sort_keys=True, default=str)
     return "source:" + hashlib.sha256(payload.encode()).hexdigest()
+
+
+_FILE_ATTRIBUTES = ("value", "flag", "weight")  # a file's attribute columns: the same people whichever is read
+_PEOPLE_LOCK = threading.Lock()
+_PEOPLE: dict[tuple, str] = {}  # (options, size, mtime) -> fingerprint: a meter redrawn does not re-read the file
+
+
+def _file_people(src, options: dict) -> str:
+    """The people in the file ``options["path"]`` read with ``options`` (memoised while the file is unchanged)."""
+    from .people import fingerprint_people
+
+    try:
+        st = os.stat(options["path"])
+    except OSError:
+        st = None
+    memo = (json.dumps(options, sort_keys=True, default=str), st and st.st_size, st and st.st_mtime_ns)
+    with _PEOPLE_LOCK:
+        if st is not None and memo in _PEOPLE:
+            return _PEOPLE[memo]
+    fp = fingerprint_people(src.load(**options))
+    with _PEOPLE_LOCK:
+        if len(_PEOPLE) > 64:
+            _PEOPLE.pop(next(iter(_PEOPLE)))
+        _PEOPLE[memo] = fp
+    return fp
 
 
 def fingerprint_config(config) -> str:

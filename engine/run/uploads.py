@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import hashlib
 import os
 import secrets
 import threading
@@ -63,7 +62,7 @@ class Upload:
     dataset: object  # engine.data.Dataset
     nbytes: int
     added: float = field(default_factory=time.time)
-    fingerprint: str = ""  # the ledger's key: the content hash scoped to the uploading session
+    fingerprint: str = ""  # the ledger's key: the fingerprint of the people in it, shared by every session
     memo: dict = field(default_factory=dict)  # the page's prepared sample and true map, released with the upload
 
     @property
@@ -113,13 +112,14 @@ class UploadStore:
                 o.st_session = st_session
 
     # ------------------------------------------------------------ uploads
-    def add(self, owner: str, filename: str, dataset, content: bytes = b"") -> tuple[str, list[str]]:
+    def add(self, owner: str, filename: str, dataset) -> tuple[str, list[str]]:
         """Keep ``dataset`` for ``owner``; returns its key and the file names dropped to stay in the limits.
-        ``content``: the file's bytes, whose hash (scoped to the owner, so that another session's copy of the
-        same file has a ledger of its own and learns nothing from this one's) keys the budget ledger."""
+        The budget ledger's key is the fingerprint of the people in it (:mod:`engine.run.people`), shared by
+        every session and the CLI: the same people in another file, format or tab are the same ledger."""
+        from .people import fingerprint_people
+
         key = PREFIX + secrets.token_urlsafe(18)
-        fp = "upload:" + hashlib.sha256(owner.encode() + b"\0" + hashlib.sha256(content).digest()).hexdigest()
-        up = Upload(key, filename, dataset, dataset_nbytes(dataset), fingerprint=fp)
+        up = Upload(key, filename, dataset, dataset_nbytes(dataset), fingerprint=fingerprint_people(dataset))
         dropped: list[str] = []
         with self._lock:
             o = self._owners.setdefault(owner, _Owner())
