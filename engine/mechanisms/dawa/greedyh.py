@@ -65,12 +65,12 @@ def build_tree(m: int) -> Tree:
 @njit(cache=True)
 def _coverage(rects, labels, sizes, m):
     q = rects.shape[0]
-    scratch = np.zeros(m)
-    touched = np.empty(labels.size, dtype=np.int64)
     nnz = 0
     for r in range(q):
         nnz += max(rects[r, 2] - rects[r, 0], 0) * max(rects[r, 3] - rects[r, 1], 0)
-    rows = np.empty(nnz, dtype=np.int64)
+    scratch = np.zeros(m)
+    touched = np.empty(labels.size, dtype=np.int64)
+    indptr = np.zeros(q + 1, dtype=np.int64)
     cols = np.empty(nnz, dtype=np.int64)
     vals = np.empty(nnz)
     k = 0
@@ -84,14 +84,13 @@ def _coverage(rects, labels, sizes, m):
                     touched[nt] = b
                     nt += 1
                 scratch[b] += 1.0
-        for j in range(nt):
-            b = touched[j]
-            rows[k] = r
+        for b in np.sort(touched[:nt]):  # sorted columns: a valid CSR row
             cols[k] = b
             vals[k] = scratch[b] / sizes[b]
             scratch[b] = 0.0
             k += 1
-    return rows[:k], cols[:k], vals[:k]
+        indptr[r + 1] = k
+    return indptr, cols[:k], vals[:k]
 
 
 def bucket_workload(cell_rects: np.ndarray, labels: np.ndarray, sizes: np.ndarray) -> sp.csr_matrix:
@@ -99,8 +98,29 @@ def bucket_workload(cell_rects: np.ndarray, labels: np.ndarray, sizes: np.ndarra
     bucket of every cell (``labels[iy, ix]``), each query's share of each bucket's cells."""
     m = int(sizes.size)
     r = np.ascontiguousarray(cell_rects, dtype=np.int64).reshape(-1, 4)
-    rows, cols, vals = _coverage(r, np.ascontiguousarray(labels, dtype=np.int64), sizes.astype(np.float64), m)
-    return sp.csr_matrix((vals, (rows, cols)), shape=(r.shape[0], m))
+    indptr, cols, vals = _coverage(r, np.ascontiguousarray(labels, dtype=np.int64), sizes.astype(np.float64), m)
+    return sp.csr_matrix((vals, cols, indptr), shape=(r.shape[0], m))
+
+
+@njit(cache=True)
+def _node_square_sums(indptr, indices, data, s, node_of, n_nodes):
+    """Per node, sum over queries of (the query's s-weighted coverage of the node's buckets)^2: one pass over
+    each row's sorted entries, which meet a node's (contiguous) buckets consecutively."""
+    out = np.zeros(n_nodes)
+    for r in range(indptr.size - 1):
+        cur = -1
+        acc = 0.0
+        for k in range(indptr[r], indptr[r + 1]):
+            v = node_of[indices[k]]
+            if v != cur:
+                if cur >= 0:
+                    out[cur] += acc * acc
+                cur = v
+                acc = 0.0
+            acc += data[k] * s[indices[k]]
+        if cur >= 0:
+            out[cur] += acc * acc
+    return out
 
 
 def all_ranges_sample(n: int, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -128,7 +148,9 @@ def greedy_weights(tree: Tree, Q: sp.csr_matrix) -> tuple[list[np.ndarray], floa
     """GreedyH's children's share p per node (1 for leaves), level by level, and the expected workload
     error of the result, ``trace(Q^T Q M_root)`` (in units of the noise variance)."""
     m = tree.m
-    col_sq = np.asarray(Q.multiply(Q).sum(axis=0)).ravel()
+    Q = sp.csr_matrix(Q)
+    Q.sort_indices()  # the per-node sums read each row's buckets in order
+    col_sq = np.bincount(Q.indices, weights=Q.data**2, minlength=m)
     s = np.ones(m)
     e = [None] * len(tree.lo)
     t = [None] * len(tree.lo)
@@ -144,12 +166,12 @@ def greedy_weights(tree: Tree, Q: sp.csr_matrix) -> tuple[list[np.ndarray], floa
             li = left[inner]
             E = e[d + 1][li] + e[d + 1][li + 1]
             T = t[d + 1][li] + t[d + 1][li + 1]
-            # a = |Q_I s|^2 per inner node: sum the scaled columns by node, square, add up
+            # a = |Q_I s|^2 per inner node
             sizes = hi[inner] - lo[inner]
             cols = _positions(lo[inner], hi[inner])
-            G = sp.csr_matrix((s[cols], (cols, np.repeat(np.arange(inner.size), sizes))), shape=(m, inner.size))
-            QS = (Q @ G).tocsc()
-            a = np.asarray(QS.multiply(QS).sum(axis=0)).ravel()
+            node_of = np.full(m, -1, dtype=np.int64)
+            node_of[cols] = np.repeat(np.arange(inner.size), sizes)
+            a = _node_square_sums(Q.indptr, Q.indices, Q.data, s, node_of, inner.size)
             p = P_GRID[None, :]
             one_p2 = (1.0 - p) ** 2
             D = 1.0 + one_p2 * T[:, None] / p**2
