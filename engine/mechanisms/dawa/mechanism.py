@@ -54,10 +54,11 @@ class Dawa(Mechanism):
     """DAWA, the data- and workload-aware algorithm (Li, Hay, Miklau, Wang, "A data- and workload-aware
     algorithm for range queries under differential privacy", PVLDB 7(8), 2014), with GreedyH.
 
-    The paper's algorithm sections are not in the project's corpora: what follows implements the
-    restatement in REFERENCE_NOTES section 7 (written from the public implementations, ektelo's plan
-    and DPBench's 2-D engine, read but not copied); section numbers are the paper's as cited there
-    and by DPBench (Section 3: partitioning, Section 4: GreedyH, Section 5: 2-D via a Hilbert curve).
+    The paper's text is not in the project's corpora: what follows implements the restatement in
+    REFERENCE_NOTES section 7 (written from the public implementations, ektelo's plan and DPBench's 2-D
+    engine, which were read here to understand, not copied). The section numbers below (Section 3: the
+    partition, Section 4: GreedyH, the 2-D extension through a Hilbert curve) are from memory of the paper
+    and should be checked against it; no equation numbers are quoted for that reason.
 
     1. The 2^L x 2^L cells are read along a Hilbert curve into a vector x of n = 4^L counts.
     2. Stage 1 (Section 3), eps1 = ``ratio`` x epsilon: a partition of x into contiguous buckets of
@@ -83,7 +84,10 @@ class Dawa(Mechanism):
     privacy audit, ``python -m engine audit dawa``, is the check) and eps2 for GreedyH (Laplace on
     queries of L1 sensitivity 1). Unit ``user`` weights each of a user's k locations 1/k: one user moves
     x by at most 1 in L1, so each bucket's dev by at most 2(1 - 1/|B|) and the bucket totals by at most 1
-    in L1, the per-bucket bounds the record-level argument uses.
+    in L1, the per-bucket bounds the record-level argument uses (our extension: the paper is record-level).
+    The audit's plan is a 2 x 2 map (engine.audit.PLANS), where the partition's few choices reach the
+    person's cell; it also catches a copy whose partition noise is at a quarter of the scale
+    (tests/test_audit.py).
 
     Departures: GreedyH's depth decay (b^(-depth/2) in the reference implementations) is not applied: the
     grid search minimises the node's exact expected workload error (Sherman-Morrison, see
@@ -114,7 +118,7 @@ class Dawa(Mechanism):
         "Li, Hay, Miklau, Wang. A data- and workload-aware algorithm for range queries under differential "
         "privacy. PVLDB 7(8), 2014"
     )
-    equations = "Section 3 (private partition, noisy bucket costs), Section 4 (GreedyH), Section 5 (Hilbert order)"
+    equations = "Section 3 (private partition, noisy bucket costs), Section 4 (GreedyH); 2-D by a Hilbert order"
     params = (
         UNIT_PARAM,
         Param(
@@ -161,7 +165,7 @@ class Dawa(Mechanism):
         ),
         Param("workload_seed", "int", 0, "seed of the (public) workload sample", min=0, max=2**31 - 1),
     )
-    dp_outputs = ("buckets", "bucket_estimates", "stderr", "greedyh_error")
+    dp_outputs = ("buckets", "measured_queries", "bucket_estimates", "stderr", "greedyh_error")
     side_information_keys = ()
     partition_noise = 1.0  # multiplies the partition's noise scale (the audit's weakened copy lowers it)
 
