@@ -189,6 +189,21 @@ def test_greedyh_closed_forms_match_explicit_algebra(m):
     assert np.allclose(var, 2.5 * np.diag(cov), rtol=1e-9)
 
 
+def test_greedyh_point_queries_are_a_ridge_on_the_workload():
+    """``ridge`` = every bucket as an extra point query of that weight: the closed form equals the explicit
+    trace with ``Q^T Q + ridge I``; and on a workload that never cuts two buckets apart, the point queries
+    keep the split's share from the grid's floor."""
+    m = 9
+    Q = _all_ranges(m)[::5]
+    tree = build_tree(m)
+    shares, err = greedy_weights(tree, sp.csr_matrix(Q), ridge=0.7)
+    A = greedyh_matrix(tree, node_weights(tree, shares))
+    assert err == pytest.approx(np.trace((Q.T @ Q + 0.7 * np.eye(m)) @ np.linalg.inv(A.T @ A)), rel=1e-9)
+    whole = np.ones((1, 2))  # one query, over both buckets
+    assert greedy_weights(build_tree(2), sp.csr_matrix(whole))[0][0][0] == pytest.approx(0.01)
+    assert greedy_weights(build_tree(2), sp.csr_matrix(whole), ridge=1.0)[0][0][0] > 0.3
+
+
 def test_greedyh_beats_identity_on_many_buckets():
     """On all ranges over 128 buckets the greedy weights measure some inner nodes (p < 1) and lower the
     expected error below measuring each bucket alone (the identity strategy: sum of range lengths)."""

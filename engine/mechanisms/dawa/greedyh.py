@@ -144,13 +144,14 @@ def _positions(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes) + np.repeat(lo, sizes)
 
 
-def greedy_weights(tree: Tree, Q: sp.csr_matrix) -> tuple[list[np.ndarray], float]:
+def greedy_weights(tree: Tree, Q: sp.csr_matrix, ridge: float = 0.0) -> tuple[list[np.ndarray], float]:
     """GreedyH's children's share p per node (1 for leaves), level by level, and the expected workload
-    error of the result, ``trace(Q^T Q M_root)`` (in units of the noise variance)."""
+    error of the result, ``trace(Q^T Q M_root)`` (in units of the noise variance). ``ridge`` adds every
+    bucket as a point query of that weight (``Q^T Q + ridge I``)."""
     m = tree.m
     Q = sp.csr_matrix(Q)
     Q.sort_indices()  # the per-node sums read each row's buckets in order
-    col_sq = np.bincount(Q.indices, weights=Q.data**2, minlength=m)
+    col_sq = np.bincount(Q.indices, weights=Q.data**2, minlength=m) + ridge
     s = np.ones(m)
     e = [None] * len(tree.lo)
     t = [None] * len(tree.lo)
@@ -172,6 +173,8 @@ def greedy_weights(tree: Tree, Q: sp.csr_matrix) -> tuple[list[np.ndarray], floa
             node_of = np.full(m, -1, dtype=np.int64)
             node_of[cols] = np.repeat(np.arange(inner.size), sizes)
             a = _node_square_sums(Q.indptr, Q.indices, Q.data, s, node_of, inner.size)
+            if ridge:
+                a += ridge * np.bincount(node_of[cols], weights=s[cols] ** 2, minlength=inner.size)
             p = P_GRID[None, :]
             one_p2 = (1.0 - p) ** 2
             D = 1.0 + one_p2 * T[:, None] / p**2
