@@ -794,7 +794,7 @@ CASES = [
                 {**g, "columns": {"geometry": {**g["columns"]["geometry"], "crs": "+init=/etc/passwd:x"}}}
             ).encode(),
         ),
-        "that is not understood",
+        "names a file, grid or network resource",
         {},
     ),
     (

@@ -65,11 +65,14 @@ from ...core.errors import DataError, ParamError
 from ...core.params import Param
 from ..dataset import Dataset, DatasetMeta, make_dataset
 from .common import KINDS, SUPPORTED, _check_crs, _Ctx, _deg, _short, _size, upload_limits
+from .crs import proj_offline
 from .geojson import _read_geojson
 from .gpkg import _read_gpkg
 from .parquet import _read_parquet
 from .shapefile import _read_shapefile
 from .tables import _read_csv
+
+proj_offline()
 
 
 # ------------------------------------------------------------------ entry point

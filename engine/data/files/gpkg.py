@@ -21,6 +21,7 @@ from .common import (
     _short,
     _size,
 )
+from .crs import safe_crs
 from .geojson import _attr_columns
 from .vector import _vector
 
@@ -167,7 +168,7 @@ def _gpkg_crs(con, srs_id, shown: str, c: _Ctx):
     if row is not None:
         definition, org, code = row
         try:
-            return CRS.from_wkt(str(definition))
+            return safe_crs(str(definition), f"{c.name}'s layer {shown!r}")
         except CRSError:
             pass
         if str(org).upper() == "EPSG" and isinstance(code, int):

@@ -20,6 +20,7 @@ from .common import (
     _short,
     _size,
 )
+from .crs import safe_crs
 from .geojson import _attr_columns
 from .tables import _attributes, _coord_column, _row, _to_wgs84_table
 from .vector import _vector
@@ -106,9 +107,9 @@ def _geo_metadata(schema, c: _Ctx):
         return col, None  # "unknown" in GeoParquet's terms
     try:
         if isinstance(crs, dict):
-            return col, CRS.from_json_dict(crs)
+            return col, safe_crs(crs, f"{c.name}'s GeoParquet metadata")
         if isinstance(crs, str):
-            return col, _named_crs(crs) or CRS.from_wkt(crs)
+            return col, _named_crs(crs) or safe_crs(crs, f"{c.name}'s GeoParquet metadata")
     except (CRSError, ValueError, TypeError, KeyError):
         pass
     raise DataError(

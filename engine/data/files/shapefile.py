@@ -30,6 +30,7 @@ from .common import (
     _short,
     _size,
 )
+from .crs import safe_crs
 from .geojson import _attr_columns
 from .vector import _vector
 
@@ -147,7 +148,6 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
     import geopandas as gpd
     import pandas as pd
     import shapely
-    from pyproj import CRS
     from pyproj.exceptions import CRSError
 
     for ext in (".shp", ".shx"):
@@ -161,7 +161,7 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
     if ".prj" in parts:
         text = (tmp / "layer.prj").read_bytes().decode("utf-8", "replace").strip()
         try:
-            declared = CRS.from_wkt(text)
+            declared = safe_crs(text, f"{c.name}'s .prj file")
         except CRSError:
             raise DataError(
                 f"{c.name}: its .prj file does not describe a CRS that PROJ understands: export the Shapefile again, "
