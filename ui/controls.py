@@ -153,9 +153,9 @@ def _on_upload() -> None:
         return
     name = f.name if len(f.name) <= 80 else f.name[:77] + "…"
     try:
-        from engine.data.files import load_file
+        from engine.data.files.isolate import load_file_isolated
 
-        ds = load_file(f.getvalue(), f.name)
+        ds = load_file_isolated(f.getvalue(), f.name)
     except EngineError as exc:
         msg = str(exc)
         st.session_state["_upload_error"] = msg if msg.startswith(name) else f"{name}: {msg}"

@@ -204,7 +204,9 @@ def _load_registered(path, lat, lon, user_id, value, flag, weight, crs, polygons
     cols = {
         k: v for k, v in dict(lat=lat, lon=lon, user_id=user_id, value=value, flag=flag, weight=weight).items() if v
     }
-    return load_file(path, columns=cols or None, crs=crs or None, polygons=polygons, layer=layer or None)
+    from .isolate import load_file_isolated
+
+    return load_file_isolated(path, columns=cols or None, crs=crs or None, polygons=polygons, layer=layer or None)
 
 
 def _register() -> None:

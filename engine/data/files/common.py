@@ -176,6 +176,13 @@ def upload_limits() -> tuple[int, int]:
     return max_bytes, max(max_points, 1)
 
 
+def memory_budget(size: int) -> int:
+    """Bytes parsing a file of ``size`` bytes may take: ``HEATMAP_PARSE_MEMORY_FACTOR`` (default 4) times the
+    file plus ``HEATMAP_PARSE_MEMORY_MB`` (default 200)."""
+    factor = _env_number("HEATMAP_PARSE_MEMORY_FACTOR", 4.0)
+    return int(factor * size + _env_number("HEATMAP_PARSE_MEMORY_MB", 200.0) * MiB)
+
+
 # ------------------------------------------------------------------ columns
 def _find_columns(available: list, columns: dict | None, roles=ROLES, notes: list | None = None) -> dict:
     """Map each role to a column name, or None. ``lat``/``lon`` are required when in ``roles``."""

@@ -13,6 +13,7 @@ from .common import (
     EXPANSION,
     MAX_COLUMNS,
     ROLES,
+    MiB,
     _Ctx,
     _find_columns,
     _looks_like,
@@ -27,6 +28,8 @@ from .vector import _vector
 
 # ------------------------------------------------------------------ Parquet (pyarrow, no GDAL)
 _WIDTH = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12}
+DECODE_FACTOR = 3  # decoded columns: at most this many times the file, plus DECODE_FLOOR
+DECODE_FLOOR = 150 * MiB
 _GEO_ENCODINGS = {"wkb", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon"}
 
 
@@ -126,7 +129,8 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    budget = EXPANSION * c.max_bytes
+    # relative to the file as well: a small file that decodes to gigabytes is refused from its footer
+    budget = min(EXPANSION * c.max_bytes, DECODE_FACTOR * len(data) + DECODE_FLOOR)
     md, total, dict_cols = pf.metadata, 0, set()
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
@@ -151,7 +155,12 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
                 total += col.num_values * max(pf.schema.column(j).length, 1)
             else:
                 total += col.num_values * _WIDTH.get(kind, 8)
-    if total <= budget and dict_cols:
+    if total > budget:  # before any page is read: a dictionary page's size is in the footer
+        raise DataError(
+            f"{c.name} would take over {_size(total)} once decoded, over the limit of {_size(budget)} "
+            f"({DECODE_FACTOR} times the file plus {_size(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
+        )
+    if dict_cols:
         names = sorted(dict_cols)
         t = pq.ParquetFile(pa.BufferReader(data), read_dictionary=names).read(columns=names)
         for name in names:
@@ -162,5 +171,5 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
     if total > budget:
         raise DataError(
             f"{c.name} would take {_size(total)} once decoded, over the limit of {_size(budget)} "
-            f"({EXPANSION} times the file limit)"
+            f"({DECODE_FACTOR} times the file plus {_size(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
         )
