@@ -252,6 +252,22 @@ def _formats(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _check_writable(folder) -> None:
+    """Create ``folder`` and write a file in it, or a ParamError that says which folder and why."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder) as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise ParamError(
+            f"cannot write the release to {folder} ({exc.strerror or exc}): choose another --out"
+        ) from None
+
+
 def _cmd_release(args) -> int:
     """A Release-mode run written to a folder (:func:`engine.export.write_release`) and booked
     in the dataset's privacy ledger (:mod:`engine.budget_store`); with ``--limit``, refused
@@ -264,10 +280,13 @@ def _cmd_release(args) -> int:
 
     cfg = _config_from_args(args, args.mechanism, args.epsilon, 0, mode="release")
     cfg.validate()
+    if not args.out.strip():
+        raise ParamError("--out '' names no folder: give the folder for the release (--out . for this one)")
     out = Path(args.out)
     taken = [n for n in [*(FILE_NAMES[f] for f in args.format), MANIFEST] if (out / n).exists()]
     if taken:  # checked before any ε is booked
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
+    _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     store, fp = B.BudgetStore(), B.fingerprint_config(cfg)
     entry = B.entry_for(cfg, note="python -m engine release")
     if args.limit is None:
@@ -462,6 +481,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # the reader (e.g. ``head``) stopped reading: nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
+    except OSError as exc:  # a file or folder the command needs: say which and why
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot use{where} ({exc.strerror or exc})", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug, not the user's input: one line (HEATMAP_DEBUG=1 for the traceback)
         if os.environ.get("HEATMAP_DEBUG"):
             raise

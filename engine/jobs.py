@@ -20,6 +20,7 @@ A run has one of two modes (issue 23), ``RunConfig.mode``:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__, costmodel
-from .core.cache import cache_dir
+from .core.cache import CacheUnavailable, cache_dir
 from .core.errors import Cancelled, EngineError, ParamError
 from .costmodel import record as record_cost
 
@@ -311,7 +312,10 @@ def run(
     # file read by path may change under the same configuration; a release is fresh every time
     given = dataset is not None and not registry_copy
     use_cache = use_cache and not given and not _users_own_file(config.dataset) and not releasing
-    cache_file = run_cache_path(config) if use_cache else None
+    try:
+        cache_file = run_cache_path(config) if use_cache else None
+    except CacheUnavailable:  # a read-only or missing cache folder only costs the cache
+        cache_file = None
     if cache_file is not None:
         res = _load(cache_file, config)
         if res is not None:
@@ -615,14 +619,15 @@ def _store(path: Path, res: RunResult) -> None:
     members = dict(arrays)
     members["doc"] = np.frombuffer(doc, dtype=np.uint8)
     members["digest"] = np.frombuffer(_digest(doc, arrays), dtype=np.uint8)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{uuid.uuid4().hex}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("wb") as f:
             np.savez(f, **members)
         tmp.replace(path)
     except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk only costs the cache entry
+        with contextlib.suppress(OSError):  # a full or read-only disk only costs the cache entry
+            tmp.unlink(missing_ok=True)
 
 
 def _load(path: Path, config: RunConfig) -> RunResult | None:

@@ -14,11 +14,14 @@ it is refused.
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
 
 import streamlit as st
 
 from engine.budget_store import BudgetStore, Entry, entry_for, fingerprint_source
+from engine.core.errors import EngineError
 from engine.jobs import RunConfig
 from engine.mechanisms import registry
 
@@ -38,6 +41,31 @@ def _store(path: str) -> BudgetStore:
     return BudgetStore(path)
 
 
+_LOG = logging.getLogger(__name__)
+UNAVAILABLE = (
+    "The server's privacy ledger cannot be written just now (its disk is full or read-only). Evaluation runs "
+    "still work but are not booked; Release is refused until the ledger can be written again."
+)
+
+
+def _tolerant(default):
+    """A ledger read or evaluation booking that goes on without the ledger when it cannot be opened or
+    written (the meter says so on the page): a full or read-only disk is not an outage."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except EngineError as exc:
+                _LOG.warning("privacy ledger unavailable: %s", exc)  # the operator's log names the file
+                return default() if callable(default) else default
+
+        return inner
+
+    return wrap
+
+
 def dataset_ident(cfg: RunConfig) -> str:
     """The dataset's fingerprint: its ledger's key."""
     if cfg.dataset.startswith(uploads.PREFIX):
@@ -55,6 +83,7 @@ def cost(cfg: RunConfig) -> float:
     return float(cfg.epsilon) if cls is None or cls.uses_epsilon else 0.0
 
 
+@_tolerant(0.0)
 def spent(ident: str) -> float:
     return store().spent(ident)
 
@@ -66,11 +95,13 @@ def _entries(configs: list[RunConfig], page: str = "") -> dict[str, list[Entry]]
     return out
 
 
+@_tolerant(dict)
 def new_spend(configs: list[RunConfig]) -> dict[str, float]:
     """ε each dataset would additionally spend if ``configs`` were released now (evaluate mode)."""
     return {fp: store().cost(fp, es) for fp, es in _entries(configs).items()}
 
 
+@_tolerant(None)
 def over_limit(configs: list[RunConfig], limit: float) -> tuple[float, float] | None:
     """(total after, ε this would add) when the run would push a dataset past ``limit``."""
     for ident, add in new_spend(configs).items():
@@ -80,6 +111,7 @@ def over_limit(configs: list[RunConfig], limit: float) -> tuple[float, float] | 
     return None
 
 
+@_tolerant(None)
 def record(configs: list[RunConfig], page: str) -> None:
     """Book evaluation releases (idempotent: a configuration already booked costs nothing)."""
     for fp, es in _entries(configs, page).items():
@@ -93,7 +125,11 @@ def book_release(cfg: RunConfig, limit: float, page: str) -> tuple[bool, str, st
 
     fp = dataset_ident(cfg)
     key = release_key(cfg)
-    res = store().try_spend(fp, [entry_for(cfg, key, note=page)], limit)
+    try:
+        res = store().try_spend(fp, [entry_for(cfg, key, note=page)], limit)
+    except EngineError as exc:  # booked before any noise is drawn: no ledger, no release
+        _LOG.warning("privacy ledger unavailable: %s", exc)
+        return False, key, "Refused: " + UNAVAILABLE
     if res.ok:
         return True, key, ""
     return (
@@ -104,6 +140,7 @@ def book_release(cfg: RunConfig, limit: float, page: str) -> tuple[bool, str, st
     )
 
 
+@_tolerant(None)
 def book_excess(configs: list[RunConfig], statuses) -> None:
     """A run may spend more than planned (distributed mechanisms under excess dropout book their effective ε):
     the ledger gets the difference, once per release."""
@@ -117,11 +154,13 @@ def book_excess(configs: list[RunConfig], statuses) -> None:
             store().record(dataset_ident(cfg), [Entry(**{**e.__dict__, "epsilon": extra})])
 
 
+@_tolerant(None)
 def unbook(cfg: RunConfig, key: str) -> None:
     """A release that did not happen (failed or cancelled before any output) is taken off the ledger."""
     store().remove(dataset_ident(cfg), key)
 
 
+@_tolerant(False)
 def released(cfg: RunConfig) -> bool:
     fp = dataset_ident(cfg)
     return any(e.release_key == cfg.key() for e in store().entries(fp))
@@ -131,7 +170,12 @@ def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> N
     """The dataset's total over every session and tab of this server, with its releases."""
     c = container or st
     ident = dataset_ident(cfg)
-    entries = store().entries(ident)
+    try:
+        entries = store().entries(ident)
+    except EngineError as exc:
+        _LOG.warning("privacy ledger unavailable: %s", exc)
+        c.warning(UNAVAILABLE, icon=":material/error:")
+        return
     total = sum(e.epsilon for e in entries)
     frac = min(total / limit, 1.0) if limit > 0 else 1.0
     c.progress(
