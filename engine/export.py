@@ -173,10 +173,9 @@ def manifest(result, release_key: str | None = None) -> dict:
     cls = get(cfg.mechanism)
     relation = neighbouring_of(cfg)
     side = list(rel.ledger.side_information)
+    frame = region_frame(meta)
     if getattr(meta, "bbox_from_data", False):
-        side.append(
-            "the region: the bounding box of the locations, read off the data (its edges are extreme locations)"
-        )
+        side.append(f"the region: {frame}, read off the data (coarse: never the extreme locations themselves)")
     dom = rel.domain
     params = {
         "mechanism": cfg.mechanism,
@@ -225,11 +224,23 @@ def manifest(result, release_key: str | None = None) -> dict:
             "synthetic": bool(getattr(meta, "synthetic", False)),
             "region_lonlat": [float(v) for v in getattr(meta, "bbox", ())],
             "region_from_data": bool(getattr(meta, "bbox_from_data", False)),
+            "region_frame": frame,
         },
     }
     if release_key:
         doc["release_key"] = release_key
     return _finite(json.loads(json.dumps(doc, default=float)))
+
+
+def region_frame(meta) -> str:
+    """What the release's region is: stated by the analyst, the dataset's public region, or the data's box
+    rounded outward to a public grid (``meta.extra["region_frame"]``)."""
+    extra = getattr(meta, "extra", None) or {}
+    if extra.get("region_frame"):
+        return str(extra["region_frame"])
+    if str(getattr(meta, "source", "")).startswith("file:"):
+        return "the region the analyst stated"
+    return "the dataset's public region (its catalogue entry)"
 
 
 def _formats(formats) -> tuple[str, ...]:

@@ -14,8 +14,10 @@ mapped explicitly with ``columns={"lat": ..., "lon": ..., "user_id": ..., ...}``
 Two columns that name the same role the same way (``lat`` and ``LAT``) are refused;
 when several synonyms are present (``lat`` and ``y``) the first in that list is used
 and the others are named in a note.
-The public region of a user's file is read off its points unless ``bbox`` is given:
-``meta.bbox_from_data`` is then True, which the engine reports as side information.
+The public region of a user's file is read off its points unless ``bbox`` is given: the points'
+bounding box rounded outward to a coarse grid (:func:`engine.data.projection.public_frame`), never the
+exact box, whose edges are four people's coordinates; ``meta.bbox_from_data`` is then True, which the
+engine reports as side information, and ``meta.extra["region_frame"]`` says which grid.
 
 Files come from possibly hostile users of a shared server, so:
 
@@ -198,15 +200,28 @@ READERS = {
 
 
 # ------------------------------------------------------------------ registry
-def _load_registered(path, lat, lon, user_id, value, flag, weight, crs, polygons, layer):
+def _load_registered(path, lat, lon, user_id, value, flag, weight, crs, polygons, layer, bbox=""):
     if not path:
         raise ParamError("give the path of the file to load (path=...)")
+    frame = _parse_frame(bbox) if bbox else None
     cols = {
         k: v for k, v in dict(lat=lat, lon=lon, user_id=user_id, value=value, flag=flag, weight=weight).items() if v
     }
     from .isolate import load_file_isolated
 
-    return load_file_isolated(path, columns=cols or None, crs=crs or None, polygons=polygons, layer=layer or None)
+    return load_file_isolated(
+        path, columns=cols or None, crs=crs or None, polygons=polygons, layer=layer or None, bbox=frame
+    )
+
+
+def _parse_frame(text: str) -> tuple[float, float, float, float]:
+    try:
+        vals = tuple(float(v) for v in str(text).split(","))
+    except ValueError:
+        vals = ()
+    if len(vals) != 4 or not np.isfinite(vals).all():
+        raise ParamError(f"bbox is lon_min,lat_min,lon_max,lat_max in degrees (got {_short(text, 60)!r})")
+    return vals
 
 
 def _register() -> None:
@@ -236,6 +251,13 @@ def _register() -> None:
                     choices=("centroid", "reject"),
                 ),
                 Param("layer", "str", "", "GeoPackage layer to read when the file holds several"),
+                Param(
+                    "bbox",
+                    "str",
+                    "",
+                    "public region lon_min,lat_min,lon_max,lat_max (empty: the locations' box rounded outward to a "
+                    "coarse grid)",
+                ),
             ),
             citation="the user's own file",
             license="the user's own data",
