@@ -213,6 +213,7 @@ def _jsonable(x):
 # ----------------------------------------------------------------- dataset cache
 _DATA_CACHE: dict[str, Any] = {}
 _DATA_LOCK = threading.Lock()
+_DATA_LOADING: dict[str, threading.Lock] = {}  # one lock per dataset being loaded
 
 
 def _dataset_key(key: str, options: dict) -> str:
@@ -242,12 +243,18 @@ def load_dataset(key: str, options: dict):
     with _DATA_LOCK:
         if ck in _DATA_CACHE:
             return _DATA_CACHE[ck]
-    load_all()
-    ds = load(key, **options)
-    with _DATA_LOCK:
-        if len(_DATA_CACHE) > 8:
-            _DATA_CACHE.pop(next(iter(_DATA_CACHE)))
-        _DATA_CACHE[ck] = ds
+        loading = _DATA_LOADING.setdefault(ck, threading.Lock())
+    with loading:  # one load per dataset: sessions opening it at once wait for it instead of each reading it
+        with _DATA_LOCK:
+            if ck in _DATA_CACHE:
+                return _DATA_CACHE[ck]
+        load_all()
+        ds = load(key, **options)
+        with _DATA_LOCK:
+            if len(_DATA_CACHE) > 8:
+                _DATA_CACHE.pop(next(iter(_DATA_CACHE)))
+            _DATA_CACHE[ck] = ds
+            _DATA_LOADING.pop(ck, None)
     return ds
 
 

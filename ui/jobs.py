@@ -26,7 +26,8 @@ import streamlit as st
 from engine.core.errors import EngineError
 from engine.jobs import JobManager, RunConfig
 
-POLL_S = 0.3  # fragment refresh while something runs
+POLL_S = 0.3  # fragment refresh while something runs, on a quiet server
+POLL_MAX_S = 2.0  # on a busy one: every poll is a script run holding the GIL the runs and pages need
 SYNC_WAIT_S = 0.8  # a fast run is shown without a progress flash
 
 
@@ -133,6 +134,13 @@ class Board:
         self._owner: dict[str, str] = {}  # key of a private run -> owner session
         self._timings: dict[str, list[tuple[int, int, float]]] = {}  # mechanism -> (depth, points, seconds)
         self._warm = None
+
+    def poll_interval(self) -> float:
+        """Seconds between a running page's polls: 0.1 s per run in flight on the server, within
+        [POLL_S, POLL_MAX_S] (16 sessions polling every 0.3 s were 50 script runs a second)."""
+        with self._lock:
+            busy = len(self._inflight)
+        return min(POLL_MAX_S, max(POLL_S, 0.1 * busy))
 
     def warm_up(self) -> None:
         """Once per process, after the first page is drawn: load the engine's imports and compiled
@@ -531,7 +539,7 @@ def forget_group(name: str) -> None:
 def progress_panel(names: list[str], title: str = "Running") -> None:
     """Progress bar, elapsed time and a Cancel button for the session's running groups.
 
-    Polls with ``st.fragment(run_every=POLL_S)`` while something runs and reruns the
+    Polls with ``st.fragment(run_every=...)`` (:meth:`Board.poll_interval`) while something runs and reruns the
     whole page when it finishes; when idle the fragment is static (``run_every=None``).
     The rest of the page stays usable meanwhile.
     """
@@ -544,7 +552,7 @@ def progress_panel(names: list[str], title: str = "Running") -> None:
         st.rerun()
     done_at_render = sum(s.state != "running" for g in groups for s in g.statuses)
 
-    @st.fragment(run_every=POLL_S if active else None)
+    @st.fragment(run_every=board().poll_interval() if active else None)
     def _panel():
         gs = [g for g in (get_group(n) for n in names) if g is not None]
         running = [g for g in gs if g.running]
