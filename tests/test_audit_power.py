@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.audit import audit, auditable
 from engine.mechanisms import get, load_all
+from engine.run.audit import audit, auditable
 
 load_all()
 SLOW = {"snh": 120}  # runs per dataset where the plan's test runs are too few for a bound above 1

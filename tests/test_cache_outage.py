@@ -17,10 +17,10 @@ import subprocess
 import pytest
 from test_app import SMALL, charts, click_run, open_app, texts
 
-import engine.jobs
+import engine.run.runner
 from engine.__main__ import main
-from engine.budget_store import BudgetStore, fingerprint_config
-from engine.jobs import RunConfig
+from engine.run.config import RunConfig
+from engine.run.ledger import BudgetStore, fingerprint_config
 
 CFG = ["--mechanism", "ug", "--epsilon", "1", "--dataset", "synthetic:zong_a"]
 
@@ -69,7 +69,7 @@ def test_the_outage_is_real(outage):
 def test_evaluate_runs_without_the_cache(outage, monkeypatch):
     monkeypatch.setenv("HEATMAP_CACHE_DIR", str(outage[0]))
     cfg = RunConfig(dataset="synthetic:zong_a", mechanism="ug", epsilon=1.0, seed=1, depth=5)
-    a, b = engine.jobs.run(cfg), engine.jobs.run(cfg)
+    a, b = engine.run.runner.run(cfg), engine.run.runner.run(cfg)
     assert a.release.density.shape == (32, 32) and (a.release.density == b.release.density).all()
 
 
@@ -88,7 +88,7 @@ def test_a_cli_release_without_a_ledger_is_refused_before_any_noise(outage, monk
     def no_noise(*a, **k):
         raise AssertionError("a release ran without a ledger")
 
-    monkeypatch.setattr(engine.jobs, "run", no_noise)
+    monkeypatch.setattr(engine.run.runner, "run", no_noise)
     out = tmp_path / "out"
     assert main(["release", *CFG, "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -99,7 +99,7 @@ def test_a_cli_release_without_a_ledger_is_refused_before_any_noise(outage, monk
 
 def test_the_cli_books_nothing_when_the_output_folder_cannot_be_written(outage, monkeypatch, capsys):
     folder, why = outage
-    monkeypatch.setattr(engine.jobs, "run", lambda *a, **k: pytest.fail("a release ran"))
+    monkeypatch.setattr(engine.run.runner, "run", lambda *a, **k: pytest.fail("a release ran"))
     assert main(["release", *CFG, "--out", str(folder / "release")]) == 2
     err = capsys.readouterr().err
     assert "cannot write the release to" in err and str(folder) in err and why.split()[0] in err, err
@@ -108,7 +108,7 @@ def test_the_cli_books_nothing_when_the_output_folder_cannot_be_written(outage, 
 
 
 def test_an_empty_out_is_refused(capsys, monkeypatch):
-    monkeypatch.setattr(engine.jobs, "run", lambda *a, **k: pytest.fail("a release ran"))
+    monkeypatch.setattr(engine.run.runner, "run", lambda *a, **k: pytest.fail("a release ran"))
     assert main(["release", *CFG, "--out", ""]) == 2
     assert "--out '' names no folder" in capsys.readouterr().err
 

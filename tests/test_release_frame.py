@@ -12,8 +12,9 @@ import pytest
 
 from engine.data.files import load_file
 from engine.data.projection import FRAME_STEPS, public_frame, to_local
-from engine.export import manifest
-from engine.jobs import RunConfig, run
+from engine.run.config import RunConfig
+from engine.run.export import manifest
+from engine.run.runner import run
 
 
 def upload(seed: int = 5, n: int = 400, **kw):
