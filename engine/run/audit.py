@@ -332,8 +332,8 @@ def statistic(plan: Plan, pair: Pair, release) -> float:
         x, y = (ix + 0.5) * dom.cell, (iy + 0.5) * dom.cell
         return float(noisy[min(int(y / rho), noisy.shape[0] - 1), min(int(x / rho), noisy.shape[1] - 1)])
     if plan.statistic == "sketch":
-        from .core.grid import interleave, prefix
-        from .mechanisms.federated_hh.baselines import cms_level_estimates
+        from ..core.grid import interleave, prefix
+        from ..mechanisms.federated_hh.baselines import cms_level_estimates
 
         level = max(release.extras["sketches"])
         code = prefix(interleave(np.array([ix]), np.array([iy]), dom.depth), dom.depth, level)

@@ -76,7 +76,7 @@ _ENV = ("HEATMAP_PARSE_MEMORY_FACTOR", "HEATMAP_PARSE_MEMORY_MB")
 
 
 def _child(conn, source, filename, kwargs, env, mem_bytes, cpu_s) -> None:
-    from . import load_file
+    from .load import load_file
 
     try:
         for k in _ENV:  # the caller's limits, not the forkserver's environment
