@@ -14,7 +14,11 @@ from engine.mechanisms import get, load_all
 from engine.run.audit import audit, auditable
 
 load_all()
-SLOW = {"snh": 120}  # runs per dataset where the plan's test runs are too few for a bound above 1
+SLOW = {
+    "snh": 120,
+    "identity_paramselect": 600,
+    "sparse_emd": 1000,
+}  # runs where the plan's test runs are too few for a bound above 1
 
 
 def weakened(key: str):

@@ -142,7 +142,12 @@ PLANS: dict[str, Plan] = {
     "hh_scheduled_fixed_t": replace(_ZERO_OUT, base_users=1, note="U = 2: one sub-query spends all of epsilon"),
     "hh_interactive_nonprivate": replace(_ZERO_OUT, runs=1000),
     "flat_onehot": _ZERO_OUT,
-    "hierarchical_onehot": _ZERO_OUT,
+    "hierarchical_onehot": replace(
+        _ZERO_OUT,
+        params={"first_level": 4},
+        note=_ZERO_OUT.note + "; one level (the map's), so the person's whole epsilon is on its one-hot cell (with "
+        "5 levels each carries epsilon / 5 and the threshold rule hides most of them)",
+    ),
     "cms_hierarchical": replace(
         _ZERO_OUT,
         params={"depth": 1, "first_level": 4},
