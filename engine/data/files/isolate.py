@@ -65,10 +65,14 @@ def _context():
         return _CTX
 
 
-def _status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
+def _status_bytes(field: str, pid: int | str = "self") -> int:
+    """A memory figure (``VmRSS``, ``VmSize``) of a process from /proc, in bytes; 0 once it has gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return 0
 
 
@@ -83,10 +87,10 @@ def _child(conn, source, filename, kwargs, env, mem_bytes, cpu_s) -> None:
             os.environ.pop(k, None)
         os.environ.update(env)
         # a hard backstop; the parent's watch of the resident memory is the budget itself
-        vm = _status_kb("VmSize") * 1024 + mem_bytes + _AS_SLACK
+        vm = _status_bytes("VmSize") + mem_bytes + _AS_SLACK
         resource.setrlimit(resource.RLIMIT_AS, (vm, vm))
         resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_s) + 1, int(cpu_s) + 2))
-        rss0 = _status_kb("VmRSS") * 1024
+        rss0 = _status_bytes("VmRSS")
         conn.send(("rss0", rss0))
         ds = load_file(source, filename, **kwargs)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
@@ -103,16 +107,6 @@ def _child(conn, source, filename, kwargs, env, mem_bytes, cpu_s) -> None:
         os._exit(0)  # skip the interpreter's teardown of every imported module
 
 
-def _rss(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def _wait(parent, proc, mem: int, seconds: float):
     """The child's answer, watching its resident memory every WATCH_S: ("memory"|"time", "") when over."""
     start, rss0 = time.monotonic(), None
@@ -122,7 +116,7 @@ def _wait(parent, proc, mem: int, seconds: float):
             if kind != "rss0":
                 return kind, payload
             rss0 = payload
-        if rss0 is not None and _rss(proc.pid) - rss0 > mem:
+        if rss0 is not None and _status_bytes("VmRSS", proc.pid) - rss0 > mem:
             return "memory", ""
         if time.monotonic() - start > seconds:
             return "time", ""
