@@ -11,13 +11,15 @@ its cells (``S[cell, k]``, each column summing to 1). A region with area weights
   so their covariance is counted (the hierarchical tree's correlated leaves: through the
   constrained inference's least-squares covariance, :func:`_hierarchical_var`);
 * **spreading**: where the region takes only part of a unit (0 < f < 1), the even spread says
-  f c_k people of the unit are in the region, while the truth t lies anywhere in [0, c_k]
-  (people may be bunched in one corner of a leaf). The release cannot tell where; the margin
-  treats the unknown placement as a spread in [0, c_k] with mean f c_k, whose variance is at
-  most ``f (1 - f) c_k^2`` (the Bhatia-Davis inequality), with c_k read off the release
-  (the released count, at least 0). This is the largest spread any placement can have, so the
-  margin is wide where a region cuts large units; it is 0 for a region made of whole units,
-  whose margin is the exact noise margin.
+  f c_k of the unit's people are in the region, while the truth lies anywhere in [0, c_k] (people may
+  be bunched in one corner of a leaf), and the release cannot tell where. At worst they all sit
+  together, inside the region's part with chance f (bunched at a place that could be anywhere in the
+  unit): a 95 % interval must then reach c_k ((1 - f) c_k above the estimate) unless that chance is
+  under 5 %, and 0 (f c_k below) unless its chance, 1 - f, is (:func:`spread_share`), with c_k the
+  released count (at least 0). The units' terms add in quadrature. A region made of whole units has
+  no such term: its margin is the exact noise margin. On smooth data the term is conservative; on
+  bunched data a bunch inside a large unit can still fall outside a small region's margin (the
+  benchmark reports coverage where people are, too: ``python -m engine bench regions``).
 
 The margin is ``sqrt((2.118 noise sd)^2 + (1.96 spreading sd)^2)``: 2.118 standard deviations is a
 Laplace draw's exact 95 % quantile (1.96 would cover 93.7 %), and more than a sum of draws needs; :data:`BASIS` says so in the release. Where the
@@ -38,10 +40,12 @@ Z95 = 1.959963984540054
 # weighted sum of independent draws is less heavy-tailed and tends to 1.96, so 2.118 covers at least 95 %
 LAPLACE95 = math.log(20.0) / math.sqrt(2.0)
 BASIS = (
-    "95 % margin = sqrt((2.118 x noise sd)^2 + 1.96^2 x spreading bound): 2.118 sd is a Laplace draw's 95 % quantile, "
-    "the noise variance the mechanism's closed form (cells that share a noise draw counted together); the spreading bound, f (1 - f) x count^2 for each released "
-    "unit (cell, block, leaf, region) a region takes a share f of, covers any placement of the unit's people inside "
-    "it (Bhatia-Davis); a region made of whole units has the exact noise margin"
+    "95 % margin = sqrt((2.118 x noise sd)^2 + spreading^2). Noise: the mechanism's closed form (cells that share a "
+    "noise draw counted together; 2.118 sd is a Laplace draw's 95 % quantile). Spreading: for each released unit "
+    "(cell, block, leaf, region) a region takes only a share f of, where the unit's people sit inside it is not in "
+    "the release, so the term adds (1 - f) x the unit's released count if all of them could be in the region's part "
+    "(f at least 5 %), else f x that count, summed in quadrature. A region made of whole units has the exact noise "
+    "margin"
 )
 NO_CLOSED_FORM = "no margin: the mechanism's noise has no closed form given its release (repeated runs only)"
 
@@ -170,7 +174,7 @@ class Margins:
     estimate: np.ndarray
     margin95: np.ndarray
     noise_sd: np.ndarray
-    spread_sd: np.ndarray
+    spread_sd: np.ndarray  # the spreading term's 95 % half-width
     basis: str
 
 
@@ -193,13 +197,19 @@ def region_margins(release, key: str, regions) -> Margins:
         diag_rows = F.multiply(F) @ np.nan_to_num(sig**2, nan=0.0)
         noise = np.array([_row_var(regions, units, r, diag_rows[r]) for r in range(R)])
     touched_nan = np.asarray((F != 0).astype(np.float64) @ np.isnan(sig).astype(np.float64)).ravel() > 0
+    c = np.clip(units.count, 0.0, None)
     Fc = F.copy()
-    Fc.data = spread_share(Fc.data) ** 2
-    spread = np.asarray(Fc @ np.clip(units.count, 0.0, None) ** 2).ravel()
-    margin = np.sqrt(LAPLACE95**2 * noise + spread)
+    Fc.data = np.clip(Fc.data, 0.0, 1.0)
+    Fc.data = Fc.data * (1.0 - Fc.data)
+    clt = Z95 * np.sqrt(np.asarray(Fc @ c**2).ravel())  # many cut units: their placements add up
+    Fw = F.copy()
+    Fw.data = spread_share(Fw.data)
+    worst = np.asarray(Fw.multiply(c[None, :]).max(axis=1).todense()).ravel()  # one unit's worst placement
+    spread = np.maximum(clt, worst)
+    margin = np.sqrt(LAPLACE95**2 * noise + spread**2)
     margin[touched_nan] = np.nan
     basis = f"{BASIS}. Noise: {units.basis}" if units.basis else BASIS
-    return Margins(est, margin, np.sqrt(noise), np.sqrt(spread), basis)
+    return Margins(est, margin, np.sqrt(noise), spread, basis)
 
 
 def spread_share(f: np.ndarray) -> np.ndarray:
