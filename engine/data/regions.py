@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -124,17 +125,31 @@ def parse_spec(spec: str) -> tuple[str, str | int | None, str | None]:
 
 def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, polygons=None) -> Regions:
     """The regions of ``spec`` (:func:`parse_spec`) over ``domain`` (in the local CRS ``crs``).
-    ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload)."""
-    kind, arg, id_col = parse_spec(spec) if polygons is None else ("file", None, None)
+    ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload).
+    Built once per process for each spec, map and file version (a mechanism builds them on every run)."""
+    if polygons is not None:
+        return polygon_regions(polygons, domain, crs, spec)
+    kind, arg, _ = parse_spec(spec)
+    stamp = None
+    if kind == "file":
+        try:
+            st = Path(arg).stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            pass  # the reader says the file is missing
+    return _build(str(spec).strip(), domain, crs, name_column, stamp)
+
+
+@lru_cache(maxsize=16)
+def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp) -> Regions:
+    kind, arg, id_col = parse_spec(spec)
     if kind == "grid":
         return grid_regions(domain, crs)
     if kind == "h3":
         return h3_regions(domain, crs, auto_resolution(domain) if arg == "auto" else int(arg))
-    if polygons is None:
-        from .files.polygons import load_polygons
+    from .files.polygons import load_polygons
 
-        polygons = load_polygons(arg, id_column=id_col, name_column=name_column)
-    return polygon_regions(polygons, domain, crs, spec)
+    return polygon_regions(load_polygons(arg, id_column=id_col, name_column=name_column), domain, crs, spec)
 
 
 def grid_regions(domain: Domain, crs: str) -> Regions:
