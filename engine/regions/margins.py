@@ -15,15 +15,18 @@ its cells (``S[cell, k]``, each column summing to 1). A region with area weights
   be bunched in one corner of a leaf), and the release cannot tell where. At worst they all sit
   together, inside the region's part with chance f (bunched at a place that could be anywhere in the
   unit): a 95 % interval must then reach c_k ((1 - f) c_k above the estimate) unless that chance is
-  under 5 %, and 0 (f c_k below) unless its chance, 1 - f, is (:func:`spread_share`), with c_k the
-  released count (at least 0). The units' terms add in quadrature. A region made of whole units has
-  no such term: its margin is the exact noise margin. On smooth data the term is conservative; on
-  bunched data a bunch inside a large unit can still fall outside a small region's margin (the
-  benchmark reports coverage where people are, too: ``python -m engine bench regions``).
+  under 5 %, and 0 (f c_k below) unless its chance, 1 - f, is (:func:`spread_share`). A region that
+  cuts many units adds many such placements; their sum has variance at most
+  ``sum f (1 - f) c_k^2`` (the Bhatia-Davis inequality, per unit), so 1.96 times its root covers it.
+  The term is the larger of the two, with c_k the released count (at least 0). A region made of
+  whole units has no such term: its margin is the exact noise margin. The term assumes nothing about
+  where people sit, so on smooth data it covers more than 95 %; on bunched data a bunch inside a
+  large unit can still fall outside a small region's margin (the benchmark reports coverage where
+  people are, too: ``python -m engine bench regions``).
 
-The margin is ``sqrt((2.118 noise sd)^2 + (1.96 spreading sd)^2)``: 2.118 standard deviations is a
-Laplace draw's exact 95 % quantile (1.96 would cover 93.7 %), and more than a sum of draws needs; :data:`BASIS` says so in the release. Where the
-noise has no closed form (AG, Sparse EMD, SNH, the kernel density estimates...) or a cell was set
+The margin is ``sqrt((2.118 noise sd)^2 + spreading^2)``: 2.118 standard deviations is a Laplace
+draw's exact 95 % quantile (1.96 would cover 93.7 %), and more than a sum of draws needs; :data:`BASIS`
+says so in the release. Where the noise has no closed form (AG, Sparse EMD, SNH, the kernel density estimates...) or a cell was set
 to 0 after the noise (clipping, top-t: biased towards 0, not noisy around the truth), there is no
 margin (NaN, ``null`` in files), and the reason is given.
 """
@@ -41,11 +44,11 @@ Z95 = 1.959963984540054
 LAPLACE95 = math.log(20.0) / math.sqrt(2.0)
 BASIS = (
     "95 % margin = sqrt((2.118 x noise sd)^2 + spreading^2). Noise: the mechanism's closed form (cells that share a "
-    "noise draw counted together; 2.118 sd is a Laplace draw's 95 % quantile). Spreading: for each released unit "
-    "(cell, block, leaf, region) a region takes only a share f of, where the unit's people sit inside it is not in "
-    "the release, so the term adds (1 - f) x the unit's released count if all of them could be in the region's part "
-    "(f at least 5 %), else f x that count, summed in quadrature. A region made of whole units has the exact noise "
-    "margin"
+    "noise draw counted together; 2.118 sd is a Laplace draw's 95 % quantile). Spreading: where a region takes only a "
+    "share f of a released unit (cell, block, leaf, region), where the unit's people sit inside it is not in the "
+    "release; the term is the larger of one unit's worst case ((1 - f) x its released count if all of its people "
+    "could be in the region's part, f at least 5 %, else f x that count) and 1.96 x sqrt(sum of f (1 - f) x count^2) "
+    "over the units cut (many placements adding up). A region made of whole units has the exact noise margin"
 )
 NO_CLOSED_FORM = "no margin: the mechanism's noise has no closed form given its release (repeated runs only)"
 
