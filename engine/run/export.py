@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.errors import ParamError
-from .data.projection import to_lonlat
+from ..core.errors import ParamError
+from ..data.projection import to_lonlat
 
 EVALUATION = "contains non-private information about the data"
 FORMATS = ("geotiff", "geoparquet", "geojson", "csv")
@@ -177,9 +177,9 @@ def manifest(result, release_key: str | None = None) -> dict:
     information it declares (plus the region when it was read off the data), and the frame
     (CRS, domain, region). Nothing else computed from the data: no count, metric, diagnostic
     or seed. ``release_key``: the budget store's key of this release, when it was booked."""
-    from . import __version__
-    from .budget_store import neighbouring_of
-    from .mechanisms import get
+    from .. import __version__
+    from ..mechanisms import get
+    from .ledger import neighbouring_of
 
     _require_release(result)
     cfg, rel, meta = result.config, result.release, result.dataset_meta
@@ -248,7 +248,7 @@ def manifest(result, release_key: str | None = None) -> dict:
 
 def _margins_note(rel, key: str) -> dict:
     """What each margin in the files rests on (a function of the release and public parameters only)."""
-    from .regions.margins import BASIS, units_of
+    from ..regions.margins import BASIS, units_of
 
     units = units_of(rel, key)
     if isinstance(units, str):
@@ -280,7 +280,7 @@ def write_release(result, folder, formats=FORMATS, release_key: str | None = Non
     out = Path(folder)
     targets = {f: out / FILE_NAMES[f] for f in fmts} | {"manifest": out / MANIFEST}
     if regions is not None:
-        from .regions.files import REGION_FILES
+        from ..regions.files import REGION_FILES
 
         targets |= {f"regions_{k}": out / v for k, v in REGION_FILES.items()}
     taken = [p.name for p in targets.values() if p.exists()]
@@ -293,7 +293,7 @@ def write_release(result, folder, formats=FORMATS, release_key: str | None = Non
     rel = result.release
     doc = manifest(result, release_key)
     title = f"Private map: {doc['mechanism']['label'] or doc['mechanism']['key']}, epsilon {rel.ledger.total():g}"
-    from .regions.files import geoparquet_grid, grid_margin, write_regions
+    from ..regions.files import geoparquet_grid, grid_margin, write_regions
 
     margin = grid_margin(rel, result.config.mechanism)
     writers = {
@@ -308,7 +308,7 @@ def write_release(result, folder, formats=FORMATS, release_key: str | None = Non
         targets[f].write_bytes(data)
         doc["files"][f] = {"name": targets[f].name, "sha256": hashlib.sha256(data).hexdigest()}
     if regions is not None:
-        from .regions.report import regional_report
+        from ..regions.report import regional_report
 
         report = regional_report(result, regions)
         doc["files"].update(write_regions(report, out))
