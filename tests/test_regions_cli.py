@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine import budget_store
+from engine.run import ledger as budget_store
 from engine.bench.regions import voronoi_geojson
 
 SYNTH = ["--dataset", "synthetic:monocentric", "--data-opt", "n=3000", "--data-opt", "seed=4", "--depth", "5"]

@@ -99,7 +99,7 @@ def _public_spec(spec: str) -> str:
 
 def true_counts(dataset, regions, unit: str = "user") -> np.ndarray:
     """Evaluation only: the locations inside each region, in the release's unit (each person's locations
-    weighted to total 1 unless ``unit == "record"``, as :func:`engine.jobs.release_truth`)."""
+    weighted to total 1 unless ``unit == "record"``, as :func:`engine.run.runner.release_truth`)."""
     w = None if dataset.weight is None else dataset.weight.astype(np.float64)
     if unit != "record" and dataset.user_id is not None:
         inv, u = dataset.user_index()
@@ -114,7 +114,7 @@ def true_counts(dataset, regions, unit: str = "user") -> np.ndarray:
 
 
 def regional_report(result, regions, dataset=None) -> RegionReport:
-    """The regional table of a run (:class:`engine.jobs.RunResult`). ``dataset``: the run's prepared data
+    """The regional table of a run (:class:`engine.run.config.RunResult`). ``dataset``: the run's prepared data
     (Evaluate mode only) for the true counts; a Release-mode run never gets them."""
     rel = result.release
     if rel.quantity != "counts":
