@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.run import ledger as budget_store
 from engine.bench.regions import voronoi_geojson
+from engine.run import ledger as budget_store
 
 SYNTH = ["--dataset", "synthetic:monocentric", "--data-opt", "n=3000", "--data-opt", "seed=4", "--depth", "5"]
 

@@ -130,6 +130,7 @@ class _Ctx:
     notes: list = field(default_factory=list)
     order: str = ""  # how degrees were read, for the swap note ("" after a CRS conversion)
     roles: tuple = ATTRS  # the attribute columns a vector reader looks for
+    fields: list = field(default_factory=list)  # the file's attribute columns, as read
 
     def refuse(self, why: str) -> DataError:
         return DataError(f"{self.name} is not a readable {WHAT[self.kind]}: {why}")
@@ -181,14 +182,19 @@ def upload_limits() -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ columns
-def _find_columns(available: list, columns: dict | None, roles=ROLES, notes: list | None = None) -> dict:
-    """Map each role to a column name, or None. ``lat``/``lon`` are required when in ``roles``."""
+def _find_columns(
+    available: list, columns: dict | None, roles=ROLES, notes: list | None = None, seen: list | None = None
+) -> dict:
+    """Map each role to a column name, or None. ``lat``/``lon`` are required when in ``roles``.
+    ``seen``: filled with the available columns (a picker offers them)."""
     columns = dict(columns or {})
     known = ROLES + tuple(r for r in REGION_ROLES if r in roles)
     unknown = sorted(set(columns) - set(known), key=str)
     if unknown:
         raise ParamError(f"unknown column role(s) {_list(unknown)}; use some of: {', '.join(known)}")
     available = [str(c) for c in available]
+    if seen is not None:
+        seen[:] = available
     by_norm: dict[str, list] = {}
     for c in available:
         by_norm.setdefault(_norm(c), []).append(c)

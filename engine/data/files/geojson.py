@@ -149,7 +149,7 @@ def _read_geojson(data: bytes, c: _Ctx):
     keys = dict.fromkeys(k for p in props for k in p)
     if len(keys) > MAX_COLUMNS:
         raise c.refuse(f"its features have {len(keys):,} property names, over the limit of {MAX_COLUMNS:,}")
-    used = _find_columns(list(keys), _attr_columns(c), roles=c.roles, notes=c.notes)
+    used = _find_columns(list(keys), _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
     cols = {used[r]: [p.get(used[r]) for p in props] for r in c.roles if used[r] is not None}
     gdf = gpd.GeoDataFrame(pd.DataFrame(cols, index=range(len(feats))), geometry=gpd.GeoSeries(geoms))
     return _vector(gdf, declared, used, c)

@@ -59,7 +59,9 @@ def _read_parquet(data: bytes, c: _Ctx):
         read = [used[r] for r in ROLES if used[r] is not None]
     else:
         geom_col, declared = geo
-        used = _find_columns([n for n in schema.names if n != geom_col], _attr_columns(c), roles=c.roles, notes=c.notes)
+        used = _find_columns(
+            [n for n in schema.names if n != geom_col], _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields
+        )
         read = [geom_col] + [used[r] for r in c.roles if used[r] is not None]
     _check_decoded_size(data, pf, read, c)
     if geo is None:

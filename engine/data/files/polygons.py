@@ -29,6 +29,7 @@ class PolygonFile:
     id_column: str | None
     name_column: str | None
     notes: tuple[str, ...]
+    fields: tuple[str, ...] = ()  # every attribute column of the file (for an id or name picker)
 
 
 def load_polygons(
@@ -103,7 +104,9 @@ def _named(gdf, used: dict, c: _Ctx) -> PolygonFile:
         raise DataError(f"{c.name}: the id {_short(dup, 40)!r} names several regions; ids must be unique")
     names = [_label(v) or i for v, i in zip(gdf[namec], ids)] if namec else list(ids)
     geoms = shapely.make_valid(gdf.geometry.to_numpy())  # a self-touching ring would give a wrong area
-    return PolygonFile(np.asarray(geoms, dtype=object), tuple(ids), tuple(names), idc, namec, tuple(c.notes))
+    return PolygonFile(
+        np.asarray(geoms, dtype=object), tuple(ids), tuple(names), idc, namec, tuple(c.notes), tuple(c.fields)
+    )
 
 
 def _label(v) -> str:

@@ -173,7 +173,7 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
             if len(col) > c.max_points:
                 raise c.too_many(len(col), "features")
             fields = list(col.schema["properties"])
-            used = _find_columns(fields, _attr_columns(c), roles=c.roles, notes=c.notes)
+            used = _find_columns(fields, _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
         keep = [used[r] for r in c.roles if used[r] is not None]
         skip = [f for f in fields if f not in keep]
         geoms, pi, px, py, vals = [], [], [], [], {k: [] for k in keep}
