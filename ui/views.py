@@ -593,6 +593,14 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
             return
     se, how = known
     moe = margins.margin(se)
+    if (result.release.extras or {}).get("stderr") is not None:  # closed form: count the spreading too
+        from engine.regions import cell_margins
+
+        moe = cell_margins(result.release, cfg.mechanism, fr.crs).margin95.reshape(moe.shape)
+        how += (
+            "; a cell inside a larger released unit (a UG cell, a leaf, a node) adds how unevenly the unit's people "
+            "may sit in it, which the release cannot tell (engine/regions/margins.py)"
+        )
     heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
     blank = int(np.count_nonzero(~np.isfinite(moe)))
     med = f"median over cells ±{float(np.nanmedian(moe)) * scale.factor:.3g} {scale.unit}" if blank < moe.size else ""

@@ -194,11 +194,10 @@ def region_margins(release, key: str, regions) -> Margins:
         return Margins(units.count.copy(), LAPLACE95 * units.sigma, units.sigma.copy(), np.zeros(R), units.basis)
     F = (regions.weights @ units.S).tocsr()  # share of each unit in each region
     sig = units.sigma
-    if units.var_of is None:
+    if units.var_of is None or regions.kind == "grid":  # one cell's variance is its own, correlated or not
         noise = np.asarray(F.multiply(F) @ np.nan_to_num(sig**2, nan=0.0)).ravel()
     else:
-        diag_rows = F.multiply(F) @ np.nan_to_num(sig**2, nan=0.0)
-        noise = np.array([_row_var(regions, units, r, diag_rows[r]) for r in range(R)])
+        noise = np.array([_row_var(regions, units, r) for r in range(R)])
     touched_nan = np.asarray((F != 0).astype(np.float64) @ np.isnan(sig).astype(np.float64)).ravel() > 0
     c = np.clip(units.count, 0.0, None)
     Fc = F.copy()
@@ -226,11 +225,9 @@ def spread_share(f: np.ndarray) -> np.ndarray:
     return np.where((f == 0.0) | (f == 1.0), 0.0, out)
 
 
-def _row_var(regions, units, r: int, independent: float) -> float:
-    a = regions.weights.getrow(r)
-    if a.nnz == 1 and regions.kind == "grid":  # one whole cell: its own variance
-        return float(independent)
+def _row_var(regions, units, r: int) -> float:
     dense = np.zeros(regions.weights.shape[1])
+    a = regions.weights.getrow(r)
     dense[a.indices] = a.data
     return units.var_of(dense)
 
