@@ -21,6 +21,7 @@ from ui.text import plain
 
 CHOICES = ("Off", "Grid cells", "H3 hexagons", "Your polygons")
 H3_RANGE = (4, 11)
+MAX_DRAWN = 5000  # polygons per map: more would make the page's JSON too heavy for the browser
 
 
 @dataclass(frozen=True)
@@ -209,5 +210,12 @@ def block(results, choice: Choice | None, scale, fr, key: str, unit: str, datase
     if reps[0][1].true is not None:
         panels.insert(0, ("True count (evaluation only)", reps[0][1], "true"))
     px = 420 if per_row <= 2 else 250
-    draw(panels, scale, fr, fr.view(px=px), key, unit, height=px, per_row=per_row)
+    if len(reps[0][1].regions) <= MAX_DRAWN:
+        draw(panels, scale, fr, fr.view(px=px), key, unit, height=px, per_row=per_row)
+    else:
+        st.info(
+            f"{len(reps[0][1].regions):,} regions are too many to draw (at most {MAX_DRAWN:,}): the maps above show "
+            "the cells; choose H3 hexagons or a coarser resolution to see regions. The table lists them all.",
+            icon=":material/info:",
+        )
     _caption_and_downloads(reps[0][1], results[0][1], key)
