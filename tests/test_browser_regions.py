@@ -12,7 +12,6 @@ from browser_support import MAPS, READY, Watch, heat_pixels, open_explore, run_a
 pytestmark = pytest.mark.browser
 
 QUERY = "?d.n=20000&res=64&eps=1&mech=privtree&baselines=0&seed=3"
-KIND = '[class*="st-key-explore.regions.kind"] button'
 
 
 def districts_geojson() -> bytes:
@@ -45,7 +44,7 @@ def test_regions_are_drawn_coloured_with_outlines(page, app_url, tmp_path):
     run_and_wait_maps(page)
     before = region_decks(page)
     page.get_by_text("Regions", exact=True).first.click()
-    page.locator(KIND, has_text="H3 hexagons").click()
+    page.get_by_text("H3 hexagons", exact=True).click()
     page.wait_for_function(
         f"document.querySelectorAll('{MAPS}').length >= {before + 2}", timeout=90_000
     )  # the true and the private regional maps
@@ -58,7 +57,7 @@ def test_regions_are_drawn_coloured_with_outlines(page, app_url, tmp_path):
     assert true_px > 5_000 and private_px > 5_000, (true_px, private_px)  # hexagons coloured on the scale
     save(page, tmp_path, "explore_regions_h3")
 
-    page.locator(KIND, has_text="Your polygons").click()
+    page.get_by_text("Your polygons", exact=True).click()
     page.wait_for_selector("text=Upload a file of polygons", timeout=60_000)
     uploaders = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
     uploaders.last.set_input_files(
@@ -67,10 +66,10 @@ def test_regions_are_drawn_coloured_with_outlines(page, app_url, tmp_path):
     page.wait_for_selector("text=Id column", timeout=60_000)
     page.wait_for_selector(READY, timeout=60_000)
     # the name picker offers the file's columns: choose "quarter"
-    page.locator('[class*="st-key-explore.regions.name"]').click()
+    page.locator('[data-testid="stSelectbox"]', has_text="Name column").click()
     page.get_by_role("option", name="quarter").click()
     page.wait_for_selector(READY, timeout=60_000)
-    page.wait_for_selector("text=Quarter 1", timeout=60_000)  # in the table
+    page.wait_for_selector("text=Quarter 1", state="attached", timeout=60_000)  # in the table (a canvas grid)
     page.wait_for_timeout(1500)
     n = region_decks(page)
     deck = page.locator('[data-testid="stDeckGlJsonChart"]').nth(n - 1)
