@@ -418,7 +418,12 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
     buttons = [
         ("Private map (PNG)", lambda: export.release_png(result, scale), "png", "image/png"),
         ("Grid (GeoTIFF)", lambda: export.release_geotiff(result, fr.crs), "tif", "image/tiff"),
-        ("Grid (GeoJSON)", lambda: export.geojson_grid(dens, fr.domain, fr.crs), "geojson", "application/geo+json"),
+        (
+            "Grid (GeoParquet)",
+            lambda: export.release_geoparquet(result, fr.crs),
+            "parquet",
+            "application/vnd.apache.parquet",
+        ),
         ("Grid (CSV)", lambda: export.csv_grid(dens, fr.domain, fr.crs), "csv", "text/csv"),
         ("Metrics + config (JSON)", lambda: export.record_json(result, url), "json", "application/json"),
         ("Report (HTML)", lambda: report.html_report(result, scale, link), "html", "text/html"),
@@ -435,7 +440,8 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
             key=f"dl_{ext}_{stem}",
         )
     c.caption(
-        "The map exports (PNG, GeoTIFF, GeoJSON, CSV) hold only the private release. The JSON record and the "
+        "The map exports (PNG, GeoTIFF, GeoParquet, CSV) hold only the private release; the GeoTIFF and the "
+        "GeoParquet carry each cell's 95 % margin where the mechanism has one. The JSON record and the "
         "HTML report are for evaluation: they contain non-private information about the data (metrics against "
         "the true map, exact counts; the report also shows the true map)."
     )
@@ -687,7 +693,7 @@ def release_zip(result) -> bytes:
     from engine.run.export import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
-        paths = write_release(result, Path(tmp) / "release")
+        paths = write_release(result, Path(tmp) / "release", formats=("geotiff", "geoparquet", "csv"))
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             for p in paths.values():
