@@ -61,3 +61,13 @@ def test_compare_draws_each_mechanism_over_the_same_regions():
     fills = [[tuple(r["fill"]) for r in la["data"]] for la in layers]
     assert fills[1] != fills[2]  # two mechanisms, two estimates
     assert all("(95 % margin)" in r["tip"] for la in layers[1:] for r in la["data"])
+
+
+def test_release_mode_lists_regions_without_truth():
+    at = open_app(mode="release", eps="0.5", res="32", ds="snow_cholera", mech="ug")
+    click_run(at, "explore")
+    at.segmented_control(key="release.regions.kind").set_value("H3 hexagons").run()
+    assert not at.exception, [e.value for e in at.exception]
+    layers = region_decks(at, "release")
+    assert len(layers) == 1  # the private regional map only
+    assert all("true:" not in r["tip"] and "(95 % margin)" in r["tip"] for r in layers[0]["data"])
