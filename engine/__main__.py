@@ -350,11 +350,17 @@ def _cmd_release(args) -> int:
     taken = [n for n in names if (out / n).exists()]
     if taken:  # checked before any ε is booked
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
+    existed = out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     bk = Bookkeeper()
+    try:
+        regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
+        res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
+    except BaseException:
+        if not existed and not any(out.iterdir()):
+            out.rmdir()  # refused or failed: no release, and no empty folder left for one
+        raise
     # once a grid exists the booking stays, even if writing it fails half way
-    regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
-    res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
     paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
         "files": {k: str(v) for k, v in paths.items()},
