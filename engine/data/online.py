@@ -8,13 +8,15 @@
   one location per person, as Bagdasaryan et al. (2022, Section 6.1) did with HDX
   rasters of Lagos and Mayotte. Read with ``rasterio``.
 
-Every URL is a parameter whose default is the real public address. Downloads are
-atomic (a temporary file renamed into place once complete and checked), limited
-in size, report progress as ``progress(bytes_done, bytes_total_or_None)``, and
-raise :class:`OfflineError` when the host cannot be reached. A corrupt or
-truncated file is removed and reported with a clear :class:`DataError`. The city
-cut of a check-in file and the window of a raster are cached too (small ``.npz``),
-so a second load reads neither the network nor the big file.
+Every URL is a parameter whose default is the real public address; each file is a
+:class:`~engine.data.download.Remote` naming the SHA-256 its bytes must have, or saying
+why none is known. Downloads (:func:`~engine.data.download.download`, through pooch)
+are atomic, checked against that hash, limited in size, report progress as
+``progress(bytes_done, bytes_total_or_None)``, and raise :class:`OfflineError` when the
+host cannot be reached. A corrupt or truncated file is removed and reported with a
+clear :class:`DataError`. The city cut of a check-in file and the window of a raster
+are cached too (small ``.npz``), so a second load reads neither the network nor the
+big file.
 """
 
 from __future__ import annotations
@@ -23,24 +25,19 @@ import gzip
 import hashlib
 import os
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 import zipfile
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import DataError, OfflineError, ParamError
+from ..core.errors import DataError, ParamError
 from ..core.params import Param
 from . import catalogue
 from .dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
-
-Progress = Callable[[int, "int | None"], None]
+from .download import MiB, Progress, Remote, download, downloads_dir, is_cached
 
 GOWALLA_URL = "https://snap.stanford.edu/data/loc-gowalla_totalCheckins.txt.gz"
 BRIGHTKITE_URL = "https://snap.stanford.edu/data/loc-brightkite_totalCheckins.txt.gz"
@@ -53,7 +50,24 @@ LAGOS_URL = (
 # WorldPop 2020 people per pixel for Mayotte (also listed on HDX); see PLACES["mayotte"].note
 MAYOTTE_URL = "https://data.worldpop.org/GIS/Population/Global_2000_2020/2020/MYT/myt_ppp_2020.tif"
 
-MiB = 1 << 20
+# How each file's hash is known. The SF cabs file is the one the project's reference copy was taken from:
+# that copy's git blob id equals the one of data/CABS_SFS.npy in github.com/szeighami/SNH
+# (60f7aa887f0206737259f32dafc84de0f17d11fb, 3,479,136 bytes), so its SHA-256 is the SHA-256 of the bytes
+# GitHub serves at SF_CABS_URL. The others could not be fetched when the catalogue was written (no
+# network) and their publishers print no checksum: they are downloaded with a warning naming the hash
+# they arrived with, to be compared with a trusted copy and pinned here.
+_UNPUBLISHED = "{} publishes no checksum for this file, and it could not be fetched to hash when this entry was written"
+GOWALLA = Remote(GOWALLA_URL, None, _UNPUBLISHED.format("SNAP"))
+BRIGHTKITE = Remote(BRIGHTKITE_URL, None, _UNPUBLISHED.format("SNAP"))
+SF_CABS = Remote(
+    SF_CABS_URL,
+    "be294708eb24dff0e3e2a68055b3b1165ebc25f0c0a0f353b6471e5b063273f7",
+    "the SHA-256 of a copy whose git blob id is that of data/CABS_SFS.npy in github.com/szeighami/SNH "
+    "(60f7aa887f0206737259f32dafc84de0f17d11fb), the bytes served at this address",
+)
+LAGOS = Remote(LAGOS_URL, None, _UNPUBLISHED.format("HDX"))
+MAYOTTE = Remote(MAYOTTE_URL, None, _UNPUBLISHED.format("WorldPop"))
+
 MAX_CHECKINS_BYTES = 400 * MiB  # the SNAP files are ~100 MB
 MAX_CABS_BYTES = 64 * MiB  # 3.5 MB
 MAX_RASTER_BYTES = 2048 * MiB  # a national HRSL archive is a few hundred MB
@@ -64,106 +78,12 @@ SNAP_CITATION = (
 )
 SNAP_LICENSE = "SNAP research dataset: no licence stated by the publisher; cite Cho et al. (2011)"
 NETWORKS = {
-    "gowalla": ("Gowalla", GOWALLA_URL, "https://snap.stanford.edu/data/loc-Gowalla.html"),
-    "brightkite": ("Brightkite", BRIGHTKITE_URL, "https://snap.stanford.edu/data/loc-Brightkite.html"),
+    "gowalla": ("Gowalla", GOWALLA, "https://snap.stanford.edu/data/loc-Gowalla.html"),
+    "brightkite": ("Brightkite", BRIGHTKITE, "https://snap.stanford.edu/data/loc-Brightkite.html"),
 }
 
 
-# ------------------------------------------------------------------ downloads
-def downloads_dir() -> Path:
-    from ..core.cache import cache_dir
-
-    path = cache_dir() / "downloads"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def cache_path(url: str) -> Path:
-    """Where ``url`` is (or will be) cached: the URL's file name prefixed by a hash of the URL."""
-    name = Path(urllib.parse.urlparse(url).path).name or "download"
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:]
-    return downloads_dir() / f"{hashlib.sha256(url.encode()).hexdigest()[:12]}-{name}"
-
-
-def is_cached(url: str) -> bool:
-    return cache_path(url).is_file()
-
-
-def download(
-    url: str,
-    *,
-    max_bytes: int,
-    progress: Progress | None = None,
-    timeout: float = 60.0,
-    validate: Callable[[Path], None] | None = None,
-    what: str = "file",
-) -> Path:
-    """Fetch ``url`` into the download cache once; later calls return the cached path.
-
-    Raises OfflineError when the host cannot be reached, DataError on an HTTP error,
-    a file over ``max_bytes``, a truncated transfer or a file ``validate`` rejects."""
-    final = cache_path(url)
-    if final.is_file():
-        return final
-    scheme = urllib.parse.urlparse(url).scheme
-    if scheme not in ("http", "https"):
-        raise ParamError(f"download address must start with http:// or https:// (got {url!r})")
-    # keep the real extension last: GDAL recognises archives (/vsizip/) by it
-    tmp = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part{final.suffix}")
-    req = urllib.request.Request(url, headers={"User-Agent": "private-heatmap-workbench/1 (python urllib)"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            length = resp.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-            if total is not None and total > max_bytes:
-                raise DataError(
-                    f"the {what} at {url} is {total / MiB:,.1f} MB, over the limit of {max_bytes / MiB:,.0f} MB"
-                )
-            done = 0
-            if progress:
-                progress(0, total)
-            with open(tmp, "wb") as out:
-                while True:
-                    chunk = resp.read(MiB)
-                    if not chunk:
-                        break
-                    done += len(chunk)
-                    if done > max_bytes:
-                        raise DataError(f"the {what} at {url} is over the limit of {max_bytes / MiB:,.0f} MB")
-                    out.write(chunk)
-                    if progress:
-                        progress(done, total)
-            if total is not None and done != total:
-                raise DataError(f"the download of {url} was cut short ({done:,} of {total:,} bytes); try again")
-        if validate is not None:
-            try:
-                validate(tmp)
-            except DataError as exc:
-                raise DataError(f"the {what} downloaded from {url} is unusable and was discarded: {exc}") from None
-        os.replace(tmp, final)
-        return final
-    except urllib.error.HTTPError as exc:
-        raise DataError(f"{url} answered HTTP {exc.code} ({exc.reason}): the {what} is not available there") from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        reason = getattr(exc, "reason", exc)
-        host = urllib.parse.urlparse(url).netloc
-        raise OfflineError(
-            f"could not download the {what} from {host} ({reason}): you seem to be offline. Connect to the "
-            f"internet once (it is then cached), or put a copy at {final}"
-        ) from None
-    except http_incomplete() as exc:  # the server closed the connection early
-        raise DataError(f"the download of {url} was cut short ({exc}); try again") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink(missing_ok=True)
-
-
-def http_incomplete() -> tuple[type[BaseException], ...]:
-    import http.client
-
-    return (http.client.IncompleteRead, http.client.RemoteDisconnected)
-
-
+# ------------------------------------------------------------------ cached files
 def _discard(path: Path, url: str | None, reason: str) -> DataError:
     """A cached file turned out corrupt: remove it and say so (``url=None``: the user's own copy, kept)."""
     if url is None:
@@ -242,6 +162,7 @@ def load_checkins(
     path: str | os.PathLike | None = None,
     start: str = "",
     end: str = "",
+    sha256: str | None = None,
     progress: Progress | None = None,
     max_bytes: int = MAX_CHECKINS_BYTES,
     timeout: float = 60.0,
@@ -249,11 +170,13 @@ def load_checkins(
     """Check-ins of a SNAP network inside a catalogue city's box, one row per check-in,
     ``user_id`` = the SNAP user. ``start``/``end`` (YYYY-MM-DD, end exclusive) keep a period,
     e.g. Ghazi et al. used January 2010 for Gowalla and Nov-Dec 2008 for Brightkite.
-    ``path``: a local copy of the SNAP .txt.gz instead of the download."""
+    ``path``: a local copy of the SNAP .txt.gz instead of the download. ``sha256``: the hash
+    the downloaded file must have (None: the catalogue's, which a mirror at ``url`` must match)."""
     if network not in NETWORKS:
         raise ParamError(f"unknown check-in network {network!r}; known: {', '.join(NETWORKS)}")
-    label, default_url, page = NETWORKS[network]
-    url = url or default_url
+    label, remote, page = NETWORKS[network]
+    url = url or remote.url
+    sha256 = sha256 or remote.sha256
     c = catalogue.city(city)
     for name, d in (("start", start), ("end", end)):
         if d and not _DATE.match(d):
@@ -268,14 +191,20 @@ def load_checkins(
         origin = (str(local.resolve()), st.st_size, st.st_mtime_ns)
     else:
         origin = url
-    derived = downloads_dir() / "derived" / f"{network}-{city}-{_key(origin, c.bbox, start, end)}.npz"
+    derived = downloads_dir() / "derived" / f"{network}-{city}-{_key(origin, sha256, c.bbox, start, end)}.npz"
     cut = _load_npz(derived)
     if cut is None:
         if local is not None:
             cut = _cut_checkins(local, None, c.bbox, start, end)
         else:
             file = download(
-                url, max_bytes=max_bytes, progress=progress, timeout=timeout, validate=check_gzip, what=f"{label} file"
+                url,
+                sha256=sha256,
+                max_bytes=max_bytes,
+                progress=progress,
+                timeout=timeout,
+                validate=check_gzip,
+                what=f"{label} file",
             )
             cut = _cut_checkins(file, url, c.bbox, start, end)
         _save_npz(derived, **cut)
@@ -292,6 +221,7 @@ def load_checkins(
         bbox=c.bbox,
         extra={
             "url": str(local) if local is not None else url,
+            "sha256": None if local is not None else sha256,
             "box_source": c.source,
             "rows_read": int(cut["rows_read"]),
             "dropped_no_location": int(cut["dropped"]),
@@ -377,13 +307,16 @@ def load_sf_cabs(
     path: str | os.PathLike | None = None,
     url: str = SF_CABS_URL,
     *,
+    sha256: str | None = None,
     progress: Progress | None = None,
     max_bytes: int = MAX_CABS_BYTES,
     timeout: float = 60.0,
 ) -> Dataset:
     """San Francisco cab pick-ups (SNH's CABS): a local ``path`` to the .npy (e.g.
-    ``../shared/data/sf_cabs_pickups.npy``) or else a download from ``url``, cached.
+    ``../shared/data/sf_cabs_pickups.npy``) or else a download from ``url``, cached and checked
+    against ``sha256`` (None: the catalogue's, which a mirror must match).
     Columns (latitude, longitude); the public region is SNH's San Francisco box."""
+    sha256 = sha256 or SF_CABS.sha256
     if path:
         p = Path(path)
         if not p.is_file():
@@ -392,10 +325,16 @@ def load_sf_cabs(
             arr = _read_points_npy(p)
         except DataError as exc:
             raise DataError(f"{p.name}: {exc}") from None
-        origin = str(p)
+        origin, sha256 = str(p), None
     else:
         p = download(
-            url, max_bytes=max_bytes, progress=progress, timeout=timeout, validate=check_npy, what="SF cabs file"
+            url,
+            sha256=sha256,
+            max_bytes=max_bytes,
+            progress=progress,
+            timeout=timeout,
+            validate=check_npy,
+            what="SF cabs file",
         )
         try:
             arr = _read_points_npy(p)
@@ -419,7 +358,7 @@ def load_sf_cabs(
         license="CRAWDAD terms of use (research and education)",
         description=f"Taxi pick-up locations in San Francisco (about 250 cabs, 30 days); box: {c.source}.",
         bbox=c.bbox,
-        extra={"origin": origin, "outside_box": int((~inside).sum()), "columns_swapped": swapped},
+        extra={"origin": origin, "sha256": sha256, "outside_box": int((~inside).sum()), "columns_swapped": swapped},
     )
     return make_dataset(lon[inside], lat[inside], meta)
 
@@ -429,7 +368,7 @@ def load_sf_cabs(
 class RasterPlace:
     key: str
     label: str
-    url: str
+    remote: Remote
     citation: str
     license: str
     note: str = ""
@@ -449,7 +388,7 @@ PLACES = {
     "lagos": RasterPlace(
         "lagos",
         "Lagos population (HRSL)",
-        LAGOS_URL,
+        LAGOS,
         HRSL_CITATION,
         "CC BY 4.0",
         "Nigeria-wide HRSL archive (large, a few hundred MB); the Lagos box is read from it.",
@@ -457,7 +396,7 @@ PLACES = {
     "mayotte": RasterPlace(
         "mayotte",
         "Mayotte population (WorldPop)",
-        MAYOTTE_URL,
+        MAYOTTE,
         WORLDPOP_CITATION,
         "CC BY 4.0",
         "The paper used Meta's HRSL raster of Mayotte from HDX; its download address is not stable, so the "
@@ -497,7 +436,8 @@ def _raster_member(path: Path, verify: bool = False) -> str | None:
 
 def _raster_uri(path: Path, member: str | None = None) -> str:
     member = member or _raster_member(path)
-    return str(path) if member is None else f"/vsizip/{path}/{member}"
+    # braces mark where the archive's path ends, so GDAL needs no .zip in its name (a download's temporary has none)
+    return str(path) if member is None else f"/vsizip/{{{path}}}/{member}"
 
 
 def _read_window(path: Path, bbox) -> dict:
@@ -540,6 +480,7 @@ def load_population_raster(
     path: str | os.PathLike | None = None,
     n: int = 0,
     seed: int = 0,
+    sha256: str | None = None,
     progress: Progress | None = None,
     max_bytes: int = MAX_RASTER_BYTES,
     timeout: float = 60.0,
@@ -550,7 +491,8 @@ def load_population_raster(
     people located there. ``n = 0``: everyone, each pixel's fractional count rounded
     stochastically (floor plus a Bernoulli of the fraction); ``n > 0``: ``n`` people
     drawn with probability proportional to the pixel values. One location per person,
-    uniform inside its pixel (the paper used the pixel itself). Deterministic by ``seed``."""
+    uniform inside its pixel (the paper used the pixel itself). Deterministic by ``seed``.
+    ``sha256``: the hash the downloaded file must have (None: the catalogue's, if it knows one)."""
     if place not in PLACES:
         raise ParamError(f"unknown population raster {place!r}; known: {', '.join(PLACES)}")
     if n < 0:
@@ -561,16 +503,22 @@ def load_population_raster(
         file = Path(path)
         if not file.is_file():
             raise DataError(f"no raster file at {file}")
-        origin = str(file)
+        origin, sha256 = str(file), None
     else:
-        origin = url or pl.url
+        origin, sha256 = url or pl.remote.url, sha256 or pl.remote.sha256
         file = None
-    derived = downloads_dir() / "derived" / f"raster-{place}-{_key(origin, c.bbox)}.npz"
+    derived = downloads_dir() / "derived" / f"raster-{place}-{_key(origin, sha256, c.bbox)}.npz"
     win = _load_npz(derived)
     if win is None:
         if file is None:
             file = download(
-                origin, max_bytes=max_bytes, progress=progress, timeout=timeout, validate=check_raster, what="raster"
+                origin,
+                sha256=sha256,
+                max_bytes=max_bytes,
+                progress=progress,
+                timeout=timeout,
+                validate=check_raster,
+                what="raster",
             )
             try:
                 win = _read_window(file, c.bbox)
@@ -629,6 +577,7 @@ def load_population_raster(
         bbox=c.bbox,
         extra={
             "origin": origin,
+            "sha256": sha256,
             "raster_people": total,
             "pixels": list(values.shape),
             "n": int(n),
@@ -640,37 +589,47 @@ def load_population_raster(
 
 
 # ------------------------------------------------------------------ registry
-def prefetch(key: str, progress: Progress | None = None, url: str | None = None) -> Path | None:
-    """Download the file behind a registry key now, reporting progress (None: nothing to download)."""
+def prefetch(
+    key: str, progress: Progress | None = None, url: str | None = None, sha256: str | None = None
+) -> Path | None:
+    """Download the file behind a registry key now, reporting progress (None: nothing to download).
+    ``url``/``sha256``: a mirror and the hash its file must have (None: the catalogue's)."""
     net = key.split(":")[0]
     if net in NETWORKS:
-        return download(
-            url or NETWORKS[net][1],
-            max_bytes=MAX_CHECKINS_BYTES,
-            progress=progress,
-            validate=check_gzip,
-            what=f"{NETWORKS[net][0]} file",
-        )
-    if key == "sf_cabs":
-        return download(
-            url or SF_CABS_URL, max_bytes=MAX_CABS_BYTES, progress=progress, validate=check_npy, what="SF cabs file"
-        )
-    if key.startswith("hdx:") and key[4:] in PLACES:
-        return download(
-            url or PLACES[key[4:]].url,
-            max_bytes=MAX_RASTER_BYTES,
-            progress=progress,
-            validate=check_raster,
-            what="raster",
-        )
-    return None
+        label, remote, _ = NETWORKS[net]
+        limit, validate, what = MAX_CHECKINS_BYTES, check_gzip, f"{label} file"
+    elif key == "sf_cabs":
+        remote, limit, validate, what = SF_CABS, MAX_CABS_BYTES, check_npy, "SF cabs file"
+    elif key.startswith("hdx:") and key[4:] in PLACES:
+        remote, limit, validate, what = PLACES[key[4:]].remote, MAX_RASTER_BYTES, check_raster, "raster"
+    else:
+        return None
+    return download(
+        url or remote.url,
+        sha256=sha256 or remote.sha256,
+        max_bytes=limit,
+        progress=progress,
+        validate=validate,
+        what=what,
+    )
+
+
+def _remote_extra(remote: Remote, **more) -> dict:
+    """What a source tells about its file: the address, whether it is cached, its hash and how it is known."""
+    return {
+        "cached": lambda: is_cached(remote.url),
+        "url": remote.url,
+        "sha256": remote.sha256,
+        "sha256_provenance": remote.provenance,
+        **more,
+    }
 
 
 def _register() -> None:
     from .registry import Source, add
 
     url_help = "download address (the public default; change it to use a mirror)"
-    for net, (label, default_url, page) in NETWORKS.items():
+    for net, (label, remote, page) in NETWORKS.items():
         for key, c in catalogue.cities().items():
             if key in catalogue.RASTER_ONLY:
                 continue
@@ -679,7 +638,10 @@ def _register() -> None:
                     key=f"{net}:{key}",
                     label=f"{label} check-ins: {c.name}",
                     kind="online",
-                    description=f"{label} check-ins (SNAP) inside {c.name}; box from {c.source}. {c.note}".strip(),
+                    description=" ".join(
+                        t for t in (f"{label} check-ins (SNAP) inside {c.name}; box from {c.source}.", c.note) if t
+                    )
+                    + f" {remote.checksum_note()}",
                     loader=(
                         lambda n, k: (
                             lambda url, path, start, end: load_checkins(
@@ -688,15 +650,15 @@ def _register() -> None:
                         )
                     )(net, key),
                     params=(
-                        Param("url", "str", default_url, url_help),
+                        Param("url", "str", remote.url, url_help),
                         Param("path", "str", "", "local copy of the SNAP .txt.gz (empty: download from the URL)"),
                         Param("start", "str", "", "first day kept, YYYY-MM-DD (empty: all)"),
                         Param("end", "str", "", "day after the last kept, YYYY-MM-DD (empty: all)"),
                     ),
                     citation=SNAP_CITATION,
                     license=SNAP_LICENSE,
-                    offline=is_cached(default_url),
-                    extra={"cached": (lambda u: lambda: is_cached(u))(default_url), "url": default_url, "page": page},
+                    offline=is_cached(remote.url),
+                    extra=_remote_extra(remote, page=page),
                 )
             )
     add(
@@ -704,7 +666,7 @@ def _register() -> None:
             key="sf_cabs",
             label="San Francisco cab pick-ups (SNH's CABS)",
             kind="online",
-            description="217k taxi pick-ups in San Francisco, the SNH paper's CABS dataset.",
+            description=f"217k taxi pick-ups in San Francisco, the SNH paper's CABS dataset. {SF_CABS.checksum_note()}",
             loader=lambda path, url: load_sf_cabs(path or None, url),
             params=(
                 Param(
@@ -718,7 +680,7 @@ def _register() -> None:
             citation=CABS_CITATION,
             license="CRAWDAD terms of use (research and education)",
             offline=is_cached(SF_CABS_URL),
-            extra={"cached": lambda: is_cached(SF_CABS_URL), "url": SF_CABS_URL},
+            extra=_remote_extra(SF_CABS),
         )
     )
     for key, pl in PLACES.items():
@@ -727,10 +689,10 @@ def _register() -> None:
                 key=f"hdx:{key}",
                 label=pl.label,
                 kind="online",
-                description=f"People drawn from a population raster ({pl.note})",
+                description=f"People drawn from a population raster ({pl.note}) {pl.remote.checksum_note()}",
                 loader=(lambda k: lambda url, n, seed: load_population_raster(k, url=url, n=n, seed=seed))(key),
                 params=(
-                    Param("url", "str", pl.url, url_help),
+                    Param("url", "str", pl.remote.url, url_help),
                     Param(
                         "n",
                         "int",
@@ -743,8 +705,8 @@ def _register() -> None:
                 ),
                 citation=pl.citation,
                 license=pl.license,
-                offline=is_cached(pl.url),
-                extra={"cached": (lambda u: lambda: is_cached(u))(pl.url), "url": pl.url},
+                offline=is_cached(pl.remote.url),
+                extra=_remote_extra(pl.remote),
             )
         )
 
