@@ -180,7 +180,7 @@ def cli_command(config) -> str | None:
 
 
 def html_report(result, scale: ColourScale, reproduce_url: str = "") -> str:
-    """The report of ``result`` (an ``engine.jobs.RunResult``) with the page's colour scale; the
+    """The report of ``result`` (an ``engine.run.config.RunResult``) with the page's colour scale; the
     only link in it is ``reproduce_url``."""
     cfg = result.config
     return (
