@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from engine.jobs import RunConfig, run
+from engine.run.config import RunConfig
+from engine.run.runner import run
 from ui import report
 from ui.colors import ColourScale
 
