@@ -417,7 +417,7 @@ def test_a_file_without_a_known_hash_is_loaded_with_a_warning(server, rng):
     server.files[path] = data
     assert online.BRIGHTKITE.sha256 is None
     with pytest.warns(UncheckedDownloadWarning, match=_sha(data)):
-        ds = online.load_brightkite("chicago", url=server.url(path))
+        ds = online.load_checkins("brightkite", "chicago", url=server.url(path))
     assert len(ds) == truth["chicago"] and ds.meta.extra["sha256"] is None
 
 

@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from ..core.errors import DataError, OfflineError, ParamError
 
@@ -52,6 +56,12 @@ class Remote:
             raise ValueError(f"not a lower-case hex SHA-256: {self.sha256!r}")
         if not self.provenance:
             raise ValueError("a remote file says how its hash is known, or why none is")
+
+    @classmethod
+    def unpublished(cls, url: str, publisher: str) -> Remote:
+        """A file whose publisher prints no checksum and that could not be fetched to hash it here."""
+        why = f"{publisher} publishes no checksum for this file, and it could not be fetched to hash when this entry was written"
+        return cls(url, None, why)
 
     def checksum_note(self) -> str:
         """One sentence for the source's description: what a download of this file is checked against."""
@@ -180,6 +190,40 @@ class _Stream:
                 self.validate(Path(output_file))
             except DataError as exc:
                 raise DataError(f"the {self.what} downloaded from {url} is unusable and was discarded: {exc}") from None
+
+
+# ------------------------------------------------------------------ files derived from downloads
+def discard(path: Path, url: str | None, reason: str) -> DataError:
+    """A cached file turned out corrupt: remove it and say so (``url=None``: the user's own copy, kept)."""
+    if url is None:
+        return DataError(f"{path} is unusable ({reason})")
+    path.unlink(missing_ok=True)
+    return DataError(f"the cached copy of {url} is corrupt ({reason}); it was removed: load again to download it anew")
+
+
+def save_npz(path: Path, **arrays) -> None:
+    """Write a derived file atomically (a half-written one is never read)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load_npz(path: Path) -> dict | None:
+    """The arrays of a derived file, or None when it is missing or damaged (then it is rebuilt)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except Exception:  # a damaged derived file is just rebuilt
+        path.unlink(missing_ok=True)
+        return None
+
+
+def derived_key(*parts) -> str:
+    """A short hash naming a file derived from a download (a city's cut, a raster's window)."""
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
 def _http_incomplete() -> tuple[type[BaseException], ...]:
