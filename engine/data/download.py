@@ -134,6 +134,8 @@ def download(
     except _http_incomplete() as exc:  # the server closed the connection early
         raise DataError(f"the download of {url} was cut short ({exc}); try again") from None
     except ValueError:  # pooch: the bytes do not have the known hash (the temporary file is already gone)
+        if sha256 is None or fetch.sha256 in (None, sha256):
+            raise  # not a mismatch: a bug, not the user's file
         raise DataError(
             f"the {what} downloaded from {url} does not have the expected SHA-256 {sha256} (it has "
             f"{fetch.sha256}): it was refused and not cached. The file changed at its source or on the way; "
