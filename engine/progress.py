@@ -52,10 +52,10 @@ def on_finished(progress) -> Callable[[int, int, object], None]:
     return callback
 
 
-def fraction(total_label: str, stream=None):
+def fraction(what: str, stream=None):
     """A bar in per cent for work that reports ``(fraction, message)`` (an audit); returns the bar and
     that callback."""
-    b = bar(100, total_label, unit="%", stream=stream, bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
+    b = bar(100, what, unit="%", stream=stream, bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
 
     def callback(frac: float, message: str) -> None:
         b.set_postfix_str(message, refresh=False)
