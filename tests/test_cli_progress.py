@@ -95,6 +95,12 @@ def test_the_bar_draws_only_on_a_terminal():
         text = stream.getvalue()
         assert ("3/3" in text and "ug eps=0.5 seed=7" in text) if drawn else text == "", text
     stream = _Tty()
+    with progress.bar(4, "sweep", stream=stream) as b:  # a cluster reports runs as they finish
+        callback = progress.on_finished(b)
+        callback(3, 4, Cfg())
+        callback(4, 4, Cfg())
+    assert b.n == 4 and "4/4" in stream.getvalue()
+    stream = _Tty()
     b, moved = progress.fraction("audit ug", stream=stream)
     with b:
         moved(0.5, "100 of 200 runs per dataset")
