@@ -22,7 +22,7 @@ from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.common import CENTRAL_KEYS, PRIVACY_UNIT, bound_contributions, spread_rects
 from engine.mechanisms.central.grids import ag_level1_size, snap_to_divisor, ug_size
-from engine.mechanisms.central.identity import laplace_baseline, top_t_count, topt_rule_count
+from engine.mechanisms.central.identity import laplace_baseline, top_t_count, topt_threshold
 from engine.mechanisms.central.trees import (
     constrained_inference,
     hb_branching,
@@ -193,26 +193,23 @@ def test_top_t_keeps_the_right_cells(small_city):
     assert top_t_count(65536, 0.01) == 7 and top_t_count(65536, 0.001) == 1 and top_t_count(100, 100) == 100
 
 
-def test_top_t_rule_counts_the_cells_above_the_noise():
+def test_top_t_threshold_lets_one_empty_cell_in_a_hundred_maps_through():
     eps, C = 2.0, 65536
-    tau = math.log(C / 2) / eps  # an empty cell's Laplace(1/eps) noise passes it with probability 1/C
-    noisy = np.zeros(C)
-    noisy[:50] = tau + 0.01
-    noisy[50:60] = tau - 0.01
-    assert topt_rule_count(noisy, eps) == 50
-    assert topt_rule_count(noisy, eps / 10) == 7  # nothing stands out: the paper's top 0.01% (7 cells)
-    assert topt_rule_count(noisy.reshape(256, 256), eps, sensitivity=2.0) == 7  # tau doubles
-    # on pure noise about one cell of the C passes tau: 200 grids, Poisson(~1) per grid (mean within 5 se)
+    tau = topt_threshold(C, eps)
+    assert tau == pytest.approx(math.log(C / 0.02) / eps)
+    assert topt_threshold(C, eps, sensitivity=2.0) == pytest.approx(2 * tau)
+    # on pure noise a cell passes tau with probability 0.01 / C: over 2,000 maps about 20 cells
+    # pass in all (Poisson; |z| < 3.29, false-alarm rate 1e-3)
     rng = np.random.default_rng(8)
-    passed = [np.count_nonzero(rng.laplace(0, 1 / eps, C) > tau) for _ in range(200)]
-    assert abs(np.mean(passed) - 1.0) < 5 * math.sqrt(1.0 / 200)
+    passed = sum(np.count_nonzero(rng.laplace(0, 1 / eps, C) > tau) for _ in range(2000))
+    assert abs(passed - 20) < Z_CRIT * math.sqrt(20)
 
 
 @pytest.mark.parametrize("city", ["polycentric", "street_grid"])
 def test_top_t_default_beats_a_uniform_map_at_eps_10_and_reports_the_kept_cells(city):
-    """Issue 22, item 3: at the paper's t = 0.01% the baseline kept 7 of 65,536 cells for
-    20,000 users and was 27-1,370x a uniform map's MSE at eps = 10. The default now keeps
-    the cells above the noise (topt_rule_count); medians over 3 seeds must beat Uniform."""
+    """At the paper's t = 0.01% the baseline kept 7 of 65,536 cells for 20,000 users and was
+    27-1,370x a uniform map's MSE at eps = 10. The default keeps the cells above the noise and
+    fills the rest (topt_release); medians over 3 seeds must beat Uniform."""
     from engine.bench.unseen import street_grid_city
     from engine.data.synthetic import generate
     from engine.metrics import mse
@@ -225,7 +222,7 @@ def test_top_t_default_beats_a_uniform_map_at_eps_10_and_reports_the_kept_cells(
     assert np.median([mse(truth, r.density) for r in runs]) < np.median([mse(truth, r.density) for r in uni])
     for r in runs:
         kept = r.diagnostics["cells_kept"]
-        assert kept == np.count_nonzero(r.density) and 7 < kept < 65536
+        assert kept == np.count_nonzero(r.density > r.diagnostics["threshold"]) and 7 < kept < 65536
         assert r.diagnostics["top_t_percent"] == pytest.approx(100 * kept / 65536)
 
 
