@@ -155,6 +155,21 @@ def _require_release(result) -> None:
         )
 
 
+REGION_FROM_DATA = (
+    "The region (map extent) was read off the data's bounding box, not from a public catalogue "
+    "(its edges are extreme locations)."
+)
+
+
+def side_information(result) -> list[str]:
+    """What the run read off the private data without spending budget: the ledger's notes, and the
+    region when it was the data's own bounding box. One list for the CLI, the manifest and the pages."""
+    side = list(result.release.ledger.side_information)
+    if getattr(result.dataset_meta, "bbox_from_data", False):
+        side.append(REGION_FROM_DATA)
+    return side
+
+
 def manifest(result, release_key: str | None = None) -> dict:
     """The JSON manifest of a Release-mode run: what was released and under which guarantee.
 
@@ -172,11 +187,7 @@ def manifest(result, release_key: str | None = None) -> dict:
     cfg, rel, meta = result.config, result.release, result.dataset_meta
     cls = get(cfg.mechanism)
     relation = neighbouring_of(cfg)
-    side = list(rel.ledger.side_information)
-    if getattr(meta, "bbox_from_data", False):
-        side.append(
-            "the region: the bounding box of the locations, read off the data (its edges are extreme locations)"
-        )
+    side = side_information(result)
     dom = rel.domain
     params = {
         "mechanism": cfg.mechanism,

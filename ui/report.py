@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from engine.export import side_information
+
 from . import explain, export
 from .colors import ColourScale
 
@@ -162,9 +164,7 @@ def _ledger(result) -> str:
         if rows
         else "<p>This mechanism spends no privacy budget.</p>"
     )
-    side = list(led.get("side_information", []))
-    if getattr(result.dataset_meta, "bbox_from_data", False):
-        side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
+    side = side_information(result)
     side_html = "<ul>" + "".join(f"<li>{_e(s)}</li>" for s in side) + "</ul>" if side else "<p>None recorded.</p>"
     from engine.mechanisms import registry
 

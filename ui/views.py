@@ -11,6 +11,7 @@ import numpy as np
 import streamlit as st
 
 from engine.core.errors import DataError
+from engine.export import side_information
 from engine.jobs import RunConfig, load_dataset, prepare
 from engine.mechanisms import registry
 from engine.mechanisms.base import epsilon_under
@@ -314,10 +315,7 @@ def ledger_block(result, container=None, extra_side=()) -> None:
     rel = relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
-    side = list(led.get("side_information", [])) + list(extra_side)
-    meta = result.dataset_meta
-    if getattr(meta, "bbox_from_data", False):
-        side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
+    side = side_information(result) + list(extra_side)
     if side:
         c.markdown("**Side information** (read from the data without spending ε):")
         for s in side:
