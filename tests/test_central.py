@@ -727,14 +727,14 @@ def test_constrained_inference_on_a_padded_tree_is_unbiased_and_lowers_variance(
 def test_hb_default_levels_and_ledger(city):
     data, dom = city  # 64 x 64: b = 8, H = 2, the root not measured, eps_2 = 2 eps_1 (8^(1/3) = 2)
     eps = 0.1 + 0.2
-    rel = run_mech("hierarchical", data, dom, eps, seed=2)
+    rel = run_mech("hierarchical", data, dom, eps, seed=2, height=dom.depth)
     d = rel.diagnostics
     assert (d["branching"], d["tree_height"], d["padded_side"], d["root_measured"]) == (8, 2, 64, False)
     e = d["epsilon_per_level"]
     assert e[0] == 0 and e[2] / e[1] == pytest.approx(2.0) and sum(e) <= eps
     assert [x.step for x in rel.ledger.entries] == ["level 1 counts", "level 2 counts"]
     assert rel.ledger.total() == pytest.approx(eps, rel=1e-12) and rel.ledger.total() <= eps
-    padded = run_mech("hierarchical", data, dom, eps, seed=2, branching=5)  # 5^3 = 125 > 64: padded
+    padded = run_mech("hierarchical", data, dom, eps, seed=2, branching=5, height=6)  # 5^3 = 125 > 64: padded
     assert padded.diagnostics["padded_side"] == 125 and padded.density.shape == (64, 64)
     with pytest.raises(ParamError):
         run_mech("hierarchical", data, dom, eps, branching=1)
@@ -745,7 +745,7 @@ def test_former_quadtree_default_is_reproduced(city):
     (pyramid, Laplace per level from the root, Hay et al.'s closed form with k = 4) agrees."""
     data, dom = city
     eps, seed = 0.7, 5
-    rel = run_mech("hierarchical", data, dom, eps, seed=seed, branching=2, budget="uniform")
+    rel = run_mech("hierarchical", data, dom, eps, seed=seed, branching=2, budget="uniform", height=dom.depth)
     levels = pyramid(data.true_histogram(dom))
     rng = np.random.default_rng(seed)
     e = eps / len(levels)
@@ -866,6 +866,7 @@ def test_identity_noiseless_input_is_the_per_user_normalised_histogram(multi):
 def test_noiseless_total_mass_is_users_or_locations(multi, key, unit):
     ds, dom = multi
     params = {"top_t": 100.0} if key == "identity_topt" else {}  # keep every cell
+    params = {"height": dom.depth} if key == "hierarchical" else params  # leaves at the output cells
     rel = run_mech(key, ds, dom, 1.0, noiseless=True, unit=unit, **params)
     expect = _users_inside(ds, dom) if unit == "user" else int(dom.inside(ds.xy).sum())
     assert expect in (2_000, 10_000)  # the fixture's city lies inside its public domain
