@@ -76,8 +76,8 @@ def city(small_city):
 
 VARIANTS = [(k, {}) for k in CENTRAL_KEYS] + [
     ("ug", {"total": "public"}),
-    ("ug", {"align": False}),
-    ("ag", {"total": "public", "align": False, "cap_to_grid": False}),
+    ("ug", {"align": "off"}),
+    ("ag", {"total": "public", "align": "off", "cap_to_grid": False}),
     ("hierarchical", {"budget": "geometric", "height": 4}),
     ("hierarchical", {"branching": 2, "budget": "uniform"}),
     ("hierarchical", {"branching": 3, "budget": "hb", "height": 5}),
@@ -255,7 +255,7 @@ def test_ug_grid_size_formula(city):
     data, dom = city
     n = len(data)
     for eps, cap in ((1.0, True), (0.01, True), (1.0, False), (4.0, True)):
-        rel = run_mech("ug", data, dom, eps, total="public", cap_to_grid=cap, align=False)
+        rel = run_mech("ug", data, dom, eps, total="public", cap_to_grid=cap, align="off")
         m = max(1, math.ceil(math.sqrt(n * eps / 10)))  # Guideline 1 has no floor of 10 (AG's m1 has)
         assert rel.diagnostics["m_uncapped"] == m
         assert rel.diagnostics["m"] == (min(m, dom.n) if cap else m)
@@ -267,7 +267,7 @@ def test_ug_grid_size_formula(city):
 
 def test_ug_cells_spread_over_output_cells(city):
     data, dom = city
-    rel = run_mech("ug", data, dom, 0.05, total="public", align=False)  # m = 10 on a 64 grid: not aligned
+    rel = run_mech("ug", data, dom, 0.05, total="public", align="off")  # m = 10 on a 64 grid: not aligned
     m = rel.diagnostics["m"]
     assert m == 10
     g = rel.extras["grid_counts"]
@@ -283,7 +283,7 @@ def test_ag_level_sizes(small_city, cap):
     dom = small_city.public_domain(8)
     data = small_city.in_domain(dom)
     eps, alpha = 1.0, 0.5
-    rel = run_mech("ag", data, dom, eps, seed=2, total="public", cap_to_grid=cap, align=False)
+    rel = run_mech("ag", data, dom, eps, seed=2, total="public", cap_to_grid=cap, align="off")
     n = len(data)
     m1 = max(10, math.ceil(math.sqrt(n * eps / 10) / 4))
     assert rel.diagnostics["m1"] == m1 == ag_level1_size(n, eps)
@@ -361,7 +361,7 @@ def test_aligned_sizes_are_the_papers_snapped_to_the_nearest_divisor(city, eps):
     assert ug.diagnostics["m_uncapped"] == m and ug.diagnostics["m"] == {5: 4, 10: 8}[m]
     ag = run_mech("ag", data, dom, eps, total="public")
     assert ag_level1_size(n, eps) == 10 and ag.diagnostics["m1"] == 8
-    unaligned = run_mech("ag", data, dom, eps, total="public", align=False)
+    unaligned = run_mech("ag", data, dom, eps, total="public", align="off")
     assert unaligned.diagnostics["m1"] == 10  # align off keeps the paper's size
     M = get("ag_polya")  # Qardaji's rule under Pólya noise (m1 = 0) snaps the same way
     rel = M().run(data, dom, eps, M.schema().resolve({"m1": 0}), RunContext(rng=np.random.default_rng(0)))
@@ -417,7 +417,7 @@ def test_single_cell_hotspot_stays_in_its_cell(key):
     share = [run_mech(key, data, dom, 1.35, seed=s, total="public").density[iy, ix] / true_mass for s in range(5)]
     assert np.mean(share) >= 0.9
     old = [
-        run_mech(key, data, dom, 1.35, seed=s, total="public", align=False).density[iy, ix] / true_mass
+        run_mech(key, data, dom, 1.35, seed=s, total="public", align="off").density[iy, ix] / true_mass
         for s in range(5)
     ]
     assert np.mean(old) < 0.8  # the former sizes smear it (the test has power)
@@ -446,7 +446,7 @@ def test_ag_error_falls_with_epsilon_at_a_million_points():
 
     new = [med(e) for e in (0.1, 1.0, 10.0)]
     assert new[1] < new[0] / 2 and new[2] < new[1] / 2
-    old = [med(e, align=False) for e in (1.0, 10.0)]
+    old = [med(e, align="off") for e in (1.0, 10.0)]
     assert old[1] > old[0]  # the bias the issue reported: no gain from a 10x larger budget
     assert new[2] < old[1] / 10
 

@@ -18,7 +18,7 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
 * Error. Scaled average L1 error per query, ``||W x - W x_hat||_1 / (q ||x||_1)``
   (REFERENCE_NOTES section 6), answered exactly on the released 256 x 256 map.
 * Methods. Every central baseline of engine/mechanisms/central/ at its defaults;
-  informatively, UG and AG with ``align = False`` (the sizes and area-spreading of the code
+  informatively, UG and AG with ``align = off`` (the sizes and area-spreading of the code
   before this issue) and HB with DPComp's equal split (``budget = hb``).
 * Trees. The hierarchical default against fixed branchings per axis (b = 2 with the former
   default's uniform budget, with Cormode et al.'s geometric budget and with the
@@ -29,7 +29,7 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
   differ by a few percent.
 * Statistics. Medians over seeds (5; 3 in ``--quick``). Each run's random stream is seeded
   by (trial seed, mechanism key, epsilon): variants of one mechanism share noise streams
-  (common random numbers for their comparison), and the ``align = False`` rows and the
+  (common random numbers for their comparison), and the ``align = off`` rows and the
   b = 2 uniform tree release exactly what the code before this issue released at the same
   seeds (its defaults; checked against a run of that code, BENCHMARKS.md). Each
   (dataset, size, epsilon) also gets a ranking of the defaults by mean error with 95%
@@ -77,8 +77,8 @@ FIXED_TREES = (
     ("tree b=16 optimal", "hierarchical", {"branching": 16, "budget": "optimal"}),
 )
 INFORMATIVE = (
-    ("ug unaligned", "ug", {"align": False}),
-    ("ag unaligned", "ag", {"align": False}),
+    ("ug unaligned", "ug", {"align": "off"}),
+    ("ag unaligned", "ag", {"align": "off"}),
     ("HB, equal split (DPComp)", "hierarchical", {"budget": "hb"}),
 )
 METHODS = DEFAULTS + INFORMATIVE
