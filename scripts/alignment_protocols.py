@@ -7,7 +7,8 @@
   test cities (engine/bench/shapes.py, 20,000 users); eps 0.1, 1, 10; seeds 0-4; means.
 
 Prints each cell's ratio auto / min(on, off): the loss of the default against the better fixed
-choice. Run: PYTHONPATH=. python scripts/alignment_protocols.py [--quick]
+choice. With ``--monotone N``: EMD per eps on the test cities at N users instead.
+Run: PYTHONPATH=. python scripts/alignment_protocols.py [--quick | --monotone 40000]
 """
 
 from __future__ import annotations
@@ -85,10 +86,30 @@ def map_protocol(seeds, eps_list, names):
     return worst
 
 
+def monotone(users):
+    """EMD (m) per eps 0.1 .. 10 on the test cities at ``users`` users, each mode, 4 seeds, with the grid size."""
+    for name, d in shape_cities(users, 0).items():
+        dom = d.public_domain(8)
+        d = d.in_domain(dom)
+        t = d.true_histogram(dom, per_user_normalised=True)
+        for key in ("ug", "ag"):
+            for mode in MODES:
+                row = []
+                for eps in (0.1, 0.3, 1.0, 3.0, 10.0):
+                    rels = [_rel(key, d, dom, eps, s, mode) for s in range(4)]
+                    m = rels[0].diagnostics.get("m", rels[0].diagnostics.get("m1"))
+                    row.append(f"{np.mean([emd_m(t, r.density, dom.cell, 64)[0] for r in rels]):.0f} (m {m})")
+                print(f"emd  {name} {users} {key} {mode}: " + ", ".join(row), flush=True)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--monotone", type=int, default=0, help="only the EMD-per-eps rows, at this many users")
     a = ap.parse_args()
+    if a.monotone:
+        monotone(a.monotone)
+        raise SystemExit
     seeds = (0,) if a.quick else (0, 1, 2)
     w1 = snh_protocol(seeds, CITIES[:1] if a.quick else CITIES)
     names = ["berlin_airbnb", "snow_cholera", *(f"synthetic:{c}" for c in CITIES), "hot_spots", "islands", "streets"]
