@@ -20,9 +20,9 @@ import numpy as np
 
 from engine.bench.shapes import shape_cities
 from engine.bench.snh import CITIES, _dataset, query_sets, rel_error
-from engine.jobs import load_dataset
 from engine.mechanisms import RunContext, get
 from engine.metrics import emd_m, mse
+from engine.run.runner import load_dataset
 
 MODES = ("on", "off", "auto")
 

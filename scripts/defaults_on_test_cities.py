@@ -14,9 +14,9 @@ import json
 import numpy as np
 
 from engine.bench.shapes import shape_cities
-from engine.jobs import load_dataset
 from engine.mechanisms import RunContext, get
 from engine.metrics import emd_m, mse
+from engine.run.runner import load_dataset
 
 BUILTIN = (
     "berlin_airbnb",

@@ -2,7 +2,7 @@
 default city, in one fresh process (as a new dashboard session: after its warm-up, no history; the
 city loaded first, as the page does to draw the true map before Run), in the order of
 ``engine.mechanisms.heatmap_keys``. For each: the estimate with the load factor (the default) and
-without it (the former estimate), the measured ``engine.jobs.run`` wall time (cache off), the
+without it (the former estimate), the measured ``engine.run.runner.run`` wall time (cache off), the
 1-minute load average, and measured / estimate. A run is "within 2x" when that ratio is in
 [0.5, 2]. Run: PYTHONPATH=. python scripts/estimate_vs_measured.py [--snh] [--json OUT]
 """
@@ -14,9 +14,10 @@ import json
 import os
 import time
 
-from engine import costmodel
-from engine.jobs import RunConfig, estimate_seconds, load_dataset, run
 from engine.mechanisms import heatmap_keys, load_all
+from engine.run import estimates as costmodel
+from engine.run.config import RunConfig
+from engine.run.runner import estimate_seconds, load_dataset, run
 
 
 def main() -> None:

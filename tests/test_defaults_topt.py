@@ -14,10 +14,10 @@ import pytest
 from scipy import stats
 
 from engine.bench.shapes import shape_cities
-from engine.jobs import load_dataset
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.identity import TOPT_TOTAL_SHARE, topt_threshold
 from engine.metrics import emd_m, mse
+from engine.run.runner import load_dataset
 
 EPS = (0.1, 0.3, 1.0, 3.0, 10.0)
 SEEDS = 8
