@@ -51,7 +51,7 @@ def test_emd_falls_with_epsilon_on_the_test_cities(key, city):
     """Every step for AG; for UG the steps where its grid's noise mass m^2 / eps_cells does not
     grow. A power-of-two grid's noise mass is a sawtooth in eps (r^2 N / c with r = 2^k / m* in
     [0.71, 1.41]), so where snapping jumps up a doubling EMD can rise (islands, eps 3 -> 10:
-    m 64 -> 128, noise mass 1,437 -> 1,725; BENCHMARKS.md, central, "alignment"); the test
+    m 64 -> 128, noise mass 1,437 -> 1,725; BENCHMARKS.md, "defaults on data nobody tuned them on"); the test
     checks that this is the only cause."""
     data = shape_cities(20_000, 0)[city]
     dom = data.public_domain(8)

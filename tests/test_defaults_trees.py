@@ -7,7 +7,7 @@ false-alarm rate of 1e-4 per check. What is checked: EMD no worse than the bette
 and the uniform map, MSE no worse than the uniform map's, and MSE no worse than Identity's except
 where no height of the tree can be (streets and hot spots at 20,000 users: Identity's per-cell
 noise is the smallest any unbiased map has, and coarser leaves blur single-cell hot spots and
-streets one cell wide; BENCHMARKS.md, central, "hierarchical height")."""
+streets one cell wide; BENCHMARKS.md, "defaults on data nobody tuned them on")."""
 
 from __future__ import annotations
 

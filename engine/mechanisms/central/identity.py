@@ -117,9 +117,9 @@ def topt_release(truth: np.ndarray, eps: float, noise, sensitivity: float = 1.0)
     cell in a hundred maps gets through). The cells not kept share the remainder
     ``max(n_hat - kept mass, 0)`` evenly instead of being zeroed. Why both: the paper's fixed top
     0.01% (7 of 65,536 cells, for 200 users) and then a threshold at one false cell per map, both
-    zeroing the rest, put all the mass on a handful of cells: with 20,000 users at eps = 1 that was
-    6-1,400x the uniform map's MSE and up to 3.8x its EMD on built-in and test cities (BENCHMARKS.md,
-    central); what the threshold does not keep is where a uniform map is right. Where no cell stands
+    zeroing the rest, put all the mass on a handful of cells: at eps 0.1-1 that was up to 3,040x the
+    uniform map's MSE and 3.8x its EMD on built-in and test cities (BENCHMARKS.md, "defaults on data
+    nobody tuned them on"); what the threshold does not keep is where a uniform map is right. Where no cell stands
     out of the noise the release is the uniform map (no false cell in 99 maps of 100), and every
     cell kept holds a count the noise does not swamp. The remainder needs its own total: the noisy
     cells' sum has sd sqrt(2C)/eps (362/eps at 256 x 256), more than the mass of small maps (392
@@ -261,7 +261,7 @@ class IdentityTopT(Identity):
     is kept and the rest of the noisy total is spread evenly over the other cells instead of
     zeroing them. The paper's fixed 0.01% kept 7 of 65,536 cells whatever the users, and any
     rule that zeroes the rest puts all the mass on the few cells above the noise: up to
-    3,000x the uniform map's MSE (BENCHMARKS.md, central, "top-t default"). The default is
+    3,000x the uniform map's MSE (BENCHMARKS.md, "defaults on data nobody tuned them on"). The default is
     never worse than the uniform map (it is the uniform map when no cell stands out) and
     keeps the cells the noise does not swamp. ``diagnostics["cells_kept"]`` holds the
     number kept, ``"fill"`` the value of the others.

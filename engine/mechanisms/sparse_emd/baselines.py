@@ -147,7 +147,7 @@ class LaplaceTopTGauss(_LaplaceGaussBase):
     is kept, and the rest of the total is spread evenly over the other cells instead of zeroing them,
     so the release is never worse than a uniform map and is one where no cell stands out (the
     fixed 0.01% kept 7 of 65,536 cells whatever the users: up to 3,000x a uniform map's MSE;
-    BENCHMARKS.md, central, "top-t default"). ``diagnostics["cells_kept"]`` holds the number kept.
+    BENCHMARKS.md, "defaults on data nobody tuned them on"). ``diagnostics["cells_kept"]`` holds the number kept.
     Guarantee and threat model as the baseline (the choice of t is post-processing of the
     noisy counts; the default's total and cells compose sequentially, 5% + 95% of epsilon).
     Departure: the rounding of t% of the cells to a count is ours (the paper does not say).
