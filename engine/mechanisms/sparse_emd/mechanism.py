@@ -192,6 +192,7 @@ _USERS_MAX = Param(
     "you drew: when the rule for w = 0 cannot go above 20 for it (at most 209 users), w = 20 and no budget is "
     "spent on a count of the users; above, the count is capped at it. 0 = no bound",
     min=0,
+    max=10**9,
     label="users, public upper bound",
     shown_if=(("w", 0),),
 )
