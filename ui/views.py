@@ -15,6 +15,7 @@ from engine.mechanisms import registry
 from engine.mechanisms.base import epsilon_under
 from engine.run import margins
 from engine.run.config import RunConfig
+from engine.run.export import side_information
 from engine.run.runner import load_dataset, prepare
 
 from . import explain, export, maps, state, uploads
@@ -316,10 +317,7 @@ def ledger_block(result, container=None, extra_side=()) -> None:
     rel = relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
-    side = list(led.get("side_information", [])) + list(extra_side)
-    meta = result.dataset_meta
-    if getattr(meta, "bbox_from_data", False):
-        side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
+    side = side_information(result) + list(extra_side)
     if side:
         c.markdown("**Side information** (read from the data without spending ε):")
         for s in side:
