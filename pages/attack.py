@@ -77,8 +77,10 @@ if show is not None:
                 st.metric(k, v)
         attack.curve_section(res, rcfg)
     else:
+        central = registry()[rcfg.mechanism].family == "central" if rcfg.mechanism in registry() else False
+        who = "The public (a central mechanism's curator is trusted)" if central else "This mechanism's server"
         st.info(
-            "This mechanism's server sees nothing per user that it could attack individually: its best guess of "
+            f"{who} sees nothing per user that it could attack individually: its best guess of "
             "anyone's location is the released map itself, which is what the privacy distance above measures. "
             "Federated and local mechanisms (per-user views) show a single user's attack here.",
             icon=":material/shield:",

@@ -68,31 +68,69 @@ if show is not None:
             )
     views.legend(scale, note=f"ε = {ok[0][0].epsilon:g} · seed {ok[0][0].seed} for every mechanism")
     names = views.unique_labels([c.mechanism for c, _ in ok])
-    results = {names[c.mechanism]: r for c, r in ok}
+    sigma = tables.comparison_sigma([r for _, r in ok])
+    if sigma > 0:  # a paper's protocol smooths before scoring: every map or none, never only some
+        state.seed("compare.smooth", "smoothed", "smooth", state.one_of({k: k for k in tables.SMOOTHING}))
+        smooth = st.radio(
+            "Score SIM, CC and KL on",
+            list(tables.SMOOTHING),
+            **state.bind("compare.smooth"),
+            format_func=tables.SMOOTHING.get,
+            horizontal=True,
+            help="Smoothing raises SIM and CC and lowers KL whatever the mechanism, so every map gets the same.",
+        )
+        if smooth != "smoothed":
+            url["smooth"] = smooth
+        sigma = sigma if smooth == "smoothed" else 0.0
+    results = tables.like_for_like({names[c.mechanism]: r for c, r in ok}, sigma)
     st.subheader("Metrics")
     st.dataframe(tables.compare_table(results), width="stretch")
-    st.caption("★ best of the compared mechanisms · ↓ lower is better · ↑ higher is better")
-    a, b = st.columns([2, 3], gap="medium")
-    with a:
-        st.subheader("Ranking")
-        state.seed("compare.rank", "emd_m", "rank", state.one_of({k: k for k in tables.RANK_METRICS}))
-        metric = st.selectbox("Rank on", tables.RANK_METRICS, **state.bind("compare.rank"), format_func=explain.label)
-        if metric != "emd_m":
-            url["rank"] = metric
-        per_seed: dict[str, list] = {}
-        for c, s in by_seed:
-            if s.state == "ok":
-                per_seed.setdefault(names.get(c.mechanism, c.mechanism), []).append(s.result)
-        n_seeds = min((len(v) for v in per_seed.values()), default=0)
-        per_seed = {k: v[:n_seeds] for k, v in per_seed.items()}
-        st.dataframe(tables.ranking(per_seed, metric), hide_index=True, width="stretch")
-        st.caption(
-            f"{explain.label(metric)} over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–"
-            f"{ok[0][0].seed + n_seeds - 1}): mean and 95 % interval. *Tied with the best*: not significantly "
-            "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks ties."
-        )
-    with b:
-        st.subheader("What the metrics mean")
+    st.caption(
+        "★ best of the compared mechanisms · ↓ lower is better · ↑ higher is better. Every metric is computed "
+        "the same way for every mechanism. " + tables.smoothing_note(sigma)
+    )
+    st.subheader("Ranking")
+    r1, r2 = st.columns([1, 2], vertical_alignment="bottom")
+    state.seed("compare.rank", "emd_m", "rank", state.one_of({k: k for k in tables.RANK_METRICS}))
+    metric = r1.selectbox("Rank on", tables.RANK_METRICS, **state.bind("compare.rank"), format_func=explain.label)
+    if metric != "emd_m":
+        url["rank"] = metric
+    per_seed: dict[str, list] = {}
+    for c, s in by_seed:
+        if s.state == "ok":
+            per_seed.setdefault(names.get(c.mechanism, c.mechanism), []).append(s.result)
+    n_seeds = min((len(v) for v in per_seed.values()), default=0)
+    per_seed = {
+        k: list(tables.like_for_like(dict(enumerate(v[:n_seeds])), sigma).values()) for k, v in per_seed.items()
+    }
+    rank = tables.ranking(per_seed, metric)
+    r2.markdown(tables.ties_line(rank))
+    st.dataframe(rank, hide_index=True, width="stretch")
+    st.caption(
+        f"{explain.label(metric)} over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–"
+        f"{ok[0][0].seed + n_seeds - 1}): mean and 95 % interval. *Tied with the best*: not significantly "
+        "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks ties."
+    )
+    d1, d2 = st.columns(2)
+    d1.download_button(
+        "Metrics table (CSV)",
+        tables.metrics_csv(results, sigma),
+        file_name="compare_metrics.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="compare.csv.metrics",
+    )
+    d2.download_button(
+        "Ranking, every seed (CSV)",
+        tables.seeds_csv(per_seed, sigma),
+        file_name="compare_ranking_seeds.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="compare.csv.seeds",
+    )
+    with st.expander("What the metrics mean"):
         st.dataframe(views.metrics_frame(results)[["What it measures"]], width="stretch")
 
 state.sync_url(url)
