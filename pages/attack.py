@@ -42,6 +42,15 @@ if show is not None:
         "Privacy distance: expected distance between a user's true location and the attacker's guess, averaged "
         "over sampled users; ratio 1 = the attacker learns nothing beyond the region. EMD is the map's error."
     )
+    st.download_button(
+        "Attack figures (CSV)",
+        attack.figures_csv(res),
+        "privacy_attack.csv",
+        "text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="atk.csv",
+    )
     views.server_block(res)
     if view.kind == "per_user" and (view.candidates is not None or view.surface is not None):
         ds, domain, _ = views.prepared(rcfg)

@@ -64,11 +64,32 @@ if show is not None:
         st.metric(f"True count ({what} inside)", f"{true:,.1f}" if people else f"{true:,.0f}")
         if any(row["Raw estimate"] is not None for row in rows):
             st.caption("A negative estimate (noise) is shown as 0; its raw value is under *Raw estimate*.")
+        unit = "people" if people else "locations"
+        answers = pd.DataFrame(rows).rename(
+            columns={"Answer": f"Answer ({unit})", "Raw estimate": f"Raw estimate ({unit})", "Error": f"Error ({unit})"}
+        )
         st.dataframe(
-            pd.DataFrame(rows),
+            answers,
             hide_index=True,
             width="stretch",
-            column_config={"Relative error": st.column_config.NumberColumn(format="%.3f")},
+            column_config={
+                f"Answer ({unit})": st.column_config.NumberColumn(format="%.1f"),
+                f"Raw estimate ({unit})": st.column_config.NumberColumn(format="%.1f"),
+                f"Error ({unit})": st.column_config.NumberColumn(format="%+.1f"),
+                "Relative error": st.column_config.NumberColumn(format="%.3f"),
+            },
+        )
+        x0, y0, x1, y1 = (float(v) for v in rect)
+        answers.insert(1, "rectangle (x0, y0, x1, y1) [m, local CRS]", f"{x0:.0f} {y0:.0f} {x1:.0f} {y1:.0f}")
+        answers.insert(2, f"true ({unit})", true)
+        st.download_button(
+            "These answers (CSV)",
+            answers.to_csv(index=False),
+            "range_answers.csv",
+            "text/csv",
+            on_click="ignore",
+            icon=":material/download:",
+            key="rq.csv.answers",
         )
     with left:
         scale = views.scale_for(r0.truth, domain, ctl.display)  # the truth alone is drawn here
@@ -97,13 +118,27 @@ if show is not None:
     df = ranges.workload_errors(r0.truth, results, domain, count, size, cfg0.seed)
     a, b = st.columns([3, 2])
     a.altair_chart(ranges.error_box(df), width="stretch")
-    b.dataframe(ranges.error_summary(df), width="stretch")
+    b.dataframe(
+        ranges.error_summary(df),
+        width="stretch",
+        column_config={
+            k: st.column_config.NumberColumn(f"{k} relative error", format="%.3f")
+            for k in ("mean", "median", "90th percentile")
+        }
+        | {"queries": st.column_config.NumberColumn(format="%d")},
+    )
     b.caption(
         "Relative error |answer − true| / max(true, 0.1 % of all locations) (SNH's measure). True answers from "
         "the true histogram, counting partly covered cells by area."
     )
-    st.download_button(
-        "Workload errors (CSV)", df.to_csv(index=False), "range_workload.csv", "text/csv", on_click="ignore"
+    b.download_button(
+        "Workload errors, every query (CSV)",
+        df.to_csv(index=False),
+        "range_workload.csv",
+        "text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="rq.csv.workload",
     )
 elif not configs:
     st.info("Choose mechanisms in the sidebar and press Run.", icon=":material/arrow_back:")

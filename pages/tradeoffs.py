@@ -4,7 +4,7 @@ import os
 
 import streamlit as st
 
-from ui import boot, budget, controls, explain, jobs, run, state, sweep, views, widgets
+from ui import boot, budget, controls, explain, jobs, run, state, sweep, tables, views, widgets
 from ui.text import plain
 
 
@@ -116,6 +116,9 @@ if show is not None:
     log_y = o3.toggle("Log y", **state.bind("sweep.logy"))
     url.update({"metric": metric, "x": x})
     st.caption(explain.info(metric)[1])
+    mixed = tables.mixed_smoothing(df, metric)
+    if mixed:
+        st.warning(mixed, icon=":material/compare_arrows:")
     summ = sweep.summarise(df, metric, x)
     st.altair_chart(sweep.error_chart(summ, metric, x, log_y), width="stretch")
     fr = sweep.frontier(summ, metric, x, df)

@@ -142,3 +142,19 @@ def smoothing_note(sigma: float) -> str:
             f"(σ = {sigma:.3g} cells, Ghazi et al. 2023 §2.3) before scoring, as that paper scores them."
         )
     return "SIM, CC and KL: every map scored unsmoothed, cell by cell."
+
+
+def mixed_smoothing(trials: pd.DataFrame, metric: str) -> str | None:
+    """A warning when a sweep's SIM, CC or KL were scored on smoothed maps for some mechanisms and unsmoothed
+    for others (a sweep keeps only each run's scores, not its maps, so it cannot rescore them)."""
+    if metric not in ("sim", "cc", "kl") or "heatmap_sigma_cells" not in trials:
+        return None
+    by = trials.groupby("mechanism")["heatmap_sigma_cells"].max().fillna(0.0)
+    smooth = sorted(by[by > 0].index)
+    if not smooth or len(smooth) == len(by):
+        return None
+    return (
+        f"Not like for like: {explain.label(metric)} of {', '.join(smooth)} is scored on Gaussian-smoothed heatmaps "
+        "(Ghazi et al.'s protocol), of the others on unsmoothed maps; smoothing alone improves it. Compare scores "
+        "every map through the same filter."
+    )
