@@ -54,6 +54,7 @@ if show is not None:
             rows.append(
                 {
                     "Mechanism": names[c.mechanism],
+                    "True": round(true_c, 1),
                     "Answer": round(ans, 1),
                     "Raw estimate": round(raw, 1) if raw < 0 else None,
                     "Error": round(ans - true_c, 1),
@@ -64,24 +65,23 @@ if show is not None:
         st.metric(f"True count ({what} inside)", f"{true:,.1f}" if people else f"{true:,.0f}")
         if any(row["Raw estimate"] is not None for row in rows):
             st.caption("A negative estimate (noise) is shown as 0; its raw value is under *Raw estimate*.")
-        unit = "people" if people else "locations"
-        answers = pd.DataFrame(rows).rename(
-            columns={"Answer": f"Answer ({unit})", "Raw estimate": f"Raw estimate ({unit})", "Error": f"Error ({unit})"}
-        )
+        counted = "people" if people else "locations"
+        answers = pd.DataFrame(rows)
         st.dataframe(
             answers,
             hide_index=True,
             width="stretch",
             column_config={
-                f"Answer ({unit})": st.column_config.NumberColumn(format="%.1f"),
-                f"Raw estimate ({unit})": st.column_config.NumberColumn(format="%.1f"),
-                f"Error ({unit})": st.column_config.NumberColumn(format="%+.1f"),
+                "True": st.column_config.NumberColumn(f"True ({counted})", format="%.1f"),
+                "Answer": st.column_config.NumberColumn(f"Answer ({counted})", format="%.1f"),
+                "Raw estimate": st.column_config.NumberColumn(f"Raw estimate ({counted})", format="%.1f"),
+                "Error": st.column_config.NumberColumn(f"Error ({counted})", format="%+.1f"),
                 "Relative error": st.column_config.NumberColumn(format="%.3f"),
             },
         )
+        answers = answers.rename(columns={k: f"{k} [{counted}]" for k in ("True", "Answer", "Raw estimate", "Error")})
         x0, y0, x1, y1 = (float(v) for v in rect)
-        answers.insert(1, "rectangle (x0, y0, x1, y1) [m, local CRS]", f"{x0:.0f} {y0:.0f} {x1:.0f} {y1:.0f}")
-        answers.insert(2, f"true ({unit})", true)
+        answers.insert(1, "rectangle x0 y0 x1 y1 [m, local CRS]", f"{x0:.0f} {y0:.0f} {x1:.0f} {y1:.0f}")
         st.download_button(
             "These answers (CSV)",
             answers.to_csv(index=False),

@@ -83,3 +83,49 @@ def test_compare_scores_every_map_with_the_same_smoothing(downloads):
     assert sorted(seeds["seed"]) == sorted([3, 4, 5, 6, 7] * 2)
     first = seeds[seeds["seed"] == 3].set_index("mechanism")["sim"]
     assert sorted(first) == pytest.approx(sorted(csv["sim"]), rel=1e-9)
+
+
+def test_range_queries_offer_their_answers_and_workload_as_csv(downloads):
+    at = open_app("ranges", mechs="identity,uniform", seed="3", rx="2,12", ry="5,15")
+    click_run(at, "ranges")
+    shown = frame_with(at, "Answer")
+    answers = pd.read_csv(io.BytesIO(downloads["range_answers.csv"]))
+    unit = next(c for c in answers.columns if c.startswith("Answer ["))
+    assert unit in ("Answer [people]", "Answer [locations]")
+    assert list(answers["Mechanism"]) == list(shown["Mechanism"])
+    assert answers[unit].tolist() == pytest.approx(shown["Answer"].tolist())
+    true = answers[unit.replace("Answer", "True")]
+    err = answers[unit.replace("Answer", "Error")]
+    assert (answers[unit] - true).tolist() == pytest.approx(err.tolist(), abs=0.11)  # rounded to 0.1
+    workload = pd.read_csv(io.BytesIO(downloads["range_workload.csv"]))
+    assert set(workload["mechanism"]) == set(shown["Mechanism"]) and len(workload) == 2 * 500
+    rel = (workload["answer"] - workload["true"]).abs() / workload["true"].clip(lower=1e-300)
+    big = workload["true"] > 0.001 * 3000  # above ψ the relative error is |answer - true| / true
+    assert workload.loc[big, "relative_error"].tolist() == pytest.approx(rel[big].tolist())
+
+
+def test_attributes_offer_the_regions_as_csv(downloads):
+    at = open_app("attributes", mech="_test_regions")
+    click_run(at, "attributes")
+    df = frame_with(at, "private mean")
+    csv = pd.read_csv(io.BytesIO(downloads["attribute_regions.csv"]))
+    assert len(csv) == len(df) == 4
+    mean_col = next(c for c in csv.columns if c.startswith("private mean ["))
+    assert csv[mean_col].tolist() == pytest.approx(df["private mean"].tolist(), nan_ok=True)
+    assert csv["suppressed"].tolist() == df["suppressed"].tolist()
+    assert (csv["x1 [m]"] > csv["x0 [m]"]).all() and (csv["y1 [m]"] > csv["y0 [m]"]).all()
+
+
+def test_attack_offers_its_figures_as_csv(downloads):
+    at = open_app("attack", mech="identity")
+    click_run(at, "attack")
+    csv = pd.read_csv(io.BytesIO(downloads["privacy_attack.csv"]))
+    shown = {m.label: m.value for m in at.metric}
+    assert csv.loc[0, "mechanism"] == "identity"
+    from ui import explain
+
+    assert explain.fmt("privacy_distance_m", csv.loc[0, "privacy_distance_m [m]"]) == shown["Privacy distance"]
+    assert explain.fmt("privacy_ratio", csv.loc[0, "privacy_ratio"]) == shown["Privacy ratio"]
+    body = texts(at)
+    assert "A trusted curator sees every location in the clear" in body  # a central mechanism's server
+    assert "sees only the aggregate" not in body
