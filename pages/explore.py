@@ -162,7 +162,7 @@ if show is not None or cfg is not None:
         with st.expander("Margin of error", expanded=bool(jobs.get_group("explore_se"))):
             views.margin_block(res, rcfg, ctl, scale, fr, view, ctl.display)
         views.proportion_block(res, fr, view, ctl.display)
-        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
+        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "Who sees what", "Export"])
         views.ledger_block(res, t1, ctl.side_information if run.is_current(show, configs) else ())
         views.communication_block(res, t2)
         views.server_block(res, t3)

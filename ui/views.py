@@ -689,7 +689,7 @@ def release_view(result, cfg: RunConfig, display) -> None:
         height=520,
     )
     legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
-    t1, t2, t3 = st.tabs(["Privacy ledger", "What the server sees", "Download the release"])
+    t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
     ledger_block(result, t1)
     server_block(result, t2)
     t3.download_button(
