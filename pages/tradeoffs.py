@@ -125,7 +125,18 @@ if show is not None:
     st.subheader("Frontier: the best mechanism at each point")
     f1, f2 = st.columns([3, 2])
     f1.altair_chart(sweep.frontier_chart(fr, metric, x, log_y), width="stretch")
-    f2.dataframe(fr, hide_index=True, width="stretch")
+    unit = explain.info(metric)[3]
+    f2.dataframe(
+        fr,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "mean": st.column_config.NumberColumn(
+                f"mean {explain.label(metric)}" + (f" ({unit})" if unit else ""), format="%.4g"
+            ),
+            x: st.column_config.NumberColumn(sweep.AXIS[x], format="%g"),
+        },
+    )
     st.download_button(
         "All trial results (CSV)",
         df.to_csv(index=False),

@@ -36,3 +36,20 @@ def test_reproduce_runs_a_quick_reproduction(page, app_url, tmp_path):
     pct = [float(c.split()[0]) for c in numbers if c.strip().endswith("%")]
     assert pct and all(0 < v < 20 for v in pct)  # NRMSEs of a few per cent, as the paper's ~3 % and ~1 %
     watch.check()
+
+
+def test_compare_scores_alike_and_names_swamped_maps(page, app_url, tmp_path):
+    """Compare in a browser: the local-DP grid's and the uniform map's notes are drawn on the maps, the caption
+    names the one filter every map was smoothed with, and the ranking's verdict sits above its table."""
+    watch = Watch(page)
+    page.set_viewport_size({"width": 1440, "height": 1000})
+    page.goto(app_url + "/compare?d.n=20000&res=128&eps=1&mechs=sparse_emd,identity,ldp_grid,uniform&run=1")
+    page.get_by_text("Tied with the best").first.wait_for(timeout=300_000)
+    page.wait_for_selector(READY, timeout=120_000)
+    page.wait_for_timeout(1500)  # deck.gl's first frames
+    body = page.inner_text("body")
+    assert "Noise swamps this map's colour scale" in body and "This map is flat" in body
+    assert "smoothed by the same Gaussian filter" in body
+    assert "Best: " in body
+    save(page, tmp_path, "compare_like_for_like")
+    watch.check()
