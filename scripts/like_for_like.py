@@ -9,8 +9,9 @@ import argparse
 
 import numpy as np
 
-from engine.jobs import RunConfig, run
 from engine.metrics import likeforlike
+from engine.run.config import RunConfig
+from engine.run.runner import run
 
 MECHS = ("sparse_emd", "laplace_gauss", "identity", "ug", "privtree", "hierarchical")
 

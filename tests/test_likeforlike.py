@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine.jobs import RunConfig, run
 from engine.metrics import gaussian_heatmap, likeforlike, normalise, sim
+from engine.run.config import RunConfig
+from engine.run.runner import run
 
 
 def _rel(sigma=None, heat=None, density=None):

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from engine.jobs import RunConfig, run
+from engine.run.config import RunConfig
+from engine.run.runner import run
 from ui.colors import ColourScale, swamp_note
 
 
@@ -43,7 +44,8 @@ def test_nothing_drawn_is_named():
 def _page():
     import streamlit as st
 
-    from engine.jobs import RunConfig, run
+    from engine.run.config import RunConfig
+    from engine.run.runner import run
     from ui import views
     from ui.controls import Display
 
