@@ -105,12 +105,20 @@ def seeds_csv(per_seed: dict[str, list[object]], sigma: float) -> str:
 SMOOTHING = {"smoothed": "smoothed maps (Ghazi et al.'s protocol)", "unsmoothed": "unsmoothed maps"}
 
 
+@st.cache_data(show_spinner=False, max_entries=4)
+def _truth_scored(truth: np.ndarray, sigma: float) -> np.ndarray:
+    """The truth as the comparison scores it (the same for every run of one comparison: smoothed once)."""
+    from engine.metrics import likeforlike
+
+    return likeforlike.smoothed_truth(truth, sigma)
+
+
 @st.cache_data(show_spinner=False, max_entries=4096)
 def _rescored(key: str, sigma: float, _truth, _release) -> dict:
     """A run's SIM, CC and KL at filter width ``sigma``; ``key`` (the run's config key) names the run."""
     from engine.metrics import likeforlike
 
-    return likeforlike.rescore(likeforlike.smoothed_truth(_truth, sigma), _release, sigma)
+    return likeforlike.rescore(_truth_scored(np.asarray(_truth, dtype=np.float64), sigma), _release, sigma)
 
 
 def comparison_sigma(results) -> float:
