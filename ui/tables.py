@@ -131,10 +131,12 @@ def comparison_sigma(results) -> float:
 def like_for_like(results: dict[str, object], sigma: float) -> dict[str, object]:
     """The results with SIM, CC and KL rescored on the same maps for every mechanism: all smoothed by one
     Gaussian filter of ``sigma`` cells, or all unsmoothed (``sigma`` = 0). Other metrics are untouched;
-    a result without its maps (a sweep's summary) is returned as it is."""
+    a result without its maps (a sweep's summary) or not a heatmap (regional means) is returned as it is."""
     out = {}
     for name, r in results.items():
-        if getattr(r, "release", None) is None or getattr(r, "truth", None) is None or not getattr(r, "metrics", None):
+        rel = getattr(r, "release", None)
+        plain = rel is None or getattr(rel, "quantity", "counts") != "counts"
+        if plain or getattr(r, "truth", None) is None or not getattr(r, "metrics", None):
             out[name] = r
         else:
             new = _rescored(r.config.key(), float(sigma), r.truth, r.release)
