@@ -45,7 +45,7 @@ for paper in reproduce.PAPERS:
         st.caption(f"{paper.cite}. Setting: {paper.setting}. Quick version: {paper.quick}.")
         figures = run.figures() if run is not None else None
         df = reproduce.table(paper, figures)
-        st.dataframe(df, hide_index=True, width="stretch", key=f"repro.table.{paper.suite}")
+        st.table(df.set_index("Quantity"))  # a few rows: a plain table, every cell in view
         st.markdown("Re-run it in full (then compare with BENCHMARKS.md):")
         st.code(paper.command(), language="bash")
         b1, b2, b3 = st.columns([2, 2, 3], vertical_alignment="center")

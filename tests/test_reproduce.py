@@ -14,7 +14,7 @@ from ui import reproduce
 
 
 def _table(at, suite: str):
-    tables = [d.value for d in at.dataframe]
+    tables = [t.value.reset_index() for t in at.table]
     want = {r.what for r in reproduce.BY_SUITE[suite].rows}
     return next(t for t in tables if set(t["Quantity"]) == want)
 
