@@ -18,7 +18,7 @@ def test_reproduce_runs_a_quick_reproduction(page, app_url, tmp_path):
     page.wait_for_selector(READY, timeout=60_000)
     box = page.locator(".st-key-repro_bit_pushing")
     box.get_by_text("Figure 1a and 1c").wait_for(timeout=30_000)
-    assert "python -m engine bench bit_pushing --json" in box.inner_text()
+    box.get_by_text("python -m engine bench bit_pushing --json").wait_for(timeout=30_000)  # the command
     box.get_by_role("button", name="Run the quick version").click()
     # the page answers while the suite runs: the progress line and its Cancel button appear
     box.get_by_role("button", name="Cancel").wait_for(timeout=30_000)
