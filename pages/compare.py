@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import boot, budget, controls, explain, jobs, run, state, tables, views
+from ui import regions as uregions
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -67,6 +68,11 @@ if show is not None:
                 grid, scale, fr, view, key, ctl.display, rects=rects, title=title, container=col, height=250
             )
     views.legend(scale, note=f"ε = {ok[0][0].epsilon:g} · seed {ok[0][0].seed} for every mechanism")
+    with st.expander("Regions", expanded=bool(st.session_state.get("compare.regions.kind") not in (None, "Off"))):
+        choice = uregions.control("compare", first.release.domain)
+        ds = views.prepared(ok[0][0])[0] if ok[0][0].mode == "evaluate" else None
+        unit = "people" if first.n_users != first.n_points else "locations"
+        uregions.block([(views.mech_label(c.mechanism), r) for c, r in ok], choice, scale, fr, "compare", unit, ds, 4)
     names = views.unique_labels([c.mechanism for c, _ in ok])
     sigma = tables.comparison_sigma([r for _, r in ok])
     if sigma > 0:  # a paper's protocol smooths before scoring: every map or none, never only some
@@ -90,11 +96,13 @@ if show is not None:
         "the same way for every mechanism. " + tables.smoothing_note(sigma)
     )
     st.subheader("Ranking")
-    r1, r2 = st.columns([1, 2], vertical_alignment="bottom")
+    r1, r2, r3 = st.columns([1, 1, 2], vertical_alignment="bottom")
     state.seed("compare.rank", "emd_m", "rank", state.one_of({k: k for k in tables.RANK_METRICS}))
     metric = r1.selectbox("Rank on", tables.RANK_METRICS, **state.bind("compare.rank"), format_func=explain.label)
     if metric != "emd_m":
         url["rank"] = metric
+    state.seed("compare.rank_by", "mean", "rank_by", state.one_of({k: k for k in tables.RANK_BY}))
+    rank_by = r2.radio("Rank by", list(tables.RANK_BY), **state.bind("compare.rank_by"), format_func=tables.RANK_BY.get)
     per_seed: dict[str, list] = {}
     for c, s in by_seed:
         if s.state == "ok":
@@ -103,14 +111,26 @@ if show is not None:
     per_seed = {
         k: list(tables.like_for_like(dict(enumerate(v[:n_seeds])), sigma).values()) for k, v in per_seed.items()
     }
-    rank = tables.ranking(per_seed, metric)
-    r2.markdown(tables.ties_line(rank))
-    st.dataframe(rank, hide_index=True, width="stretch")
-    st.caption(
-        f"{explain.label(metric)} over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–"
-        f"{ok[0][0].seed + n_seeds - 1}): mean and 95 % interval. *Tied with the best*: not significantly "
-        "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks ties."
-    )
+    seeds = f"over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–{ok[0][0].seed + n_seeds - 1})"
+    if rank_by == "mean":
+        rank = tables.ranking(per_seed, metric)
+        r3.markdown(tables.ties_line(rank))
+        st.dataframe(rank, hide_index=True, width="stretch")
+        st.caption(
+            f"{explain.label(metric)} {seeds}: mean and 95 % interval. *Tied with the best*: not significantly "
+            "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks ties."
+        )
+    else:
+        url["rank_by"] = rank_by
+        regret = tables.regret_ranking(tables.seed_settings(per_seed, metric), metric)
+        if regret.empty:
+            st.info("Average regret ranks errors (lower is better): choose EMD, L1, MSE, KL or a range error.")
+        else:
+            st.dataframe(regret, hide_index=True, width="stretch")
+            st.caption(
+                f"{explain.label(metric)} {seeds}: at each seed, a mechanism's value over the best value at that "
+                "seed, averaged over the seeds (DPComp's average regret; 1 = best at every seed)."
+            )
     d1, d2 = st.columns(2)
     d1.download_button(
         "Metrics table (CSV)",

@@ -138,6 +138,23 @@ if show is not None:
             x: st.column_config.NumberColumn(sweep.AXIS[x], format="%g"),
         },
     )
+    st.subheader("Ranking over the sweep")
+    state.seed("sweep.rank_by", "mean", "rank_by", state.one_of({k: k for k in tables.SWEEP_RANK_BY}))
+    rank_by = st.radio(
+        "Rank by", list(tables.SWEEP_RANK_BY), **state.bind("sweep.rank_by"), format_func=tables.SWEEP_RANK_BY.get
+    )
+    if rank_by != "mean":
+        url["rank_by"] = rank_by
+    ranked = tables.sweep_ranking(summ, metric, x, rank_by)
+    if ranked.empty:
+        st.info("Average regret ranks errors (lower is better): choose EMD, L1, MSE, KL or a range error.")
+    else:
+        st.dataframe(ranked, hide_index=True, width="stretch")
+        st.caption(
+            f"Average regret: at each {sweep.AXIS[x]} point, a mechanism's mean {explain.label(metric)} over the "
+            "best mean at that point, averaged over the points (DPComp's ranking; 1 = best everywhere). The mean "
+            "over the points is dominated by the points with the largest errors."
+        )
     st.download_button(
         "All trial results (CSV)",
         df.to_csv(index=False),

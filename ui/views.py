@@ -446,7 +446,12 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
     buttons = [
         ("Private map (PNG)", lambda: export.release_png(result, scale), "png", "image/png"),
         ("Grid (GeoTIFF)", lambda: export.release_geotiff(result, fr.crs), "tif", "image/tiff"),
-        ("Grid (GeoJSON)", lambda: export.geojson_grid(dens, fr.domain, fr.crs), "geojson", "application/geo+json"),
+        (
+            "Grid (GeoParquet)",
+            lambda: export.release_geoparquet(result, fr.crs),
+            "parquet",
+            "application/vnd.apache.parquet",
+        ),
         ("Grid (CSV)", lambda: export.csv_grid(dens, fr.domain, fr.crs), "csv", "text/csv"),
         ("Metrics + config (JSON)", lambda: export.record_json(result, url), "json", "application/json"),
         ("Report (HTML)", lambda: report.html_report(result, scale, link), "html", "text/html"),
@@ -463,7 +468,8 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
             key=f"dl_{ext}_{stem}",
         )
     c.caption(
-        "The map exports (PNG, GeoTIFF, GeoJSON, CSV) hold only the private release. The JSON record and the "
+        "The map exports (PNG, GeoTIFF, GeoParquet, CSV) hold only the private release; the GeoTIFF and the "
+        "GeoParquet carry each cell's 95 % margin where the mechanism has one. The JSON record and the "
         "HTML report are for evaluation: they contain non-private information about the data (metrics against "
         "the true map, exact counts; the report also shows the true map)."
     )
@@ -621,6 +627,14 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
             return
     se, how = known
     moe = margins.margin(se)
+    if (result.release.extras or {}).get("stderr") is not None:  # closed form: count the spreading too
+        from engine.regions import cell_margins
+
+        moe = cell_margins(result.release, cfg.mechanism, fr.crs).margin95.reshape(moe.shape)
+        how += (
+            "; a cell inside a larger released unit (a UG cell, a leaf, a node) adds how unevenly the unit's people "
+            "may sit in it, which the release cannot tell (engine/regions/margins.py)"
+        )
     heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
     blank = int(np.count_nonzero(~np.isfinite(moe)))
     med = f"median over cells ±{float(np.nanmedian(moe)) * scale.factor:.3g} {scale.unit}" if blank < moe.size else ""
@@ -658,7 +672,7 @@ def release_only_page(ctl, what: str) -> None:
 
 def release_view(result, cfg: RunConfig, display) -> None:
     """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
-    and the release files (GeoTIFF, GeoJSON, CSV and a JSON manifest of DP outputs only)."""
+    and the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only); its regions."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
     scale = ColourScale.shared(
@@ -681,11 +695,16 @@ def release_view(result, cfg: RunConfig, display) -> None:
         height=520,
     )
     legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
+    with st.expander("Regions"):  # post-processing of the release: no truth here
+        from . import regions
+
+        choice = regions.control("release", fr.domain)
+        regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
     t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
     ledger_block(result, t1)
     server_block(result, t2)
     t3.download_button(
-        "Release files (zip: GeoTIFF, GeoJSON, CSV, manifest)",
+        "Release files (zip: GeoTIFF with margins, GeoParquet, CSV, manifest)",
         lambda: release_zip(result),
         file_name=f"{cfg.mechanism}_release.zip",
         mime="application/zip",
@@ -707,7 +726,7 @@ def release_zip(result) -> bytes:
     from engine.run.export import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
-        paths = write_release(result, Path(tmp) / "release")
+        paths = write_release(result, Path(tmp) / "release", formats=("geotiff", "geoparquet", "csv"))
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             for p in paths.values():
