@@ -18,7 +18,7 @@ from engine.run.config import RunConfig
 from engine.run.export import side_information
 from engine.run.runner import load_dataset, prepare
 
-from . import explain, export, maps, state, uploads
+from . import colors, explain, export, maps, state, tables, uploads
 from .colors import ColourScale
 from .text import plain
 
@@ -170,13 +170,19 @@ def heat_chart(
     if rects is not None and len(rects) and display.outlines:
         layers.append(maps.outline_layer(rects, fr, f"{key}_cells"))
     layers += list(extra_layers)
-    return c.pydeck_chart(
+    note = colors.swamp_note(scale, grid)
+    if note is not None:
+        layers.append(maps.note_layer(fr, note[0], key))
+    chart = c.pydeck_chart(
         maps.deck(layers, view, display.basemap),
         height=height,
         key=key,
         on_select=on_select,
         selection_mode=selection_mode,
     )
+    if note is not None:
+        c.caption(f":material/warning: {note[1]}")
+    return chart
 
 
 def paired_chart(
@@ -213,13 +219,19 @@ def paired_chart(
     ]
     if rects is not None and len(rects) and display.outlines:
         layers.append(maps.outline_layer(rects, shifted, f"{key}_cells"))
+    note = colors.swamp_note(scale, grid)
+    if note is not None:
+        layers.append(maps.note_layer(shifted, note[0], key))
     layers += maps.scale_bar_layers(fr, key)
     tooltip = None
     if grid is not None:
         hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit, stderr_cells)
         layers.append(hover)
     view = maps.paired_view(fr, zoom, pan, px)
-    return c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+    chart = c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+    if note is not None:
+        c.caption(f":material/warning: {titles[1]}: {note[1]}")
+    return chart
 
 
 def legend(scale: ColourScale, note: str = "", container=None, shared: bool = True) -> None:
@@ -256,6 +268,11 @@ def metrics_block(main, others: dict[str, object], container=None) -> None:
     """Primary metrics with one-line explanations, next to baselines' values on the same data."""
     c = container or st
     names = list(others)
+    runs = {n: o for n, o in others.items() if hasattr(o, "metrics")}
+    sigma = tables.comparison_sigma([main, *runs.values()]) if runs else 0.0
+    if sigma > 0:  # a smoothed heatmap among them: every map is scored through the same filter
+        scored = tables.like_for_like({"": main, **runs}, sigma)
+        main, others = scored.pop(""), {**others, **scored}
     keys = [k for k in explain.ordered(main.metrics) if k in explain.PRIMARY]
     head = "".join(f"<th>{html.escape(short_label(n))}</th>" for n in names)
     rows = [f'<table class="metric-table"><tr><th></th><th>This run</th>{head}</tr>']
@@ -271,7 +288,8 @@ def metrics_block(main, others: dict[str, object], container=None) -> None:
         rows.append(f'<tr class="expl"><td colspan="{len(cells) + 1}">{html.escape(expl)}</td></tr>')
     rows.append("</table>")
     c.html("".join(rows))
-    c.caption("↓ lower is better · ↑ higher is better. Maps are compared after scaling each to sum to 1.")
+    note = (" " + tables.smoothing_note(sigma)) if runs else ""
+    c.caption("↓ lower is better · ↑ higher is better. Maps are compared after scaling each to sum to 1." + note)
     with c.expander("All metrics"):
         st.dataframe(
             metrics_frame({"This run": main, **{mech_label(n): o for n, o in others.items()}}), width="stretch"
@@ -395,11 +413,21 @@ KIND_TEXT = {
 }
 
 
+def server_headline(kind: str, family: str) -> str:
+    """Who sees what, in one line. A central mechanism's server is the trusted curator: it sees every location,
+    and only the public (the attacker of the privacy attack) is limited to the released aggregate."""
+    if family == "central" and kind in ("aggregate", "clear"):
+        return (
+            ":material/lock_open: A trusted curator sees every location in the clear; the public sees only the release"
+        )
+    return f"The server {KIND_TEXT.get(kind, kind)}"
+
+
 def server_block(result, container=None) -> None:
     c = container or st
     view = result.release.server_view
     cls = registry().get(result.config.mechanism)
-    c.markdown(f"**The server {KIND_TEXT.get(view.kind, view.kind)}.**")
+    c.markdown(f"**{server_headline(view.kind, cls.family if cls is not None else '')}.**")
     c.write(view.description)
     if cls is not None and cls.threat_model:
         c.caption(f"Threat model: {cls.threat_model}")
@@ -670,7 +698,7 @@ def release_view(result, cfg: RunConfig, display) -> None:
 
         choice = regions.control("release", fr.domain)
         regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
-    t1, t2, t3 = st.tabs(["Privacy ledger", "What the server sees", "Download the release"])
+    t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
     ledger_block(result, t1)
     server_block(result, t2)
     t3.download_button(
