@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import replace
 
+from . import progress
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -235,18 +236,6 @@ def _release_regions(args, cfg):
     return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
 
 
-def _progress_bar(done: int, total: int, cfg) -> None:
-    """One line per finished run; on a terminal, one bar redrawn in place."""
-    what = f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done"
-    if sys.stderr.isatty():
-        filled = round(30 * done / total)
-        end = "\n" if done == total else ""
-        bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} runs ({what})"
-        print(f"\r{bar}\033[K", end=end, file=sys.stderr, flush=True)
-    else:
-        print(f"[{done}/{total}] {what}", file=sys.stderr)
-
-
 def _on_cluster(args, configs, keep=None) -> list:
     """The runs as tasks on the cluster of ``--cluster`` (engine/run/cluster.py), in order."""
     from .run.cluster import connect, run_many
@@ -254,7 +243,8 @@ def _on_cluster(args, configs, keep=None) -> list:
     with connect(args.cluster) as client:
         workers = len(client.scheduler_info().get("workers", {}))
         print(f"{len(configs)} run(s) on the Dask cluster {args.cluster} ({workers} workers)", file=sys.stderr)
-        return run_many(configs, client, use_cache=not args.no_cache, keep=keep, progress=_progress_bar)
+        with progress.bar(len(configs), "sweep") as bar:
+            return run_many(configs, client, use_cache=not args.no_cache, keep=keep, progress=progress.on_finished(bar))
 
 
 def _cmd_sweep(args) -> int:
@@ -283,10 +273,11 @@ def _cmd_sweep(args) -> int:
             bk.settle(cfg, b, row)
     else:
         rows = []
-        for cfg in configs:
-            res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine sweep")
-            rows.append(sweep_row(res))
-            print(f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done", file=sys.stderr)
+        with progress.bar(len(configs), "sweep") as bar:
+            for cfg in configs:
+                res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine sweep")
+                rows.append(sweep_row(res))
+                progress.finished(bar, cfg)
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
     else:
@@ -350,15 +341,15 @@ def _cmd_release(args) -> int:
     taken = [n for n in names if (out / n).exists()]
     if taken:  # checked before any ε is booked
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
-    existed = out.exists()
+    created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     bk = Bookkeeper()
+    regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
     try:
-        regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
         res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
     except BaseException:
-        if not existed and not any(out.iterdir()):
-            out.rmdir()  # refused or failed: no release, and no empty folder left for one
+        if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
+            out.rmdir()
         raise
     # once a grid exists the booking stays, even if writing it fails half way
     paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
@@ -391,22 +382,17 @@ def _runs(text: str) -> int:
 def _cmd_audit(args) -> int:
     from .run.audit import audit
 
-    shown = [-1]
-
-    def progress(fraction, message):  # one line per tenth of the runs
-        if int(fraction * 10) > shown[0]:
-            shown[0] = int(fraction * 10)
-            print(f"{args.mechanism}: {message}", file=sys.stderr)
-
-    res = audit(
-        args.mechanism,
-        args.epsilon,
-        args.runs,
-        params=_options(args.param, "parameter"),
-        relation=args.relation,
-        seed=args.seed,
-        progress=progress,
-    ).to_dict()
+    bar, moved = progress.fraction(f"audit {args.mechanism}")
+    with bar:
+        res = audit(
+            args.mechanism,
+            args.epsilon,
+            args.runs,
+            params=_options(args.param, "parameter"),
+            relation=args.relation,
+            seed=args.seed,
+            progress=moved,
+        ).to_dict()
     if args.json:
         print(json.dumps(res, indent=2, default=float))
         return 0

@@ -168,7 +168,7 @@ if show is not None or cfg is not None:
             unit = "people" if n_users != n_points else "locations"
             uregions.block([(title, res)], choice, scale, fr, "explore", unit, ds)
         views.proportion_block(res, fr, view, ctl.display)
-        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
+        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "Who sees what", "Export"])
         views.ledger_block(res, t1)
         views.communication_block(res, t2)
         views.server_block(res, t3)

@@ -41,8 +41,6 @@ DASHBOARD = ("ui", "pages", "app")
 LONG: dict[str, str] = {
     "engine.metrics.emd:_primal_dual": "a numba-compiled min-cost-flow kernel: one primal-dual loop over a dozen "
     "work arrays; split, every piece would take them all and the compiled loop would lose its speed",
-    "engine.data.online": "the online sources share one checked download path, its validators and the city-cut "
-    "caches; it splits with the download layer (a library-backed downloader is its own change)",
 }
 
 

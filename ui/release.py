@@ -51,7 +51,7 @@ def release_view(result, cfg: RunConfig, display) -> None:
 
         choice = regions.control("release", fr.domain)
         regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
-    t1, t2, t3 = st.tabs(["Privacy ledger", "What the server sees", "Download the release"])
+    t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
     ledger_block(result, t1)
     server_block(result, t2)
     t3.download_button(
