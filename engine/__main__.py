@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import replace
 
+from . import progress
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -76,6 +77,16 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not k.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
     return k.strip(), v.strip()
+
+
+def _regions(text: str) -> str:
+    from .data.regions import parse_spec
+
+    try:
+        parse_spec(text)
+    except ParamError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip()
 
 
 def _cluster(text: str) -> str:
@@ -150,9 +161,12 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
         if "url" in data_opts:
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
+    params = _options(args.param, "mechanism parameter")
+    if getattr(args, "regions", None) and mechanism == "laplace_regions":
+        params.setdefault("regions", args.regions)  # the regions reported are the regions counted
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
-    params = get(mechanism).schema().resolve(_options(args.param, "mechanism parameter"))
+    params = get(mechanism).schema().resolve(params)
     return RunConfig(
         dataset=args.dataset,
         dataset_options=src.schema().resolve(data_opts),
@@ -181,8 +195,14 @@ def _cmd_run(args) -> int:
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
+    report = _regions_report(args, cfg, res)
+    if report is not None:
+        out["regions"] = report.rows()
+        out["regions_info"] = report.describe()
     if args.format == "json":
         print(json.dumps(out, indent=2, default=float))
+    elif report is not None:
+        print(report.to_csv(), end="")
     else:
         w = csv.writer(sys.stdout)
         w.writerow(["metric", "value"])
@@ -191,16 +211,29 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _progress_bar(done: int, total: int, cfg) -> None:
-    """One line per finished run; on a terminal, one bar redrawn in place."""
-    what = f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done"
-    if sys.stderr.isatty():
-        filled = round(30 * done / total)
-        end = "\n" if done == total else ""
-        bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} runs ({what})"
-        print(f"\r{bar}\033[K", end=end, file=sys.stderr, flush=True)
-    else:
-        print(f"[{done}/{total}] {what}", file=sys.stderr)
+def _regions_report(args, cfg, res, evaluate: bool = True):
+    """The run's regional table for ``--regions`` (None without it); in Evaluate with the true counts."""
+    if not getattr(args, "regions", None):
+        return None
+    from .data.regions import build
+    from .regions import regional_report
+    from .run.runner import prepare
+
+    rel = res.release
+    regions = build(args.regions, rel.domain, res.crs, name_column=args.region_names)
+    data = prepare(cfg)[0] if evaluate and cfg.mode == "evaluate" else None
+    return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
+
+
+def _release_regions(args, cfg):
+    """The regions of ``--regions`` over the release's public map (None without it)."""
+    if not args.regions:
+        return None
+    from .data.regions import build
+    from .run.runner import load_dataset
+
+    ds = load_dataset(cfg.dataset, cfg.dataset_options)
+    return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
 
 
 def _on_cluster(args, configs, keep=None) -> list:
@@ -210,7 +243,8 @@ def _on_cluster(args, configs, keep=None) -> list:
     with connect(args.cluster) as client:
         workers = len(client.scheduler_info().get("workers", {}))
         print(f"{len(configs)} run(s) on the Dask cluster {args.cluster} ({workers} workers)", file=sys.stderr)
-        return run_many(configs, client, use_cache=not args.no_cache, keep=keep, progress=_progress_bar)
+        with progress.bar(len(configs), "sweep") as bar:
+            return run_many(configs, client, use_cache=not args.no_cache, keep=keep, progress=progress.on_finished(bar))
 
 
 def _cmd_sweep(args) -> int:
@@ -239,10 +273,11 @@ def _cmd_sweep(args) -> int:
             bk.settle(cfg, b, row)
     else:
         rows = []
-        for cfg in configs:
-            res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine sweep")
-            rows.append(sweep_row(res))
-            print(f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done", file=sys.stderr)
+        with progress.bar(len(configs), "sweep") as bar:
+            for cfg in configs:
+                res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine sweep")
+                rows.append(sweep_row(res))
+                progress.finished(bar, cfg)
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
     else:
@@ -267,6 +302,22 @@ def _formats(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _check_writable(folder) -> None:
+    """Create ``folder`` and write a file in it, or a ParamError that says which folder and why."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder) as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise ParamError(
+            f"cannot write the release to {folder} ({exc.strerror or exc}): choose another --out"
+        ) from None
+
+
 def _cmd_release(args) -> int:
     """A Release-mode run written to a folder (:func:`engine.run.export.write_release`) and booked
     in the dataset's privacy ledger through the one booking protocol (:mod:`engine.run.booking`: the
@@ -281,14 +332,27 @@ def _cmd_release(args) -> int:
 
     cfg = _config_from_args(args, args.mechanism, args.epsilon, 0, mode="release")
     cfg.validate()
+    if not args.out.strip():
+        raise ParamError("--out '' names no folder: give the folder for the release (--out . for this one)")
     out = Path(args.out)
-    taken = [n for n in [*(FILE_NAMES[f] for f in args.format), MANIFEST] if (out / n).exists()]
+    from .regions.files import REGION_FILES
+
+    names = [*(FILE_NAMES[f] for f in args.format), MANIFEST, *(REGION_FILES.values() if args.regions else ())]
+    taken = [n for n in names if (out / n).exists()]
     if taken:  # checked before any ε is booked
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
+    created = not out.exists()
+    _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     bk = Bookkeeper()
+    regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
+    try:
+        res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
+    except BaseException:
+        if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
+            out.rmdir()
+        raise
     # once a grid exists the booking stays, even if writing it fails half way
-    res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
-    paths = write_release(res, out, args.format, release_key=booking.key)
+    paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
         "files": {k: str(v) for k, v in paths.items()},
         "epsilon_spent": res.release.ledger.total(),
@@ -318,22 +382,17 @@ def _runs(text: str) -> int:
 def _cmd_audit(args) -> int:
     from .run.audit import audit
 
-    shown = [-1]
-
-    def progress(fraction, message):  # one line per tenth of the runs
-        if int(fraction * 10) > shown[0]:
-            shown[0] = int(fraction * 10)
-            print(f"{args.mechanism}: {message}", file=sys.stderr)
-
-    res = audit(
-        args.mechanism,
-        args.epsilon,
-        args.runs,
-        params=_options(args.param, "parameter"),
-        relation=args.relation,
-        seed=args.seed,
-        progress=progress,
-    ).to_dict()
+    bar, moved = progress.fraction(f"audit {args.mechanism}")
+    with bar:
+        res = audit(
+            args.mechanism,
+            args.epsilon,
+            args.runs,
+            params=_options(args.param, "parameter"),
+            relation=args.relation,
+            seed=args.seed,
+            progress=moved,
+        ).to_dict()
     if args.json:
         print(json.dumps(res, indent=2, default=float))
         return 0
@@ -382,6 +441,14 @@ def main(argv=None) -> int:
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
         sp.add_argument("--depth", type=_int_in(1, 10), default=8, help="2^depth cells per side (1..10)")
+        sp.add_argument(
+            "--regions",
+            type=_regions,
+            default=None,
+            metavar="SPEC",
+            help="also report over regions: grid (each cell), h3:RES (H3 hexagons), or PATH[:ID_COLUMN] (polygons)",
+        )
+        sp.add_argument("--region-names", default=None, metavar="COLUMN", help="the polygon file's name column")
         if release:  # always secure, never cached, its own formats
             return
         sp.add_argument("--secure", action="store_true", help="OpenDP samplers")
@@ -418,7 +485,10 @@ def main(argv=None) -> int:
     rl.add_argument("--epsilon", type=_epsilon, default=1.0)
     rl.add_argument("--out", required=True, metavar="FOLDER", help="folder for the grid files and manifest.json")
     rl.add_argument(
-        "--format", type=_formats, default=("geotiff", "geojson", "csv"), help="comma-separated: geotiff,geojson,csv"
+        "--format",
+        type=_formats,
+        default=("geotiff", "geoparquet", "csv"),
+        help="comma-separated: geotiff,geoparquet,geojson,csv (the GeoTIFF and GeoParquet carry each cell's 95 %% margin)",
     )
     rl.add_argument(
         "--limit",
@@ -469,6 +539,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # the reader (e.g. ``head``) stopped reading: nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
+    except OSError as exc:  # a file or folder the command needs: say which and why
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot use{where} ({exc.strerror or exc})", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug, not the user's input: one line (HEATMAP_DEBUG=1 for the traceback)
         if os.environ.get("HEATMAP_DEBUG"):
             raise

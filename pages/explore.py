@@ -4,6 +4,7 @@ import streamlit as st
 
 from engine.mechanisms import registry
 from ui import boot, budget, controls, export, jobs, release, run, state, views
+from ui import regions as uregions
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -161,8 +162,13 @@ if show is not None or cfg is not None:
     if res is not None:
         with st.expander("Margin of error", expanded=bool(jobs.get_group("explore_se"))):
             views.margin_block(res, rcfg, ctl, scale, fr, view, ctl.display)
+        with st.expander("Regions", expanded=bool(st.session_state.get("explore.regions.kind") not in (None, "Off"))):
+            choice = uregions.control("explore", res.release.domain)
+            ds = views.prepared(rcfg)[0] if rcfg.mode == "evaluate" else None
+            unit = "people" if n_users != n_points else "locations"
+            uregions.block([(title, res)], choice, scale, fr, "explore", unit, ds)
         views.proportion_block(res, fr, view, ctl.display)
-        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
+        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "Who sees what", "Export"])
         views.ledger_block(res, t1)
         views.communication_block(res, t2)
         views.server_block(res, t3)

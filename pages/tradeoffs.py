@@ -5,7 +5,7 @@ import os
 import streamlit as st
 
 from engine.run import sweeps
-from ui import boot, budget, controls, explain, jobs, release, run, state, sweep, views, widgets
+from ui import boot, budget, controls, explain, jobs, relations, release, run, state, sweep, tables, views, widgets
 from ui.text import plain
 
 
@@ -91,7 +91,7 @@ if show is not None:
     if run.is_current(show, configs):
         url["run"] = 1
     ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]
-    views.relations_notice(list({c.mechanism: c for c, _ in ok}.values()))
+    relations.relations_notice(list({c.mechanism: c for c, _ in ok}.values()))
     df = sweeps.trials_frame(ok, {c.mechanism: views.mech_label(c.mechanism) for c, _ in ok})
     metrics = [
         k for k in explain.ordered([c for c in df.columns if c in ok[0][1].metrics]) if sweep.ensure_numeric(df, k)
@@ -117,13 +117,44 @@ if show is not None:
     log_y = o3.toggle("Log y", **state.bind("sweep.logy"))
     url.update({"metric": metric, "x": x})
     st.caption(explain.info(metric)[1])
+    mixed = tables.mixed_smoothing(df, metric)
+    if mixed:
+        st.warning(mixed, icon=":material/compare_arrows:")
     summ = sweeps.summarise(df, metric, x)
     st.altair_chart(sweep.error_chart(summ, metric, x, log_y), width="stretch")
     fr = sweeps.frontier(summ, metric, x, df, better=explain.better(metric) or "lower")
     st.subheader("Frontier: the best mechanism at each point")
     f1, f2 = st.columns([3, 2])
     f1.altair_chart(sweep.frontier_chart(fr, metric, x, log_y), width="stretch")
-    f2.dataframe(fr, hide_index=True, width="stretch")
+    unit = explain.info(metric)[3]
+    f2.dataframe(
+        fr,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "mean": st.column_config.NumberColumn(
+                f"mean {explain.label(metric)}" + (f" ({unit})" if unit else ""), format="%.4g"
+            ),
+            x: st.column_config.NumberColumn(sweep.AXIS[x], format="%g"),
+        },
+    )
+    st.subheader("Ranking over the sweep")
+    state.seed("sweep.rank_by", "mean", "rank_by", state.one_of({k: k for k in tables.SWEEP_RANK_BY}))
+    rank_by = st.radio(
+        "Rank by", list(tables.SWEEP_RANK_BY), **state.bind("sweep.rank_by"), format_func=tables.SWEEP_RANK_BY.get
+    )
+    if rank_by != "mean":
+        url["rank_by"] = rank_by
+    ranked = tables.sweep_ranking(summ, metric, x, rank_by)
+    if ranked.empty:
+        st.info("Average regret ranks errors (lower is better): choose EMD, L1, MSE, KL or a range error.")
+    else:
+        st.dataframe(ranked, hide_index=True, width="stretch")
+        st.caption(
+            f"Average regret: at each {sweep.AXIS[x]} point, a mechanism's mean {explain.label(metric)} over the "
+            "best mean at that point, averaged over the points (DPComp's ranking; 1 = best everywhere). The mean "
+            "over the points is dominated by the points with the largest errors."
+        )
     st.download_button(
         "All trial results (CSV)",
         df.to_csv(index=False),

@@ -159,9 +159,9 @@ def _on_upload() -> None:
         return
     name = f.name if len(f.name) <= 80 else f.name[:77] + "…"
     try:
-        from engine.data.files import load_file
+        from engine.data.files.isolate import load_file_isolated
 
-        ds = load_file(f.getvalue(), f.name)
+        ds = load_file_isolated(f.getvalue(), f.name)
     except EngineError as exc:
         msg = str(exc)
         st.session_state["_upload_error"] = msg if msg.startswith(name) else f"{name}: {msg}"
@@ -394,14 +394,17 @@ def multi_mechanisms(
     keys = mechanism_keys(kind)
 
     def _check(v):
-        vals = state.parse_list(v)
+        vals = list(dict.fromkeys(state.parse_list(v)))  # a mechanism named twice runs once
         bad = [x for x in vals if x not in keys]
         if bad:
             raise ValueError(f"unknown mechanism(s) {', '.join(bad)}")
+        if max_n is not None and len(vals) > max_n:
+            raise ValueError(f"{len(vals)} mechanisms, but this page compares at most {max_n}")
         return vals
 
     state.seed(key, default if default is not None else default_set(), url_name, _check)
-    state.put(key, [m for m in state.get(key) if m in keys])
+    kept = list(dict.fromkeys(m for m in state.get(key) if m in keys))
+    state.put(key, kept[:max_n] if max_n is not None else kept)
     return list(
         c.multiselect(
             "Mechanisms",

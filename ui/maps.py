@@ -293,6 +293,25 @@ def scale_bar_layers(frame: Frame, layer_id: str) -> list[pdk.Layer]:
     ]
 
 
+def note_layer(frame: Frame, text: str, layer_id: str) -> pdk.Layer:
+    """A short warning written on the map (two lines that fit a small multiple), near its top, on a light band."""
+    d = frame.domain
+    pos = frame.lonlat([d.x0 + d.side / 2], [d.y0 + 0.88 * d.side])[0].round(7).tolist()
+    return pdk.Layer(
+        "TextLayer",
+        id=f"{layer_id}_note",
+        data=[{"p": pos, "t": text}],
+        get_position="p",
+        get_text="t",
+        get_size=11,
+        get_color=[150, 20, 20, 255],
+        background=True,
+        get_background_color=[255, 255, 255, 225],
+        background_padding=[4, 2],
+        pickable=False,
+    )
+
+
 def block_sums(grid: np.ndarray, k: int) -> np.ndarray:
     n = grid.shape[0]
     return grid.reshape(n // k, k, n // k, k).sum(axis=(1, 3))
@@ -338,12 +357,17 @@ def hover_layer(
     for shift in (0.0, frame.domain.side * (1 + GAP)):
         xs = np.stack([x0, x0, x0 + cell, x0 + cell], axis=1) + shift
         ys = np.stack([y0, y0 + cell, y0 + cell, y0], axis=1)
-        ll = frame.lonlat(xs.ravel(), ys.ravel()).round(6).reshape(-1, 4, 2)
-        for q, j, i in zip(ll, jj, ii):
-            row = {"g": q.tolist(), "t": f"{t[j, i]:.3g}", "p": f"{p[j, i]:.3g}"}
-            if e is not None:
-                row["e"] = f" ± {1.96 * e[j, i]:.2g}" if np.isfinite(e[j, i]) else ""
-            data.append(row)
+        ll = frame.lonlat(xs.ravel(), ys.ravel()).round(6).reshape(-1, 4, 2).tolist()
+        # plain Python floats: formatting a numpy scalar per cell costs several times more
+        tv, pv = t[jj, ii].tolist(), p[jj, ii].tolist()
+        if e is None:
+            data += [{"g": q, "t": f"{a:.3g}", "p": f"{b:.3g}"} for q, a, b in zip(ll, tv, pv)]
+        else:
+            ev = (1.96 * e[jj, ii]).tolist()
+            data += [
+                {"g": q, "t": f"{a:.3g}", "p": f"{b:.3g}", "e": f" ± {m:.2g}" if math.isfinite(m) else ""}
+                for q, a, b, m in zip(ll, tv, pv, ev)
+            ]
     layer = pdk.Layer(
         "PolygonLayer",
         id=f"{layer_id}_hover",

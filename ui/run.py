@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.core.errors import EngineError
 from engine.run.booking import Booking, Refused
 from engine.run.config import RunConfig
 
@@ -91,6 +92,10 @@ def _go(name: str, configs: list[RunConfig], label: str, light: bool = False, cl
                 "limit."
             )
             return
+        except EngineError:  # no ledger: a release is refused before any noise is drawn; an evaluation runs
+            if cfg.mode == "release":
+                st.session_state[f"_refused_{name}"] = "Refused: " + budget.UNAVAILABLE
+                return
     jobs.submit_group(name, configs, label=label, light=light, cluster=cluster)
 
 

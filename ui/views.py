@@ -12,13 +12,14 @@ import streamlit as st
 
 from engine.core.errors import DataError
 from engine.mechanisms import registry
-from engine.mechanisms.base import epsilon_under
 from engine.run import margins
 from engine.run.config import RunConfig
+from engine.run.export import side_information
 from engine.run.runner import load_dataset, prepare
 
-from . import explain, export, maps, state, uploads
+from . import colors, explain, export, maps, relations, state, tables, uploads
 from .colors import ColourScale
+from .relations import mech_label
 from .text import plain
 
 AREAS = {
@@ -176,13 +177,19 @@ def heat_chart(
     if rects is not None and len(rects) and display.outlines:
         layers.append(maps.outline_layer(rects, fr, f"{key}_cells"))
     layers += list(extra_layers)
-    return c.pydeck_chart(
+    note = colors.swamp_note(scale, grid)
+    if note is not None:
+        layers.append(maps.note_layer(fr, note[0], key))
+    chart = c.pydeck_chart(
         maps.deck(layers, view, display.basemap),
         height=height,
         key=key,
         on_select=on_select,
         selection_mode=selection_mode,
     )
+    if note is not None:
+        c.caption(f":material/warning: {note[1]}")
+    return chart
 
 
 def paired_chart(
@@ -219,13 +226,19 @@ def paired_chart(
     ]
     if rects is not None and len(rects) and display.outlines:
         layers.append(maps.outline_layer(rects, shifted, f"{key}_cells"))
+    note = colors.swamp_note(scale, grid)
+    if note is not None:
+        layers.append(maps.note_layer(shifted, note[0], key))
     layers += maps.scale_bar_layers(fr, key)
     tooltip = None
     if grid is not None:
         hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit, stderr_cells)
         layers.append(hover)
     view = maps.paired_view(fr, zoom, pan, px)
-    return c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+    chart = c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+    if note is not None:
+        c.caption(f":material/warning: {titles[1]}: {note[1]}")
+    return chart
 
 
 def legend(scale: ColourScale, note: str = "", container=None, shared: bool = True) -> None:
@@ -233,11 +246,6 @@ def legend(scale: ColourScale, note: str = "", container=None, shared: bool = Tr
 
 
 # ------------------------------------------------------------------ results
-def mech_label(key: str) -> str:
-    cls = registry().get(key)
-    return (cls.label or key) if cls else key
-
-
 def short_label(key: str) -> str:
     """A mechanism's label without its parenthesised detail, for narrow columns."""
     return mech_label(key).split(" (")[0]
@@ -262,6 +270,11 @@ def metrics_block(main, others: dict[str, object], container=None) -> None:
     """Primary metrics with one-line explanations, next to baselines' values on the same data."""
     c = container or st
     names = list(others)
+    runs = {n: o for n, o in others.items() if hasattr(o, "metrics")}
+    sigma = tables.comparison_sigma([main, *runs.values()]) if runs else 0.0
+    if sigma > 0:  # a smoothed heatmap among them: every map is scored through the same filter
+        scored = tables.like_for_like({"": main, **runs}, sigma)
+        main, others = scored.pop(""), {**others, **scored}
     keys = [k for k in explain.ordered(main.metrics) if k in explain.PRIMARY]
     head = "".join(f"<th>{html.escape(short_label(n))}</th>" for n in names)
     rows = [f'<table class="metric-table"><tr><th></th><th>This run</th>{head}</tr>']
@@ -277,7 +290,8 @@ def metrics_block(main, others: dict[str, object], container=None) -> None:
         rows.append(f'<tr class="expl"><td colspan="{len(cells) + 1}">{html.escape(expl)}</td></tr>')
     rows.append("</table>")
     c.html("".join(rows))
-    c.caption("↓ lower is better · ↑ higher is better. Maps are compared after scaling each to sum to 1.")
+    note = (" " + tables.smoothing_note(sigma)) if runs else ""
+    c.caption("↓ lower is better · ↑ higher is better. Maps are compared after scaling each to sum to 1." + note)
     with c.expander("All metrics"):
         st.dataframe(
             metrics_frame({"This run": main, **{mech_label(n): o for n, o in others.items()}}), width="stretch"
@@ -320,62 +334,14 @@ def ledger_block(result, container=None) -> None:
         f"**Total ε = {led['total_epsilon']:g}**{delta} of the configured ε = {result.config.epsilon:g}. "
         "Sequential steps add up; a *parallel* group (disjoint cells or users) costs only its largest entry."
     )
-    rel = relation_text(result.config, led["total_epsilon"])
+    rel = relations.relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
-    side = list(led.get("side_information", []))
-    meta = result.dataset_meta
-    if getattr(meta, "bbox_from_data", False):
-        side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
+    side = side_information(result)
     if side:
         c.markdown("**Side information** (read from the data without spending ε):")
         for s in side:
             c.markdown(f"- :material/warning: {s}")
-
-
-def relation_text(cfg: RunConfig, eps: float) -> str:
-    """The neighbouring relation the ε is stated for, and what it means under add/remove user."""
-    cls = registry().get(cfg.mechanism)
-    if cls is None or not cls.neighbouring or cls.neighbouring == "none":
-        return ""
-    rel = cls.neighbouring_for(cfg.params)
-    text = f"**Neighbouring relation:** {rel} (the guarantee compares datasets that differ by this)."
-    if rel != "add/remove user":
-        conv, why = cls.epsilon_add_remove(eps, cfg.params)
-        text += (
-            f" Under add/remove user: ε = {conv:g} ({why})." if conv is not None else f" Under add/remove user: {why}."
-        )
-    return text
-
-
-def relations_notice(configs: list[RunConfig], container=None) -> None:
-    """Compare and Trade-offs: say when mechanisms side by side are private under different relations, so
-    "the same ε" is not the same guarantee, with each one's ε under add/remove user where it follows."""
-    rels = {}
-    for cfg in configs:
-        cls = registry().get(cfg.mechanism)
-        if cls is not None and cls.neighbouring and cls.neighbouring != "none":
-            rels.setdefault(cls.neighbouring_for(cfg.params), []).append(cfg)
-    if len(rels) < 2:
-        return
-    lines = []
-    for rel, cfgs in rels.items():
-        names = ", ".join(sorted({mech_label(c.mechanism) for c in cfgs}))
-        conv, common = [], []
-        for c in {c.mechanism: c for c in cfgs}.values():
-            e, why = registry()[c.mechanism].epsilon_add_remove(c.epsilon, c.params)
-            conv.append(f"ε = {e:g}" if e is not None else why)
-            r, why_r = epsilon_under(c.epsilon, rel, "replace user")
-            common.append(f"ε = {r:g}" if r is not None else why_r)
-        lines.append(
-            f"- **{rel}**: {names} — under add/remove user: {'; '.join(sorted(set(conv)))}; under replace user "
-            f"(the relation every private mechanism converts to): {'; '.join(sorted(set(common)))}"
-        )
-    (container or st).warning(
-        "These mechanisms are private under different neighbouring relations, so the same ε is not the same "
-        "guarantee:\n" + "\n".join(lines),
-        icon=":material/compare_arrows:",
-    )
 
 
 def communication_block(result, container=None) -> None:
@@ -404,11 +370,21 @@ KIND_TEXT = {
 }
 
 
+def server_headline(kind: str, family: str) -> str:
+    """Who sees what, in one line. A central mechanism's server is the trusted curator: it sees every location,
+    and only the public (the attacker of the privacy attack) is limited to the released aggregate."""
+    if family == "central" and kind in ("aggregate", "clear"):
+        return (
+            ":material/lock_open: A trusted curator sees every location in the clear; the public sees only the release"
+        )
+    return f"The server {KIND_TEXT.get(kind, kind)}"
+
+
 def server_block(result, container=None) -> None:
     c = container or st
     view = result.release.server_view
     cls = registry().get(result.config.mechanism)
-    c.markdown(f"**The server {KIND_TEXT.get(view.kind, view.kind)}.**")
+    c.markdown(f"**{server_headline(view.kind, cls.family if cls is not None else '')}.**")
     c.write(view.description)
     if cls is not None and cls.threat_model:
         c.caption(f"Threat model: {cls.threat_model}")
@@ -425,7 +401,12 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
     buttons = [
         ("Private map (PNG)", lambda: export.release_png(result, scale), "png", "image/png"),
         ("Grid (GeoTIFF)", lambda: export.release_geotiff(result, fr.crs), "tif", "image/tiff"),
-        ("Grid (GeoJSON)", lambda: export.geojson_grid(dens, fr.domain, fr.crs), "geojson", "application/geo+json"),
+        (
+            "Grid (GeoParquet)",
+            lambda: export.release_geoparquet(result, fr.crs),
+            "parquet",
+            "application/vnd.apache.parquet",
+        ),
         ("Grid (CSV)", lambda: export.csv_grid(dens, fr.domain, fr.crs), "csv", "text/csv"),
         ("Metrics + config (JSON)", lambda: export.record_json(result, url), "json", "application/json"),
         ("Report (HTML)", lambda: report.html_report(result, scale, link), "html", "text/html"),
@@ -442,7 +423,8 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
             key=f"dl_{ext}_{stem}",
         )
     c.caption(
-        "The map exports (PNG, GeoTIFF, GeoJSON, CSV) hold only the private release. The JSON record and the "
+        "The map exports (PNG, GeoTIFF, GeoParquet, CSV) hold only the private release; the GeoTIFF and the "
+        "GeoParquet carry each cell's 95 % margin where the mechanism has one. The JSON record and the "
         "HTML report are for evaluation: they contain non-private information about the data (metrics against "
         "the true map, exact counts; the report also shows the true map)."
     )
@@ -600,6 +582,14 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
             return
     se, how = known
     moe = margins.margin(se)
+    if (result.release.extras or {}).get("stderr") is not None:  # closed form: count the spreading too
+        from engine.regions import cell_margins
+
+        moe = cell_margins(result.release, cfg.mechanism, fr.crs).margin95.reshape(moe.shape)
+        how += (
+            "; a cell inside a larger released unit (a UG cell, a leaf, a node) adds how unevenly the unit's people "
+            "may sit in it, which the release cannot tell (engine/regions/margins.py)"
+        )
     heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
     blank = int(np.count_nonzero(~np.isfinite(moe)))
     med = f"median over cells ±{float(np.nanmedian(moe)) * scale.factor:.3g} {scale.unit}" if blank < moe.size else ""

@@ -35,11 +35,11 @@ Which mechanisms run on it (:data:`HISTOGRAM_ONLY`): those whose ``run`` reads n
 data but its true histogram (and the public domain): the central baselines Identity, Identity
 top-t, Uniform, PrivTree and the hierarchical tree (on data without user ids or weights
 :func:`central.bound_contributions` leaves the data unchanged and they call ``true_histogram``),
-UG with its default ``align`` (its cells are blocks of output cells: block sums of the
-histogram, the same integers as binning the points), Ghazi et al.'s Laplace baselines and sparse
+UG (out of core its ``align = auto`` takes the aligned sizes, whose cells are blocks of output
+cells: block sums of the histogram, the same integers as binning the points), Ghazi et al.'s Laplace baselines and sparse
 EMD (through :func:`sparse_emd.user_distribution_sum`); plus ``adaptive_hh`` and its Table 3
 variants, whose clients are read by :class:`PartitionClients`. Any other mechanism (AG, whose
-second level bins each first-level cell at its own size, UG with ``align`` off, SNH, the KDEs,
+second level bins each first-level cell at its own size, UG with ``align = off``, SNH, the KDEs,
 the other federated baselines, bit pushing) reads individual locations and gets a
 :class:`DataError` saying so.
 """
@@ -58,7 +58,7 @@ from ..core.errors import DataError, ParamError
 from ..core.grid import MAX_DEPTH, Domain, downsample
 from ..core.params import Param
 from .dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
-from .projection import bbox_to_local, local_crs, to_local
+from .projection import bbox_to_local, local_crs, public_frame, to_local
 
 HISTOGRAM_ONLY = (
     "identity",
@@ -525,7 +525,9 @@ def load_parquet(
             raise DataError("the points span more than 180 degrees of longitude: give the public region with bbox=...")
         if not (box[2] > box[0] and box[3] > box[1]):
             raise DataError("the region is a single point or a line: it needs some width and height")
-        meta = replace(meta, bbox=box, bbox_from_data=True)
+        box, step = public_frame(box)
+        frame = f"the locations' bounding box rounded outward to a {step:g}° grid"
+        meta = replace(meta, bbox=box, bbox_from_data=True, extra={**meta.extra, "region_frame": frame})
     return PartitionedPoints(str(path), layout, meta, local_crs(meta.bbox), n_rows)
 
 
