@@ -16,7 +16,7 @@ from engine.data.registry import Source
 from engine.jobs import RunConfig, fresh_seed
 from engine.mechanisms import registry
 
-from . import state, uploads, widgets
+from . import geocheck, state, uploads, widgets
 from .jobs import board
 from .text import plain
 
@@ -149,13 +149,41 @@ def _on_upload() -> None:
     f = st.session_state.get("upload_file")
     st.session_state.pop("_upload_error", None)
     st.session_state.pop("_upload_note", None)
-    if f is None:
-        return
-    name = f.name if len(f.name) <= 80 else f.name[:77] + "…"
+    st.session_state.pop("_upload_pick", None)
+    if f is not None:
+        _load_upload(f.name, f.getvalue(), None, f)
+
+
+def _on_pick() -> None:
+    """Read the file again with the coordinate columns the user picked (or exchanged)."""
+    pick = st.session_state.get("_upload_pick")
+    if pick is not None:
+        cols = {"lon": st.session_state.get("upload_pick_lon"), "lat": st.session_state.get("upload_pick_lat")}
+        st.session_state.pop("_upload_error", None)
+        _load_upload(pick["name"], pick["data"], cols)
+
+
+def swap_upload(key: str) -> None:
+    """Read an upload again with its longitude and latitude columns exchanged: a new upload, now selected."""
+    got = geocheck.found(key)
+    if got is not None and got["swap"] is not None:
+        sw = got["swap"]
+        _load_upload(sw["name"], sw["data"], sw["columns"])
+
+
+def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> None:
+    name = filename if len(filename) <= 80 else filename[:77] + "…"
     try:
         from engine.data.files import load_file
+        from engine.data.files.common import MissingColumns
 
-        ds = load_file(f.getvalue(), f.name)
+        ds = load_file(data, filename, columns=columns)
+    except MissingColumns as exc:  # let the user say which columns hold the coordinates
+        st.session_state["_upload_pick"] = {"name": filename, "data": data, "columns": exc.available}
+        st.session_state["_upload_error"] = (
+            f"{name}: no column is named like a longitude or a latitude. Pick them below."
+        )
+        return
     except EngineError as exc:
         msg = str(exc)
         st.session_state["_upload_error"] = msg if msg.startswith(name) else f"{name}: {msg}"
@@ -166,16 +194,19 @@ def _on_upload() -> None:
     except Exception as exc:  # never a traceback for a user's file
         st.session_state["_upload_error"] = f"{name} could not be read ({type(exc).__name__})"
         return
-    key, dropped = uploads.store().add(uploads.owner(), name, ds, f.getvalue())
-    try:
-        uploads.forget_raw(f)
-    except Exception:  # freeing memory early is an optimisation, never an error for the user
-        pass
+    key, dropped = uploads.store().add(uploads.owner(), name, ds, data)
+    if raw is not None:
+        try:
+            uploads.forget_raw(raw)
+        except Exception:  # freeing memory early is an optimisation, never an error for the user
+            pass
     if dropped:
         st.session_state["_upload_note"] = (
             f"To stay within this server's limits for one session, your oldest upload{'s' if len(dropped) > 1 else ''} "
             f"({', '.join(dropped)}) {'were' if len(dropped) > 1 else 'was'} released."
         )
+    geocheck.remember(key, ds, filename, data)
+    st.session_state.pop("_upload_pick", None)
     state.put("cfg.ds", key)
 
 
@@ -232,10 +263,17 @@ def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
         )
         if st.session_state.get("_upload_error"):
             c.error(plain(st.session_state["_upload_error"], 600))  # it quotes the user's file name
+        pick = st.session_state.get("_upload_pick")
+        if pick is not None:
+            cols = pick["columns"]
+            c.selectbox("Longitude column (east-west)", cols, key="upload_pick_lon")
+            c.selectbox("Latitude column (north-south)", cols, index=min(1, len(cols) - 1), key="upload_pick_lat")
+            c.button("Read the file with these columns", on_click=_on_pick, key="upload_pick_go")
         return key, {}, None, errors
     if st.session_state.get("_upload_note"):
         c.info(plain(st.session_state.pop("_upload_note"), 600))
     up = uploads.get(key)
+    geocheck.warning(key, c, on_swap=swap_upload)
     src = _upload_source(up) if up is not None else srcs[key]
     shown = tuple(p for p in src.params if p.name not in HIDDEN_SOURCE_PARAMS)
     opts, errs = widgets.schema_widgets(shown, f"cfg.d.{key}", "d", container=c)

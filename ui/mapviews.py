@@ -1,0 +1,139 @@
+"""Explore's views of one result: the paired maps (true | private in one deck), the swipe view (one square, a
+handle sliding between true and private) and the difference map (private - true, diverging), sized to the room
+the browser reports; and the public context drawn under them."""
+
+from __future__ import annotations
+
+import html
+
+import pydeck as pdk
+import streamlit as st
+
+from engine.core.errors import DataError
+
+from . import geo, maps, viewport
+from .colors import ColourScale
+from .diverging import DiffScale
+
+MODES = {"side": "Side by side", "swipe": "Swipe", "diff": "Private − true"}
+OVERHEAD = 330  # px above and below the maps at the top of Explore: header rows, map titles, legend
+
+
+def square_px(room: viewport.Room) -> int:
+    """Each map's side: two squares and their gap fill the column's width; with the sidebar open they also
+    leave room for the header and the legend in the window, so both maps are seen without scrolling after
+    Run. A collapsed sidebar gives the maps its width."""
+    px = room.width / (2 + maps.GAP) - 6
+    if room.sidebar:
+        px = min(px, room.height - OVERHEAD)
+    return int(max(260, min(px, 900)))
+
+
+def context_for(dataset_key: str):
+    """The public context drawn under this dataset's maps: the analyst's own layer when one was added, else
+    what the dataset's publisher ships (John Snow's streets and pumps), else None."""
+    own = st.session_state.get("context.layer")
+    if own is not None:
+        return own
+    try:
+        return _builtin_context(dataset_key)
+    except DataError:  # the example files are missing: the maps go without their context
+        return None
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _builtin_context(key: str):
+    from engine.data.context import builtin_context
+
+    return builtin_context(key)
+
+
+def paired_chart(
+    truth,
+    grid,
+    scale: ColourScale,
+    fr: maps.Frame,
+    zoom: float,
+    pan: tuple[float, float],
+    key: str,
+    display,
+    rects=None,
+    titles=("True locations", "Private map"),
+    stderr=None,
+    unit: str = "",
+    px: int = 460,
+    stderr_cells=None,
+    height: int = 520,
+    container=None,
+    context=None,
+):
+    """The true and the private map side by side in ONE deck: one view, so mouse zoom and pan move both
+    (linked views); hovering a cell shows its true and private value (and the margin when known); a scale
+    bar, coordinates and nearby place names on each square, the dataset's public ``context`` under both. Without
+    a basemap only: with one, the squares must sit on their real place."""
+    c = container or st
+    a, b = c.columns(2)
+    a.html(f'<div class="map-title">{html.escape(titles[0])}</div>')
+    b.html(f'<div class="map-title">{html.escape(titles[1])}</div>')
+    shifted = maps.Shifted(fr, fr.domain.side * (1 + maps.GAP))
+    # the public context goes under the heatmaps, whose empty cells are then left transparent
+    under = geo.context_layers(fr, context, f"{key}_true") + geo.context_layers(shifted, context, f"{key}_private")
+    bg = None if under else maps.EMPTY
+    layers = [maps.region_layer(fr), maps.region_layer(shifted, layer_id="region_private")] if under else []
+    layers += under + [maps.heat_layer(truth, scale, fr, f"{key}_true_heat", background=bg)]
+    if grid is None:
+        layers += [] if under else [maps.region_layer(shifted)]
+    else:
+        layers.append(maps.heat_layer(grid, scale, shifted, f"{key}_private_heat", background=bg))
+    if rects is not None and len(rects) and display.outlines:
+        layers.append(maps.outline_layer(rects, shifted, f"{key}_cells"))
+    layers += geo.frame_layers(fr, key) + geo.frame_layers(shifted, f"{key}_private")
+    tooltip = None
+    if grid is not None:
+        hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit, stderr_cells)
+        layers.append(hover)
+    view = maps.paired_view(fr, zoom, pan, px)
+    return c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+
+
+def swipe_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, key: str, title: str) -> None:
+    """One square: the true map left of the handle, the private map right of it, on the shared colour scale."""
+    st.html(f'<div class="map-title">True locations ◀ drag the handle ▶ {html.escape(title)}</div>')
+    bl, tr = fr.corners()[0], fr.corners()[2]
+    corners = (f"{bl[1]:.4f}° N, {bl[0]:.4f}° E", f"{tr[1]:.4f}° N, {tr[0]:.4f}° E")
+    corners = tuple(c.replace("-", "−") for c in corners)
+    viewport.swipe(
+        maps.data_url(scale.png(truth, maps.EMPTY)),
+        maps.data_url(scale.png(grid, maps.EMPTY)),
+        px,
+        key,
+        ("true", "private"),
+        corners,
+    )
+
+
+def diff_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, height: int, key: str, context=None):
+    """private - true on a diverging scale centred on zero, with geography; returns its scale for the legend."""
+    ds = DiffScale.of(truth, grid, scale.factor, scale.unit)
+    st.html('<div class="map-title">Private − true (blue: too few, red: too many)</div>')
+    layers = geo.context_layers(fr, context, key) + [
+        pdk.Layer(
+            "BitmapLayer",
+            id=f"{key}_diff",
+            image=pdk.types.String(maps.data_url(ds.png(truth, grid))),
+            bounds=fr.corners(),
+            texture_parameters=maps.NEAREST,
+            opacity=0.85 if context is not None else 1.0,
+        )
+    ]
+    layers += geo.frame_layers(fr, key)
+    st.pydeck_chart(maps.deck(layers, fr.view(px=px)), height=height, key=key)
+    return ds
+
+
+def mode_picker(container=None) -> str:
+    c = container or st
+    got = c.segmented_control(
+        "Map view", list(MODES), format_func=MODES.get, key="explore.mapview", label_visibility="collapsed"
+    )
+    return got or "side"
