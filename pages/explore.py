@@ -32,7 +32,7 @@ if cfg is not None:
 
 # a compact top: Run, the view's options and the ledger in one row, so both maps and their legend fit a
 # 1440 x 900 window under it (secondary controls sit in popovers)
-top = st.columns([0.9, 2.1, 1.8, 1.8], vertical_alignment="bottom")
+top = st.columns([1.5, 2.1, 1.6, 1.6], vertical_alignment="bottom")
 g = run.launch("explore", configs, ctl, label="Explore", container=top[0])
 room = viewport.room("explore_room", container=top[0])
 mode = mapviews.mode_picker(top[1])
@@ -57,9 +57,11 @@ if not state.get("explore.baselines"):
 # Fixed slots: the true map keeps its place in the page before and after a run, so the browser
 # updates that chart instead of building a new one.
 notices = st.container()
-if g is not None:
-    views.outcome_messages(g, notices)
 show = jobs.shown("explore", g)
+if show is not None and show.configs[0].dataset != (cfg.dataset if cfg is not None else ctl.dataset):
+    show = None  # another dataset is chosen now: its maps and messages are not this one's
+elif g is not None:
+    views.outcome_messages(g, notices)
 
 res = rcfg = None
 if show is not None and show.configs[0].mode == "release":

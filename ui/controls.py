@@ -412,6 +412,7 @@ def single_mechanism(container=None, key="cfg.mech", url_name="mech", default="i
         **state.bind(key),
         format_func=mechanism_label,
         help="Every mechanism registered in the engine; see the Methods page for details.",
+        filter_mode="contains",  # typing a name finds that mechanism, not every label sharing its letters
     )
     summ = registry()[m].summary
     if summ:
@@ -442,6 +443,7 @@ def multi_mechanisms(
             format_func=mechanism_label,
             max_selections=max_n,
             help="Every mechanism registered in the engine runs on the same data, ε and seed.",
+            filter_mode="contains",
         )
     )
 

@@ -16,7 +16,8 @@ from .colors import ColourScale
 from .diverging import DiffScale
 
 MODES = {"side": "Side by side", "swipe": "Swipe", "diff": "Private − true"}
-OVERHEAD = 330  # px above and below the maps at the top of Explore: header rows, map titles, legend
+OVERHEAD = 400  # px above and below the maps at the top of Explore: header rows, map titles, legend
+ONE_LINE = "height:1.4em;-webkit-line-clamp:1"  # Explore's titles are short: one line keeps the maps up
 
 
 def square_px(room: viewport.Room) -> int:
@@ -73,8 +74,8 @@ def paired_chart(
     a basemap only: with one, the squares must sit on their real place."""
     c = container or st
     a, b = c.columns(2)
-    a.html(f'<div class="map-title">{html.escape(titles[0])}</div>')
-    b.html(f'<div class="map-title">{html.escape(titles[1])}</div>')
+    a.html(f'<div class="map-title" style="{ONE_LINE}">{html.escape(titles[0])}</div>')
+    b.html(f'<div class="map-title" style="{ONE_LINE}">{html.escape(titles[1])}</div>')
     shifted = maps.Shifted(fr, fr.domain.side * (1 + maps.GAP))
     # the public context goes under the heatmaps, whose empty cells are then left transparent
     under = geo.context_layers(fr, context, f"{key}_true") + geo.context_layers(shifted, context, f"{key}_private")
@@ -98,7 +99,7 @@ def paired_chart(
 
 def swipe_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, key: str, title: str) -> None:
     """One square: the true map left of the handle, the private map right of it, on the shared colour scale."""
-    st.html(f'<div class="map-title">True locations ◀ drag the handle ▶ {html.escape(title)}</div>')
+    st.html(f'<div class="map-title" style="{ONE_LINE}">True locations ◀ drag the handle ▶ {html.escape(title)}</div>')
     bl, tr = fr.corners()[0], fr.corners()[2]
     corners = (f"{bl[1]:.4f}° N, {bl[0]:.4f}° E", f"{tr[1]:.4f}° N, {tr[0]:.4f}° E")
     corners = tuple(c.replace("-", "−") for c in corners)
@@ -115,7 +116,7 @@ def swipe_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, key: st
 def diff_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, height: int, key: str, context=None):
     """private - true on a diverging scale centred on zero, with geography; returns its scale for the legend."""
     ds = DiffScale.of(truth, grid, scale.factor, scale.unit)
-    st.html('<div class="map-title">Private − true (blue: too few, red: too many)</div>')
+    st.html(f'<div class="map-title" style="{ONE_LINE}">Private − true (blue: too few, red: too many)</div>')
     layers = geo.context_layers(fr, context, key) + [
         pdk.Layer(
             "BitmapLayer",

@@ -138,14 +138,22 @@ def margins(release) -> list[tuple[str, float, float]]:
     return out
 
 
+def _quantity(key: str) -> str:
+    """A margin's key in words: ``stderr`` is the map's own estimate per cell, ``count_stderr`` the count's."""
+    if key == "stderr":
+        return "each cell's estimate"
+    words = key.replace("_stderr", "").replace("stderr_", "").replace("stderr", "").replace("_", " ").strip()
+    return words or key
+
+
 def _margins(result) -> str:
     found = margins(result.release)
     if not found:
         return ""
-    rows = [[_e(k.replace("_", " ")), _num(med), _num(1.96 * med), _num(top)] for k, med, top in found]
+    rows = [[_e(_quantity(k)), _num(med), _num(1.96 * med), _num(top)] for k, med, top in found]
     return (
         "<h2>Margins of error</h2>"
-        + _table(["Quantity", "Standard error (median)", "95 % margin (± 1.96 SE)", "Largest SE"], rows, (1, 2, 3))
+        + _table(["Estimate", "Standard error (median)", "95 % margin (± 1.96 SE)", "Largest SE"], rows, (1, 2, 3))
         + '<p class="muted">In the units of the quantity (counts per cell for a map), as the mechanism reports it.</p>'
     )
 

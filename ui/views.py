@@ -648,9 +648,28 @@ def release_view(result, cfg: RunConfig, display) -> None:
         on_click="ignore",
         key=f"dl_release_{cfg.key()}",
     )
+    from .release_report import release_report
+
+    a, b = t3.columns(2)
+    a.download_button(
+        "Publication figure (PNG)",
+        lambda: export.release_png(result, scale),
+        file_name=f"{cfg.mechanism}_release.png",
+        mime="image/png",
+        on_click="ignore",
+        key=f"dl_release_png_{cfg.key()}",
+    )
+    b.download_button(
+        "Release report (HTML: the map, its margins, the ledger)",
+        lambda: release_report(result, scale),
+        file_name=f"{cfg.mechanism}_release_report.html",
+        mime="text/html",
+        on_click="ignore",
+        key=f"dl_release_report_{cfg.key()}",
+    )
     t3.caption(
-        "The files hold the private grid, the ledger, the parameters and the declared side information: no true "
-        "count, no metric, no seed."
+        "The files hold the private grid, its margins where the mechanism has them, the ledger, the parameters and "
+        "the declared side information: no true count, no metric, no seed."
     )
 
 
