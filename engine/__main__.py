@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 # ------------------------------------------------------------- argument types
 def _epsilon(text: str) -> float:
-    from .jobs import MAX_EPS, MIN_EPS
+    from .run.config import MAX_EPS, MIN_EPS
 
     try:
         v = float(text)
@@ -79,7 +79,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _cluster(text: str) -> str:
-    from .distributed import parse_cluster
+    from .run.cluster import parse_cluster
 
     try:
         return parse_cluster(text)
@@ -138,8 +138,8 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     their schemas (coerced, so the cache key is stable) before anything runs. A release has
     no seed and always uses secure noise."""
     from .data.registry import get_source
-    from .jobs import RunConfig
     from .mechanisms import get, load_all
+    from .run.config import RunConfig
 
     load_all()
     src = get_source(args.dataset)
@@ -167,7 +167,8 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
 
 
 def _cmd_run(args) -> int:
-    from .jobs import fresh_seed, run
+    from .run.config import fresh_seed
+    from .run.runner import run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
@@ -201,8 +202,8 @@ def _progress_bar(done: int, total: int, cfg) -> None:
 
 
 def _on_cluster(args, configs, keep=None) -> list:
-    """The runs as tasks on the cluster of ``--cluster`` (engine/distributed.py), in order."""
-    from .distributed import connect, run_many
+    """The runs as tasks on the cluster of ``--cluster`` (engine/run/cluster.py), in order."""
+    from .run.cluster import connect, run_many
 
     with connect(args.cluster) as client:
         workers = len(client.scheduler_info().get("workers", {}))
@@ -211,8 +212,8 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
-    from .distributed import sweep_row
-    from .jobs import run
+    from .run.cluster import sweep_row
+    from .run.runner import run
 
     mechs, epss, seeds = args.mechanisms, args.epsilons, range(args.seed0, args.seed0 + args.seeds)
     n_runs = len(mechs) * len(epss) * len(seeds)
@@ -241,7 +242,7 @@ def _cmd_sweep(args) -> int:
 
 
 def _formats(text: str) -> tuple[str, ...]:
-    from .export import FORMATS
+    from .run.export import FORMATS
 
     names = _names(text)
     bad = [n for n in names if n not in FORMATS]
@@ -253,14 +254,14 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def _cmd_release(args) -> int:
-    """A Release-mode run written to a folder (:func:`engine.export.write_release`) and booked
-    in the dataset's privacy ledger (:mod:`engine.budget_store`); with ``--limit``, refused
+    """A Release-mode run written to a folder (:func:`engine.run.export.write_release`) and booked
+    in the dataset's privacy ledger (:mod:`engine.run.ledger`); with ``--limit``, refused
     when the dataset's total would pass it. Nothing computed from the truth is printed."""
     from pathlib import Path
 
-    from . import budget_store as B
-    from .export import FILE_NAMES, MANIFEST, write_release
-    from .jobs import run
+    from .run.booking import Bookkeeper
+    from .run.export import FILE_NAMES, MANIFEST, write_release
+    from .run.runner import run
 
     cfg = _config_from_args(args, args.mechanism, args.epsilon, 0, mode="release")
     cfg.validate()
@@ -268,29 +269,15 @@ def _cmd_release(args) -> int:
     taken = [n for n in [*(FILE_NAMES[f] for f in args.format), MANIFEST] if (out / n).exists()]
     if taken:  # checked before any ε is booked
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
-    store, fp = B.BudgetStore(), B.fingerprint_config(cfg)
-    entry = B.entry_for(cfg, note="python -m engine release")
-    if args.limit is None:
-        store.record(fp, [entry])
-    else:
-        ok, spent, _ = store.try_spend(fp, [entry], args.limit)
-        if not ok:
-            raise ParamError(
-                f"refused: this release would spend epsilon {entry.epsilon:g} on a dataset that has spent "
-                f"{spent:g} of its limit {args.limit:g}"
-            )
-    try:
-        res = run(cfg)
-    except BaseException:
-        store.remove(fp, entry.release_key)  # nothing was released
-        raise
+    bk = Bookkeeper()
     # once a grid exists the booking stays, even if writing it fails half way
-    paths = write_release(res, out, args.format, release_key=entry.release_key)
+    res, booking = bk.release(cfg, run, args.limit, note="python -m engine release")
+    paths = write_release(res, out, args.format, release_key=booking.key)
     report = {
         "files": {k: str(v) for k, v in paths.items()},
         "epsilon_spent": res.release.ledger.total(),
-        "dataset_fingerprint": fp,
-        "dataset_epsilon_spent": store.spent(fp),
+        "dataset_fingerprint": booking.fingerprint,
+        "dataset_epsilon_spent": bk.store.spent(booking.fingerprint),
     }
     print(json.dumps(report, indent=2))
     return 0
@@ -307,13 +294,13 @@ def _cmd_bench(args) -> int:
 
 
 def _runs(text: str) -> int:
-    from .audit import MAX_RUNS, MIN_RUNS
+    from .run.audit import MAX_RUNS, MIN_RUNS
 
     return _int_in(MIN_RUNS, MAX_RUNS)(text)
 
 
 def _cmd_audit(args) -> int:
-    from .audit import audit
+    from .run.audit import audit
 
     shown = [-1]
 
@@ -429,7 +416,7 @@ def main(argv=None) -> int:
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     b.set_defaults(fn=_cmd_bench)
 
-    a = sub.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (engine/audit.py)")
+    a = sub.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (engine/run/audit.py)")
     a.add_argument("mechanism")
     a.add_argument("--epsilon", type=_epsilon, default=1.0)
     a.add_argument("--runs", type=_runs, default=None, help="runs per dataset (default: the mechanism's audit plan)")

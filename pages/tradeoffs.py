@@ -4,6 +4,7 @@ import os
 
 import streamlit as st
 
+from engine.run import sweeps
 from ui import boot, budget, controls, explain, jobs, run, state, sweep, views, widgets
 from ui.text import plain
 
@@ -12,7 +13,7 @@ from ui.text import plain
 def cluster_choice(setting: str = ""):
     """Where sweeps run: the Dask cluster named in HEATMAP_DASK_SCHEDULER (``setting``, part of the cache key)
     or .streamlit/secrets.toml, else here."""
-    from engine.distributed import cluster_from_setting
+    from engine.run.cluster import cluster_from_setting
 
     return cluster_from_setting()
 
@@ -56,9 +57,9 @@ users_list = c3.multiselect(
 )
 users = sorted(users_list) if users_list else [ctl.n_users]
 base = {m: ctl.config(m) for m in ctl.mechanisms} if ctl.ready else {}
-configs = sweep.configs(base, sorted(eps_list), users, trials, seed0=ctl.seed) if eps_list else []
-if len(configs) > sweep.MAX_RUNS:
-    st.error(f"This sweep has {len(configs)} runs; the limit is {sweep.MAX_RUNS}. Fewer ε values, users or trials.")
+configs = sweeps.configs(base, sorted(eps_list), users, trials, seed0=ctl.seed) if eps_list else []
+if len(configs) > sweeps.MAX_RUNS:
+    st.error(f"This sweep has {len(configs)} runs; the limit is {sweeps.MAX_RUNS}. Fewer ε values, users or trials.")
     configs = []
 elif configs:
     st.caption(
@@ -91,7 +92,7 @@ if show is not None:
         url["run"] = 1
     ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]
     views.relations_notice(list({c.mechanism: c for c, _ in ok}.values()))
-    df = sweep.trials_frame(ok, {c.mechanism: views.mech_label(c.mechanism) for c, _ in ok})
+    df = sweeps.trials_frame(ok, {c.mechanism: views.mech_label(c.mechanism) for c, _ in ok})
     metrics = [
         k for k in explain.ordered([c for c in df.columns if c in ok[0][1].metrics]) if sweep.ensure_numeric(df, k)
     ]
@@ -116,9 +117,9 @@ if show is not None:
     log_y = o3.toggle("Log y", **state.bind("sweep.logy"))
     url.update({"metric": metric, "x": x})
     st.caption(explain.info(metric)[1])
-    summ = sweep.summarise(df, metric, x)
+    summ = sweeps.summarise(df, metric, x)
     st.altair_chart(sweep.error_chart(summ, metric, x, log_y), width="stretch")
-    fr = sweep.frontier(summ, metric, x, df)
+    fr = sweeps.frontier(summ, metric, x, df, better=explain.better(metric) or "lower")
     st.subheader("Frontier: the best mechanism at each point")
     f1, f2 = st.columns([3, 2])
     f1.altair_chart(sweep.frontier_chart(fr, metric, x, log_y), width="stretch")

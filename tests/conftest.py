@@ -27,7 +27,7 @@ def _own_ledger(tmp_path, monkeypatch):
 
 
 def ledger_total(dataset: str, options: dict) -> float:
-    from engine.budget_store import BudgetStore, fingerprint_source
+    from engine.run.ledger import BudgetStore, fingerprint_source
 
     return BudgetStore().spent(fingerprint_source(dataset, options))
 

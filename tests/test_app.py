@@ -337,23 +337,23 @@ def test_a_run_ending_while_the_page_draws_is_redrawn(monkeypatch):
     """Race: the page reads its run as still running, the run ends before the progress panel
     reads it. The panel must redraw the page (else no poller comes back and the outcome,
     here "cancelled", never shows). Forced by making the first status read of a page run stale."""
-    from ui import jobs as uijobs
+    from engine.run.board import Board, Status
 
     at = open_app(mech="_test_slow", baselines="0", seed="43")
     at.button(key="run_explore").click().run()
     at.button(key="cancel_explore").click().run()
     wait_jobs(at, timeout=20)
     assert any("cancelled" in i.value for i in at.info)
-    real = uijobs.Board.status
+    real = Board.status
     calls = []
 
     def stale_first(self, key, *args):
         calls.append(key)
         if len(calls) == 1:  # the page's first read: the run still looks alive
-            return uijobs.Status("running", progress=0.5)
+            return Status("running", progress=0.5)
         return real(self, key, *args)
 
-    monkeypatch.setattr(uijobs.Board, "status", stale_first)
+    monkeypatch.setattr(Board, "status", stale_first)
     at.run()
     assert len(calls) > 2  # the page was drawn again after the panel saw the change
     assert any("cancelled" in i.value for i in at.info), texts(at)
@@ -540,7 +540,7 @@ def test_sweep_summary_confidence_interval():
     import pandas as pd
     from scipy import stats
 
-    from ui.sweep import frontier, summarise
+    from engine.run.sweeps import frontier, summarise
 
     df = pd.DataFrame(
         {"mechanism": ["a"] * 3 + ["b"] * 3, "epsilon": [1.0] * 6, "emd_m": [1.0, 2.0, 3.0, 0.5, 0.5, 0.8]}
@@ -556,7 +556,7 @@ def test_frontier_marks_mechanisms_tied_with_the_best():
     (DPComp); one clearly worse is not."""
     import pandas as pd
 
-    from ui.sweep import frontier, summarise
+    from engine.run.sweeps import frontier, summarise
 
     rng = np.random.default_rng(0)
     best = rng.normal(1.0, 0.1, 8)
@@ -576,7 +576,8 @@ def test_frontier_marks_mechanisms_tied_with_the_best():
 
 # ----------------------------------------------------------------- range queries
 def test_range_queries_answers_and_workload():
-    from engine.jobs import RunConfig, prepare
+    from engine.run.config import RunConfig
+    from engine.run.runner import prepare
 
     at = open_app("ranges", mechs="identity", seed="3", rx="2,12", ry="5,15")
     click_run(at, "ranges")
@@ -597,7 +598,8 @@ def test_range_queries_answers_and_workload():
 def test_snh_answers_range_queries_with_its_model():
     """SNH (issue 7) through the dashboard: its trained networks answer the Range queries
     page, next to IDENTITY@ParamSelect; the public auxiliary data is stated."""
-    from engine.jobs import RunConfig, prepare
+    from engine.run.config import RunConfig
+    from engine.run.runner import prepare
 
     small_nets = {
         "p.snh.k": "2",

@@ -1,7 +1,7 @@
-"""The empirical privacy audit (engine/audit.py; issue 23 part 5).
+"""The empirical privacy audit (engine/run/audit.py; issue 23 part 5).
 
 Statistical claims: every audit here runs at a fixed seed. A bound is below the true
-epsilon with probability >= 1 - ALPHA (Clopper-Pearson, see engine.audit), so a correct
+epsilon with probability >= 1 - ALPHA (Clopper-Pearson, see engine.run.audit), so a correct
 mechanism fails ``test_audit_within_claim`` with probability at most ALPHA = 1% (and far
 less for the many audits that are not tight); each audit's run count is large enough that
 a release which told the two datasets apart every time WOULD fail it (checked in the test).
@@ -17,7 +17,10 @@ import pytest
 from scipy.stats import binomtest
 
 from engine.__main__ import main
-from engine.audit import (
+from engine.core.errors import ParamError
+from engine.mechanisms import get, registry
+from engine.mechanisms.central.identity import Identity
+from engine.run.audit import (
     PLANS,
     audit,
     auditable,
@@ -29,9 +32,6 @@ from engine.audit import (
     neighbours,
     plan_for,
 )
-from engine.core.errors import ParamError
-from engine.mechanisms import get, registry
-from engine.mechanisms.central.identity import Identity
 
 ALPHA = 0.01
 
@@ -120,7 +120,7 @@ def _runs_of(key, data, domain, seeds=range(10)):
 @pytest.mark.parametrize("key", ["adaptive_hh", "hh_scheduled_fixed_t"])
 def test_zero_out_emulation_exact_when_the_tree_never_changes(key):
     """With U = 2 the first sub-query spends all of epsilon: the tree never changes, so the
-    person moved into the sink cannot reach the target's value (see engine.audit)."""
+    person moved into the sink cannot reach the target's value (see engine.run.audit)."""
     pair = neighbours(plan_for(key), "zero-out user")
     for data in (pair.d0, pair.d1):
         assert {r.diagnostics["subqueries"] for r in _runs_of(key, data, pair.domain)} == {1}
@@ -206,8 +206,8 @@ def test_shares_sized_for_the_bound_but_added_by_every_client_are_caught(monkeyp
     variant on the same datasets, seed and runs stays within its claim."""
     from dataclasses import replace
 
-    from engine import audit as audit_module
     from engine.mechanisms.federated_hh import mechanism as federated_hh
+    from engine.run import audit as audit_module
 
     one_other = replace(PLANS["adaptive_hh"], note="one other client")
     monkeypatch.setitem(audit_module.RELATION_PLANS, ("adaptive_hh", "add/remove user"), one_other)

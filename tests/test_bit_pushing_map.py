@@ -12,7 +12,6 @@ import pytest
 
 from engine.core.errors import EngineError, ParamError
 from engine.core.grid import Domain
-from engine.jobs import RunConfig, run
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.bit_pushing.mechanism import (
     BitPushRegionMean,
@@ -21,6 +20,8 @@ from engine.mechanisms.bit_pushing.mechanism import (
     paint_regions,
     region_mean_release,
 )
+from engine.run.config import RunConfig
+from engine.run.runner import run
 
 KEYS = ("bitpush_mean", "bitpush_mean_ldp", "ldp_mean_baseline")
 EXTRAS = ("region_private_mean", "region_stderr", "region_count", "suppressed", "region_rects")
@@ -185,7 +186,8 @@ def test_deterministic(small_city):
 
 
 def test_runs_are_scored_by_regional_nrmse_not_map_distances():
-    from engine.jobs import RunConfig, run
+    from engine.run.config import RunConfig
+    from engine.run.runner import run
 
     res = run(
         RunConfig(

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from engine.budget_store import (
+from engine.core.errors import EngineError, ParamError
+from engine.run.config import RunConfig
+from engine.run.ledger import (
     ENV,
     BudgetStore,
     Entry,
@@ -20,8 +22,6 @@ from engine.budget_store import (
     fingerprint_source,
     release_key,
 )
-from engine.core.errors import EngineError, ParamError
-from engine.jobs import RunConfig
 
 FP = "sha256:dataset-under-test"
 
@@ -59,7 +59,7 @@ def test_the_ledger_survives_a_restart(db):
         "tab 1",
     )
     # another process sees it too
-    code = f"from engine.budget_store import BudgetStore; print(BudgetStore({str(db)!r}).spent({FP!r}))"
+    code = f"from engine.run.ledger import BudgetStore; print(BudgetStore({str(db)!r}).spent({FP!r}))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and float(p.stdout) == 1.5, p.stderr
 

@@ -11,9 +11,10 @@ from concurrent.futures import wait
 
 import pytest
 
-from engine import jobs
 from engine.core.noise import NoiseSource
-from engine.jobs import JobManager, RunConfig
+from engine.run import jobs
+from engine.run.config import RunConfig
+from engine.run.jobs import JobManager
 
 STOP_BOUND_S = 5.0  # the "Cancel ends the work within 5 s"
 
@@ -60,7 +61,7 @@ HEAVY = ["identity", "hierarchical", "flat_onehot"]
 
 @pytest.mark.parametrize("mechanism", HEAVY)
 def test_cancel_stops_a_secure_1024_run_within_seconds(mechanism, opendp_draws):
-    from engine.jobs import run
+    from engine.run.runner import run
 
     # the whole run noises at least 4^depth values with OpenDP (checked at a small depth) ...
     run(secure(mechanism, 4), use_cache=False)

@@ -801,7 +801,8 @@ def test_hierarchical_mechanism_uses_consistency(city):
 
 # ------------------------------------------------------------- integration
 def test_runs_through_the_job_runner():
-    from engine.jobs import RunConfig, run
+    from engine.run.config import RunConfig
+    from engine.run.runner import run
 
     for key in ("ag", "privtree"):
         res = run(

@@ -6,7 +6,9 @@ import pytest
 from engine.core.accounting import Ledger
 from engine.core.errors import EngineError, ParamError
 from engine.core.params import Param, Schema, parse_kv
-from engine.jobs import JobManager, RunConfig, run
+from engine.run.config import RunConfig
+from engine.run.jobs import JobManager
+from engine.run.runner import run
 
 
 def test_param_coercion_and_ranges():
@@ -70,7 +72,7 @@ def test_run_deterministic_by_seed_and_cached():
 
 
 def test_users_own_file_is_never_cached_on_disk(tmp_path):
-    from engine.jobs import run_cache_path
+    from engine.run.result_cache import run_cache_path
 
     rng = np.random.default_rng(0)
     path = tmp_path / "mine.csv"
@@ -91,9 +93,9 @@ def test_users_own_file_is_never_cached_on_disk(tmp_path):
 def test_cache_key_follows_the_engine_source(tmp_path, monkeypatch):
     """A changed engine (source or shipped table) gets new cache keys, so a release computed by
     older code is never served as this code's; benchmark modules and docs do not count."""
-    from engine import jobs
+    from engine.run import config
 
-    fp = jobs.source_fingerprint.__wrapped__  # uncached, on a made-up tree
+    fp = config.source_fingerprint.__wrapped__  # uncached, on a made-up tree
     (tmp_path / "engine" / "bench").mkdir(parents=True)
     (tmp_path / "data").mkdir()
     src, table = tmp_path / "engine" / "m.py", tmp_path / "data" / "t.csv"
@@ -110,7 +112,7 @@ def test_cache_key_follows_the_engine_source(tmp_path, monkeypatch):
     table.write_text("a\n2\n")
     assert fp(tmp_path) not in (first, second)
     key = small_config().key()
-    monkeypatch.setattr(jobs, "source_fingerprint", lambda: "another engine")
+    monkeypatch.setattr(config, "source_fingerprint", lambda: "another engine")
     assert small_config().key() != key
 
 

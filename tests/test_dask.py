@@ -16,7 +16,7 @@ import pytest
 
 from engine.core.errors import DataError, ParamError
 from engine.data.parquet_source import HISTOGRAM_ONLY, PartitionedPoints, load_parquet, write_city
-from engine.distributed import (
+from engine.run.cluster import (
     SECRETS_KEY,
     SETTING_ENV,
     cluster_from_setting,
@@ -26,7 +26,8 @@ from engine.distributed import (
     scheduler_setting,
     sweep_row,
 )
-from engine.jobs import RunConfig, run
+from engine.run.config import RunConfig
+from engine.run.runner import run
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,12 @@ import zipfile
 import numpy as np
 import pytest
 
-from engine import jobs
 from engine.core.cache import cache_dir
-from engine.jobs import RunConfig, run, run_cache_path
+from engine.run import config as run_config
+from engine.run import result_cache
+from engine.run.config import RunConfig
+from engine.run.result_cache import run_cache_path
+from engine.run.runner import run
 
 
 def config(mechanism="identity", **kw) -> RunConfig:
@@ -49,7 +52,7 @@ def plant_pickles(cfg: RunConfig, marker, monkeypatch) -> list:
     runs.mkdir(parents=True, exist_ok=True)
     payload = pickle.dumps(RunsCode(marker))
     with monkeypatch.context() as m:
-        m.setattr(jobs, "CACHE_VERSION", 1)
+        m.setattr(run_config, "CACHE_VERSION", 1)
         old_key = cfg.key()
     paths = [runs / f"{cfg.key()}.pkl", runs / f"{old_key}.pkl", run_cache_path(cfg)]
     for p in paths:
@@ -84,7 +87,7 @@ def test_a_pickled_array_inside_an_npz_is_not_loaded(tmp_path):
 def test_the_engine_never_unpickles():
     """No module of the engine (benchmarks included) imports pickle (or joblib/dill), and
     every np.load says allow_pickle=False."""
-    for p in (jobs.ROOT / "engine").rglob("*.py"):
+    for p in (run_config.ROOT / "engine").rglob("*.py"):
         text = p.read_text()
         for word in ("import pickle", "import joblib", "import dill", "import cloudpickle", "pickle.load"):
             assert word not in text, f"{p}: {word}"
@@ -145,8 +148,8 @@ def test_the_evaluation_record_round_trips_through_the_cache():
     cfg = config("identity", seed=22)
     fresh = run(cfg, use_cache=False)
     fresh.evaluation = {"region_true_mean": np.array([40.5, np.nan]), "nrmse_per_region": [None, 0.1], "users": 5}
-    doc, arrays = jobs._encode(fresh)
-    back = jobs._decode(json.loads(doc), arrays, cfg)
+    doc, arrays = result_cache._encode(fresh)
+    back = result_cache._decode(json.loads(doc), arrays, cfg)
     same(back.evaluation, fresh.evaluation, "evaluation")
 
 
@@ -222,7 +225,7 @@ def test_entries_failing_any_check_are_discarded(damage):
         m = {
             **arrays,
             "doc": np.frombuffer(raw, np.uint8),
-            "digest": np.frombuffer(jobs._digest(raw, arrays), np.uint8),
+            "digest": np.frombuffer(result_cache._digest(raw, arrays), np.uint8),
         }
         _rewrite(path, m)
     elif damage == "compressed":

@@ -9,8 +9,9 @@ import pytest
 from test_app import charts, click_run, frame_with, open_app, texts
 
 from engine.data.files import load_file
-from engine.jobs import RunConfig, run
 from engine.mechanisms import registry
+from engine.run.config import RunConfig
+from engine.run.runner import run
 from ui.colors import ColourScale
 from ui.controls import is_attribute, mechanism_keys, non_private
 

@@ -13,10 +13,12 @@ import sys
 import numpy as np
 import pytest
 
-from engine import budget_store
 from engine.core.errors import ParamError
-from engine.export import EVALUATION, csv_grid, geojson_grid, geotiff_grid, manifest, stamp_of, write_release
-from engine.jobs import FRESH_SEED_BITS, RunConfig, fresh_seed, run, run_cache_path
+from engine.run import ledger
+from engine.run.config import FRESH_SEED_BITS, RunConfig, fresh_seed
+from engine.run.export import EVALUATION, csv_grid, geojson_grid, geotiff_grid, manifest, stamp_of, write_release
+from engine.run.result_cache import run_cache_path
+from engine.run.runner import run
 
 SYNTH = {"dataset": "synthetic:monocentric", "dataset_options": {"n": 3000, "locations_per_user": 2, "seed": 4}}
 FORBIDDEN_KEYS = {"seed", "n_users", "n_points", "truth", "metrics", "diagnostics", "extras"}
@@ -26,7 +28,7 @@ FORBIDDEN_KEYS = {"seed", "n_users", "n_points", "truth", "metrics", "diagnostic
 def ledger_db(tmp_path, monkeypatch):
     """Every test books its releases in a ledger of its own."""
     path = tmp_path / "ledger.sqlite3"
-    monkeypatch.setenv(budget_store.ENV, str(path))
+    monkeypatch.setenv(ledger.ENV, str(path))
     return path
 
 
@@ -184,12 +186,12 @@ def test_cli_release_of_a_synthetic_city_holds_only_dp_outputs_and_differs_each_
     assert a["grid"].shape == (32, 32) and not np.array_equal(a["grid"], b["grid"])
     # the ledger shared by every process: each release is a new one
     fp = outs[0]["dataset_fingerprint"]
-    assert fp == budget_store.fingerprint_config(truth.config) and outs[1]["dataset_epsilon_spent"] == 1.0
-    assert budget_store.BudgetStore(ledger_db).spent(fp) == 1.0
+    assert fp == ledger.fingerprint_config(truth.config) and outs[1]["dataset_epsilon_spent"] == 1.0
+    assert ledger.BudgetStore(ledger_db).spent(fp) == 1.0
 
 
 def test_cli_release_of_an_own_csv_file_holds_no_true_count(tmp_path, points_csv, ledger_db):
-    from engine.jobs import load_dataset
+    from engine.run.runner import load_dataset
 
     ds = load_dataset("file", {"path": str(points_csv)})
     assert (ds.n_users, len(ds)) == (1237, 2473)
@@ -200,7 +202,7 @@ def test_cli_release_of_an_own_csv_file_holds_no_true_count(tmp_path, points_csv
     assert_nothing_from_the_truth(files, (1237, 2473), ev.metrics, public_options=False)
     assert str(points_csv) not in files["manifest_text"]
     assert any("read off the data" in s for s in files["manifest"]["side_information"])
-    assert out["dataset_fingerprint"] == budget_store.fingerprint_bytes(points_csv.read_bytes())
+    assert out["dataset_fingerprint"] == ledger.fingerprint_bytes(points_csv.read_bytes())
     # a second release would pass the limit of 1.5: refused before any file is written
     p = cli(*args, "--out", str(tmp_path / "b"), "--limit", "1.5", check=False)
     assert p.returncode == 2 and p.stderr.startswith("error: refused") and p.stderr.count("\n") == 1
@@ -208,7 +210,7 @@ def test_cli_release_of_an_own_csv_file_holds_no_true_count(tmp_path, points_csv
     # a run that fails (the file has no value column) releases nothing and books nothing
     p = cli(*args, "--mechanism", "bitpush_mean_ldp", "--out", str(tmp_path / "c"), check=False)
     assert p.returncode == 2 and "needs the dataset attribute 'value'" in p.stderr
-    assert budget_store.BudgetStore(ledger_db).spent(out["dataset_fingerprint"]) == 1.0
+    assert ledger.BudgetStore(ledger_db).spent(out["dataset_fingerprint"]) == 1.0
 
 
 BAD_RELEASE = [

@@ -47,7 +47,8 @@ def test_release_mode_shows_and_exports_only_the_release():
 
 
 def test_release_zip_holds_dp_outputs_only():
-    from engine.jobs import RunConfig, run
+    from engine.run.config import RunConfig
+    from engine.run.runner import run
     from ui.views import release_zip
 
     res = run(RunConfig(dataset_options={"n": 3000}, depth=5, epsilon=0.5, mode="release"))
@@ -154,16 +155,17 @@ def test_the_ledger_books_the_effective_epsilon_above_the_plan():
     from types import SimpleNamespace
 
     from engine.core.accounting import Ledger
-    from engine.jobs import RunConfig
+    from engine.run.config import RunConfig
     from ui import budget
 
     cfg = RunConfig(dataset_options={"n": 3000}, mechanism="adaptive_hh", epsilon=1.0, seed=4)
     led = Ledger()
     led.spend("sub-query 1 (effective, 40% dropout)", 1.25)
     status = SimpleNamespace(state="ok", result=SimpleNamespace(release=SimpleNamespace(ledger=led)))
-    budget.record([cfg], "test")
+    bk = budget.bookkeeper()
+    (booking,) = bk.record([cfg], "test")
     for _ in range(2):
-        budget.book_excess([cfg], [status])
+        bk.settle(cfg, booking, status.result)
     assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(1.25)
 
 

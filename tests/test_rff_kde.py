@@ -470,7 +470,8 @@ def test_registry_and_sources():
 
 
 def test_end_to_end_job_and_cache():
-    from engine.jobs import RunConfig, run
+    from engine.run.config import RunConfig
+    from engine.run.runner import run
 
     cfg = RunConfig(
         dataset="synthetic:zong_a",

@@ -15,9 +15,9 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, SMALL, charts, click_run, texts, unescaped
 
 from engine.data.files import load_file
-from engine.jobs import RunConfig
-from ui.jobs import Board, deep_nbytes
-from ui.uploads import Limits, UploadStore
+from engine.run.board import Board, deep_nbytes
+from engine.run.config import RunConfig
+from engine.run.uploads import Limits, UploadStore
 
 
 def csv_bytes(n: int = 400, seed: int = 0, marker: int | None = None) -> bytes:
@@ -113,8 +113,8 @@ def test_board_counts_every_array_a_result_holds():
 
 
 def test_board_light_results_hold_no_maps_and_the_limit_holds():
-    from engine.jobs import run
-    from ui.jobs import result_nbytes
+    from engine.run.board import result_nbytes
+    from engine.run.runner import run
 
     # room for one 128x128 run's arrays but not two (sized from a run: releases gain arrays, e.g. stderr)
     one = result_nbytes(run(RunConfig(**{**CFG, "depth": 7, "seed": 99}), use_cache=False))
@@ -175,7 +175,7 @@ def test_same_file_in_two_sessions_shares_nothing():
     assert "probe.csv" in tb and "alice" not in tb
     assert run_caption(a).split(" · ")[0] != run_caption(b).split(" · ")[0]
     # each upload has a ledger of its own: the same bytes in another session are another dataset
-    from engine.budget_store import BudgetStore
+    from engine.run.ledger import BudgetStore
     from ui import uploads
 
     fa = uploads.store().get(a.session_state["_sid"], ka).fingerprint
@@ -229,8 +229,8 @@ def test_a_large_sweep_completes_within_the_board_limit(monkeypatch):
     outside the limit. A sweep keeps summaries only: it completes, and the board's bytes stay in bound."""
     from test_app import running
 
+    from engine.run.uploads import rss_bytes
     from ui.jobs import board
-    from ui.uploads import rss_bytes
 
     b = board()
     monkeypatch.setattr(b, "max_bytes", 12e6)

@@ -544,7 +544,8 @@ def test_registered_with_documented_params():
 
 
 def test_end_to_end_through_jobs():
-    from engine.jobs import RunConfig, run
+    from engine.run.config import RunConfig
+    from engine.run.runner import run
 
     cfg = RunConfig(
         dataset="synthetic:monocentric",

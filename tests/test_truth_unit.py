@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from engine.data.synthetic import generate
-from engine.jobs import RunConfig, release_truth, run
 from engine.metrics import range_query_errors
+from engine.run.config import RunConfig
+from engine.run.runner import release_truth, run
 
 LOCS_PER_USER = 5  # record and user units differ by this factor
 

@@ -88,8 +88,8 @@ CURVE_BS = (0, 1, 2, 4, 8, 16, 50)
 def _curve(cfg_json: str, h_m: float, seed: int) -> dict:
     import json
 
-    from engine.jobs import RunConfig
     from engine.mechanisms.rff_kde.curve import privacy_utility_curve
+    from engine.run.config import RunConfig
 
     from . import views
 

@@ -1,15 +1,11 @@
-"""The privacy-budget ledger of each dataset: server-wide, in SQLite, so it survives tabs and restarts.
+"""The privacy-budget ledger of each dataset, as the dashboard shows it.
 
 The budget belongs to the data, not to a browser tab (Tumult and OpenDP sessions work the same way): every
-release of a dataset, from any session, is booked in :class:`engine.budget_store.BudgetStore` under the
+release of a dataset, from any session, is booked in :class:`engine.run.ledger.BudgetStore` under the
 dataset's fingerprint (catalogue key and options; for an upload, its content hash scoped to the uploading
-session, so another session's copy has its own ledger and learns nothing of this one's). Releases compose
-sequentially, so the total is their sum (basic composition), whatever the sample of users.
-
-Evaluate mode: a release is the configuration (seed included): showing it again costs nothing. Past the
-limit it asks for confirmation on real data and only informs on synthetic data. Release mode: every run
-is a new release, booked and checked against the limit in one transaction before it starts; past the limit
-it is refused.
+session, so another session's copy has its own ledger and learns nothing of this one's), through the one
+booking protocol of :mod:`engine.run.booking`. Releases compose sequentially, so the total is their sum
+(basic composition), whatever the sample of users.
 """
 
 from __future__ import annotations
@@ -18,9 +14,9 @@ import time
 
 import streamlit as st
 
-from engine.budget_store import BudgetStore, Entry, entry_for, fingerprint_source
-from engine.jobs import RunConfig
-from engine.mechanisms import registry
+from engine.run.booking import Bookkeeper
+from engine.run.config import RunConfig
+from engine.run.ledger import BudgetStore, default_path, fingerprint_source
 
 from . import uploads
 from .text import plain
@@ -28,8 +24,6 @@ from .text import plain
 
 def store() -> BudgetStore:
     """The server's ledger (``HEATMAP_LEDGER_DB``, or ledger.sqlite3 in the cache folder)."""
-    from engine.budget_store import default_path
-
     return _store(str(default_path()))
 
 
@@ -46,85 +40,13 @@ def dataset_ident(cfg: RunConfig) -> str:
     return fingerprint_source(cfg.dataset, cfg.dataset_options)
 
 
+def bookkeeper() -> Bookkeeper:
+    """The booking protocol on the server's ledger, with this session's uploads."""
+    return Bookkeeper(store(), dataset_ident)
+
+
 def synthetic(cfg: RunConfig) -> bool:
     return cfg.dataset.startswith("synthetic:")
-
-
-def cost(cfg: RunConfig) -> float:
-    cls = registry().get(cfg.mechanism)
-    return float(cfg.epsilon) if cls is None or cls.uses_epsilon else 0.0
-
-
-def spent(ident: str) -> float:
-    return store().spent(ident)
-
-
-def _entries(configs: list[RunConfig], page: str = "") -> dict[str, list[Entry]]:
-    out: dict[str, list[Entry]] = {}
-    for c in configs:
-        out.setdefault(dataset_ident(c), []).append(entry_for(c, c.key(), note=page))
-    return out
-
-
-def new_spend(configs: list[RunConfig]) -> dict[str, float]:
-    """ε each dataset would additionally spend if ``configs`` were released now (evaluate mode)."""
-    return {fp: store().cost(fp, es) for fp, es in _entries(configs).items()}
-
-
-def over_limit(configs: list[RunConfig], limit: float) -> tuple[float, float] | None:
-    """(total after, ε this would add) when the run would push a dataset past ``limit``."""
-    for ident, add in new_spend(configs).items():
-        after = spent(ident) + add
-        if add > 0 and after > limit + 1e-12:
-            return after, add
-    return None
-
-
-def record(configs: list[RunConfig], page: str) -> None:
-    """Book evaluation releases (idempotent: a configuration already booked costs nothing)."""
-    for fp, es in _entries(configs, page).items():
-        store().record(fp, es)
-
-
-def book_release(cfg: RunConfig, limit: float, page: str) -> tuple[bool, str, str]:
-    """Release mode: book one new release of ``cfg`` and check the limit in one transaction.
-    Returns (ok, the booking's key, a message when refused)."""
-    from engine.budget_store import release_key
-
-    fp = dataset_ident(cfg)
-    key = release_key(cfg)
-    res = store().try_spend(fp, [entry_for(cfg, key, note=page)], limit)
-    if res.ok:
-        return True, key, ""
-    return (
-        False,
-        key,
-        f"Refused: this release (ε = {cost(cfg):g}) would bring the dataset's total to "
-        f"{res.spent + cost(cfg):g}, past its limit of {limit:g}. Release mode never goes past the limit.",
-    )
-
-
-def book_excess(configs: list[RunConfig], statuses) -> None:
-    """A run may spend more than planned (distributed mechanisms under excess dropout book their effective ε):
-    the ledger gets the difference, once per release."""
-    for cfg, s in zip(configs, statuses):
-        rel = getattr(getattr(s, "result", None), "release", None)
-        if s.state != "ok" or rel is None:
-            continue
-        extra = float(rel.ledger.total()) - cost(cfg)
-        if extra > 1e-12:
-            e = entry_for(cfg, cfg.key() + "/effective", note="effective ε above the plan (dropout)")
-            store().record(dataset_ident(cfg), [Entry(**{**e.__dict__, "epsilon": extra})])
-
-
-def unbook(cfg: RunConfig, key: str) -> None:
-    """A release that did not happen (failed or cancelled before any output) is taken off the ledger."""
-    store().remove(dataset_ident(cfg), key)
-
-
-def released(cfg: RunConfig) -> bool:
-    fp = dataset_ident(cfg)
-    return any(e.release_key == cfg.key() for e in store().entries(fp))
 
 
 def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> None:

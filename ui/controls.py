@@ -13,8 +13,8 @@ import streamlit as st
 
 from engine.core.errors import EngineError
 from engine.data.registry import Source
-from engine.jobs import RunConfig, fresh_seed
 from engine.mechanisms import registry
+from engine.run.config import RunConfig, fresh_seed
 
 from . import geocheck, state, uploads, widgets
 from .jobs import board
@@ -225,7 +225,7 @@ def _people(key: str, opts: dict, src, sampled: int | None) -> tuple[int | None,
         if source_is_data(key):
             up = uploads.get(key)
             return (up.dataset.n_users if up else None), "read off your file without spending ε: side information"
-        from engine.jobs import load_dataset
+        from engine.run.runner import load_dataset
 
         return load_dataset(key, opts).n_users, "the dataset's published size"
     except EngineError:

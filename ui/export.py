@@ -5,7 +5,7 @@ and the HTML report of :mod:`ui.report`).
 The map exports hold the *private* release only. The evaluation documents also hold what
 was computed from the true data (the true map, metrics against it, exact counts), so they
 carry the stamp :data:`EVALUATION` (issue 23). The grid writers and the stamp live in
-:mod:`engine.export`, which also writes Release-mode folders (``write_release``)."""
+:mod:`engine.run.export`, which also writes Release-mode folders (``write_release``)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from PIL.PngImagePlugin import PngInfo
 
-from engine.export import EVALUATION as EVALUATION
-from engine.export import csv_grid as csv_grid
-from engine.export import geojson_grid as geojson_grid
-from engine.export import geotiff_grid, stamp_of
+from engine.run.export import EVALUATION as EVALUATION
+from engine.run.export import csv_grid as csv_grid
+from engine.run.export import geojson_grid as geojson_grid
+from engine.run.export import geotiff_grid, stamp_of
 
 from .colors import ColourScale, lut
 

@@ -367,3 +367,18 @@ def hover_layer(
         "style": {"fontSize": "12px", "backgroundColor": "#222", "color": "white"},
     }
     return layer, tip
+
+
+def deck_json_bytes(n_points: int, depth: int) -> int:
+    """Size of the private map's deck JSON for an identity release of the default synthetic city with
+    ``n_points`` locations at ``2^depth`` cells per side (the app benchmark's figure)."""
+    from engine.run.config import RunConfig
+    from engine.run.runner import load_dataset, run
+
+    cfg = RunConfig(dataset_options={"n": n_points}, depth=depth, epsilon=1.0, seed=0)
+    res = run(cfg, use_cache=False)
+    dom = res.release.domain
+    fr = Frame(dom, load_dataset(cfg.dataset, cfg.dataset_options).crs)
+    scale = ColourScale.shared(res.truth, dom.cell**2 / 1e6)
+    d = deck([region_layer(fr), heat_layer(res.release.density, scale, fr, "private_heat")], fr.view())
+    return len(d.to_json().encode())

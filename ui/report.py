@@ -233,7 +233,7 @@ def _configuration(result, reproduce_url: str) -> str:
 
 
 def html_report(result, scale: ColourScale, reproduce_url: str = "") -> str:
-    """The report of ``result`` (an ``engine.jobs.RunResult``) with the page's colour scale; the
+    """The report of ``result`` (an ``engine.run.config.RunResult``) with the page's colour scale; the
     only link in it is ``reproduce_url``."""
     title = f"{export.mechanism_label(result.config.mechanism)} on {getattr(result.dataset_meta, 'name', '')}"
     stamp = (

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.jobs import RunConfig
+from engine.run.booking import Booking, Refused, cost
+from engine.run.config import RunConfig
 
 from . import budget, jobs, state
+from .session import session_id
 
 
 def launch(
@@ -55,7 +57,7 @@ def launch(
         if any(cfg.mode == "release" for cfg in configs):
             _go_release(name, configs, label, ctl.budget_limit, c)
         else:
-            over = budget.over_limit(configs, ctl.budget_limit)
+            over = budget.bookkeeper().over_limit(configs, ctl.budget_limit)
             if over is None or all(budget.synthetic(cfg) for cfg in configs):  # synthetic data: inform only
                 _go(name, configs, label, light, cluster)
             else:
@@ -63,7 +65,7 @@ def launch(
     pending = st.session_state.get(pending_key)
     if pending:
         pcfgs = [RunConfig.from_dict(d) for d in pending]
-        over = budget.over_limit(pcfgs, ctl.budget_limit)
+        over = budget.bookkeeper().over_limit(pcfgs, ctl.budget_limit)
         if over is None:  # the limit was raised meanwhile
             st.session_state.pop(pending_key, None)
             _go(name, pcfgs, label, light, cluster)
@@ -86,23 +88,21 @@ def launch(
     if refused:
         c.error(refused, icon=":material/block:")
     g = jobs.get_group(name)
-    _unbook_failed(name, g)
-    if g is not None:
-        budget.book_excess(g.configs, g.statuses)
+    _settle(name, g)
     if (
         configs
         and all(cfg.mode != "release" for cfg in configs)
         and (g is None or g.keys != [cfg.key() for cfg in configs])
     ):
         # configurations this session already released and the server still holds: show them at once
-        sid = jobs.session_id()
-        if all(budget.released(cfg) and jobs.board().cached(cfg.key(), sid) for cfg in configs):
+        sid, bk = session_id(), budget.bookkeeper()
+        if all(bk.released(cfg) and jobs.board().cached(cfg.key(), sid) for cfg in configs):
             g = jobs.submit_group(name, configs, label=label, wait=False, light=light)
     return g
 
 
 def _go(name: str, configs: list[RunConfig], label: str, light: bool = False, cluster=None) -> None:
-    budget.record(configs, name)
+    budget.bookkeeper().record(configs, name)
     jobs.submit_group(name, configs, label=label, light=light, cluster=cluster)
 
 
@@ -115,7 +115,7 @@ def _estimate_note(configs: list[RunConfig], c) -> None:
     if not configs:
         return
     b = jobs.board()
-    if all(b.cached(cfg.key(), jobs.session_id()) for cfg in configs):
+    if all(b.cached(cfg.key(), session_id()) for cfg in configs):
         return
     ests = [b.estimate(cfg) for cfg in configs]
     known = [e for e in ests if e is not None]
@@ -136,28 +136,39 @@ def _estimate_note(configs: list[RunConfig], c) -> None:
 def _go_release(name: str, configs: list[RunConfig], label: str, limit: float, c) -> None:
     """Release mode: each run is a new release, booked against the dataset's limit in one transaction
     before it starts and refused past it. A release the server still shows is shown, not re-drawn."""
-    b, sid = jobs.board(), jobs.session_id()
+    b, sid, bk = jobs.board(), session_id(), budget.bookkeeper()
     bookings = st.session_state.setdefault(f"_bookings_{name}", {})
     for cfg in configs:
         if b.cached(cfg.key(), sid) or b.status(cfg.key(), sid).state == "running":
             continue
-        ok, key, msg = budget.book_release(cfg, limit, name)
-        if not ok:
-            st.session_state[f"_refused_{name}"] = msg
+        try:
+            bookings[cfg.key()] = bk.book(cfg, limit, name)
+        except Refused as exc:
+            st.session_state[f"_refused_{name}"] = (
+                f"Refused: this release (ε = {exc.epsilon:g}) would bring the dataset's total to "
+                f"{exc.spent + exc.epsilon:g}, past its limit of {limit:g}. Release mode never goes past the limit."
+            )
             return
-        bookings[cfg.key()] = key
     jobs.submit_group(name, configs, label=label)
 
 
-def _unbook_failed(name: str, g) -> None:
-    """A release that failed or was cancelled published nothing: take it off the ledger."""
-    bookings = st.session_state.get(f"_bookings_{name}")
-    if not bookings or g is None:
+def _settle(name: str, g) -> None:
+    """Once a group's runs end: book what each really spent above its plan, and take a release that failed or
+    was cancelled (it published nothing) off the ledger. Evaluate bookings are keyed by their configuration,
+    so settling them again on every rerun books nothing new."""
+    if g is None:
         return
+    bk = budget.bookkeeper()
+    bookings: dict[str, Booking] = st.session_state.get(f"_bookings_{name}", {})
     for cfg, s in zip(g.configs, g.statuses):
-        if s.state in ("error", "cancelled") and cfg.key() in bookings:
-            budget.unbook(cfg, bookings.pop(cfg.key()))
+        booking = bookings.get(cfg.key())
+        if s.state in ("error", "cancelled") and booking is not None:
+            bk.unbook(bookings.pop(cfg.key()))
         elif s.state == "ok":
+            if booking is None and cfg.mode == "evaluate":
+                booking = Booking(budget.dataset_ident(cfg), cfg.key(), cost(cfg))
+            if booking is not None:
+                bk.settle(cfg, booking, s.result)
             bookings.pop(cfg.key(), None)
 
 

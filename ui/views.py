@@ -11,9 +11,11 @@ import numpy as np
 import streamlit as st
 
 from engine.core.errors import DataError
-from engine.jobs import RunConfig, load_dataset, prepare
 from engine.mechanisms import registry
 from engine.mechanisms.base import epsilon_under
+from engine.run import margins
+from engine.run.config import RunConfig
+from engine.run.runner import load_dataset, prepare
 
 from . import explain, export, geo, maps, state, uploads
 from .colors import ColourScale
@@ -534,53 +536,43 @@ def proportion_block(result, fr, view, display) -> None:
         b.html(w_scale.legend_html("interval width (rate units)", shared=False))
 
 
-SE_RUNS = 10  # repeated releases behind an empirical margin of error
-
-
 def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, display) -> None:
-    """The private map's margin of error per cell (95 %: 1.96 standard errors).
-
-    Closed form where the release carries it (``extras["stderr"]``: the noise's known scale per cell);
-    otherwise estimated from ``SE_RUNS`` more releases with the next seeds (evaluation only: each is a
-    release of the same people, counted in the ledger), as dp_mobility_report gives a margin for every
-    figure."""
+    """The private map's margin of error per cell (:mod:`engine.run.margins`): closed form where the release
+    carries it, else estimated from repeated releases, only on request."""
     from . import jobs, run
 
     st.subheader("Margin of error")
-    se = (result.release.extras or {}).get("stderr")
-    basis = (result.release.diagnostics or {}).get("stderr_basis")
-    how = "from the noise's known scale (closed form" + (f": {basis})" if basis else ")")
-    if se is None:
-        name = "explore_se"
-        configs = [replace(cfg, seed=cfg.seed + 1 + i) for i in range(SE_RUNS)]
+    known = margins.closed_form(result)
+    if known is None:
+        name, runs = "explore_se", margins.SE_RUNS
+        configs = margins.repeat_configs(cfg, runs)
         keys = [c.key() for c in configs]
         g = jobs.get_group(name)
         if g is None or g.keys != keys:
             st.caption(
                 "This mechanism's error has no closed form here: estimate it from "
-                f"{SE_RUNS} more releases with the next seeds (each is a release of the same people: the ledger "
+                f"{runs} more releases with the next seeds (each is a release of the same people: the ledger "
                 f"counts them, ε = {cfg.epsilon:g} each)."
             )
             # never from a link's run=1: these are extra releases, only on request
             g = run.launch(
-                name, configs, ctl, label="Margin of error", button=f"Estimate from {SE_RUNS} runs", autorun=False
+                name, configs, ctl, label="Margin of error", button=f"Estimate from {runs} runs", autorun=False
             )
             if g is None or g.keys != keys:
                 return
         jobs.progress_panel([name], "Estimating")
         if g.running:
             return
-        grids = [np.asarray(s.result.release.density, dtype=np.float64) for s in g.statuses if s.state == "ok"]
-        if len(grids) < 2:
+        known = margins.empirical(cfg, [s.result for s in g.statuses if s.state == "ok"])
+        if known is None:
             st.caption("Too few of the repeated releases succeeded to estimate the margin of error.")
             return
-        se = np.std(np.stack(grids), axis=0, ddof=1)
-        how = f"estimated from {len(grids)} releases with seeds {cfg.seed + 1}–{cfg.seed + len(grids)}"
-    moe = 1.96 * np.asarray(se, dtype=np.float64)
+    se, how = known
+    moe = margins.margin(se)
     heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
     blank = int(np.count_nonzero(~np.isfinite(moe)))
     med = f"median over cells ±{float(np.nanmedian(moe)) * scale.factor:.3g} {scale.unit}" if blank < moe.size else ""
-    below = int(np.count_nonzero(np.isfinite(moe) & (moe < scale.lo))) if scale.log else 0
+    below = margins.cells_below(moe, scale.lo) if scale.log else 0
     st.caption(
         "Same colour scale as the maps above: a cell whose margin is as bright as its estimate is noise. "
         + (
@@ -679,7 +671,7 @@ def release_zip(result) -> bytes:
     import zipfile
     from pathlib import Path
 
-    from engine.export import write_release
+    from engine.run.export import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
         paths = write_release(result, Path(tmp) / "release")

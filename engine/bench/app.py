@@ -22,10 +22,10 @@
   and <= 3 s with the whole rerun's websocket payload <= 2 MB for identity, adaptive_hh and sparse_emd
   (issue 16). The
   note gives the ratio to Identity's median, the engine's own time (the page's "computed in"),
-  and the cost model's estimate (``engine.costmodel``, table only). ``run_to_maps_all`` counts
+  and the cost model's estimate (``engine.run.estimates``, table only). ``run_to_maps_all`` counts
   the mechanisms that pass.
 * ``metrics_s_max`` (issue 18): the full metric block of one run (``timings["metrics_s"]`` of
-  ``engine.jobs.run`` in this process: map metrics, EMD, range queries, the privacy-distance
+  ``engine.run.runner.run`` in this process: map metrics, EMD, range queries, the privacy-distance
   attack), median of 3 seeds per mechanism, the slowest mechanism; target <= 1 s.
 
 Chromium draws WebGL in software (SwiftShader) here: a GPU draws faster.
@@ -199,18 +199,11 @@ def _run_to_maps(browser, url: str, query: str, seed: int) -> tuple[float, int, 
 
 
 def _deck_json_bytes(n_points: int, depth: int) -> int:
-    """Size of the private map's deck JSON as ui.maps builds it for an identity release."""
-    from engine.jobs import RunConfig, load_dataset, run
-    from ui.colors import ColourScale
-    from ui.maps import Frame, deck, heat_layer, region_layer
-
-    cfg = RunConfig(dataset_options={"n": n_points}, depth=depth, epsilon=1.0, seed=0)
-    res = run(cfg, use_cache=False)
-    dom = res.release.domain
-    fr = Frame(dom, load_dataset(cfg.dataset, cfg.dataset_options).crs)
-    scale = ColourScale.shared(res.truth, dom.cell**2 / 1e6)
-    d = deck([region_layer(fr), heat_layer(res.release.density, scale, fr, "private_heat")], fr.view())
-    return len(d.to_json().encode())
+    """Size of the private map's deck JSON as the app builds it for an identity release
+    (:func:`ui.maps.deck_json_bytes`, measured in a process of its own: the engine never imports the app)."""
+    code = f"from ui.maps import deck_json_bytes; print(deck_json_bytes({int(n_points)}, {int(depth)}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
 
 
 MECH_TARGET_S = 5.0
@@ -224,8 +217,9 @@ QUICK_MECHS = ("identity", "federated_rff_kde")  # --quick: a smoke run
 
 def _every_mechanism(browser, url: str, mechs: list[str], reps: int, progress) -> list[Figure]:
     """Run -> maps for each mechanism at its defaults on the default dataset (see the module docstring)."""
-    from engine.costmodel import model_seconds
-    from engine.jobs import RunConfig, prepare
+    from engine.run.config import RunConfig
+    from engine.run.estimates import model_seconds
+    from engine.run.runner import prepare
 
     n_points = len(prepare(RunConfig())[0])
     _run_to_maps(browser, url, "?mech=identity&baselines=0", seed=1999)  # warm-up: loads the dataset
@@ -282,8 +276,8 @@ def _every_mechanism(browser, url: str, mechs: list[str], reps: int, progress) -
 
 def metric_block_figure(mechs: list[str], reps: int, progress) -> Figure:
     """The slowest mechanism's median ``metrics_s`` (see the module docstring)."""
-    from engine.jobs import RunConfig
-    from engine.jobs import run as run_config
+    from engine.run.config import RunConfig
+    from engine.run.runner import run as run_config
 
     per = {}
     for m in mechs:

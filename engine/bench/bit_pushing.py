@@ -431,8 +431,8 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
     )
 
     # ------------------------------------------------------------------- map
-    from ..jobs import RunConfig
-    from ..jobs import run as run_job
+    from ..run.config import RunConfig
+    from ..run.runner import run as run_job
 
     for key, eps in (("bitpush_mean", 1.0), ("bitpush_mean_ldp", 1.0), ("ldp_mean_baseline", 1.0)):
         progress(f"map: {key}")

@@ -1,6 +1,6 @@
-"""The folder where the engine caches what it computes or fetches: runs (:mod:`engine.jobs`),
+"""The folder where the engine caches what it computes or fetches: runs (:mod:`engine.run`),
 downloads (:mod:`engine.data.online`), JAX's compiled code (SNH) and the release ledger
-(:mod:`engine.budget_store`). ``HEATMAP_CACHE_DIR`` or ``data/cache`` in the project."""
+(:mod:`engine.run.ledger`). ``HEATMAP_CACHE_DIR`` or ``data/cache`` in the project."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def add(source: Source) -> Source:
     The modules of :mod:`engine.data` add theirs when the package loads them (:func:`add_provider`);
     a mechanism family that defines datasets of its paper adds them when its package is imported
     (Zong et al.'s mixtures: :mod:`engine.mechanisms.rff_kde`), so the registry never imports a
-    family. Callers above the families (:mod:`engine.jobs`, the CLI, the dashboard) call
+    family. Callers above the families (:mod:`engine.run`, the CLI, the dashboard) call
     :func:`engine.mechanisms.load_all` before they list or load datasets."""
     if source.kind not in KINDS:
         raise ValueError(source.kind)

@@ -94,7 +94,7 @@ class RunContext:
     timings) through :meth:`record_evaluation`: it never goes into the
     :class:`Release`, whose every field is a DP output, a public parameter or declared
     side information (``Mechanism.dp_outputs`` / ``Mechanism.side_information_keys``).
-    ``engine.jobs.run`` keeps it as ``RunResult.evaluation``; ``None`` (a release)
+    ``engine.run.runner.run`` keeps it as ``RunResult.evaluation``; ``None`` (a release)
     records nothing.
     """
 
@@ -213,7 +213,7 @@ class Mechanism:
     threat model and the guarantee, and list every departure from the paper.
     ``neighbouring`` names the relation the guarantee is about (one of :data:`RELATIONS`),
     and ``guarantee`` says it in words; ``python -m engine audit`` checks the claim
-    empirically on neighbours of that relation (:mod:`engine.audit`).
+    empirically on neighbours of that relation (:mod:`engine.run.audit`).
     """
 
     key: ClassVar[str] = ""

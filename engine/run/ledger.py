@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .core.errors import EngineError, ParamError
+from ..core.errors import EngineError, ParamError
 
 ENV = "HEATMAP_LEDGER_DB"
 FILE_NAME = "ledger.sqlite3"
@@ -62,7 +62,7 @@ def default_path() -> Path:
     env = os.environ.get(ENV)
     if env:
         return Path(env)
-    from .core.cache import cache_dir
+    from ..core.cache import cache_dir
 
     return cache_dir() / FILE_NAME
 
@@ -90,8 +90,8 @@ def fingerprint_source(key: str, options: dict) -> str:
     defaults so that equal datasets get equal fingerprints (``"source:<hex>"``), or, for a file
     read by path (option ``path``), the file's content hash (:func:`fingerprint_bytes`; the
     other options only say how to read the same people)."""
-    from .data.registry import sources
-    from .mechanisms import load_all
+    from ..data.registry import sources
+    from ..mechanisms import load_all
 
     if options.get("path"):
         return _file_digest(str(options["path"]))
@@ -140,7 +140,7 @@ def release_key(config) -> str:
 def neighbouring_of(config) -> str:
     """The neighbouring relation a run of ``config`` is private under (``Mechanism.neighbouring``,
     or ``neighbouring_for(params)`` where parameters change it); "" where the mechanism names none."""
-    from .mechanisms import get
+    from ..mechanisms import get
 
     cls = get(config.mechanism)
     if hasattr(cls, "neighbouring_for"):
@@ -151,7 +151,7 @@ def neighbouring_of(config) -> str:
 def entry_for(config, key: str | None = None, note: str = "") -> Entry:
     """The entry a run of ``config`` books: its ε (0 for a mechanism that spends none), its
     mechanism and neighbouring relation, its mode; ``key`` defaults to :func:`release_key`."""
-    from .mechanisms import get
+    from ..mechanisms import get
 
     cls = get(config.mechanism)
     return Entry(

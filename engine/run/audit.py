@@ -79,11 +79,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import stats
 
-from .core.errors import ParamError
-from .core.grid import Domain
-from .data.dataset import Dataset, DatasetMeta
-from .mechanisms import RunContext, get, registry
-from .mechanisms.base import RELATIONS, Mechanism
+from ..core.errors import ParamError
+from ..core.grid import Domain
+from ..data.dataset import Dataset, DatasetMeta
+from ..mechanisms import RunContext, get, registry
+from ..mechanisms.base import RELATIONS, Mechanism
 
 SIDE_M = 16_000.0  # the audit domain's side: 1 km cells at depth 4
 AUDIT_CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
@@ -111,7 +111,7 @@ class Plan:
     note: str = ""
 
 
-_ZERO_OUT = Plan(base_users=1000, note="1,000 people in the sink (zero-out emulation, see engine.audit)")
+_ZERO_OUT = Plan(base_users=1000, note="1,000 people in the sink (zero-out emulation, see engine.run.audit)")
 _VALUE = Plan(
     base_users=0,
     value_pair=(0.0, 255.0),
@@ -202,7 +202,7 @@ def _dataset(xy: np.ndarray, weight=None, value=None) -> Dataset:
         source="audit",
         synthetic=True,
         bbox=(0.0, 0.0, SIDE_M * deg, SIDE_M * deg),
-        description="two neighbouring datasets built by engine.audit",
+        description="two neighbouring datasets built by engine.run.audit",
     )
     return Dataset(xy=xy, lonlat=xy * deg, crs=AUDIT_CRS, meta=meta, weight=weight, value=value)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.errors import ParamError
-from .data.projection import to_lonlat
+from ..core.errors import ParamError
+from ..data.projection import to_lonlat
 
 EVALUATION = "contains non-private information about the data"
 FORMATS = ("geotiff", "geojson", "csv")
@@ -164,9 +164,9 @@ def manifest(result, release_key: str | None = None) -> dict:
     information it declares (plus the region when it was read off the data), and the frame
     (CRS, domain, region). Nothing else computed from the data: no count, metric, diagnostic
     or seed. ``release_key``: the budget store's key of this release, when it was booked."""
-    from . import __version__
-    from .budget_store import neighbouring_of
-    from .mechanisms import get
+    from .. import __version__
+    from ..mechanisms import get
+    from .ledger import neighbouring_of
 
     _require_release(result)
     cfg, rel, meta = result.config, result.release, result.dataset_meta

@@ -1,6 +1,6 @@
 """How long a run should take, before it starts (issue 18).
 
-:func:`estimate_seconds` predicts the wall time of :func:`engine.jobs.run` for a configuration
+:func:`estimate_seconds` predicts the wall time of :func:`engine.run.runner.run` for a configuration
 (data preparation, mechanism and metrics; the dashboard needs about one more second to draw the
 maps). Per mechanism, ``data/run_costs.csv`` holds the coefficients of
 
@@ -19,7 +19,7 @@ coefficients by non-negative least squares, measures ``first_s`` (imports, JIT c
 processes, and writes the table with each row's median error. Parameters the model does not know
 (e.g. the k-NN bandwidth rule, Adaptive HH's thresholds) are corrected by the history below.
 
-History: :func:`record` (called by ``engine.jobs.run`` after every computed run) keeps the ratio of
+History: :func:`record` (called by ``engine.run.runner.run`` after every computed run) keeps the ratio of
 measured to modelled time, per mechanism, in memory; an estimate is the model times the median
 of that mechanism's last ratios, or, for a mechanism not yet run here, times the median over all
 mechanisms (how fast this machine is now compared with the calibration machine).
@@ -35,7 +35,7 @@ from collections import deque
 from functools import lru_cache
 from pathlib import Path
 
-TABLE = Path(__file__).resolve().parents[1] / "data" / "run_costs.csv"
+TABLE = Path(__file__).resolve().parents[2] / "data" / "run_costs.csv"
 COEFFICIENTS = ("fixed_s", "points_s", "cells_s", "points_cells_s", "work_s", "secure_s", "first_s")
 HISTORY = 20  # ratios kept per mechanism
 MIN_GLOBAL = 3  # runs of other mechanisms needed before their speed factor is used
@@ -65,7 +65,7 @@ def _snh_work(params: dict) -> float:
     with the step count :func:`engine.mechanisms.snh.networks.train` will run (``rho`` from ParamSelect is
     approximated by 1% of the side, its typical value: it only matters when the preset does not cap
     the steps)."""
-    from .mechanisms.snh.training import train_config
+    from ..mechanisms.snh.training import train_config
 
     cfg = train_config(params)
     queries = (1.0 / SNH_RHO_FRAC + 2) ** 2 * int(params.get("corners_per_cell", 1)) ** 2
@@ -82,10 +82,10 @@ def _snh_work(params: dict) -> float:
 
 def features(config, n_points: int) -> dict[str, float]:
     """``P``, ``C`` and ``W`` of the module docstring for ``config`` on ``n_points`` locations."""
-    from .core.grid import Domain
-    from .mechanisms import get
-    from .mechanisms.rff_kde.attack import attack_cells
-    from .metrics import PRIVACY_MAX_USERS
+    from ..core.grid import Domain
+    from ..mechanisms import get
+    from ..mechanisms.rff_kde.attack import attack_cells
+    from ..metrics import PRIVACY_MAX_USERS
 
     cells = 4**config.depth
     p = get(config.mechanism).schema().resolve(config.params)
@@ -93,7 +93,7 @@ def features(config, n_points: int) -> dict[str, float]:
     if config.mechanism == "snh":
         W = _snh_work(p)
     elif config.mechanism in ("sparse_emd", "sparse_emd_secagg"):
-        from .mechanisms.sparse_emd.algorithm import start_level, w_rule
+        from ..mechanisms.sparse_emd.algorithm import start_level, w_rule
 
         # the reconstruction LP's size: w kept cells on each measured level (w from the default rule on the
         # locations, a stand-in for the users the run counts), in 1e4
@@ -104,7 +104,7 @@ def features(config, n_points: int) -> dict[str, float]:
         attack = attack_cells(Domain(0.0, 0.0, 1.0, config.depth)) ** 2
         W = (int(p["attack_users"]) + PRIVACY_MAX_USERS) * attack * (b + ATTACK_SURFACE_COST) / 1e6
         if config.mechanism == "federated_rff_kde":
-            from .mechanisms.rff_kde.mechanism import _parse_multiples
+            from ..mechanisms.rff_kde.mechanism import _parse_multiples
 
             P *= max(b, 1) * (1 + len(_parse_multiples(p["extra_bandwidths"])))
     return {"P": P, "C": cells / 1e6, "W": W}
@@ -131,8 +131,8 @@ def _points(config, n_points: int | None, ds=None) -> int:
         if ds is not None:
             n_points = len(ds)
         else:
-            from .data.registry import sources
-            from .mechanisms import load_all
+            from ..data.registry import sources
+            from ..mechanisms import load_all
 
             load_all()
             src = sources().get(config.dataset)
@@ -174,10 +174,10 @@ def _median(v: list[float]) -> float:
 
 
 def estimate_seconds(config, n_points: int | None = None, *, dataset=None, cached: bool = False) -> float:
-    """Seconds :func:`engine.jobs.run` should take for ``config`` (see the module docstring);
+    """Seconds :func:`engine.run.runner.run` should take for ``config`` (see the module docstring);
     ``n_points``: the dataset's number of locations when the caller knows it (e.g. an upload);
     ``dataset``: the dataset if it is loaded; ``cached``: the disk cache holds the result.
-    :func:`engine.jobs.estimate_seconds` fills in the last two."""
+    :func:`engine.run.runner.estimate_seconds` fills in the last two."""
     if cached:
         return CACHED_S
     with _LOCK:

@@ -1,7 +1,7 @@
 """Raw-output distinguishers of the noise samplers (issue 23 part 6).
 
 Two black-box attacks on the released numbers themselves, not on a statistic of the map
-(that is :mod:`engine.audit`'s job), each run on neighbouring datasets D0 (the others) and
+(that is :mod:`engine.run.audit`'s job), each run on neighbouring datasets D0 (the others) and
 D1 (the others plus one person in an empty cell), many times:
 
 * **Floating-point structure** (Mironov, "On significance of the least significant bits
@@ -23,7 +23,7 @@ Each attack's one-sided test (fires = "D1") gives the Clopper-Pearson bound
 gives a large ``eps_lb``; secure mode (floating-point-safe samplers on OS entropy) must
 give ``eps_lb <= eps``.
 
-``python -m engine.noise_audit [--runs N]`` prints the table the tests check.
+``python -m engine.run.noise_audit [--runs N]`` prints the table the tests check.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .core.grid import Domain
-from .data.dataset import Dataset, DatasetMeta
+from ..core.grid import Domain
+from ..data.dataset import Dataset, DatasetMeta
 
 SIDE_M = 16_000.0
 CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
@@ -187,7 +187,7 @@ def neighbours(case: Case) -> tuple[Dataset, Dataset, Domain]:
 
 
 def _run(case: Case, data: Dataset, dom: Domain, eps: float, seed: int, secure: bool):
-    from .mechanisms import RunContext, get
+    from ..mechanisms import RunContext, get
 
     cls = get(case.key)
     ctx = RunContext(rng=np.random.default_rng(seed), secure=secure, evaluation=None)

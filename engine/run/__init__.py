@@ -1,0 +1,15 @@
+"""The run layer: a run's whole life, above the mechanisms and below every door (the CLI, the
+dashboard, the benchmarks). It never imports Streamlit.
+
+* ``config.py``: a run's configuration (Evaluate or Release) and its result;
+* ``runner.py``: ``run(config)``, the one entry point, and the in-process dataset memo;
+* ``result_cache.py``: the data-only disk cache of Evaluate runs;
+* ``jobs.py``: background runs in a thread pool, cancellable;
+* ``board.py``: the results and jobs every session of a server shares (ownership, memory bound);
+* ``groups.py``: a session's named groups of runs on the board;
+* ``uploads.py``: each session's uploaded files, private to it;
+* ``ledger.py``: the per-dataset privacy ledger (SQLite); ``booking.py``: the one booking protocol;
+* ``sweeps.py``: sweep configurations and their statistics; ``margins.py``: margins of error;
+* ``estimates.py``: run-time estimates; ``cluster.py``: runs on a Dask cluster;
+* ``export.py``: release files and manifest; ``audit.py``, ``noise_audit.py``: empirical privacy audits.
+"""

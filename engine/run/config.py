@@ -1,0 +1,179 @@
+"""A run's configuration and its result.
+
+A run has one of two modes, ``RunConfig.mode``:
+
+* ``"evaluate"``: deterministic given the configuration (seed included), with the truth
+  and metrics against it; results are cached on disk under the configuration's hash
+  (:mod:`engine.run.result_cache`, data only: nothing read from the cache can run code). Seeded
+  numpy noise is neither floating-point safe nor secret, so what it makes is not a private
+  release (its exports carry ``engine.run.export.EVALUATION``). Callers draw a fresh seed with
+  :func:`fresh_seed` when the user did not fix one.
+* ``"release"``: OpenDP samplers (secure mode) and fresh operating-system entropy for every
+  other draw (user sampling, the mechanism's numpy stream); no seed is used or recorded,
+  nothing is cached, and neither the truth nor any metric is computed: the result holds the
+  release alone (``truth`` None, ``metrics`` empty, ``n_users``/``n_points`` None).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..core.errors import ParamError
+
+CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
+ROOT = Path(__file__).resolve().parents[2]
+MIN_EPS, MAX_EPS = 1e-4, 100.0
+MODES = ("evaluate", "release")
+# Fresh seeds stay below 2^31: the dashboard's seed field and URL take at most 2^31 - 1 (and a
+# browser holds integers exactly only to 2^53). An Evaluate seed is shown and exported, so its
+# size is no privacy property; a Release has no seed at all.
+FRESH_SEED_BITS = 31
+
+
+def fresh_seed() -> int:
+    """A seed drawn from the operating system's entropy, for an Evaluate run whose user did
+    not fix one: the run is not seed 0 like every other, and the seed is recorded (shown,
+    exported) so the run can be reproduced on purpose."""
+    return secrets.randbits(FRESH_SEED_BITS)
+
+
+@lru_cache(maxsize=4)
+def source_fingerprint(root: Path = ROOT) -> str:
+    """Digest of what decides a release: the engine's Python sources (benchmarks aside) and the
+    tables shipped in ``data/`` (ParamSelect's). Part of every run's cache key, so a changed
+    engine never serves a release that the old code computed."""
+    h = hashlib.sha256()
+    files = [p for p in sorted(root.glob("engine/**/*.py")) if "bench" not in p.relative_to(root).parts[:2]]
+    for p in files + sorted((root / "data").glob("*.csv")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    dataset: str = "synthetic:polycentric"
+    dataset_options: dict = field(default_factory=dict)
+    mechanism: str = "identity"
+    params: dict = field(default_factory=dict)
+    epsilon: float = 1.0
+    n_users: int | None = None  # users sampled; None = all
+    depth: int = 8  # 2^depth cells per side
+    seed: int = 0
+    secure: bool = False  # OpenDP samplers for the noise that supports it (always on in release mode)
+    mode: str = "evaluate"  # or "release": see the module docstring
+    metrics: tuple[str, ...] = ()  # extra metrics beyond the default set
+    emd_max_cells: int = 64  # EMD coarsened to at most this many cells per side in runs
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["metrics"] = list(self.metrics)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunConfig:
+        d = dict(d)
+        if "metrics" in d:
+            d["metrics"] = tuple(d["metrics"])
+        known = set(cls.__dataclass_fields__)
+        unknown = set(d) - known
+        if unknown:
+            raise ParamError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+    def key(self) -> str:
+        """Stable hash of the configuration and of the engine that runs it (version, cache
+        format and :func:`source_fingerprint`)."""
+        payload = json.dumps(
+            {"config": self.to_dict(), "engine": __version__, "cache": CACHE_VERSION, "source": source_fingerprint()},
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+    def validate(self) -> None:
+        if not (isinstance(self.epsilon, (int, float)) and MIN_EPS <= float(self.epsilon) <= MAX_EPS):
+            raise ParamError(f"epsilon must be between {MIN_EPS} and {MAX_EPS} (got {self.epsilon})")
+        if not (isinstance(self.depth, int) and 1 <= self.depth <= 10):
+            raise ParamError(f"resolution depth must be 1..10 (2x2 to 1024x1024 cells), got {self.depth}")
+        if self.n_users is not None and (not isinstance(self.n_users, int) or self.n_users < 1):
+            raise ParamError(f"number of users must be a positive integer (got {self.n_users})")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ParamError(f"seed must be a non-negative integer (got {self.seed})")
+        if self.mode not in MODES:
+            raise ParamError(f"mode must be 'evaluate' or 'release' (got {self.mode!r})")
+        if self.mode == "release":
+            from ..mechanisms import get
+
+            if self.seed != 0:
+                raise ParamError(
+                    f"a release draws fresh noise from the operating system and takes no seed (got seed {self.seed})"
+                )
+            if self.metrics:
+                raise ParamError("a release computes no metric against the true data (got metrics to compute)")
+            cls = get(self.mechanism)
+            if not cls.uses_epsilon:  # a non-private reference would publish the truth
+                raise ParamError(f"{cls.label or cls.key} spends no epsilon and is not private: it cannot be released")
+
+
+@dataclass
+class RunResult:
+    config: RunConfig
+    release: Any  # mechanisms.Release
+    truth: np.ndarray | None  # true map on the same grid in the release's unit (release_truth); None in release mode
+    metrics: dict[str, float]  # empty in release mode
+    timings: dict[str, float]
+    n_users: int | None  # None in release mode
+    n_points: int | None  # None in release mode
+    dataset_meta: Any
+    cached: bool = False
+    # what the mechanism computed from the truth (RunContext.evaluation): errors against the true
+    # data, exact counts, attacks on the true locations; never part of the release
+    evaluation: dict = field(default_factory=dict)
+    crs: str = ""  # PROJ string of the local CRS the release's domain is in
+
+    def summary(self) -> dict:
+        """The run as a JSON-able record. Evaluate: configuration, exact counts, metrics,
+        diagnostics, stamped ``evaluation``. Release: the manifest of
+        :func:`engine.run.export.manifest` (DP outputs, ledger, parameters, side information)."""
+        from .export import EVALUATION, manifest
+
+        if self.config.mode == "release":
+            return manifest(self)
+        rel = self.release
+        return {
+            "evaluation": EVALUATION,
+            "mode": self.config.mode,
+            "config": self.config.to_dict(),
+            "key": self.config.key(),
+            "n_users": self.n_users,
+            "n_points": self.n_points,
+            "metrics": self.metrics,
+            "timings": self.timings,
+            "ledger": rel.ledger.to_dict(),
+            "communication": rel.communication.to_dict(),
+            "server_view": rel.server_view.description,
+            "diagnostics": _jsonable(rel.diagnostics),
+        }
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist() if x.size <= 4096 else f"<array {x.shape}>"
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    return x

@@ -1,0 +1,217 @@
+"""The runner: ``run(config)``, the one entry point used by the CLI, the benchmarks and the
+dashboard: load the dataset, sample users, build the public domain, run the mechanism, compute
+the metrics (Evaluate) or nothing computed from the truth (Release; see :mod:`engine.run.config`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import EngineError
+from . import estimates, result_cache
+from .config import RunConfig, RunResult
+from .estimates import record as record_cost
+from .result_cache import run_cache_path
+
+# ----------------------------------------------------------------- dataset cache
+_DATA_CACHE: dict[str, Any] = {}
+_DATA_LOCK = threading.Lock()
+
+
+def _dataset_key(key: str, options: dict) -> str:
+    stamp = None
+    if options.get("path"):  # a file read by path: an edited file is read again
+        try:
+            st = os.stat(options["path"])
+            stamp = [st.st_mtime_ns, st.st_size]
+        except OSError:
+            pass  # the loader reports the missing file
+    return json.dumps([key, options, stamp], sort_keys=True, default=str)
+
+
+def loaded_dataset(key: str, options: dict):
+    """The dataset if this process has it loaded already (see :func:`load_dataset`), else None."""
+    with _DATA_LOCK:
+        return _DATA_CACHE.get(_dataset_key(key, options))
+
+
+def load_dataset(key: str, options: dict):
+    """Load (and memoise in-process) a dataset from the registry (mechanism families loaded
+    first: some register the datasets of their paper)."""
+    from ..data import load
+    from ..mechanisms import load_all
+
+    ck = _dataset_key(key, options)
+    with _DATA_LOCK:
+        if ck in _DATA_CACHE:
+            return _DATA_CACHE[ck]
+    load_all()
+    ds = load(key, **options)
+    with _DATA_LOCK:
+        if len(_DATA_CACHE) > 8:
+            _DATA_CACHE.pop(next(iter(_DATA_CACHE)))
+        _DATA_CACHE[ck] = ds
+    return ds
+
+
+def _users_own_file(key: str) -> bool:
+    """True for sources that are the user's own data (kind ``file``: uploads and paths)."""
+    from ..data.registry import sources
+    from ..mechanisms import load_all
+
+    load_all()
+    src = sources().get(key)
+    return src is None or src.kind == "file"
+
+
+def prepare(config: RunConfig, dataset=None):
+    """Dataset sampled to the configured users, clipped to the public domain."""
+    config.validate()
+    ds = dataset if dataset is not None else load_dataset(config.dataset, config.dataset_options)
+    domain = ds.public_domain(config.depth)
+    # release mode: fresh operating-system entropy, so no one can recompute the draws
+    ss = np.random.SeedSequence(config.seed if config.mode == "evaluate" else None)
+    sample_seq, mech_seq, metric_seq = ss.spawn(3)
+    ds = ds.in_domain(domain)
+    if len(ds) == 0:
+        raise EngineError("no location of this dataset falls inside its region")
+    ds = ds.sample_users(config.n_users, np.random.default_rng(sample_seq))
+    return ds, domain, mech_seq, metric_seq
+
+
+def release_truth(ds, domain, params: dict) -> np.ndarray:
+    """The true map in the unit the release counts, for every metric (issue 22): each person
+    counts once (a user's locations share weight 1, the user-level unit; identical to
+    location counts without user ids) unless the mechanism counts records (``unit =
+    "record"``), whose truth is the plain location count. Scoring a record-unit release
+    against user-normalised truth (or the reverse) puts every range answer off by the
+    mean number of locations per user, whatever the mechanism does."""
+    if params.get("unit") == "record":
+        return ds.true_histogram(domain)
+    return ds.true_histogram(domain, per_user_normalised=True)
+
+
+def run(
+    config: RunConfig,
+    progress: Callable[[float, str], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    use_cache: bool = True,
+    dataset=None,
+    registry_copy: bool = False,
+) -> RunResult:
+    """Run one configuration end to end (cached by ``config.key()`` in evaluate mode; a
+    release-mode run is never cached, uses secure noise and computes no truth or metric).
+    ``dataset``: a dataset object instead of the registry's (never cached), unless
+    ``registry_copy`` says it is the registry's own for this configuration (a copy scattered to
+    Dask workers by :mod:`engine.run.cluster`), so the cache applies as without it."""
+    from .. import metrics as M
+    from ..mechanisms import RunContext, get
+
+    config.validate()
+    releasing = config.mode == "release"
+    mech_cls = get(config.mechanism)
+    params = mech_cls.schema().resolve(config.params)
+    # a user's own file never reaches the disk cache: the result holds its true map, and a
+    # file read by path may change under the same configuration; a release is fresh every time
+    given = dataset is not None and not registry_copy
+    use_cache = use_cache and not given and not _users_own_file(config.dataset) and not releasing
+    cache_file = run_cache_path(config) if use_cache else None
+    if cache_file is not None:
+        res = result_cache.load(cache_file, config)
+        if res is not None:
+            if progress:
+                progress(1.0, "loaded from cache")
+            return res
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if progress:
+        progress(0.0, "loading data")
+    ds, domain, mech_seq, metric_seq = prepare(config, dataset)
+    for attr in mech_cls.needs:
+        if getattr(ds, attr) is None:
+            raise EngineError(
+                f"{mech_cls.label or mech_cls.key} needs the dataset attribute '{attr}', which this dataset lacks"
+            )
+    timings["prepare_s"] = time.perf_counter() - t0
+
+    def mech_progress(f, msg=""):
+        if progress:
+            progress(0.05 + 0.85 * f, msg)
+
+    ctx = RunContext(
+        rng=np.random.default_rng(mech_seq),
+        secure=config.secure or releasing,
+        progress_cb=mech_progress,
+        cancel_cb=cancelled,
+        evaluation=None if releasing else {},  # a release records nothing computed from the truth
+    )
+    t1 = time.perf_counter()
+    ctx.check_cancelled()
+    mech_progress(0.0, f"running {mech_cls.label or mech_cls.key}")
+    release = mech_cls().run(ds, domain, float(config.epsilon), params, ctx)
+    timings["mechanism_s"] = time.perf_counter() - t1
+    ctx.check_cancelled()
+    # the plan must fit the budget; under excess dropout a distributed sum spends more than planned and
+    # the ledger books the epsilon actually spent (Ledger.planned_total vs total)
+    if release.ledger.planned_total() > float(config.epsilon) * (1 + 1e-9) + 1e-12 and mech_cls.uses_epsilon:
+        raise EngineError(f"{config.mechanism} spent {release.ledger.total()} > epsilon {config.epsilon} (a bug)")
+    if releasing:  # nothing computed from the truth outside the mechanism
+        timings["total_s"] = time.perf_counter() - t0
+        record_cost(config, timings["total_s"], len(ds))
+        if progress:
+            progress(1.0, "done")
+        return RunResult(config, release, None, {}, timings, None, None, ds.meta, crs=ds.crs)
+
+    if progress:
+        progress(0.92, "computing metrics")
+    t2 = time.perf_counter()
+    truth = release_truth(ds, domain, params)
+    metrics = M.evaluate(
+        truth,
+        release,
+        ds,
+        domain,
+        np.random.default_rng(metric_seq),
+        emd_max_cells=config.emd_max_cells,
+        extra=config.metrics,
+        evaluation=ctx.evaluation,
+    )
+    timings["metrics_s"] = time.perf_counter() - t2
+    timings["total_s"] = time.perf_counter() - t0
+    record_cost(config, timings["total_s"], len(ds))
+    res = RunResult(
+        config=config,
+        release=release,
+        truth=truth,
+        metrics=metrics,
+        timings=timings,
+        n_users=ds.n_users,
+        n_points=len(ds),
+        dataset_meta=ds.meta,
+        evaluation=ctx.evaluation,
+        crs=ds.crs,
+    )
+    if cache_file is not None:
+        result_cache.store(cache_file, res)
+    if progress:
+        progress(1.0, "done")
+    return res
+
+
+def estimate_seconds(config: RunConfig, n_points: int | None = None) -> float:
+    """The dashboard's estimate before Run: :func:`engine.estimates.estimate_seconds` told whether
+    the disk cache holds the result and which dataset this process has loaded."""
+    try:
+        cached = config.mode == "evaluate" and run_cache_path(config).is_file()
+    except Exception:  # the cache folder is an optimisation only
+        cached = False
+    ds = loaded_dataset(config.dataset, config.dataset_options)
+    return estimates.estimate_seconds(config, n_points, dataset=ds, cached=cached)
