@@ -173,3 +173,27 @@ def test_swipe_and_difference_views(page, app_url, tmp_path):
     assert "private − true" in page.locator(".diff-legend").inner_text()
     save(page, tmp_path, "geo_difference")
     watch.check()
+
+
+def test_typing_privtree_then_arrow_down_and_enter_picks_privtree(page, app_url):
+    watch = Watch(page)
+    open_at(page, app_url, "?ds=snow_cholera&mech=identity&eps=1&baselines=0")
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Mechanism").first
+    box.locator("input").click()
+    page.keyboard.type("PrivTree")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(READY, timeout=60_000)
+    page.wait_for_timeout(500)
+    assert "PrivTree" in box.inner_text(), box.inner_text()
+    watch.check()
+
+
+def test_a_basemap_that_cannot_load_says_so_on_the_map(page, app_url, tmp_path):
+    # every request off this machine fails, as it does offline (and nothing leaves the test machine)
+    page.route(lambda u: not u.startswith(("http://127.0.0.1", "ws://127.0.0.1")), lambda r: r.abort())
+    open_at(page, app_url, "?ds=snow_cholera&mech=identity&eps=1&baselines=0&basemap=1")
+    run_and_wait_maps(page)
+    page.wait_for_selector(".basemap-missing", timeout=30_000)
+    assert "could not load" in page.locator(".basemap-missing").first.inner_text()
+    save(page, tmp_path, "geo_basemap_missing")

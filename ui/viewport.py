@@ -9,6 +9,8 @@ nothing and the page uses 1440 x 900 with the sidebar open.
 :func:`swipe` draws the true and the private map as one square with a handle that slides between them:
 two images of the same colour scale stacked, the private one clipped at the handle (no network, no
 deck; the coordinates of the square's corners are written on its frame).
+
+:func:`basemap_watch` puts a note on every map of the page when the online basemap cannot be reached.
 """
 
 from __future__ import annotations
@@ -79,6 +81,29 @@ export default function(component) {
 """
 
 
+_BASEMAP_JS = """
+export default function(component) {
+  const { data } = component;
+  const say = () => document.querySelectorAll('[data-testid="stDeckGlJsonChart"]').forEach((el) => {
+    if (el.querySelector('.basemap-missing')) return;
+    const note = document.createElement('div');
+    note.className = 'basemap-missing';
+    note.textContent = data.text;
+    note.style.cssText = 'position:absolute;left:8px;bottom:8px;z-index:5;padding:2px 8px;font:12px sans-serif;' +
+      'background:rgba(255,255,255,.9);color:#8a1c1c;border:1px solid #c77;border-radius:3px;pointer-events:none';
+    if (getComputedStyle(el).position === 'static') el.style.position = 'relative';
+    el.appendChild(note);
+  });
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), 6000);
+  fetch(data.url, { mode: 'no-cors', cache: 'no-store', signal: ctl.signal })
+    .then(() => clearTimeout(timer))
+    .catch(() => { clearTimeout(timer); say(); setTimeout(say, 1500); });
+}
+"""
+BASEMAP_STYLE = "https://basemaps.cartocdn.com/gl/positron-gl-style/style.json"  # pydeck's Carto "light"
+
+
 @dataclass(frozen=True)
 class Room:
     width: int = 1076  # the main column at 1440 px with the sidebar open
@@ -89,6 +114,23 @@ class Room:
 @st.cache_resource
 def _room_component():
     return st.components.v2.component("heatmap_room", js=_ROOM_JS)
+
+
+@st.cache_resource
+def _basemap_component():
+    return st.components.v2.component("heatmap_basemap_watch", js=_BASEMAP_JS)
+
+
+def basemap_watch(key: str) -> None:
+    """With the online basemap on: when its tiles' server cannot be reached, every map on the page says so."""
+    try:
+        _basemap_component()(
+            key=key,
+            data={"url": BASEMAP_STYLE, "text": "The online basemap could not load (no network?): no streets shown."},
+            height=0,
+        )
+    except Exception:  # no browser behind the session (AppTest): nothing to watch
+        pass
 
 
 @st.cache_resource

@@ -17,7 +17,7 @@ from engine.run import margins
 from engine.run.config import RunConfig
 from engine.run.runner import load_dataset, prepare
 
-from . import explain, export, geo, maps, state, uploads
+from . import explain, export, geo, maps, state, uploads, viewport
 from .colors import ColourScale
 from .text import plain
 
@@ -188,6 +188,8 @@ def heat_chart(
     if rects is not None and len(rects) and display.outlines:
         layers.append(maps.outline_layer(rects, fr, f"{key}_cells"))
     layers += list(extra_layers) + geo.frame_layers(fr, key, places=4 if height < 400 else 6)
+    if display.basemap:
+        viewport.basemap_watch(f"{key}_basemap")
     return c.pydeck_chart(
         maps.deck(layers, view, display.basemap),
         height=height,
