@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import boot, budget, controls, export, geocheck, jobs, mapviews, run, state, viewport, views
+from ui import boot, budget, controls, export, geocheck, jobs, mapviews, release_report, run, state, viewport, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -67,7 +67,7 @@ res = rcfg = None
 if show is not None and show.configs[0].mode == "release":
     if run.is_current(show, configs):
         url["run"] = 1
-    views.release_view(show.results[0], show.configs[0], ctl.display)
+    release_report.release_view(show.results[0], show.configs[0], ctl.display)
     state.sync_url(url)
     st.stop()
 if ctl.mode == "release":  # no truth on screen in Release mode, not even before a run

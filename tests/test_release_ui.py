@@ -49,7 +49,7 @@ def test_release_mode_shows_and_exports_only_the_release():
 def test_release_zip_holds_dp_outputs_only():
     from engine.run.config import RunConfig
     from engine.run.runner import run
-    from ui.views import release_zip
+    from ui.release_report import release_zip
 
     res = run(RunConfig(dataset_options={"n": 3000}, depth=5, epsilon=0.5, mode="release"))
     z = zipfile.ZipFile(io.BytesIO(release_zip(res)))

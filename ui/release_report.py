@@ -1,6 +1,7 @@
-"""The report of a Release-mode run: only what may leave with the release.
+"""A Release-mode run on Explore: the private map alone, its ledger, and what may leave with it (the release
+files, the publication figure and the release report).
 
-It holds the private map (the publication figure) and its legend, the margins of error the mechanism reports
+The report holds the private map (the publication figure) and its legend, the margins of error the mechanism reports
 (functions of its DP outputs and public parameters), the privacy ledger with the guarantee and the side
 information, and the dataset's public description. No true map, no count of people, no metric, no seed.
 """
@@ -10,7 +11,12 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from . import export
+import numpy as np
+import streamlit as st
+
+from engine.run.config import RunConfig
+
+from . import export, maps, views
 from .colors import ColourScale
 from .report import CSS, _e, _img, _ledger, _margins, _table
 
@@ -47,3 +53,79 @@ def release_report(result, scale: ColourScale) -> str:
         + _ledger(result)
         + "</body></html>"
     )
+
+
+def release_view(result, cfg: RunConfig, display) -> None:
+    """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
+    and the release files (GeoTIFF, GeoJSON, CSV and a JSON manifest of DP outputs only)."""
+    dens = np.asarray(result.release.density, dtype=np.float64)
+    fr = maps.Frame(result.release.domain, result.crs)
+    scale = ColourScale.shared(
+        np.clip(dens, 0, None), fr.domain.cell**2 / 1e6, log=display.log, units=display.units, cmap=display.cmap
+    )
+    st.success(
+        "Release mode: this map was drawn with OpenDP's samplers and fresh entropy; no seed was recorded. Only the "
+        "private release is shown and exported.",
+        icon=":material/lock:",
+    )
+    views.heat_chart(
+        dens,
+        scale,
+        fr,
+        fr.view(px=500),
+        "release_private",
+        display,
+        rects=result.release.partition,
+        title=export.release_title(result),
+        height=520,
+    )
+    views.legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
+    t1, t2, t3 = st.tabs(["Privacy ledger", "What the server sees", "Download the release"])
+    views.ledger_block(result, t1)
+    views.server_block(result, t2)
+    t3.download_button(
+        "Release files (zip: GeoTIFF, GeoJSON, CSV, manifest)",
+        lambda: release_zip(result),
+        file_name=f"{cfg.mechanism}_release.zip",
+        mime="application/zip",
+        on_click="ignore",
+        key=f"dl_release_{cfg.key()}",
+    )
+    a, b = t3.columns(2)
+    a.download_button(
+        "Publication figure (PNG)",
+        lambda: export.release_png(result, scale),
+        file_name=f"{cfg.mechanism}_release.png",
+        mime="image/png",
+        on_click="ignore",
+        key=f"dl_release_png_{cfg.key()}",
+    )
+    b.download_button(
+        "Release report (HTML: the map, its margins, the ledger)",
+        lambda: release_report(result, scale),
+        file_name=f"{cfg.mechanism}_release_report.html",
+        mime="text/html",
+        on_click="ignore",
+        key=f"dl_release_report_{cfg.key()}",
+    )
+    t3.caption(
+        "The files hold the private grid, its margins where the mechanism has them, the ledger, the parameters and "
+        "the declared side information: no true count, no metric, no seed."
+    )
+
+
+def release_zip(result) -> bytes:
+    import io
+    import tempfile
+    import zipfile
+    from pathlib import Path
+
+    from engine.run.export import write_release
+
+    with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
+        paths = write_release(result, Path(tmp) / "release")
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in paths.values():
+                z.write(p, arcname=p.name)
+        return buf.getvalue()
