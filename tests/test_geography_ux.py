@@ -175,3 +175,13 @@ def test_the_audit_states_the_time_left(f, spent, want, monkeypatch):
 
     monkeypatch.setattr(methods.time, "monotonic", lambda: 100.0 + spent)
     assert want in methods._time_left({"f": f, "t0": 100.0})
+
+
+def test_maps_fit_the_window_with_the_sidebar_open_and_grow_without_it():
+    from ui.mapviews import OVERHEAD, square_px
+    from ui.viewport import Room
+
+    open_1440 = square_px(Room(1076, 900, True))
+    assert open_1440 + OVERHEAD <= 900  # the maps, the rows above them and the legend fit 900 px
+    assert 2.06 * open_1440 <= 1076  # two squares and their gap fit the column
+    assert square_px(Room(1376, 900, False)) > open_1440 + 100  # the sidebar's width goes to the maps
