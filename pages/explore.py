@@ -106,6 +106,7 @@ if show is not None or cfg is not None:
     left, right = st.container(), st.container()
     with left:
         view, vurl = views.view_controls(fr, px=MAP_PX, container=options)
+        mapviews.context_controls(options)
         context = mapviews.context_for(view_cfg.dataset)
         if context is not None:
             options.caption(f"Drawn under the maps: {context.label}. Public; never given to a mechanism.")

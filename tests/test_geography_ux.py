@@ -185,3 +185,34 @@ def test_maps_fit_the_window_with_the_sidebar_open_and_grow_without_it():
     assert open_1440 + OVERHEAD <= 900  # the maps, the rows above them and the legend fit 900 px
     assert 2.06 * open_1440 <= 1076  # two squares and their gap fit the column
     assert square_px(Room(1376, 900, False)) > open_1440 + 100  # the sidebar's width goes to the maps
+
+
+def test_a_context_layer_from_a_file_is_drawn_under_the_maps_and_changes_no_run():
+    gj = {
+        "type": "FeatureCollection",
+        "features": [
+            {"type": "Feature", "properties": {}, "geometry": {"type": "LineString", "coordinates": line}}
+            for line in ([[-0.140, 51.511], [-0.132, 51.516]], [[-0.138, 51.510], [-0.136, 51.517]])
+        ],
+    }
+    at = open_app(ds="snow_cholera", mech="identity", baselines="0", eps="1")
+    click_run(at, "explore")
+    before = [c for c in at.caption if "computed in" in c.value][0].value
+    at.file_uploader(key="context_file").upload("roads.geojson", json.dumps(gj).encode(), "application/json").run()
+    spec = json.loads(charts(at)["explore_true_heat"])
+    lines = next(layer for layer in spec["layers"] if layer["id"] == "explore_true_ctxlines")
+    assert len(lines["data"]) == 2  # the user's two roads in place of Snow's streets
+    assert [c for c in at.caption if "computed in" in c.value][0].value == before  # the same run, not re-run
+    assert "Settings changed" not in texts(at)
+    at.file_uploader(key="context_file").upload("bad.geojson", b'{"type": "Feature"}', "application/json").run()
+    assert any("bad.geojson" in unescaped(e.value) for e in at.error)
+
+
+def test_load_context_refuses_what_is_not_geojson():
+    from engine.core.errors import DataError
+    from engine.data.context import load_context
+
+    with pytest.raises(DataError, match="GeoJSON"):
+        load_context(b"lon,lat\n1,2\n", "roads.csv")
+    with pytest.raises(DataError, match="invalid geometry"):
+        load_context(b'{"type":"Feature","geometry":{"type":"LineString","coordinates":[[1,"x"]]}}', "r.geojson")

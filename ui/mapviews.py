@@ -14,6 +14,7 @@ from engine.core.errors import DataError
 from . import geo, maps, viewport
 from .colors import ColourScale
 from .diverging import DiffScale
+from .text import plain
 
 MODES = {"side": "Side by side", "swipe": "Swipe", "diff": "Private − true"}
 OVERHEAD = 400  # px above and below the maps at the top of Explore: header rows, map titles, legend
@@ -40,6 +41,37 @@ def context_for(dataset_key: str):
         return _builtin_context(dataset_key)
     except DataError:  # the example files are missing: the maps go without their context
         return None
+
+
+def _on_context() -> None:
+    from engine.core.errors import EngineError
+    from engine.data.context import load_context
+
+    f = st.session_state.get("context_file")
+    st.session_state.pop("_context_error", None)
+    if f is None:
+        st.session_state.pop("context.layer", None)
+        return
+    try:
+        st.session_state["context.layer"] = load_context(f.getvalue(), f.name)
+    except EngineError as exc:
+        st.session_state["_context_error"] = str(exc)
+    except Exception as exc:  # never a traceback for a user's file
+        st.session_state["_context_error"] = f"{f.name} could not be read ({type(exc).__name__})"
+
+
+def context_controls(container) -> None:
+    """Add (or remove) the analyst's own context layer: drawn under every map, never given to a mechanism."""
+    container.file_uploader(
+        "Your context layer (GeoJSON: roads, districts)",
+        type=["geojson", "json"],
+        key="context_file",
+        on_change=_on_context,
+        help="Drawn under the heatmaps in place of the dataset's own context. Public: it is never given to a "
+        "mechanism and never leaves with a release.",
+    )
+    if st.session_state.get("_context_error"):
+        container.error(plain(st.session_state["_context_error"], 600))  # it quotes the user's file name
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
