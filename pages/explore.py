@@ -57,10 +57,8 @@ if not state.get("explore.baselines"):
 # Fixed slots: the true map keeps its place in the page before and after a run, so the browser
 # updates that chart instead of building a new one.
 notices = st.container()
-show = jobs.shown("explore", g)
-if show is not None and show.configs[0].dataset != (cfg.dataset if cfg is not None else ctl.dataset):
-    show = None  # another dataset is chosen now: its maps and messages are not this one's
-elif g is not None:
+show = views.of_dataset(jobs.shown("explore", g), ctl)
+if views.of_dataset(g, ctl) is not None:
     views.outcome_messages(g, notices)
 
 res = rcfg = None

@@ -24,9 +24,9 @@ configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
 g = run.launch("ranges", configs, ctl, label="Releases")
 jobs.progress_panel(["ranges"], "Running")
 url = dict(ctl.url)
-if g is not None:
+if views.of_dataset(g, ctl) is not None:
     views.outcome_messages(g)
-show = jobs.shown("ranges", g, whole=True)
+show = views.of_dataset(jobs.shown("ranges", g, whole=True), ctl)
 
 if show is not None:
     if run.is_current(show, configs):

@@ -47,6 +47,14 @@ def header(title: str, blurb: str, compact: bool = False) -> None:
     state.warnings_box()
 
 
+def of_dataset(group, ctl):
+    """``group`` when its runs are of the dataset chosen now, else None: after a switch of dataset the page shows
+    neither the other dataset's maps nor its messages."""
+    if group is None or not group.configs or group.configs[0].dataset != ctl.dataset:
+        return None
+    return group
+
+
 def data_badge(meta, n_points: int | None = None, n_users: int | None = None, container=None) -> None:
     c = container or st
     size = ""
