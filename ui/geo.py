@@ -55,6 +55,8 @@ def _text(layer_id: str, data: list[dict], size: int = 12, anchor: str = "middle
 
 @lru_cache(maxsize=32)
 def _places(bounds: tuple, crs: str, limit: int) -> tuple:
+    """Gazetteer places in the lon/lat envelope of a square (its edges sampled: a square in metres is not one
+    in degrees); thrice ``limit``, as those outside the square or at its very edge are dropped after."""
     from engine.data.projection import to_lonlat
 
     x0, y0, x1, y1 = bounds
@@ -67,7 +69,7 @@ def _places(bounds: tuple, crs: str, limit: int) -> tuple:
 
 def place_layers(fr, layer_id: str, limit: int = 6) -> list[pdk.Layer]:
     """The most populous gazetteer places inside the square: a dot and the name beside it."""
-    found = [p for p in _places(tuple(fr.domain.bounds), fr.crs, limit)]
+    found = list(_places(tuple(fr.domain.bounds), fr.crs, limit))
     if not found:
         return []
     lon, lat = np.array([p[1] for p in found]), np.array([p[2] for p in found])
