@@ -19,7 +19,7 @@ from engine.data.context import Context
 from engine.data.projection import to_local
 
 INK = [30, 30, 40, 255]
-HALO = [255, 255, 255, 210]
+HALO = [255, 255, 255, 255]  # opaque: a label reads the same over any colour
 
 
 def _drawn(fr, lon, lat) -> np.ndarray:

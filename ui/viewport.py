@@ -28,7 +28,7 @@ export default function(component) {
   let last = "";
   const report = () => {
     const bar = document.querySelector('[data-testid="stSidebar"]');
-    const open = !!bar && bar.getAttribute('aria-expanded') !== 'false';
+    const open = !!bar && bar.getAttribute('data-collapsed') !== 'true';
     const cs = getComputedStyle(main);
     const w = Math.round(main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight));
     const v = { width: w, height: window.innerHeight, sidebar: open };
