@@ -48,17 +48,27 @@ def square_box(a: np.ndarray) -> tuple[int, int, int, int]:
     return int(cols[0]), int(cols[-1]) + 1, int(rows[0]), int(rows[-1]) + 1
 
 
-def snow_soho_fraction() -> tuple[float, float]:
-    """Where the gazetteer's Soho sits in John Snow's public square, as fractions (east, north)."""
+def place_fraction(ds, name: str) -> tuple[float, float]:
+    """Where the gazetteer's place ``name`` sits in a dataset's public square, as fractions (east, north)."""
     from engine.data import geography
-    from engine.data.builtin import load_snow
     from engine.data.projection import to_local
 
-    ds = load_snow()
     dom = ds.public_domain(4)
-    name, lon, lat = next(p for p in geography.places_within(*ds.meta.bbox) if p[0] == "Soho")
+    _, lon, lat = next(p for p in geography.places_within(*ds.meta.bbox) if p[0] == name)
     x, y = to_local(np.array([lon]), np.array([lat]), ds.crs)[0]
     return (x - dom.x0) / dom.side, (y - dom.y0) / dom.side
+
+
+def label_at(a: np.ndarray, fx: float, fy: float) -> tuple[int, int]:
+    """(white, dark) pixels just right of a place's dot in the left square of a paired deck: a label box with
+    letters in it. Nothing else white is drawn there (the scale bar and the coordinates sit at the edges)."""
+    x0, x1, y0, y1 = square_box(a)
+    side = min(x1 - x0, y1 - y0)
+    px, py = x0 + fx * side, y1 - fy * side
+    win = a[int(py) - 10 : int(py) + 10, int(px) + 2 : int(px) + 45]
+    white = int((win.min(axis=2) >= 248).sum())
+    ink = int(((win.max(axis=2) < 90) & (win.max(axis=2) - win.min(axis=2) < 30)).sum())
+    return white, ink
 
 
 def test_snow_maps_fit_the_window_with_place_names_and_grow_without_the_sidebar(page, app_url, tmp_path):
@@ -76,16 +86,13 @@ def test_snow_maps_fit_the_window_with_place_names_and_grow_without_the_sidebar(
 
     a = deck_pixels(page)
     x0, x1, y0, y1 = square_box(a)
-    side = min(x1 - x0, y1 - y0)
-    assert side > 380, (x0, x1, y0, y1)
-    # the label "Soho" starts just right of its dot: a white box (halo, brighter than the empty cells' grey)
-    # with dark letters in it
-    fx, fy = snow_soho_fraction()
-    px, py = x0 + fx * side, y1 - fy * side
-    win = a[int(py) - 10 : int(py) + 10, int(px) + 2 : int(px) + 45]
-    white = int((win.min(axis=2) >= 248).sum())
-    ink = int(((win.max(axis=2) < 90) & (win.max(axis=2) - win.min(axis=2) < 30)).sum())
-    assert white > 150 and ink > 15, (white, ink, px, py)
+    assert min(x1 - x0, y1 - y0) > 380, (x0, x1, y0, y1)
+    # the label "Soho" starts just right of its dot: a white box (brighter than the empty cells' grey) with dark
+    # letters in it
+    from engine.data.builtin import load_snow
+
+    white, ink = label_at(a, *place_fraction(load_snow(), "Soho"))
+    assert white > 150 and ink > 15, (white, ink)
     # the streets (grey lines, unsaturated, darker than the empty cells) show through the empty cells
     sq = a[y0:y1, x0:x1]
     grey = ((sq.max(axis=2) - sq.min(axis=2) < 15) & (sq.max(axis=2) > 100) & (sq.max(axis=2) < 210)).sum()
@@ -129,10 +136,12 @@ def test_a_swapped_file_gets_a_warning_before_any_run(page, app_url, tmp_path):
     page.wait_for_selector(MAPS, timeout=60_000)
     page.wait_for_timeout(800)
     a = deck_pixels(page)
-    x0, x1, y0, y1 = square_box(a)
-    # the true map of the file read the right way round sits in Berlin: the gazetteer labels it (white label
-    # boxes inside the square, whose empty cells are grey)
-    assert (a[y0 + 5 : y1 - 5, x0 + 5 : x1 - 5].min(axis=2) >= 250).sum() > 100
+    # the true map of the file read the right way round sits in Berlin: the gazetteer labels it
+    from engine.data.files import load_file
+
+    fixed = load_file(swapped_berlin_csv(), "swapped.csv", columns={"lon": "lat", "lat": "lon"})
+    white, ink = label_at(a, *place_fraction(fixed, "Berlin"))
+    assert white > 150 and ink > 15, (white, ink)
     save(page, tmp_path, "geo_swapped_fixed")
     watch.check()
 
