@@ -25,15 +25,16 @@ export default function(component) {
   const { setStateValue, parentElement } = component;
   const host = parentElement.host || parentElement;
   const main = document.querySelector('[data-testid="stMainBlockContainer"]') || host.parentElement;
-  let last = "";
+  let last = null;
   const report = () => {
     const bar = document.querySelector('[data-testid="stSidebar"]');
     const open = !!bar && bar.getAttribute('data-collapsed') !== 'true';
     const cs = getComputedStyle(main);
     const w = Math.round(main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight));
     const v = { width: w, height: window.innerHeight, sidebar: open };
-    const key = JSON.stringify([Math.round(w / 16), Math.round(v.height / 16), open]);
-    if (key !== last && w > 0) { last = key; setStateValue('room', v); }
+    // a change of a scrollbar's width is no reason to redraw (nor to loop: smaller maps, no scrollbar, ...)
+    const moved = !last || last.sidebar !== open || Math.abs(last.width - w) > 24 || Math.abs(last.height - v.height) > 24;
+    if (moved && w > 0) { last = v; setStateValue('room', v); }
   };
   const ro = new ResizeObserver(() => report());
   ro.observe(main);
