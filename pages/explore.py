@@ -98,7 +98,7 @@ MAP_PX = MAP_SQUARE + 28  # deck height: the square and its margin
 
 if show is not None or cfg is not None:
     views.data_badge(meta, n_points, n_users, container=badge_slot)
-    geocheck.warning(view_cfg.dataset, notices, on_swap=controls.swap_upload)
+    geocheck.warning(view_cfg.dataset, notices, on_swap=controls.swap_upload, where="explore")
     fr = views.frame(view_cfg, domain)
     # the two maps take the page's whole width (each about half of it), the metrics go under them
     left, right = st.container(), st.container()

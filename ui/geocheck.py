@@ -39,9 +39,9 @@ def found(key: str) -> dict | None:
     return st.session_state.get(_KEY, {}).get(key)
 
 
-def warning(key: str, container=None, on_swap=None) -> bool:
+def warning(key: str, container=None, on_swap=None, where: str = "sidebar") -> bool:
     """Show the upload's location warning (with a button that exchanges the columns when they look swapped);
-    True when there is one."""
+    True when there is one. ``where`` names the place on the page (one button per place)."""
     got = found(key)
     if got is None:
         return False
@@ -50,7 +50,7 @@ def warning(key: str, container=None, on_swap=None) -> bool:
     if got["swap"] is not None and on_swap is not None:
         c.button(
             "Exchange longitude and latitude",
-            key=f"geoswap_{key}_{id(c) % 997}",
+            key=f"geoswap_{where}_{key}",
             on_click=on_swap,
             args=(key,),
             icon=":material/swap_horiz:",
