@@ -101,7 +101,8 @@ def nice_degrees(span: float) -> float:
     return min((m * e for m in (1, 2, 5, 10)), key=lambda s: abs(math.log(s / raw)))
 
 
-def _deg(v: float, step: float, pos: str, neg: str) -> str:
+def degrees(v: float, step: float, pos: str, neg: str) -> str:
+    """``v`` degrees to the precision of ``step``, with its hemisphere (0.140° W)."""
     d = max(0, -math.floor(math.log10(step)))
     return f"{abs(v):.{d}f}° {pos if v >= 0 else neg}"
 
@@ -119,14 +120,14 @@ def coordinate_layers(fr, layer_id: str) -> list[pdk.Layer]:
         if not x0 + 0.12 * fr.domain.side < x < x1 - 0.08 * fr.domain.side:
             continue
         ticks.append({"path": fr.lonlat([x, x], [y0, y0 + inset]).round(7).tolist()})
-        labels.append({"p": fr.lonlat([x], [y0 + inset])[0].round(7).tolist(), "t": _deg(lon, step, "E", "W")})
+        labels.append({"p": fr.lonlat([x], [y0 + inset])[0].round(7).tolist(), "t": degrees(lon, step, "E", "W")})
     step = nice_degrees(tr[1] - bl[1])
     for lat in np.arange(math.ceil(bl[1] / step) * step, tr[1], step):
         y = float(to_local(np.array([bl[0]]), np.array([lat]), fr.crs)[0, 1])
         if not y0 + 0.12 * fr.domain.side < y < y1 - 0.05 * fr.domain.side:
             continue
         ticks.append({"path": fr.lonlat([x0, x0 + inset], [y, y]).round(7).tolist()})
-        labels.append({"p": fr.lonlat([x0 + 2 * inset], [y])[0].round(7).tolist(), "t": _deg(lat, step, "N", "S")})
+        labels.append({"p": fr.lonlat([x0 + 2 * inset], [y])[0].round(7).tolist(), "t": degrees(lat, step, "N", "S")})
     if not labels:
         return []
     return [

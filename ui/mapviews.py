@@ -133,8 +133,7 @@ def swipe_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, key: st
     """One square: the true map left of the handle, the private map right of it, on the shared colour scale."""
     st.html(f'<div class="map-title" style="{ONE_LINE}">True locations ◀ drag the handle ▶ {html.escape(title)}</div>')
     bl, tr = fr.corners()[0], fr.corners()[2]
-    corners = (f"{bl[1]:.4f}° N, {bl[0]:.4f}° E", f"{tr[1]:.4f}° N, {tr[0]:.4f}° E")
-    corners = tuple(c.replace("-", "−") for c in corners)
+    corners = tuple(f"{geo.degrees(c[1], 1e-4, 'N', 'S')}, {geo.degrees(c[0], 1e-4, 'E', 'W')}" for c in (bl, tr))
     viewport.swipe(
         maps.data_url(scale.png(truth, maps.EMPTY)),
         maps.data_url(scale.png(grid, maps.EMPTY)),
