@@ -78,6 +78,16 @@ def _key_value(text: str) -> tuple[str, str]:
     return k.strip(), v.strip()
 
 
+def _regions(text: str) -> str:
+    from .data.regions import parse_spec
+
+    try:
+        parse_spec(text)
+    except ParamError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip()
+
+
 def _cluster(text: str) -> str:
     from .run.cluster import parse_cluster
 
@@ -151,6 +161,8 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
     params = _options(args.param, "mechanism parameter")
+    if getattr(args, "regions", None) and mechanism == "laplace_regions":
+        params.setdefault("regions", args.regions)  # the regions reported are the regions counted
     get(mechanism).schema().resolve(params)  # unknown names and bad values fail here
     return RunConfig(
         dataset=args.dataset,
@@ -179,14 +191,45 @@ def _cmd_run(args) -> int:
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
+    report = _regions_report(args, cfg, res)
+    if report is not None:
+        out["regions"] = report.rows()
+        out["regions_info"] = report.describe()
     if args.format == "json":
         print(json.dumps(out, indent=2, default=float))
+    elif report is not None:
+        print(report.to_csv(), end="")
     else:
         w = csv.writer(sys.stdout)
         w.writerow(["metric", "value"])
         for k, v in res.metrics.items():
             w.writerow([k, v])
     return 0
+
+
+def _regions_report(args, cfg, res, evaluate: bool = True):
+    """The run's regional table for ``--regions`` (None without it); in Evaluate with the true counts."""
+    if not getattr(args, "regions", None):
+        return None
+    from .data.regions import build
+    from .regions import regional_report
+    from .run.runner import prepare
+
+    rel = res.release
+    regions = build(args.regions, rel.domain, res.crs, name_column=args.region_names)
+    data = prepare(cfg)[0] if evaluate and cfg.mode == "evaluate" else None
+    return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
+
+
+def _release_regions(args, cfg):
+    """The regions of ``--regions`` over the release's public map (None without it)."""
+    if not args.regions:
+        return None
+    from .data.regions import build
+    from .run.runner import load_dataset
+
+    ds = load_dataset(cfg.dataset, cfg.dataset_options)
+    return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
 
 
 def _progress_bar(done: int, total: int, cfg) -> None:
@@ -253,6 +296,22 @@ def _formats(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _check_writable(folder) -> None:
+    """Create ``folder`` and write a file in it, or a ParamError that says which folder and why."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder) as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise ParamError(
+            f"cannot write the release to {folder} ({exc.strerror or exc}): choose another --out"
+        ) from None
+
+
 def _cmd_release(args) -> int:
     """A Release-mode run written to a folder (:func:`engine.run.export.write_release`) and booked
     in the dataset's privacy ledger (:mod:`engine.run.ledger`); with ``--limit``, refused
@@ -265,14 +324,21 @@ def _cmd_release(args) -> int:
 
     cfg = _config_from_args(args, args.mechanism, args.epsilon, 0, mode="release")
     cfg.validate()
+    if not args.out.strip():
+        raise ParamError("--out '' names no folder: give the folder for the release (--out . for this one)")
     out = Path(args.out)
-    taken = [n for n in [*(FILE_NAMES[f] for f in args.format), MANIFEST] if (out / n).exists()]
+    from .regions.files import REGION_FILES
+
+    names = [*(FILE_NAMES[f] for f in args.format), MANIFEST, *(REGION_FILES.values() if args.regions else ())]
+    taken = [n for n in names if (out / n).exists()]
     if taken:  # checked before any ε is booked
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
+    _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     bk = Bookkeeper()
     # once a grid exists the booking stays, even if writing it fails half way
+    regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
     res, booking = bk.release(cfg, run, args.limit, note="python -m engine release")
-    paths = write_release(res, out, args.format, release_key=booking.key)
+    paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
         "files": {k: str(v) for k, v in paths.items()},
         "epsilon_spent": res.release.ledger.total(),
@@ -366,6 +432,14 @@ def main(argv=None) -> int:
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
         sp.add_argument("--depth", type=_int_in(1, 10), default=8, help="2^depth cells per side (1..10)")
+        sp.add_argument(
+            "--regions",
+            type=_regions,
+            default=None,
+            metavar="SPEC",
+            help="also report over regions: grid (each cell), h3:RES (H3 hexagons), or PATH[:ID_COLUMN] (polygons)",
+        )
+        sp.add_argument("--region-names", default=None, metavar="COLUMN", help="the polygon file's name column")
         if release:  # always secure, never cached, its own formats
             return
         sp.add_argument("--secure", action="store_true", help="OpenDP samplers")
@@ -402,7 +476,10 @@ def main(argv=None) -> int:
     rl.add_argument("--epsilon", type=_epsilon, default=1.0)
     rl.add_argument("--out", required=True, metavar="FOLDER", help="folder for the grid files and manifest.json")
     rl.add_argument(
-        "--format", type=_formats, default=("geotiff", "geojson", "csv"), help="comma-separated: geotiff,geojson,csv"
+        "--format",
+        type=_formats,
+        default=("geotiff", "geoparquet", "csv"),
+        help="comma-separated: geotiff,geoparquet,geojson,csv (the GeoTIFF and GeoParquet carry each cell's 95 %% margin)",
     )
     rl.add_argument(
         "--limit", type=_epsilon, default=None, help="refuse if the dataset's total epsilon would pass this limit"
@@ -449,6 +526,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # the reader (e.g. ``head``) stopped reading: nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
+    except OSError as exc:  # a file or folder the command needs: say which and why
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot use{where} ({exc.strerror or exc})", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug, not the user's input: one line (HEATMAP_DEBUG=1 for the traceback)
         if os.environ.get("HEATMAP_DEBUG"):
             raise

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import boot, budget, controls, explain, jobs, run, state, tables, views
+from ui import regions as uregions
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -67,6 +68,11 @@ if show is not None:
                 grid, scale, fr, view, key, ctl.display, rects=rects, title=title, container=col, height=250
             )
     views.legend(scale, note=f"ε = {ok[0][0].epsilon:g} · seed {ok[0][0].seed} for every mechanism")
+    with st.expander("Regions", expanded=bool(st.session_state.get("compare.regions.kind") not in (None, "Off"))):
+        choice = uregions.control("compare", first.release.domain)
+        ds = views.prepared(ok[0][0])[0] if ok[0][0].mode == "evaluate" else None
+        unit = "people" if first.n_users != first.n_points else "locations"
+        uregions.block([(views.mech_label(c.mechanism), r) for c, r in ok], choice, scale, fr, "compare", unit, ds, 4)
     names = views.unique_labels([c.mechanism for c, _ in ok])
     results = {names[c.mechanism]: r for c, r in ok}
     st.subheader("Metrics")

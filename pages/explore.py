@@ -4,6 +4,7 @@ import streamlit as st
 
 from engine.mechanisms import registry
 from ui import boot, budget, controls, export, geocheck, jobs, mapviews, release_report, run, state, viewport, views
+from ui import regions as uregions
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -180,6 +181,10 @@ if show is not None or cfg is not None:
     if res is not None:
         with st.expander("Margin of error", expanded=bool(jobs.get_group("explore_se"))):
             views.margin_block(res, rcfg, ctl, scale, fr, view, ctl.display)
+        with st.expander("Regions", expanded=bool(st.session_state.get("explore.regions.kind") not in (None, "Off"))):
+            choice = uregions.control("explore", res.release.domain)
+            ds = views.prepared(rcfg)[0] if rcfg.mode == "evaluate" else None
+            uregions.block([(title, res)], choice, scale, fr, "explore", noun, ds)
         views.proportion_block(res, fr, view, ctl.display)
         t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
         views.ledger_block(res, t1, ctl.side_information if run.is_current(show, configs) else ())

@@ -325,7 +325,7 @@ def test_export_block_offers_every_export_lazily():
     assert labels == [
         "Private map (PNG)",
         "Grid (GeoTIFF)",
-        "Grid (GeoJSON)",
+        "Grid (GeoParquet)",
         "Grid (CSV)",
         "Metrics + config (JSON)",
         "Report (HTML)",

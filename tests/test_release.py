@@ -68,12 +68,15 @@ def number_in(text: str, n: int) -> bool:
 
 
 def read_release(folder) -> dict:
-    """The release's files read back: manifest, GeoJSON, CSV text and header, GeoTIFF grid and tags."""
+    """The release's files read back: manifest, the cells (the GeoJSON where written, else the GeoParquet, as
+    GeoJSON text), CSV text and header, GeoTIFF grid and tags."""
+    import geopandas as gpd
     from rasterio.io import MemoryFile
 
     out = {"manifest_text": (folder / "manifest.json").read_text()}
     out["manifest"] = json.loads(out["manifest_text"])
-    out["geojson_text"] = (folder / "heatmap.geojson").read_text()
+    gj = folder / "heatmap.geojson"
+    out["geojson_text"] = gj.read_text() if gj.exists() else gpd.read_parquet(folder / "heatmap.parquet").to_json()
     out["csv_text"] = (folder / "heatmap.csv").read_text()
     with MemoryFile((folder / "heatmap.tif").read_bytes()) as mf, mf.open() as src:
         out["grid"] = src.read(1)[::-1]
@@ -157,8 +160,9 @@ def test_write_release_files_round_trip_and_refuse_evaluations(tmp_path):
     assert man["release_key"] == "k1" and man["ledger"]["total_epsilon"] == res.release.ledger.total()
     assert man["grid"]["crs"] == res.crs and man["grid"]["cells_per_side"] == 16
     assert man["parameters"]["mechanism_params"]["c"] == 10.0  # resolved with the defaults
-    assert set(man["files"]) == {"geotiff", "geojson", "csv"} and set(paths) == {
+    assert set(man["files"]) == {"geotiff", "geoparquet", "geojson", "csv"} and set(paths) == {
         "geotiff",
+        "geoparquet",
         "geojson",
         "csv",
         "manifest",

@@ -794,7 +794,7 @@ CASES = [
                 {**g, "columns": {"geometry": {**g["columns"]["geometry"], "crs": "+init=/etc/passwd:x"}}}
             ).encode(),
         ),
-        "that is not understood",
+        "names a file, grid or network resource",
         {},
     ),
     (
@@ -1029,7 +1029,7 @@ CASES = [
         "zip-path-prj",
         "x.zip",
         lambda: shapefile(replace={".prj": b"+init=/etc/passwd:x"}),
-        ".prj file does not describe a CRS",
+        ".prj file names a file, grid or network resource",
         {},
     ),
     ("zip-no-prj-projected", "x.zip", lambda: shapefile(points(crs=27700), drop=(".prj",)), "no .prj", {}),

@@ -10,11 +10,13 @@ booking protocol of :mod:`engine.run.booking`. Releases compose sequentially, so
 
 from __future__ import annotations
 
+import logging
 import time
 
 import streamlit as st
 
-from engine.run.booking import Bookkeeper
+from engine.core.errors import EngineError
+from engine.run.booking import Bookkeeper, Refused
 from engine.run.config import RunConfig
 from engine.run.ledger import BudgetStore, default_path, fingerprint_source
 
@@ -40,9 +42,39 @@ def dataset_ident(cfg: RunConfig) -> str:
     return fingerprint_source(cfg.dataset, cfg.dataset_options)
 
 
+_LOG = logging.getLogger(__name__)
+UNAVAILABLE = (
+    "The server's privacy ledger cannot be written just now (its disk is full or read-only). Evaluation runs "
+    "still work but are not booked; Release is refused until the ledger can be written again."
+)
+
+
+class _Tolerant:
+    """The bookkeeper for the pages: when the ledger cannot be opened or written (a full or read-only disk),
+    evaluation goes on unbooked (the meter says so) instead of failing; booking a release still raises, so
+    Release refuses before any noise is drawn."""
+
+    _WITHOUT_LEDGER = {"over_limit": None, "released": False, "record": [], "settle": 0.0, "unbook": None}
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            try:
+                return getattr(Bookkeeper(store(), dataset_ident), name)(*args, **kwargs)
+            except Refused:
+                raise
+            except EngineError as exc:
+                if name not in self._WITHOUT_LEDGER:
+                    raise
+                _LOG.warning("privacy ledger unavailable: %s", exc)  # the operator's log names the file
+                return self._WITHOUT_LEDGER[name]
+
+        return call
+
+
 def bookkeeper() -> Bookkeeper:
-    """The booking protocol on the server's ledger, with this session's uploads."""
-    return Bookkeeper(store(), dataset_ident)
+    """The booking protocol on the server's ledger, with this session's uploads (tolerant of a ledger that
+    cannot be written, see :class:`_Tolerant`)."""
+    return _Tolerant()
 
 
 def synthetic(cfg: RunConfig) -> bool:
@@ -53,7 +85,12 @@ def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> N
     """The dataset's total over every session and tab of this server, with its releases."""
     c = container or st
     ident = dataset_ident(cfg)
-    entries = store().entries(ident)
+    try:
+        entries = store().entries(ident)
+    except EngineError as exc:
+        _LOG.warning("privacy ledger unavailable: %s", exc)
+        c.warning(UNAVAILABLE, icon=":material/error:")
+        return
     total = sum(e.epsilon for e in entries)
     frac = min(total / limit, 1.0) if limit > 0 else 1.0
     c.progress(

@@ -162,6 +162,8 @@ class ColourScale:
         """(position 0..1, label in display units)."""
         a, b = self.lo * self.factor, self.hi * self.factor
         out = []
+        if not (math.isfinite(a) and math.isfinite(b) and b > a and (a > 0 or not self.log)):
+            return out  # a degenerate scale gets a legend without ticks, never an error
         if self.log:
             la, lb = math.log10(a), math.log10(b)
             decades = lb - la

@@ -174,10 +174,10 @@ def swap_upload(key: str) -> None:
 def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> None:
     name = filename if len(filename) <= 80 else filename[:77] + "…"
     try:
-        from engine.data.files import load_file
         from engine.data.files.common import MissingColumns
+        from engine.data.files.isolate import load_file_isolated
 
-        ds = load_file(data, filename, columns=columns)
+        ds = load_file_isolated(data, filename, columns=columns)
     except MissingColumns as exc:  # let the user say which columns hold the coordinates
         st.session_state["_upload_pick"] = {"name": filename, "data": data, "columns": exc.available}
         st.session_state["_upload_error"] = (
@@ -427,14 +427,17 @@ def multi_mechanisms(
     keys = mechanism_keys(kind)
 
     def _check(v):
-        vals = state.parse_list(v)
+        vals = list(dict.fromkeys(state.parse_list(v)))  # a mechanism named twice runs once
         bad = [x for x in vals if x not in keys]
         if bad:
             raise ValueError(f"unknown mechanism(s) {', '.join(bad)}")
+        if max_n is not None and len(vals) > max_n:
+            raise ValueError(f"{len(vals)} mechanisms, but this page compares at most {max_n}")
         return vals
 
     state.seed(key, default if default is not None else default_set(), url_name, _check)
-    state.put(key, [m for m in state.get(key) if m in keys])
+    kept = list(dict.fromkeys(m for m in state.get(key) if m in keys))
+    state.put(key, kept[:max_n] if max_n is not None else kept)
     return list(
         c.multiselect(
             "Mechanisms",

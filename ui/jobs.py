@@ -18,7 +18,14 @@ from engine.run.groups import Group, Session
 from . import uploads
 from .session import session_id
 
-POLL_S = 0.3  # fragment refresh while something runs
+POLL_S = 0.3  # fragment refresh while something runs, on a quiet server
+POLL_MAX_S = 2.0  # on a busy one: every poll is a script run holding the GIL the runs and pages need
+
+
+def poll_interval() -> float:
+    """Seconds between a running page's polls: 0.1 s per run in flight on the server, within
+    [POLL_S, POLL_MAX_S] (16 sessions polling every 0.3 s were 50 script runs a second)."""
+    return min(POLL_MAX_S, max(POLL_S, 0.1 * board().running()))
 
 
 @st.cache_resource(show_spinner=False)
@@ -57,7 +64,7 @@ def shown(name: str, g: Group | None, whole: bool = False) -> Group | None:
 def progress_panel(names: list[str], title: str = "Running") -> None:
     """Progress bar, elapsed time and a Cancel button for the session's running groups.
 
-    Polls with ``st.fragment(run_every=POLL_S)`` while something runs and reruns the
+    Polls with ``st.fragment(run_every=poll_interval())`` while something runs and reruns the
     whole page when it finishes; when idle the fragment is static (``run_every=None``).
     The rest of the page stays usable meanwhile.
     """
@@ -70,7 +77,7 @@ def progress_panel(names: list[str], title: str = "Running") -> None:
         st.rerun()
     done_at_render = sum(s.state != "running" for g in groups for s in g.statuses)
 
-    @st.fragment(run_every=POLL_S if active else None)
+    @st.fragment(run_every=poll_interval() if active else None)
     def _panel():
         gs = [g for g in (get_group(n) for n in names) if g is not None]
         running = [g for g in gs if g.running]

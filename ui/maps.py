@@ -341,12 +341,17 @@ def hover_layer(
     for shift in (0.0, frame.domain.side * (1 + GAP)):
         xs = np.stack([x0, x0, x0 + cell, x0 + cell], axis=1) + shift
         ys = np.stack([y0, y0 + cell, y0 + cell, y0], axis=1)
-        ll = frame.lonlat(xs.ravel(), ys.ravel()).round(6).reshape(-1, 4, 2)
-        for q, j, i in zip(ll, jj, ii):
-            row = {"g": q.tolist(), "t": f"{t[j, i]:.3g}", "p": f"{p[j, i]:.3g}"}
-            if e is not None:
-                row["e"] = f" ± {1.96 * e[j, i]:.2g}" if np.isfinite(e[j, i]) else ""
-            data.append(row)
+        ll = frame.lonlat(xs.ravel(), ys.ravel()).round(6).reshape(-1, 4, 2).tolist()
+        # plain Python floats: formatting a numpy scalar per cell costs several times more
+        tv, pv = t[jj, ii].tolist(), p[jj, ii].tolist()
+        if e is None:
+            data += [{"g": q, "t": f"{a:.3g}", "p": f"{b:.3g}"} for q, a, b in zip(ll, tv, pv)]
+        else:
+            ev = (1.96 * e[jj, ii]).tolist()
+            data += [
+                {"g": q, "t": f"{a:.3g}", "p": f"{b:.3g}", "e": f" ± {m:.2g}" if math.isfinite(m) else ""}
+                for q, a, b, m in zip(ll, tv, pv, ev)
+            ]
     layer = pdk.Layer(
         "PolygonLayer",
         id=f"{layer_id}_hover",

@@ -57,7 +57,8 @@ def release_report(result, scale: ColourScale) -> str:
 
 def release_view(result, cfg: RunConfig, display) -> None:
     """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
-    and the release files (GeoTIFF, GeoJSON, CSV and a JSON manifest of DP outputs only)."""
+    the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only), the publication figure
+    and the release report; its regions."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
     scale = ColourScale.shared(
@@ -80,11 +81,16 @@ def release_view(result, cfg: RunConfig, display) -> None:
         height=520,
     )
     views.legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
+    with st.expander("Regions"):  # post-processing of the release: no truth here
+        from . import regions
+
+        choice = regions.control("release", fr.domain)
+        regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
     t1, t2, t3 = st.tabs(["Privacy ledger", "What the server sees", "Download the release"])
     views.ledger_block(result, t1)
     views.server_block(result, t2)
     t3.download_button(
-        "Release files (zip: GeoTIFF, GeoJSON, CSV, manifest)",
+        "Release files (zip: GeoTIFF with margins, GeoParquet, CSV, manifest)",
         lambda: release_zip(result),
         file_name=f"{cfg.mechanism}_release.zip",
         mime="application/zip",
@@ -123,7 +129,7 @@ def release_zip(result) -> bytes:
     from engine.run.export import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
-        paths = write_release(result, Path(tmp) / "release")
+        paths = write_release(result, Path(tmp) / "release", formats=("geotiff", "geoparquet", "csv"))
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             for p in paths.values():

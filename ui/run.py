@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.core.errors import EngineError
 from engine.run.booking import Booking, Refused, cost
 from engine.run.config import RunConfig
 
@@ -148,6 +149,9 @@ def _go_release(name: str, configs: list[RunConfig], label: str, limit: float, c
                 f"Refused: this release (ε = {exc.epsilon:g}) would bring the dataset's total to "
                 f"{exc.spent + exc.epsilon:g}, past its limit of {limit:g}. Release mode never goes past the limit."
             )
+            return
+        except EngineError:  # no ledger, no release: booked before any noise is drawn
+            st.session_state[f"_refused_{name}"] = "Refused: " + budget.UNAVAILABLE
             return
     jobs.submit_group(name, configs, label=label)
 

@@ -404,7 +404,12 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
     buttons = [
         ("Private map (PNG)", lambda: export.release_png(result, scale), "png", "image/png"),
         ("Grid (GeoTIFF)", lambda: export.release_geotiff(result, fr.crs), "tif", "image/tiff"),
-        ("Grid (GeoJSON)", lambda: export.geojson_grid(dens, fr.domain, fr.crs), "geojson", "application/geo+json"),
+        (
+            "Grid (GeoParquet)",
+            lambda: export.release_geoparquet(result, fr.crs),
+            "parquet",
+            "application/vnd.apache.parquet",
+        ),
         ("Grid (CSV)", lambda: export.csv_grid(dens, fr.domain, fr.crs), "csv", "text/csv"),
         ("Metrics + config (JSON)", lambda: export.record_json(result, url), "json", "application/json"),
         ("Report (HTML)", lambda: report.html_report(result, scale, link), "html", "text/html"),
@@ -421,7 +426,8 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
             key=f"dl_{ext}_{stem}",
         )
     c.caption(
-        "The map exports (PNG, GeoTIFF, GeoJSON, CSV) hold only the private release. The JSON record and the "
+        "The map exports (PNG, GeoTIFF, GeoParquet, CSV) hold only the private release; the GeoTIFF and the "
+        "GeoParquet carry each cell's 95 % margin where the mechanism has one. The JSON record and the "
         "HTML report are for evaluation: they contain non-private information about the data (metrics against "
         "the true map, exact counts; the report also shows the true map)."
     )
@@ -579,6 +585,14 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
             return
     se, how = known
     moe = margins.margin(se)
+    if (result.release.extras or {}).get("stderr") is not None:  # closed form: count the spreading too
+        from engine.regions import cell_margins
+
+        moe = cell_margins(result.release, cfg.mechanism, fr.crs).margin95.reshape(moe.shape)
+        how += (
+            "; a cell inside a larger released unit (a UG cell, a leaf, a node) adds how unevenly the unit's people "
+            "may sit in it, which the release cannot tell (engine/regions/margins.py)"
+        )
     heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
     blank = int(np.count_nonzero(~np.isfinite(moe)))
     med = f"median over cells ±{float(np.nanmedian(moe)) * scale.factor:.3g} {scale.unit}" if blank < moe.size else ""

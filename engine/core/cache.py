@@ -1,6 +1,9 @@
 """The folder where the engine caches what it computes or fetches: runs (:mod:`engine.run`),
 downloads (:mod:`engine.data.online`), JAX's compiled code (SNH) and the release ledger
-(:mod:`engine.run.ledger`). ``HEATMAP_CACHE_DIR`` or ``data/cache`` in the project."""
+(:mod:`engine.run.ledger`). ``HEATMAP_CACHE_DIR`` or ``data/cache`` in the project.
+
+The cache is an optimisation: a folder that is read-only or full costs the cache (runs are recomputed,
+entries are not stored), never a run. Only the ledger must be written, and Release refuses without it."""
 
 from __future__ import annotations
 
@@ -8,8 +11,14 @@ import os
 import time
 from pathlib import Path
 
+from .errors import EngineError
+
 STALE_TMP_S = 600.0  # a temporary file untouched this long was left by a writer that died
 _SWEPT: set[Path] = set()
+
+
+class CacheUnavailable(EngineError):
+    """The cache folder cannot be created: what only speeds things up goes without it; the ledger refuses."""
 
 
 def cache_dir() -> Path:
@@ -17,7 +26,13 @@ def cache_dir() -> Path:
     folder in a process removes what interrupted writers left there (:func:`clean_cache_dir`)."""
     root = os.environ.get("HEATMAP_CACHE_DIR")
     path = Path(root) if root else Path(__file__).resolve().parents[2] / "data" / "cache"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheUnavailable(
+            f"the cache folder {path} cannot be created ({exc.strerror or exc}): set HEATMAP_CACHE_DIR to a "
+            "writable folder"
+        ) from None
     if path not in _SWEPT:
         _SWEPT.add(path)
         clean_cache_dir(path)

@@ -129,6 +129,9 @@ class Dataset:
         return domain.histogram(xy, None if w is None else w[inside])
 
 
+MAX_WEIGHT_TOTAL = 1e15  # beyond this a float count loses whole units, and near 1e308 sums overflow
+
+
 def make_dataset(
     lon: np.ndarray,
     lat: np.ndarray,
@@ -143,7 +146,7 @@ def make_dataset(
 
     Raises :class:`DataError` with a specific message for every kind of bad input.
     """
-    from .projection import bbox_to_local, local_crs, lon_extent, to_local
+    from .projection import bbox_to_local, local_crs, lon_extent, public_frame, to_local
 
     lon = _numeric(lon, "longitude")
     lat = _numeric(lat, "latitude")
@@ -168,23 +171,27 @@ def make_dataset(
         i = int(np.argmax(np.abs(lon) > 180))
         raise DataError(f"longitude {lon[i]} at row {i} is beyond ±180 degrees (is the file in a projected CRS?)")
     bbox = meta.bbox
+    extent = bbox  # what the locations span: the region, or their own box when the region is read off them
     if bbox == (0.0, 0.0, 0.0, 0.0) or meta.bbox_from_data:
         west, east = lon_extent(lon)
-        bbox = (west, float(lat.min()), east, float(lat.max()))
-        meta = replace(meta, bbox=bbox, bbox_from_data=True)
+        extent = (west, float(lat.min()), east, float(lat.max()))
+        # never the exact box: its edges are four people's coordinates
+        bbox, step = public_frame(extent)
+        frame = f"the locations' bounding box rounded outward to a {step:g}° grid"
+        meta = replace(meta, bbox=bbox, bbox_from_data=True, extra={**meta.extra, "region_frame": frame})
         if east > 180:
             note = (
-                f"The locations cross the antimeridian (180°): the region runs east from {west:.4f}° to "
-                f"{east - 360:.4f}° ({east - west:.4f}° of longitude), not round the world; its box gives the east "
-                f"edge past 180 ({east:.4f})."
+                f"The locations cross the antimeridian (180°): the region runs east from {bbox[0]:.4f}° to "
+                f"{bbox[2] - 360:.4f}° ({bbox[2] - bbox[0]:.4f}° of longitude), not round the world; its box gives "
+                f"the east edge past 180 ({bbox[2]:.4f})."
             )
             extra = {**meta.extra, "notes": [*meta.extra.get("notes", []), note]}
             meta = replace(meta, description=f"{meta.description} {note}".strip(), extra=extra)
-    if not (bbox[2] > bbox[0] and bbox[3] > bbox[1]):
+    if not (extent[2] > extent[0] and extent[3] > extent[1]):
         raise DataError("the region is a single point or a line: it needs some width and height")
     crs = local_crs(bbox)
     xy = to_local(lon, lat, crs)
-    x0, y0, x1, y1 = bbox_to_local(bbox, crs)
+    x0, y0, x1, y1 = bbox_to_local(extent, crs)
     if max(x1 - x0, y1 - y0) < 1.0:  # a grid over less than a metre: cells below float precision
         raise DataError(
             f"the locations span less than a metre ({x1 - x0:.2g} m by {y1 - y0:.2g} m): a heatmap needs a region "
@@ -196,8 +203,16 @@ def make_dataset(
             return None
         if kind == "int":
             arr = np.asarray(a)
-            if arr.dtype.kind not in "iu":
-                _, arr = np.unique(arr.astype(str), return_inverse=True)
+            if arr.dtype.kind in "iu":
+                return arr.astype(np.int64)
+            # a blank id is no id, not one person shared by every row without one (checked on the distinct ids)
+            ids, arr = np.unique(arr.astype(str), return_inverse=True)
+            blank = np.isin(np.char.lower(np.char.strip(ids)), ("", "na", "nan", "null", "none", "inf", "-inf"))[arr]
+            if blank.any():
+                raise DataError(
+                    f"{int(blank.sum()):,} row(s) have no {name} (first at row {int(np.argmax(blank))}): fill them "
+                    f"in, or leave out the {name} column to count each row as its own person"
+                )
             return arr.astype(np.int64)
         if kind == "bool":
             arr = np.asarray(a)
@@ -217,6 +232,13 @@ def make_dataset(
                 raise DataError("weights must be non-negative")
             if not (arr > 0).any():
                 raise DataError("every weight is 0: the map would be empty")
+            with np.errstate(over="ignore"):
+                total = float(arr.sum())
+            if not total <= MAX_WEIGHT_TOTAL:  # sums, scales and legends overflow near 1e308
+                raise DataError(
+                    f"the weights add up to {total:.3g}, over {MAX_WEIGHT_TOTAL:.0e}: scale them down (the map is the "
+                    "same up to a factor)"
+                )
         return arr
 
     return Dataset(

@@ -71,10 +71,13 @@ NETWORKS = {
 
 # ------------------------------------------------------------------ downloads
 def downloads_dir() -> Path:
-    from ..core.cache import cache_dir
+    from ..core.cache import CacheUnavailable, cache_dir
 
     path = cache_dir() / "downloads"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheUnavailable(f"the download folder {path} cannot be created ({exc.strerror or exc})") from None
     return path
 
 
@@ -86,7 +89,12 @@ def cache_path(url: str) -> Path:
 
 
 def is_cached(url: str) -> bool:
-    return cache_path(url).is_file()
+    from ..core.cache import CacheUnavailable
+
+    try:
+        return cache_path(url).is_file()
+    except CacheUnavailable:  # no cache folder: nothing is cached, and the built-in data still works
+        return False
 
 
 def download(

@@ -58,7 +58,7 @@ from ..core.errors import DataError, ParamError
 from ..core.grid import MAX_DEPTH, Domain, downsample
 from ..core.params import Param
 from .dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
-from .projection import bbox_to_local, local_crs, to_local
+from .projection import bbox_to_local, local_crs, public_frame, to_local
 
 HISTOGRAM_ONLY = (
     "identity",
@@ -525,7 +525,9 @@ def load_parquet(
             raise DataError("the points span more than 180 degrees of longitude: give the public region with bbox=...")
         if not (box[2] > box[0] and box[3] > box[1]):
             raise DataError("the region is a single point or a line: it needs some width and height")
-        meta = replace(meta, bbox=box, bbox_from_data=True)
+        box, step = public_frame(box)
+        frame = f"the locations' bounding box rounded outward to a {step:g}° grid"
+        meta = replace(meta, bbox=box, bbox_from_data=True, extra={**meta.extra, "region_frame": frame})
     return PartitionedPoints(str(path), layout, meta, local_crs(meta.bbox), n_rows)
 
 

@@ -7,6 +7,28 @@ from functools import lru_cache
 import numpy as np
 from pyproj import CRS, Transformer
 
+# the coarse public grid a region read off the data is rounded out to (degrees)
+FRAME_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 45.0, 90.0)
+
+
+def public_frame(bbox: tuple[float, float, float, float]) -> tuple[tuple[float, float, float, float], float]:
+    """A region read off the data, rounded outward to a public grid: (frame, step in degrees).
+
+    The step is the smallest of :data:`FRAME_STEPS` at least a quarter of the box's larger side, so the
+    frame's edges say where the extreme locations are only to within a quarter of the region (the exact
+    box would give four of them). The step depends on the data only through the region's size."""
+    west, south, east, north = bbox
+    step = next((s for s in FRAME_STEPS if s >= max(east - west, north - south) / 4), FRAME_STEPS[-1])
+
+    def down(v):
+        return float(np.round(np.floor(v / step + 1e-9) * step, 9))
+
+    def up(v):
+        return float(np.round(np.ceil(v / step - 1e-9) * step, 9))
+
+    frame = (down(west), max(down(south), -90.0), up(east), min(up(north), 90.0))
+    return frame, step
+
 
 def local_crs(bbox: tuple[float, float, float, float]) -> str:
     lon0 = ((bbox[0] + bbox[2]) / 2 + 180) % 360 - 180  # a box across the antimeridian ends past 180

@@ -38,7 +38,12 @@ learning", IEEE S&P 2021), black box on the released map:
 
 3. **A statistic** of each release: the released density summed over the target cell (for
    geo-indistinguishability, over the half-plane past the midpoint of the two locations,
-   a monotone function of the noisy location's coordinate along the move).
+   a monotone function of the noisy location's coordinate along the move). Where the map is a
+   smoothed or pruned function of what was noised, so that one person barely moves it, the
+   statistic reads the release's own noisy DP output instead (still post-processing, so the
+   bound stays valid): SNH's noisy grid at the target's cell (the network is trained on it),
+   and the count-min sketches' estimate of the target cell at their finest level (the tree
+   keeps only cells above a threshold, so the target's density is 0 either way).
 
 4. **A threshold test.** If the mechanism is eps-DP for the relation, every set S of
    outputs has P1(S) <= e^eps P0(S) and P0(S) <= e^eps P1(S) (pure DP, delta = 0). With
@@ -104,7 +109,9 @@ class Plan:
     runs: int = 10_000
     test_runs: int = 1000
     params: dict = field(default_factory=dict)
-    statistic: str = "target"  # "target" cell, or "half-plane" past the midpoint of a move
+    # "target" cell, "half-plane" past the midpoint of a move, or a noisy DP output: "noisy grid" (SNH),
+    # "sketch" (count-min)
+    statistic: str = "target"
     value_pair: tuple[float, float] | None = None  # replace the person's value (attribute-mean family)
     move_km: float | None = None  # metric privacy: one location moves this far east
     zero_out: str = ZERO_OUT_SINK
@@ -135,8 +142,19 @@ PLANS: dict[str, Plan] = {
     "hh_scheduled_fixed_t": replace(_ZERO_OUT, base_users=1, note="U = 2: one sub-query spends all of epsilon"),
     "hh_interactive_nonprivate": replace(_ZERO_OUT, runs=1000),
     "flat_onehot": _ZERO_OUT,
-    "hierarchical_onehot": _ZERO_OUT,
-    "cms_hierarchical": replace(_ZERO_OUT, runs=1000, test_runs=100),  # 20 ms per run
+    "hierarchical_onehot": replace(
+        _ZERO_OUT,
+        params={"first_level": 4},
+        note=_ZERO_OUT.note + "; one level (the map's), so the person's whole epsilon is on its one-hot cell (with "
+        "5 levels each carries epsilon / 5 and the threshold rule hides most of them)",
+    ),
+    "cms_hierarchical": replace(
+        _ZERO_OUT,
+        params={"depth": 1, "first_level": 4},
+        statistic="sketch",
+        note=_ZERO_OUT.note + "; one sketch row and one level (the map's), so the person's whole epsilon is on one "
+        "counter, which the statistic reads (with 20 rows and 4 levels each counter carries epsilon / 80)",
+    ),
     "ag_polya": _ZERO_OUT,
     "sparse_emd_secagg": Plan(
         runs=3000, test_runs=300, zero_out=ZERO_OUT_NULL, note="exact zero-out: a client of weight 0, counted in n"
@@ -158,8 +176,9 @@ PLANS: dict[str, Plan] = {
         runs=200,
         test_runs=36,
         params=_SNH_NET,
+        statistic="noisy grid",
         note="a network of one hidden layer of 8 units trained 5 steps (the release is post-processing of the "
-        "noisy grid); each run compiles its network, about 0.1-0.4 s",
+        "noisy grid, which the statistic reads); each run compiles its network, about 0.1-0.4 s",
     ),
     "identity_paramselect": Plan(runs=2000, test_runs=150),  # ParamSelect's regressor: 12 ms per run
     # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
@@ -304,6 +323,27 @@ def neighbours(plan: Plan, relation: str) -> Pair:
         None,
         f"one person added at {where}; {others}; {stat}",
     )
+
+
+def statistic(plan: Plan, pair: Pair, release) -> float:
+    """The audit's statistic of one release (see the module docstring, step 3)."""
+    if plan.statistic in ("target", "half-plane"):
+        return float(np.asarray(release.density, dtype=np.float64)[pair.mask].sum())
+    dom = pair.domain
+    iy, ix = (int(v[0]) for v in np.nonzero(pair.mask))
+    if plan.statistic == "noisy grid":  # SNH's Q_D: cells of width rho from the domain's south-west corner
+        noisy = np.asarray(release.extras["snh_noisy_grid"], dtype=np.float64)
+        rho = float(release.diagnostics.get("rho_m") or dom.side / noisy.shape[0])
+        x, y = (ix + 0.5) * dom.cell, (iy + 0.5) * dom.cell
+        return float(noisy[min(int(y / rho), noisy.shape[0] - 1), min(int(x / rho), noisy.shape[1] - 1)])
+    if plan.statistic == "sketch":
+        from ..core.grid import interleave, prefix
+        from ..mechanisms.federated_hh.baselines import cms_level_estimates
+
+        level = max(release.extras["sketches"])
+        code = prefix(interleave(np.array([ix]), np.array([iy]), dom.depth), dom.depth, level)
+        return float(cms_level_estimates(release, level)[int(code[0])])
+    raise ParamError(f"unknown audit statistic {plan.statistic!r}")
 
 
 # ------------------------------------------------------------------- the bound
@@ -458,8 +498,7 @@ def audit(
         for b, data in enumerate((pair.d0, pair.d1)):
             ctx = RunContext(rng=np.random.default_rng([seed, b, i]), cancel_cb=cancel)
             ctx.check_cancelled()
-            release = mech.run(data, pair.domain, eps, params, ctx)
-            s[b, i] = float(np.asarray(release.density, dtype=np.float64)[pair.mask].sum())
+            s[b, i] = statistic(plan, pair, mech.run(data, pair.domain, eps, params, ctx))
         if progress is not None and (i % 50 == 0 or i == n - 1):
             progress((i + 1) / n, f"{i + 1:,} of {n:,} runs per dataset")
     bound = epsilon_lower_bound(s[0], s[1], alpha)

@@ -125,6 +125,11 @@ class Board:
         self._timings: dict[str, list[tuple[int, int, float]]] = {}  # mechanism -> (depth, points, seconds)
         self._warm = None
 
+    def running(self) -> int:
+        """How many runs are in flight on this server (every session's)."""
+        with self._lock:
+            return len(self._inflight)
+
     def warm_up(self) -> None:
         """Once per process, after the first page is drawn: load the engine's imports and compiled
         kernels in the background, so the user's first Run does not pay for them."""

@@ -29,8 +29,13 @@ from ..core.errors import ParamError
 from ..data.projection import to_lonlat
 
 EVALUATION = "contains non-private information about the data"
-FORMATS = ("geotiff", "geojson", "csv")
-FILE_NAMES = {"geotiff": "heatmap.tif", "geojson": "heatmap.geojson", "csv": "heatmap.csv"}
+FORMATS = ("geotiff", "geoparquet", "geojson", "csv")
+FILE_NAMES = {
+    "geotiff": "heatmap.tif",
+    "geoparquet": "heatmap.parquet",
+    "geojson": "heatmap.geojson",
+    "csv": "heatmap.csv",
+}
 MANIFEST = "manifest.json"
 
 
@@ -98,10 +103,13 @@ def csv_grid(density: np.ndarray, domain, crs: str, stamp: str | None = None) ->
     return (f"# evaluation: {stamp}\n" if stamp else "") + df.to_csv(index=False)
 
 
-def geotiff_grid(density: np.ndarray, domain, crs: str, tags: dict | None = None, stamp: str | None = None) -> bytes:
-    """The grid as a one-band float32 GeoTIFF in the run's local CRS (azimuthal equidistant,
-    metres) with the domain's affine transform, north up, so a GIS places it. Zero and negative
-    estimates are values like any other; only cells with no estimate (NaN) are nodata.
+def geotiff_grid(
+    density: np.ndarray, domain, crs: str, tags: dict | None = None, stamp: str | None = None, margin=None
+) -> bytes:
+    """The grid as a float32 GeoTIFF in the run's local CRS (azimuthal equidistant, metres) with the
+    domain's affine transform, north up, so a GIS places it: band 1 the estimate, band 2 (with
+    ``margin``) each cell's 95 % margin (:func:`engine.regions.margins.cell_margins`). Zero and negative
+    estimates are values like any other; only cells with no estimate or margin (NaN) are nodata.
     ``stamp``: an ``evaluation`` tag."""
     from affine import Affine
     from rasterio.crs import CRS
@@ -111,16 +119,17 @@ def geotiff_grid(density: np.ndarray, domain, crs: str, tags: dict | None = None
     if g.shape != (domain.n, domain.n):
         raise ValueError(f"a grid of shape {g.shape} does not fit the domain's {domain.n} x {domain.n} cells")
     data = np.ascontiguousarray(g[::-1], dtype=np.float32)  # grid row 0 is the south edge; a raster's is north
+    bands = [data] + ([np.ascontiguousarray(np.asarray(margin)[::-1], dtype=np.float32)] if margin is not None else [])
     x0, _, _, y1 = domain.bounds
     profile = {
         "driver": "GTiff",
         "width": domain.n,
         "height": domain.n,
-        "count": 1,
+        "count": len(bands),
         "dtype": "float32",
         "crs": CRS.from_proj4(crs),
         "transform": Affine(domain.cell, 0.0, x0, 0.0, -domain.cell, y1),  # north-west corner, rows go south
-        "nodata": None if np.isfinite(data).all() else np.nan,
+        "nodata": None if all(np.isfinite(b).all() for b in bands) else np.nan,
         "compress": "deflate",
         "predictor": 3,  # floating-point predictor
     }
@@ -130,6 +139,10 @@ def geotiff_grid(density: np.ndarray, domain, crs: str, tags: dict | None = None
             dst.write(data, 1)
             dst.set_band_description(1, "private estimate")
             dst.set_band_unit(1, "count per cell")
+            if margin is not None:
+                dst.write(bands[1], 2)
+                dst.set_band_description(2, "95 % margin of the estimate (nodata: none)")
+                dst.set_band_unit(2, "count per cell")
             if tags:
                 dst.update_tags(**{k: str(v) for k, v in tags.items()})
         return mf.read()
@@ -173,10 +186,9 @@ def manifest(result, release_key: str | None = None) -> dict:
     cls = get(cfg.mechanism)
     relation = neighbouring_of(cfg)
     side = list(rel.ledger.side_information)
+    frame = region_frame(meta)
     if getattr(meta, "bbox_from_data", False):
-        side.append(
-            "the region: the bounding box of the locations, read off the data (its edges are extreme locations)"
-        )
+        side.append(f"the region: {frame}, read off the data (coarse: never the extreme locations themselves)")
     dom = rel.domain
     params = {
         "mechanism": cfg.mechanism,
@@ -231,11 +243,34 @@ def manifest(result, release_key: str | None = None) -> dict:
             ),
             "region_lonlat": [float(v) for v in getattr(meta, "bbox", ())],
             "region_from_data": bool(getattr(meta, "bbox_from_data", False)),
+            "region_frame": frame,
         },
     }
+    doc["margins"] = _margins_note(rel, cfg.mechanism)
     if release_key:
         doc["release_key"] = release_key
     return _finite(json.loads(json.dumps(doc, default=float)))
+
+
+def region_frame(meta) -> str:
+    """What the release's region is: stated by the analyst, the dataset's public region, or the data's box
+    rounded outward to a public grid (``meta.extra["region_frame"]``)."""
+    extra = getattr(meta, "extra", None) or {}
+    if extra.get("region_frame"):
+        return str(extra["region_frame"])
+    if str(getattr(meta, "source", "")).startswith("file:"):
+        return "the region the analyst stated"
+    return "the dataset's public region (its catalogue entry)"
+
+
+def _margins_note(rel, key: str) -> dict:
+    """What each margin in the files rests on (a function of the release and public parameters only)."""
+    from ..regions.margins import BASIS, units_of
+
+    units = units_of(rel, key)
+    if isinstance(units, str):
+        return {"cells": units}
+    return {"cells": BASIS + (f". Noise: {units.basis}" if units.basis else ""), "level": 0.95}
 
 
 def _formats(formats) -> tuple[str, ...]:
@@ -250,15 +285,21 @@ def _formats(formats) -> tuple[str, ...]:
     return fmts
 
 
-def write_release(result, folder, formats=FORMATS, release_key: str | None = None) -> dict[str, Path]:
+def write_release(result, folder, formats=FORMATS, release_key: str | None = None, regions=None) -> dict[str, Path]:
     """Write a Release-mode run into ``folder`` (created if missing): the private grid in each
-    of ``formats`` (:data:`FILE_NAMES`) and :data:`MANIFEST` (:func:`manifest`, with each file's
-    name and SHA-256). Refuses a folder that already holds one of these files, so a manifest
+    of ``formats`` (:data:`FILE_NAMES`; the GeoTIFF and GeoParquet with each cell's 95 % margin),
+    with ``regions`` (:class:`engine.data.regions.Regions`) the regional table as ``regions.csv`` and
+    ``regions.gpkg``, and :data:`MANIFEST` (:func:`manifest`, with each file's name and SHA-256 and
+    the regions' description). Refuses a folder that already holds one of these files, so a manifest
     never describes another release's grids. Returns the paths by format, and ``"manifest"``."""
     _require_release(result)
     fmts = _formats(formats)
     out = Path(folder)
     targets = {f: out / FILE_NAMES[f] for f in fmts} | {"manifest": out / MANIFEST}
+    if regions is not None:
+        from ..regions.files import REGION_FILES
+
+        targets |= {f"regions_{k}": out / v for k, v in REGION_FILES.items()}
     taken = [p.name for p in targets.values() if p.exists()]
     if taken:
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
@@ -269,8 +310,12 @@ def write_release(result, folder, formats=FORMATS, release_key: str | None = Non
     rel = result.release
     doc = manifest(result, release_key)
     title = f"Private map: {doc['mechanism']['label'] or doc['mechanism']['key']}, epsilon {rel.ledger.total():g}"
+    from ..regions.files import geoparquet_grid, grid_margin, write_regions
+
+    margin = grid_margin(rel, result.config.mechanism)
     writers = {
-        "geotiff": lambda: geotiff_grid(rel.density, rel.domain, result.crs, {"title": title}),
+        "geotiff": lambda: geotiff_grid(rel.density, rel.domain, result.crs, {"title": title}, margin=margin),
+        "geoparquet": lambda: geoparquet_grid(rel.density, margin, rel.domain, result.crs),
         "geojson": lambda: geojson_grid(rel.density, rel.domain, result.crs).encode(),
         "csv": lambda: csv_grid(rel.density, rel.domain, result.crs).encode(),
     }
@@ -279,5 +324,11 @@ def write_release(result, folder, formats=FORMATS, release_key: str | None = Non
         data = writers[f]()
         targets[f].write_bytes(data)
         doc["files"][f] = {"name": targets[f].name, "sha256": hashlib.sha256(data).hexdigest()}
+    if regions is not None:
+        from ..regions.report import regional_report
+
+        report = regional_report(result, regions)
+        doc["files"].update(write_regions(report, out))
+        doc["regions"] = report.describe()
     targets["manifest"].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return targets

@@ -10,6 +10,7 @@ callable, an object) makes the result uncacheable: it is simply not stored.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -241,14 +242,15 @@ def store(path: Path, res: RunResult) -> None:
     members = dict(arrays)
     members["doc"] = np.frombuffer(doc, dtype=np.uint8)
     members["digest"] = np.frombuffer(_digest(doc, arrays), dtype=np.uint8)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{uuid.uuid4().hex}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("wb") as f:
             np.savez(f, **members)
         tmp.replace(path)
     except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk only costs the cache entry
+        with contextlib.suppress(OSError):  # a full or read-only disk only costs the cache entry
+            tmp.unlink(missing_ok=True)
 
 
 def load(path: Path, config: RunConfig) -> RunResult | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.cache import CacheUnavailable
 from ..core.errors import EngineError
 from . import estimates, result_cache
 from .config import RunConfig, RunResult
@@ -23,6 +24,7 @@ from .result_cache import run_cache_path
 # ----------------------------------------------------------------- dataset cache
 _DATA_CACHE: dict[str, Any] = {}
 _DATA_LOCK = threading.Lock()
+_DATA_LOADING: dict[str, threading.Lock] = {}  # one lock per dataset being loaded
 
 
 def _dataset_key(key: str, options: dict) -> str:
@@ -52,12 +54,18 @@ def load_dataset(key: str, options: dict):
     with _DATA_LOCK:
         if ck in _DATA_CACHE:
             return _DATA_CACHE[ck]
-    load_all()
-    ds = load(key, **options)
-    with _DATA_LOCK:
-        if len(_DATA_CACHE) > 8:
-            _DATA_CACHE.pop(next(iter(_DATA_CACHE)))
-        _DATA_CACHE[ck] = ds
+        loading = _DATA_LOADING.setdefault(ck, threading.Lock())
+    with loading:  # one load per dataset: sessions opening it at once wait for it instead of each reading it
+        with _DATA_LOCK:
+            if ck in _DATA_CACHE:
+                return _DATA_CACHE[ck]
+        load_all()
+        ds = load(key, **options)
+        with _DATA_LOCK:
+            if len(_DATA_CACHE) > 8:
+                _DATA_CACHE.pop(next(iter(_DATA_CACHE)))
+            _DATA_CACHE[ck] = ds
+            _DATA_LOADING.pop(ck, None)
     return ds
 
 
@@ -122,7 +130,10 @@ def run(
     # file read by path may change under the same configuration; a release is fresh every time
     given = dataset is not None and not registry_copy
     use_cache = use_cache and not given and not _users_own_file(config.dataset) and not releasing
-    cache_file = run_cache_path(config) if use_cache else None
+    try:
+        cache_file = run_cache_path(config) if use_cache else None
+    except CacheUnavailable:  # a read-only or missing cache folder only costs the cache
+        cache_file = None
     if cache_file is not None:
         res = result_cache.load(cache_file, config)
         if res is not None:

@@ -1,7 +1,7 @@
 """Users' uploaded files: private to the session that uploaded them, released when it goes.
 
-An upload is parsed by the engine (``engine.data.files.load_file``) and kept in a
-server-side :class:`UploadStore` under the uploading session's *owner id* (a random
+An upload is parsed by the engine in a child process under memory and time limits
+(``engine.data.files.isolate.load_file_isolated``) and kept in a server-side :class:`UploadStore` under the uploading session's *owner id* (a random
 secret held in that session's state) and a random dataset key (``upload:…``). It is
 never put in the process-wide dataset registry: another session cannot list it,
 load it, or run on it, even with the key (it gets "unknown dataset"). Runs on an

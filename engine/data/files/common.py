@@ -66,7 +66,10 @@ NAMES = {
 }
 ROLES = tuple(NAMES)
 ATTRS = ("user_id", "value", "flag", "weight")
-ROLE_WORD = {"lat": "latitude", "lon": "longitude", "user_id": "user id"}
+# a polygon file of regions: its id and name columns (read by :mod:`.polygons`, never by a point reader)
+REGION_NAMES = {"region_id": ("id", "regionid", "code", "geoid", "fid"), "region_name": ("name", "regionname", "label")}
+REGION_ROLES = tuple(REGION_NAMES)
+ROLE_WORD = {"lat": "latitude", "lon": "longitude", "user_id": "user id", "region_id": "id", "region_name": "name"}
 _TRUE = {"1", "true", "t", "yes", "y", "positive", "pos"}
 _FALSE = {"0", "false", "f", "no", "n", "negative", "neg", ""}
 _BLANK = {"", "na", "nan", "null", "none"}
@@ -120,12 +123,14 @@ class _Ctx:
     kind: str
     columns: dict | None
     crs: object  # pyproj CRS or None
-    polygons: str
+    polygons: str  # "centroid" or "reject" (points), "keep" (a file of regions)
     layer: str | None
     max_bytes: int
     max_points: int
     notes: list = field(default_factory=list)
     order: str = ""  # how degrees were read, for the swap note ("" after a CRS conversion)
+    roles: tuple = ATTRS  # the attribute columns a vector reader looks for
+    fields: list = field(default_factory=list)  # the file's attribute columns, as read
 
     def refuse(self, why: str) -> DataError:
         return DataError(f"{self.name} is not a readable {WHAT[self.kind]}: {why}")
@@ -176,6 +181,13 @@ def upload_limits() -> tuple[int, int]:
     return max_bytes, max(max_points, 1)
 
 
+def memory_budget(size: int) -> int:
+    """Bytes parsing a file of ``size`` bytes may take: ``HEATMAP_PARSE_MEMORY_FACTOR`` (default 4) times the
+    file plus ``HEATMAP_PARSE_MEMORY_MB`` (default 200)."""
+    factor = _env_number("HEATMAP_PARSE_MEMORY_FACTOR", 4.0)
+    return int(factor * size + _env_number("HEATMAP_PARSE_MEMORY_MB", 200.0) * MiB)
+
+
 # ------------------------------------------------------------------ columns
 class MissingColumns(DataError):
     """The file has no column named like a latitude or a longitude; ``available`` lists its columns, so a
@@ -186,13 +198,19 @@ class MissingColumns(DataError):
         self.available = list(available)
 
 
-def _find_columns(available: list, columns: dict | None, roles=ROLES, notes: list | None = None) -> dict:
-    """Map each role to a column name, or None. ``lat``/``lon`` are required when in ``roles``."""
+def _find_columns(
+    available: list, columns: dict | None, roles=ROLES, notes: list | None = None, seen: list | None = None
+) -> dict:
+    """Map each role to a column name, or None. ``lat``/``lon`` are required when in ``roles``.
+    ``seen``: filled with the available columns (a picker offers them)."""
     columns = dict(columns or {})
-    unknown = sorted(set(columns) - set(ROLES), key=str)
+    known = ROLES + tuple(r for r in REGION_ROLES if r in roles)
+    unknown = sorted(set(columns) - set(known), key=str)
     if unknown:
-        raise ParamError(f"unknown column role(s) {_list(unknown)}; use some of: {', '.join(ROLES)}")
+        raise ParamError(f"unknown column role(s) {_list(unknown)}; use some of: {', '.join(known)}")
     available = [str(c) for c in available]
+    if seen is not None:
+        seen[:] = available
     by_norm: dict[str, list] = {}
     for c in available:
         by_norm.setdefault(_norm(c), []).append(c)
@@ -219,7 +237,7 @@ def _find_columns(available: list, columns: dict | None, roles=ROLES, notes: lis
                     f"the {role} column {_short(given, 40)!r} is not in the file; its columns are: {_list(available)}"
                 )
             continue
-        found = [n for n in NAMES[role] if n in by_norm]
+        found = [n for n in {**NAMES, **REGION_NAMES}[role] if n in by_norm]
         out[role] = one(by_norm[found[0]], role) if found else None
         if len(found) > 1 and notes is not None:
             others = [c for n in found[1:] for c in by_norm[n]]

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ...core.errors import DataError
-from .common import _LOOKS, ATTRS, MAX_COLUMNS, _Ctx, _find_columns, _looks_like, _named_crs, _short
+from .common import _LOOKS, MAX_COLUMNS, _Ctx, _find_columns, _looks_like, _named_crs, _short, _size, memory_budget
 from .vector import _vector
 
 # ------------------------------------------------------------------ GeoJSON (stdlib json, no GDAL)
@@ -82,6 +82,12 @@ def _geojson_crs(obj: dict, c: _Ctx):
     return crs
 
 
+def _parse_memory(data: bytes) -> int:
+    """Roughly the bytes :func:`json.loads` and the reader take for ``data``, from a count of its brackets
+    and commas (C speed, no decoding): a list ~120 bytes, an object ~250, a value ~32, two copies of the text."""
+    return 120 * data.count(b"[") + 250 * data.count(b"{") + 32 * data.count(b",") + 2 * len(data)
+
+
 def _read_geojson(data: bytes, c: _Ctx):
     import geopandas as gpd
     import pandas as pd
@@ -90,6 +96,13 @@ def _read_geojson(data: bytes, c: _Ctx):
     looks = _looks_like(data)
     if looks != "json":
         raise c.refuse(f"its bytes are {_LOOKS[looks]}" if looks != "text" else "it is text that is not JSON")
+    need, budget = _parse_memory(data), memory_budget(len(data))
+    if need > budget:
+        raise DataError(
+            f"{c.name} would need about {_size(need)} of memory to parse as GeoJSON (each position and object "
+            f"takes many times its text), over the limit of {_size(budget)} (HEATMAP_PARSE_MEMORY_FACTOR times the "
+            "file plus HEATMAP_PARSE_MEMORY_MB): convert it to CSV or GeoParquet"
+        )
     try:
         obj = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
@@ -149,8 +162,8 @@ def _read_geojson(data: bytes, c: _Ctx):
     keys = dict.fromkeys(k for p in props for k in p)
     if len(keys) > MAX_COLUMNS:
         raise c.refuse(f"its features have {len(keys):,} property names, over the limit of {MAX_COLUMNS:,}")
-    used = _find_columns(list(keys), _attr_columns(c), roles=ATTRS, notes=c.notes)
-    cols = {used[r]: [p.get(used[r]) for p in props] for r in ATTRS if used[r] is not None}
+    used = _find_columns(list(keys), _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
+    cols = {used[r]: [p.get(used[r]) for p in props] for r in c.roles if used[r] is not None}
     gdf = gpd.GeoDataFrame(pd.DataFrame(cols, index=range(len(feats))), geometry=gpd.GeoSeries(geoms))
     return _vector(gdf, declared, used, c)
 

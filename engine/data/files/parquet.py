@@ -9,10 +9,10 @@ import json
 from ...core.errors import DataError
 from .common import (
     _LOOKS,
-    ATTRS,
     EXPANSION,
     MAX_COLUMNS,
     ROLES,
+    MiB,
     _Ctx,
     _find_columns,
     _looks_like,
@@ -20,12 +20,15 @@ from .common import (
     _short,
     _size,
 )
+from .crs import safe_crs
 from .geojson import _attr_columns
 from .tables import _attributes, _coord_column, _row, _to_wgs84_table
 from .vector import _vector
 
 # ------------------------------------------------------------------ Parquet (pyarrow, no GDAL)
 _WIDTH = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12}
+DECODE_FACTOR = 3  # decoded columns: at most this many times the file, plus DECODE_FLOOR
+DECODE_FLOOR = 150 * MiB
 _GEO_ENCODINGS = {"wkb", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon"}
 
 
@@ -54,12 +57,16 @@ def _read_parquet(data: bytes, c: _Ctx):
         raise c.refuse(f"it has {len(schema.names):,} columns, over the limit of {MAX_COLUMNS:,}")
     geo = _geo_metadata(schema, c)
     if geo is None:
+        if c.polygons == "keep":
+            raise c.refuse("it has no GeoParquet geometry column, so it holds no polygons")
         used = _find_columns(schema.names, c.columns, notes=c.notes)
         read = [used[r] for r in ROLES if used[r] is not None]
     else:
         geom_col, declared = geo
-        used = _find_columns([n for n in schema.names if n != geom_col], _attr_columns(c), roles=ATTRS, notes=c.notes)
-        read = [geom_col] + [used[r] for r in ATTRS if used[r] is not None]
+        used = _find_columns(
+            [n for n in schema.names if n != geom_col], _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields
+        )
+        read = [geom_col] + [used[r] for r in c.roles if used[r] is not None]
     _check_decoded_size(data, pf, read, c)
     if geo is None:
         try:
@@ -106,9 +113,9 @@ def _geo_metadata(schema, c: _Ctx):
         return col, None  # "unknown" in GeoParquet's terms
     try:
         if isinstance(crs, dict):
-            return col, CRS.from_json_dict(crs)
+            return col, safe_crs(crs, f"{c.name}'s GeoParquet metadata")
         if isinstance(crs, str):
-            return col, _named_crs(crs) or CRS.from_wkt(crs)
+            return col, _named_crs(crs) or safe_crs(crs, f"{c.name}'s GeoParquet metadata")
     except (CRSError, ValueError, TypeError, KeyError):
         pass
     raise DataError(
@@ -125,7 +132,8 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    budget = EXPANSION * c.max_bytes
+    # relative to the file as well: a small file that decodes to gigabytes is refused from its footer
+    budget = min(EXPANSION * c.max_bytes, DECODE_FACTOR * len(data) + DECODE_FLOOR)
     md, total, dict_cols = pf.metadata, 0, set()
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
@@ -150,7 +158,12 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
                 total += col.num_values * max(pf.schema.column(j).length, 1)
             else:
                 total += col.num_values * _WIDTH.get(kind, 8)
-    if total <= budget and dict_cols:
+    if total > budget:  # before any page is read: a dictionary page's size is in the footer
+        raise DataError(
+            f"{c.name} would take over {_size(total)} once decoded, over the limit of {_size(budget)} "
+            f"({DECODE_FACTOR} times the file plus {_size(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
+        )
+    if dict_cols:
         names = sorted(dict_cols)
         t = pq.ParquetFile(pa.BufferReader(data), read_dictionary=names).read(columns=names)
         for name in names:
@@ -161,5 +174,5 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
     if total > budget:
         raise DataError(
             f"{c.name} would take {_size(total)} once decoded, over the limit of {_size(budget)} "
-            f"({EXPANSION} times the file limit)"
+            f"({DECODE_FACTOR} times the file plus {_size(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
         )

@@ -16,7 +16,6 @@ import numpy as np
 from ...core.errors import DataError, ParamError
 from .common import (
     _LOOKS,
-    ATTRS,
     EXPANSION,
     GDAL_SAFE,
     MAX_RATIO,
@@ -30,6 +29,7 @@ from .common import (
     _short,
     _size,
 )
+from .crs import safe_crs
 from .geojson import _attr_columns
 from .vector import _vector
 
@@ -147,7 +147,6 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
     import geopandas as gpd
     import pandas as pd
     import shapely
-    from pyproj import CRS
     from pyproj.exceptions import CRSError
 
     for ext in (".shp", ".shx"):
@@ -161,7 +160,7 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
     if ".prj" in parts:
         text = (tmp / "layer.prj").read_bytes().decode("utf-8", "replace").strip()
         try:
-            declared = CRS.from_wkt(text)
+            declared = safe_crs(text, f"{c.name}'s .prj file")
         except CRSError:
             raise DataError(
                 f"{c.name}: its .prj file does not describe a CRS that PROJ understands: export the Shapefile again, "
@@ -174,8 +173,8 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
             if len(col) > c.max_points:
                 raise c.too_many(len(col), "features")
             fields = list(col.schema["properties"])
-            used = _find_columns(fields, _attr_columns(c), roles=ATTRS, notes=c.notes)
-        keep = [used[r] for r in ATTRS if used[r] is not None]
+            used = _find_columns(fields, _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
+        keep = [used[r] for r in c.roles if used[r] is not None]
         skip = [f for f in fields if f not in keep]
         geoms, pi, px, py, vals = [], [], [], [], {k: [] for k in keep}
         with fiona.Env(**GDAL_SAFE), fiona.open(tmp / "layer.shp", driver="ESRI Shapefile", ignore_fields=skip) as col:

@@ -42,7 +42,7 @@ def _read_csv(data: bytes, c: _Ctx):
     looks = _looks_like(data)
     if looks != "text":
         raise c.refuse(f"its bytes are {_LOOKS[looks]}")
-    text = _decode_text(data, c)
+    text, encoding = _decode_text(data, c)
     if not text.strip():
         raise DataError(f"{c.name} is empty")
     rows = text.rstrip("\r\n").count("\n")  # lines after the header: at least the number of rows
@@ -53,7 +53,7 @@ def _read_csv(data: bytes, c: _Ctx):
         sep = csv.Sniffer().sniff(first[: 64 * 1024] + "\n", delimiters=",;\t|").delimiter
     except csv.Error:
         sep = "\t" if c.name.lower().endswith(".tsv") else ","
-    reader = csv.reader(io.StringIO(text), delimiter=sep, skipinitialspace=True)
+    reader = csv.reader(_lines(text), delimiter=sep, skipinitialspace=True)
     try:
         header = next(reader)
         if len(header) > MAX_COLUMNS:
@@ -73,11 +73,16 @@ def _read_csv(data: bytes, c: _Ctx):
         raise DataError(f"{c.name} has no header and no rows") from None
     used = _find_columns(header, c.columns, notes=c.notes)
     keep = sorted({header.index(used[r]) for r in ROLES if used[r] is not None})
+    del text  # pandas reads the bytes: a StringIO would hold the text again at 4 bytes a character
+    # coordinates are parsed as numbers (16 bytes a row, not a string object per value); a column that
+    # is not all numbers comes back as text and gets its specific message below
+    as_text = {header.index(used[r]) for r in ATTRS if used[r] is not None}
     try:
         df = pd.read_csv(
-            io.StringIO(text),
+            io.BytesIO(data),
+            encoding=encoding,
             sep=sep,
-            dtype=str,
+            dtype={i: str for i in as_text},
             keep_default_na=False,
             skipinitialspace=True,
             index_col=False,
@@ -98,19 +103,30 @@ def _read_csv(data: bytes, c: _Ctx):
     return lon, lat, _attributes(df, used, csv_strings=True), used
 
 
-def _decode_text(data: bytes, c: _Ctx) -> str:
+def _lines(text: str):
+    """The lines of ``text`` with their endings, one at a time (a list of them all would double the memory)."""
+    start, n = 0, len(text)
+    while start < n:
+        end = text.find("\n", start)
+        end = n if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+
+
+def _decode_text(data: bytes, c: _Ctx) -> tuple[str, str]:
+    """The text and the encoding it was read with."""
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         try:
             text = data.decode("utf-16")
         except UnicodeDecodeError:
             raise c.refuse("it starts like UTF-16 text but is not valid UTF-16") from None
         c.notes.append("The file is UTF-16: read as such.")
-        return text
+        return text, "utf-16"
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8-sig"), "utf-8-sig"
     except UnicodeDecodeError:
         c.notes.append("The file is not UTF-8: read as Latin-1.")
-        return data.decode("latin-1")
+        return data.decode("latin-1"), "latin-1"
 
 
 def _coord_column(s, col, what, where) -> np.ndarray:

@@ -1,0 +1,178 @@
+"""Parse an uploaded file in a child process with memory and time limits, so that a file built to exhaust
+the parser (a decompression or a nesting bomb the checks from metadata miss) ends the child, not the server.
+
+The child is forked from a forkserver that has the readers imported (a fork costs milliseconds, not the
+seconds of a fresh interpreter). The parent reads the child's resident memory every few milliseconds and
+kills it once it has grown by more than :func:`memory_budget` of the file, or once it has run longer than
+:func:`time_budget`; the child also limits its own address space (``RLIMIT_AS``, with room for thread
+stacks and allocator reservations, which are address space but not memory) and CPU time, a backstop
+should the parent's watch lag. What comes back is
+the :class:`~engine.data.dataset.Dataset`, or the refusal's message; a child that ran out of memory or time
+or died gives a :class:`DataError` that says so. The child's peak memory growth is reported in
+``meta.extra["parse_peak_bytes"]`` (it is what the limit bounds).
+
+Limits: ``HEATMAP_PARSE_MEMORY_FACTOR`` (default 4) times the file plus ``HEATMAP_PARSE_MEMORY_MB`` (default
+200), and ``HEATMAP_PARSE_SECONDS`` (default 20) plus ``HEATMAP_PARSE_SECONDS_PER_MB`` (default 0.5) per MB.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import resource
+import threading
+import time
+from pathlib import Path
+
+from ...core.errors import DataError, ParamError
+from .common import MiB, MissingColumns, _env_number, _short, memory_budget
+
+# the readers import these lazily: imported once in the forkserver, every child has them
+_PRELOAD = [
+    "engine.data.files",
+    "pandas",
+    "pyarrow.parquet",
+    "pyarrow.compute",
+    "geopandas",
+    "shapely",
+    "pyproj",
+    "fiona",
+]
+WATCH_S = 0.02  # how often the parent reads the child's resident memory
+_AS_SLACK = 2 << 30  # address space beyond the budget: thread stacks and allocator reservations, not memory
+_CTX_LOCK = threading.Lock()
+_CTX = None
+
+
+def time_budget(size: int) -> float:
+    """Seconds of wall time a parse may take for a file of ``size`` bytes."""
+    return _env_number("HEATMAP_PARSE_SECONDS", 20.0) + _env_number("HEATMAP_PARSE_SECONDS_PER_MB", 0.5) * size / MiB
+
+
+def _context():
+    global _CTX
+    with _CTX_LOCK:
+        if _CTX is None:
+            # the forkserver is a fresh interpreter that ignores the caller's sys.path (Python 3.11): without
+            # the project on its path the preload fails silently and every child imports it all again
+            root = str(Path(__file__).resolve().parents[3])
+            paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if root not in paths:
+                os.environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, paths)])
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(_PRELOAD)
+            _CTX = ctx
+        return _CTX
+
+
+def _status_bytes(field: str, pid: int | str = "self") -> int:
+    """A memory figure (``VmRSS``, ``VmSize``) of a process from /proc, in bytes; 0 once it has gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+_ENV = ("HEATMAP_PARSE_MEMORY_FACTOR", "HEATMAP_PARSE_MEMORY_MB")
+
+
+def _child(conn, source, filename, kwargs, env, mem_bytes, cpu_s) -> None:
+    from .load import load_file
+
+    try:
+        for k in _ENV:  # the caller's limits, not the forkserver's environment
+            os.environ.pop(k, None)
+        os.environ.update(env)
+        # a hard backstop; the parent's watch of the resident memory is the budget itself
+        vm = _status_bytes("VmSize") + mem_bytes + _AS_SLACK
+        resource.setrlimit(resource.RLIMIT_AS, (vm, vm))
+        resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_s) + 1, int(cpu_s) + 2))
+        rss0 = _status_bytes("VmRSS")
+        conn.send(("rss0", rss0))
+        ds = load_file(source, filename, **kwargs)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
+        ds.meta.extra["parse_peak_bytes"] = int(max(peak, 0))
+        conn.send(("ok", ds))
+    except MissingColumns as exc:  # the caller offers the file's columns to choose from
+        conn.send(("MissingColumns", (exc.available, str(exc))))
+    except (DataError, ParamError) as exc:
+        conn.send((type(exc).__name__, str(exc)))
+    except MemoryError:
+        conn.send(("memory", ""))
+    except BaseException:  # never a library's own message (it may quote the file)
+        conn.send(("failed", ""))
+    finally:
+        conn.close()
+        os._exit(0)  # skip the interpreter's teardown of every imported module
+
+
+def _wait(parent, proc, mem: int, seconds: float):
+    """The child's answer, watching its resident memory every WATCH_S: ("memory"|"time", "") when over."""
+    start, rss0 = time.monotonic(), None
+    while True:
+        if parent.poll(WATCH_S):
+            kind, payload = parent.recv()
+            if kind != "rss0":
+                return kind, payload
+            rss0 = payload
+        if rss0 is not None and _status_bytes("VmRSS", proc.pid) - rss0 > mem:
+            return "memory", ""
+        if time.monotonic() - start > seconds:
+            return "time", ""
+
+
+def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
+    """:func:`engine.data.files.load_file` run in a child process under memory and time limits
+    (see the module docstring); same arguments, same Dataset or DataError/ParamError."""
+    from .common import upload_limits
+
+    env_bytes, env_points = upload_limits()  # read here: the forkserver's environment is the one it started with
+    kwargs.setdefault("max_bytes", env_bytes)
+    kwargs.setdefault("max_points", env_points)
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        source, size = bytes(path_or_bytes), len(path_or_bytes)
+        name = _short(Path(filename or "the file").name)
+    else:
+        path = Path(path_or_bytes)
+        source, name = str(path), _short(Path(filename or path.name).name)
+        size = path.stat().st_size if path.is_file() else 0
+    size = min(size, kwargs["max_bytes"])  # a larger file is refused before it is parsed
+    mem, seconds = memory_budget(size), time_budget(size)
+    ctx = _context()
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_child,
+        args=(child, source, filename, kwargs, {k: os.environ[k] for k in _ENV if k in os.environ}, mem, seconds),
+        daemon=True,
+    )
+    proc.start()
+    child.close()
+    try:
+        kind, payload = _wait(parent, proc, mem, seconds)
+    except EOFError:  # the child died without a word: killed by its limits, or crashed
+        kind, payload = "failed", ""
+    finally:
+        parent.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+    if kind == "time":
+        raise DataError(
+            f"{name} took longer than {seconds:,.0f} s to read and was stopped (HEATMAP_PARSE_SECONDS): "
+            "convert it to CSV or GeoParquet, or upload a smaller file"
+        )
+    if kind == "ok":
+        return payload
+    if kind == "MissingColumns":
+        raise MissingColumns(*payload)
+    if kind in ("DataError", "ParamError"):
+        raise (DataError if kind == "DataError" else ParamError)(payload)
+    if kind == "memory":
+        raise DataError(
+            f"{name} needs more than {mem / MiB:,.0f} MB of memory to read (HEATMAP_PARSE_MEMORY_FACTOR times the "
+            "file plus HEATMAP_PARSE_MEMORY_MB) and was stopped: convert it to CSV or GeoParquet"
+        )
+    raise DataError(f"{name} could not be read: the reader stopped (out of memory or time, or a damaged file)")

@@ -1,0 +1,30 @@
+"""Concurrent sessions on one server, at a small size (the full figures, 16 sessions, are in BENCHMARKS.md
+and come from ``python scripts/load_sessions.py --sessions 16``).
+
+Every session opens Explore with its own seed, all click Run at once, and each must get its maps and have
+both its Run and its New seed clicks taken up by the server. Times are recorded, not asserted (a test
+machine's load decides them); the benchmark compares them with the targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from load_sessions import measure  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+def test_concurrent_sessions_all_get_their_maps(app_url):
+    res = asyncio.run(measure(app_url, 3))
+    print(res)
+    assert res["errors"] == [] and res["completed"] == 3, res
+    for key in ("run_to_maps_s", "run_answer_s", "seed_answer_s"):
+        assert res[key]["n"] == 3, res
+    assert res["run_answer_s"]["max"] <= res["run_to_maps_s"]["max"]  # a click is taken up before its maps

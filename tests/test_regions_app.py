@@ -1,0 +1,73 @@
+"""Regions on Explore and Compare (AppTest): the control, the regional maps (a polygon layer per map on the
+shared colour scale, coloured, outlined, hovering estimate ± 95 % margin and the true count in Evaluate),
+the table and the downloads. The upload with its column pickers is in tests/test_browser_regions.py (AppTest
+has no file upload)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from test_app import click_run, open_app, texts
+
+
+def region_decks(at, prefix: str) -> list[dict]:
+    out = []
+    for c in at.get("deck_gl_json_chart"):
+        spec = json.loads(c.proto.json)
+        out += [la for la in spec.get("layers", []) if re.fullmatch(rf"{prefix}_\d+", la.get("id", ""))]
+    return out
+
+
+def test_explore_draws_h3_regions_with_margins_and_truth():
+    at = open_app(mech="privtree", baselines="0", eps="1", seed="0")
+    click_run(at, "explore")
+    at.segmented_control(key="explore.regions.kind").set_value("H3 hexagons").run()
+    assert not at.exception, [e.value for e in at.exception]
+    layers = region_decks(at, "explore")
+    assert len(layers) == 2  # the true and the private regional map
+    true_rows, private_rows = layers[0]["data"], layers[1]["data"]
+    assert len(private_rows) > 10
+    tips = [r["tip"] for r in private_rows]
+    assert all("private:" in t and "true:" in t for t in tips)
+    assert sum("(95 % margin)" in t for t in tips) == len(tips)  # PrivTree has a margin in every region
+    # coloured on the shared scale: some regions take a colour, the outline is drawn
+    assert any(r["fill"][3] > 0 for r in private_rows) and any(r["fill"][3] > 0 for r in true_rows)
+    assert layers[1]["stroked"] and layers[1]["pickable"]
+    body = texts(at)
+    assert "regions. Margins: 95 % margin" in body
+    labels = [b.label for b in at.get("download_button")]
+    assert "Regions (CSV)" in labels and "Regions (GeoPackage)" in labels
+
+
+def test_explore_grid_regions_of_a_mechanism_without_margin_say_so():
+    at = open_app(mech="ag", baselines="0", eps="1", seed="0")
+    click_run(at, "explore")
+    at.segmented_control(key="explore.regions.kind").set_value("Grid cells").run()
+    tips = [r["tip"] for r in region_decks(at, "explore")[1]["data"]]
+    assert tips and all("no margin" in t for t in tips)
+    assert "no closed form" in texts(at)
+
+
+def test_compare_draws_each_mechanism_over_the_same_regions():
+    at = open_app("compare", mechs="identity,ug", eps="1", seed="2")
+    click_run(at, "compare")
+    at.segmented_control(key="compare.regions.kind").set_value("H3 hexagons").run()
+    assert not at.exception, [e.value for e in at.exception]
+    layers = region_decks(at, "compare")
+    assert len(layers) == 3  # the truth, Identity and UG
+    polygons = [[r["polygon"] for r in la["data"]] for la in layers]
+    assert polygons[0] == polygons[1] == polygons[2]  # the same hexagons on every map
+    fills = [[tuple(r["fill"]) for r in la["data"]] for la in layers]
+    assert fills[1] != fills[2]  # two mechanisms, two estimates
+    assert all("(95 % margin)" in r["tip"] for la in layers[1:] for r in la["data"])
+
+
+def test_release_mode_lists_regions_without_truth():
+    at = open_app(mode="release", eps="0.5", res="32", ds="snow_cholera", mech="ug")
+    click_run(at, "explore")
+    at.segmented_control(key="release.regions.kind").set_value("H3 hexagons").run()
+    assert not at.exception, [e.value for e in at.exception]
+    layers = region_decks(at, "release")
+    assert len(layers) == 1  # the private regional map only
+    assert all("true:" not in r["tip"] and "(95 % margin)" in r["tip"] for r in layers[0]["data"])
