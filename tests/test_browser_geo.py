@@ -67,7 +67,8 @@ def label_at(a: np.ndarray, fx: float, fy: float) -> tuple[int, int]:
     px, py = x0 + fx * side, y1 - fy * side
     win = a[int(py) - 10 : int(py) + 10, int(px) + 2 : int(px) + 45]
     white = int((win.min(axis=2) >= 248).sum())
-    ink = int(((win.max(axis=2) < 90) & (win.max(axis=2) - win.min(axis=2) < 30)).sum())
+    # the letters are thin and anti-aliased: grey to dark, unsaturated
+    ink = int(((win.max(axis=2) < 170) & (win.max(axis=2) - win.min(axis=2) < 30)).sum())
     return white, ink
 
 
@@ -92,7 +93,7 @@ def test_snow_maps_fit_the_window_with_place_names_and_grow_without_the_sidebar(
     from engine.data.builtin import load_snow
 
     white, ink = label_at(a, *place_fraction(load_snow(), "Soho"))
-    assert white > 150 and ink > 15, (white, ink)
+    assert white > 150 and ink > 20, (white, ink)
     # the streets (grey lines, unsaturated, darker than the empty cells) show through the empty cells
     sq = a[y0:y1, x0:x1]
     grey = ((sq.max(axis=2) - sq.min(axis=2) < 15) & (sq.max(axis=2) > 100) & (sq.max(axis=2) < 210)).sum()
@@ -141,7 +142,7 @@ def test_a_swapped_file_gets_a_warning_before_any_run(page, app_url, tmp_path):
 
     fixed = load_file(swapped_berlin_csv(), "swapped.csv", columns={"lon": "lat", "lat": "lon"})
     white, ink = label_at(a, *place_fraction(fixed, "Berlin"))
-    assert white > 150 and ink > 15, (white, ink)
+    assert white > 150 and ink > 20, (white, ink)
     save(page, tmp_path, "geo_swapped_fixed")
     watch.check()
 
@@ -150,7 +151,7 @@ def test_swipe_and_difference_views(page, app_url, tmp_path):
     watch = Watch(page)
     open_at(page, app_url, SNOW)
     run_and_wait_maps(page)
-    page.get_by_role("button", name="Swipe").click()
+    page.get_by_text("Swipe", exact=True).click()
     page.wait_for_selector(".swipe img.over", timeout=60_000)
     page.wait_for_selector(READY, timeout=60_000)
     page.wait_for_timeout(500)
@@ -174,7 +175,7 @@ def test_swipe_and_difference_views(page, app_url, tmp_path):
     assert (np.abs(before - after).max(axis=1) > 30).sum() > 20
     save(page, tmp_path, "geo_swipe")
 
-    page.get_by_role("button", name="Private − true").click()
+    page.get_by_text("Private − true", exact=True).click()
     page.wait_for_selector(".diff-legend", timeout=60_000)
     page.wait_for_selector(READY, timeout=60_000)
     page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=60_000)
@@ -198,7 +199,7 @@ def test_typing_privtree_then_arrow_down_and_enter_picks_privtree(page, app_url)
     page.keyboard.press("Enter")
     page.wait_for_selector(READY, timeout=60_000)
     page.wait_for_timeout(500)
-    assert "PrivTree" in box.inner_text(), box.inner_text()
+    assert "mech=privtree" in page.url, page.url  # the URL holds the chosen mechanism
     watch.check()
 
 
