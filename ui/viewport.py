@@ -127,7 +127,10 @@ def basemap_watch(key: str) -> None:
     try:
         _basemap_component()(
             key=key,
-            data={"url": BASEMAP_STYLE, "text": "The online basemap could not load (no network?): only the app's own layers are drawn."},
+            data={
+                "url": BASEMAP_STYLE,
+                "text": "The online basemap could not load (no network?): only the app's own layers are drawn.",
+            },
             height=0,
         )
     except Exception:  # no browser behind the session (AppTest): nothing to watch
