@@ -55,7 +55,7 @@ if show is not None:
                 {
                     "Mechanism": names[c.mechanism],
                     "Answer": round(ans, 1),
-                    "Raw estimate": f"{raw:,.1f}" if raw < 0 else "",  # empty, never "None", when it is the answer
+                    "Raw estimate": f"{raw:.1f}" if raw < 0 else "",  # empty, never "None", when it is the answer
                     "Error": round(ans - true_c, 1),
                     "Relative error": abs(ans - true_c) / max(true_c, ranges.psi(r.truth)),
                 }
