@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import replace
 
+from . import progress
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -232,18 +233,6 @@ def _release_regions(args, cfg):
     return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
 
 
-def _progress_bar(done: int, total: int, cfg) -> None:
-    """One line per finished run; on a terminal, one bar redrawn in place."""
-    what = f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done"
-    if sys.stderr.isatty():
-        filled = round(30 * done / total)
-        end = "\n" if done == total else ""
-        bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} runs ({what})"
-        print(f"\r{bar}\033[K", end=end, file=sys.stderr, flush=True)
-    else:
-        print(f"[{done}/{total}] {what}", file=sys.stderr)
-
-
 def _on_cluster(args, configs, keep=None) -> list:
     """The runs as tasks on the cluster of ``--cluster`` (engine/run/cluster.py), in order."""
     from .run.cluster import connect, run_many
@@ -251,7 +240,8 @@ def _on_cluster(args, configs, keep=None) -> list:
     with connect(args.cluster) as client:
         workers = len(client.scheduler_info().get("workers", {}))
         print(f"{len(configs)} run(s) on the Dask cluster {args.cluster} ({workers} workers)", file=sys.stderr)
-        return run_many(configs, client, use_cache=not args.no_cache, keep=keep, progress=_progress_bar)
+        with progress.bar(len(configs), "sweep") as bar:
+            return run_many(configs, client, use_cache=not args.no_cache, keep=keep, progress=progress.on_finished(bar))
 
 
 def _cmd_sweep(args) -> int:
@@ -269,9 +259,10 @@ def _cmd_sweep(args) -> int:
         rows = _on_cluster(args, configs, keep=sweep_row)
     else:
         rows = []
-        for cfg in configs:
-            rows.append(sweep_row(run(cfg, use_cache=not args.no_cache)))
-            print(f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done", file=sys.stderr)
+        with progress.bar(len(configs), "sweep") as bar:
+            for cfg in configs:
+                rows.append(sweep_row(run(cfg, use_cache=not args.no_cache)))
+                progress.finished(bar, cfg)
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
     else:
@@ -368,22 +359,17 @@ def _runs(text: str) -> int:
 def _cmd_audit(args) -> int:
     from .run.audit import audit
 
-    shown = [-1]
-
-    def progress(fraction, message):  # one line per tenth of the runs
-        if int(fraction * 10) > shown[0]:
-            shown[0] = int(fraction * 10)
-            print(f"{args.mechanism}: {message}", file=sys.stderr)
-
-    res = audit(
-        args.mechanism,
-        args.epsilon,
-        args.runs,
-        params=_options(args.param, "parameter"),
-        relation=args.relation,
-        seed=args.seed,
-        progress=progress,
-    ).to_dict()
+    bar, moved = progress.fraction(f"audit {args.mechanism}")
+    with bar:
+        res = audit(
+            args.mechanism,
+            args.epsilon,
+            args.runs,
+            params=_options(args.param, "parameter"),
+            relation=args.relation,
+            seed=args.seed,
+            progress=moved,
+        ).to_dict()
     if args.json:
         print(json.dumps(res, indent=2, default=float))
         return 0

@@ -91,12 +91,29 @@ if show is not None:
                 per_seed.setdefault(names.get(c.mechanism, c.mechanism), []).append(s.result)
         n_seeds = min((len(v) for v in per_seed.values()), default=0)
         per_seed = {k: v[:n_seeds] for k, v in per_seed.items()}
-        st.dataframe(tables.ranking(per_seed, metric), hide_index=True, width="stretch")
-        st.caption(
-            f"{explain.label(metric)} over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–"
-            f"{ok[0][0].seed + n_seeds - 1}): mean and 95 % interval. *Tied with the best*: not significantly "
-            "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks ties."
+        state.seed("compare.rank_by", "mean", "rank_by", state.one_of({k: k for k in tables.RANK_BY}))
+        rank_by = st.radio(
+            "Rank by", list(tables.RANK_BY), **state.bind("compare.rank_by"), format_func=tables.RANK_BY.get
         )
+        seeds = f"over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–{ok[0][0].seed + n_seeds - 1})"
+        if rank_by == "mean":
+            st.dataframe(tables.ranking(per_seed, metric), hide_index=True, width="stretch")
+            st.caption(
+                f"{explain.label(metric)} {seeds}: mean and 95 % interval. *Tied with the best*: not significantly "
+                "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks "
+                "ties."
+            )
+        else:
+            url["rank_by"] = rank_by
+            regret = tables.regret_ranking(tables.seed_settings(per_seed, metric), metric)
+            if regret.empty:
+                st.info("Average regret ranks errors (lower is better): choose EMD, L1, MSE, KL or a range error.")
+            else:
+                st.dataframe(regret, hide_index=True, width="stretch")
+                st.caption(
+                    f"{explain.label(metric)} {seeds}: at each seed, a mechanism's value over the best value at that "
+                    "seed, averaged over the seeds (DPComp's average regret; 1 = best at every seed)."
+                )
     with b:
         st.subheader("What the metrics mean")
         st.dataframe(views.metrics_frame(results)[["What it measures"]], width="stretch")

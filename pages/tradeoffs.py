@@ -5,7 +5,7 @@ import os
 import streamlit as st
 
 from engine.run import sweeps
-from ui import boot, budget, controls, explain, jobs, run, state, sweep, views, widgets
+from ui import boot, budget, controls, explain, jobs, run, state, sweep, tables, views, widgets
 from ui.text import plain
 
 
@@ -124,6 +124,23 @@ if show is not None:
     f1, f2 = st.columns([3, 2])
     f1.altair_chart(sweep.frontier_chart(fr, metric, x, log_y), width="stretch")
     f2.dataframe(fr, hide_index=True, width="stretch")
+    st.subheader("Ranking over the sweep")
+    state.seed("sweep.rank_by", "mean", "rank_by", state.one_of({k: k for k in tables.SWEEP_RANK_BY}))
+    rank_by = st.radio(
+        "Rank by", list(tables.SWEEP_RANK_BY), **state.bind("sweep.rank_by"), format_func=tables.SWEEP_RANK_BY.get
+    )
+    if rank_by != "mean":
+        url["rank_by"] = rank_by
+    ranked = tables.sweep_ranking(summ, metric, x, rank_by)
+    if ranked.empty:
+        st.info("Average regret ranks errors (lower is better): choose EMD, L1, MSE, KL or a range error.")
+    else:
+        st.dataframe(ranked, hide_index=True, width="stretch")
+        st.caption(
+            f"Average regret: at each {sweep.AXIS[x]} point, a mechanism's mean {explain.label(metric)} over the "
+            "best mean at that point, averaged over the points (DPComp's ranking; 1 = best everywhere). The mean "
+            "over the points is dominated by the points with the largest errors."
+        )
     st.download_button(
         "All trial results (CSV)",
         df.to_csv(index=False),

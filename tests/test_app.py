@@ -362,6 +362,7 @@ def test_a_run_ending_while_the_page_draws_is_redrawn(monkeypatch):
 
 def test_online_source_downloads_with_the_button(tmp_path):
     import functools
+    import hashlib
     import http.server
     import threading
 
@@ -377,7 +378,7 @@ def test_online_source_downloads_with_the_button(tmp_path):
     url = f"http://127.0.0.1:{server.server_address[1]}/city.bin"
 
     def loader(url):
-        download(url, max_bytes=10**6)
+        download(url, sha256=hashlib.sha256(b"0123456789" * 5000).hexdigest(), max_bytes=10**6)
         return generate("monocentric", 2000, 0)
 
     add(

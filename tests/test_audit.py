@@ -20,6 +20,7 @@ from engine.__main__ import main
 from engine.core.errors import ParamError
 from engine.mechanisms import get, registry
 from engine.mechanisms.central.identity import Identity
+from engine.mechanisms.dawa.mechanism import Dawa
 from engine.run.audit import (
     PLANS,
     audit,
@@ -165,6 +166,24 @@ def test_audit_catches_halved_noise():
     assert broken.eps_lb > broken.eps_claimed == 1.0, broken.to_dict()
     correct = audit("identity", 1.0, 3000, alpha=ALPHA, seed=5)
     assert correct.eps_lb <= 1.0
+
+
+class _QuarterPartitionNoiseDawa(Dawa):
+    """A deliberately broken copy of DAWA: its partition's cost noise at a quarter of the scale (the
+    partition then costs up to 4 eps1) while the run claims epsilon. Not registered; DAWA's audit plan."""
+
+    partition_noise = 0.25
+
+
+def test_audit_catches_dawa_with_quarter_partition_noise():
+    """The audit sees the partition: at epsilon 4 (eps1 = 1, eps2 = 3) the weakened copy's bound is above its
+    claim, while DAWA at the same seed and runs stays within it (4.24 and 3.16 at 4,000 runs, seed 5). The
+    margin is thin: at seeds 0, 1, 2 the copy gave 4.19, 4.19 and 4.00 (not caught at seed 2), DAWA 3.10,
+    3.01, 3.30."""
+    broken = audit(_QuarterPartitionNoiseDawa, 4.0, 4000, alpha=ALPHA, seed=5)
+    assert broken.eps_lb > broken.eps_claimed == 4.0, broken.to_dict()
+    correct = audit("dawa", 4.0, 4000, alpha=ALPHA, seed=5)
+    assert correct.eps_lb <= 4.0, correct.to_dict()
 
 
 # ------------------------------------------------------------------ Adaptive HH under add/remove

@@ -7,7 +7,9 @@ check-ins .txt.gz, the SF cabs .npy, a population GeoTIFF, bare or zipped).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
+import re
 import socket
 import threading
 import zipfile
@@ -16,8 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from engine.core.errors import DataError, OfflineError
+from engine.core.errors import DataError, OfflineError, ParamError
 from engine.data import catalogue, online, sources
+from engine.data.download import UncheckedDownloadWarning, cache_path
 
 
 class _Server:
@@ -63,6 +66,15 @@ def server():
     s.close()
 
 
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _stray() -> list:
+    """Files in the download folder that are not a cached download (a temporary left behind)."""
+    return [p for p in online.downloads_dir().iterdir() if p.is_file() and not re.match(r"^[0-9a-f]{12}-", p.name)]
+
+
 def _inside(key, n, rng):
     lon0, lat0, lon1, lat1 = catalogue.city(key).bbox
     return rng.uniform(lat0, lat1, n), rng.uniform(lon0, lon1, n)
@@ -103,7 +115,7 @@ def test_gowalla_download_progress_cache_and_cut(server, rng):
     assert calls[0] == (0, len(data)) and calls[-1] == (len(data), len(data))
     assert all(b >= a for (a, _), (b, _) in zip(calls, calls[1:]))
     assert server.hits["/snap/loc-gowalla_totalCheckins.txt.gz"] == 1
-    assert online.is_cached(url) and not list(online.downloads_dir().glob(".*.part*"))
+    assert online.is_cached(url) and not _stray()
     # second load: from the cache, no request
     again = online.load_gowalla("san_francisco", url=url)
     np.testing.assert_array_equal(again.lonlat, ds.lonlat)
@@ -158,7 +170,7 @@ def test_truncated_gzip_is_rejected_and_nothing_is_cached(server, rng):
     with pytest.raises(DataError, match="gzip"):
         online.load_gowalla("san_francisco", url=url)
     assert not online.is_cached(url)
-    assert not list(online.downloads_dir().glob(".*.part*"))
+    assert not _stray()
 
 
 def test_transfer_cut_short_is_reported(server, rng):
@@ -174,7 +186,7 @@ def test_transfer_cut_short_is_reported(server, rng):
 
 def test_corrupt_cached_file_is_removed_with_a_clear_error(server):
     url = server.url("/never-served/loc-gowalla_totalCheckins.txt.gz")
-    p = online.cache_path(url)
+    p = cache_path(url)
     p.write_bytes(b"\x1f\x8b\x08\x00garbage that is not deflate data")
     with pytest.raises(DataError, match="corrupt.*removed"):
         online.load_gowalla("boston", url=url)
@@ -208,7 +220,7 @@ def test_offline_is_an_offline_error():
 def test_registry_offline_flag_follows_the_cache():
     key = "gowalla:kansas_city"
     assert sources()[key].offline is False
-    p = online.cache_path(online.GOWALLA_URL)
+    p = cache_path(online.GOWALLA_URL)
     p.write_bytes(b"placeholder")
     try:
         assert sources()[key].offline is True
@@ -244,11 +256,11 @@ def test_sf_cabs_download_and_local_path(server, rng, tmp_path):
     server.files["/snh/CABS_SFS.npy"] = data
     url = server.url("/snh/CABS_SFS.npy")
     seen = []
-    ds = online.load_sf_cabs(url=url, progress=lambda d, t: seen.append(d))
+    ds = online.load_sf_cabs(url=url, sha256=_sha(data), progress=lambda d, t: seen.append(d))
     assert len(ds) == arr.shape[0] and seen[-1] == len(data)
     np.testing.assert_allclose(ds.lonlat[:, 1], arr[:, 0])  # column 0 is latitude
     assert ds.meta.bbox == catalogue.city("san_francisco").bbox
-    online.load_sf_cabs(url=url)
+    online.load_sf_cabs(url=url, sha256=_sha(data))
     assert server.hits["/snh/CABS_SFS.npy"] == 1
     local = tmp_path / "cabs.npy"
     local.write_bytes(data)
@@ -260,8 +272,8 @@ def test_sf_cabs_download_and_local_path(server, rng, tmp_path):
 def test_sf_cabs_corrupt_download_is_discarded(server):
     server.files["/bad/CABS_SFS.npy"] = b"\x93NUMPY garbage"
     url = server.url("/bad/CABS_SFS.npy")
-    with pytest.raises(DataError, match="discarded"):
-        online.load_sf_cabs(url=url)
+    with pytest.raises(DataError, match="discarded"):  # the bytes are the expected ones, the format is not
+        online.load_sf_cabs(url=url, sha256=_sha(b"\x93NUMPY garbage"))
     assert not online.is_cached(url)
 
 
@@ -348,6 +360,81 @@ def test_prefetch_reports_progress(server, rng):
     data, _ = _cabs_npy(rng, 50)
     server.files["/pre/CABS_SFS.npy"] = data
     seen = []
-    p = online.prefetch("sf_cabs", progress=lambda d, t: seen.append((d, t)), url=server.url("/pre/CABS_SFS.npy"))
+    p = online.prefetch(
+        "sf_cabs", progress=lambda d, t: seen.append((d, t)), url=server.url("/pre/CABS_SFS.npy"), sha256=_sha(data)
+    )
     assert p is not None and p.read_bytes() == data and seen[-1] == (len(data), len(data))
     assert online.prefetch("synthetic:polycentric") is None
+
+
+# ------------------------------------------------------------------ content hashes
+def test_a_tampered_file_is_refused_and_not_cached(server, rng):
+    data, arr = _cabs_npy(rng)
+    tampered = io.BytesIO()
+    moved = arr.copy()
+    moved[0] = (37.75, -122.45)  # one pick-up moved: still a valid file of the right shape
+    np.save(tampered, moved)
+    server.files["/tamper/CABS_SFS.npy"] = tampered.getvalue()
+    url = server.url("/tamper/CABS_SFS.npy")
+    with pytest.raises(DataError, match="does not have the expected SHA-256") as exc:
+        online.load_sf_cabs(url=url, sha256=_sha(data))
+    assert _sha(tampered.getvalue()) in str(exc.value) and "not cached" in str(exc.value)
+    assert not online.is_cached(url) and not _stray()
+    server.files["/tamper/CABS_SFS.npy"] = data  # the publisher's bytes again
+    ds = online.load_sf_cabs(url=url, sha256=_sha(data))
+    assert len(ds) == arr.shape[0] and ds.meta.extra["sha256"] == _sha(data)
+    assert server.hits["/tamper/CABS_SFS.npy"] == 2
+
+
+def test_a_mirror_must_serve_the_catalogues_bytes(server, rng):
+    data, _ = _cabs_npy(rng)
+    server.files["/mirror/CABS_SFS.npy"] = data
+    url = server.url("/mirror/CABS_SFS.npy")
+    assert online.SF_CABS.sha256 != _sha(data)
+    with pytest.raises(DataError, match=online.SF_CABS.sha256):  # no sha256 given: the catalogue's applies
+        online.load_sf_cabs(url=url)
+    with pytest.raises(DataError, match=online.SF_CABS.sha256):
+        online.prefetch("sf_cabs", url=url)
+    assert not online.is_cached(url)
+
+
+def test_a_cached_file_that_no_longer_matches_is_downloaded_again(server, rng):
+    data, truth = _checkins_gz(rng)
+    path = "/pinned/loc-gowalla_totalCheckins.txt.gz"
+    server.files[path] = data
+    url = server.url(path)
+    assert len(online.load_gowalla("chicago", url=url, sha256=_sha(data))) == truth["chicago"]
+    other, _ = _checkins_gz(np.random.default_rng(7))
+    cache_path(url).write_bytes(other)  # the cached copy changed on disk
+    sf = online.load_gowalla("san_francisco", url=url, sha256=_sha(data))  # a new cut reads the file again
+    assert len(sf) == truth["sf"] and server.hits[path] == 2
+    assert cache_path(url).read_bytes() == data
+
+
+def test_a_file_without_a_known_hash_is_loaded_with_a_warning(server, rng):
+    data, truth = _checkins_gz(rng)
+    path = "/unchecked/loc-brightkite_totalCheckins.txt.gz"
+    server.files[path] = data
+    assert online.BRIGHTKITE.sha256 is None
+    with pytest.warns(UncheckedDownloadWarning, match=_sha(data)):
+        ds = online.load_checkins("brightkite", "chicago", url=server.url(path))
+    assert len(ds) == truth["chicago"] and ds.meta.extra["sha256"] is None
+
+
+def test_a_malformed_hash_is_a_parameter_error(server):
+    with pytest.raises(ParamError, match="64 hexadecimal"):
+        online.load_sf_cabs(url=server.url("/any/CABS_SFS.npy"), sha256="abc123")
+
+
+def test_every_online_source_names_its_hash_or_why_none_is_known():
+    online_sources = [s for s in sources().values() if s.kind == "online" and not s.key.startswith("_")]
+    assert len(online_sources) > 20
+    for src in online_sources:
+        sha, why = src.extra["sha256"], src.extra["sha256_provenance"]
+        assert sha is None or re.fullmatch(r"[0-9a-f]{64}", sha), src.key
+        assert len(why) > 40, src.key
+        if sha is None:
+            assert "No SHA-256 is published" in src.description, src.key
+        else:
+            assert sha[:12] in src.description and "refused" in src.description, src.key
+    assert sources()["sf_cabs"].extra["sha256"] == online.SF_CABS.sha256

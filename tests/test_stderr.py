@@ -192,6 +192,16 @@ def test_privtree_and_adaptive_hh_are_exact_given_their_tree(data):
     assert_units_residuals(runs("ug", d0), truth, rect_labels, "ug with a noisy total (m from it)")
 
 
+def test_dawa_is_exact_given_its_partition(data):
+    """DAWA's buckets come from the partition's own noise, independent of GreedyH's: given them, each
+    bucket's least-squares residual in units of its closed-form SE has mean square 1 (z-test as above),
+    with the default ratio and with most of the budget on the partition (fewer, larger buckets)."""
+    d0, _ = data
+    truth = d0.true_histogram(Domain(0.0, 0.0, SIDE, 4))
+    for params in ({}, {"ratio": 0.8}):
+        assert_units_residuals(runs("dawa", d0, **params), truth, lambda r: r.extras["buckets"], f"dawa {params}")
+
+
 def test_kept_cells_have_the_noise_sd_and_zeroed_cells_none(data):
     """Clipping and top-t: a cell set to 0 after the noise has no SE (NaN); the cells dense enough to be
     kept in every run spread as the Laplace noise says."""
@@ -228,6 +238,7 @@ STDERR_KEYS = (
     "laplace_gauss",
     "laplace_topt_gauss",
     "identity_paramselect",
+    "dawa",
 )
 NO_CLOSED_FORM = ("ag", "ag_polya", "hierarchical_onehot", "cms_hierarchical", "sparse_emd", "federated_rff_kde")
 

@@ -4,6 +4,13 @@ One :class:`ColourScale` is built per view from the true histogram so the true
 and private maps (and every small multiple) use the same mapping from counts to
 colours. Values are shown in display units (locations per km², or % of all
 locations per cell); the mapping works in counts per cell internally.
+
+The colour maps come from the libraries that define them: matplotlib's perceptually
+uniform sequential maps (viridis, magma, cividis, inferno) for counts, and colorcet's
+perceptually uniform diverging blue-white-red map (Kovesi's CET-D1A) for a difference
+such as private − true (:meth:`ColourScale.difference`), whose equal steps of lightness
+on either side of its white centre make a deficit and an excess of the same size look
+equally strong.
 """
 
 from __future__ import annotations
@@ -12,31 +19,33 @@ import html
 import io
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from PIL import Image
 
-# 17 evenly spaced stops of matplotlib's perceptually uniform maps (CC0).
-CMAPS = {
-    "viridis": "440154 48186a 472d7b 424086 3b528b 33638d 2c728e 26828e 21918c 1fa088 28ae80 3fbc73 5ec962 84d44b "
-    "addc30 d8e219 fde725",
-    "magma": "000004 0a0822 1d1147 36106b 51127c 6a1c81 832681 9c2e7f b73779 d0416f e75263 f56b5c fc8961 fea772 "
-    "fec488 fde2a3 fcfdbf",
-    "cividis": "00224e 002e6a 1a386f 32436d 434e6c 535a6d 61656f 6f7073 7d7c78 8c8878 9b9476 aba072 bcae6c cdbb63 "
-    "dec958 f0d846 fee838",
-    "inferno": "000004 0b0724 210c4a 3d0965 57106e 71196e 8a226a a32c61 bc3754 d24644 e45a31 f1731d f98e09 fcac11 "
-    "f9cb35 f2ea69 fcffa4",
-}
+SEQUENTIAL = ("viridis", "magma", "cividis", "inferno")  # matplotlib's
+DIVERGING = "CET_D1A"  # colorcet's name: blue (below) - white (0) - red (above), lightness 20 -> 95 -> 20
 UNITS = {"km2": "locations per km²", "share": "% of all locations (per cell)"}
 
 
-def stops(cmap: str) -> np.ndarray:
-    return np.array([[int(h[i : i + 2], 16) for i in (0, 2, 4)] for h in CMAPS[cmap].split()], dtype=np.float64)
+@lru_cache(maxsize=16)
+def _table(cmap: str) -> np.ndarray:
+    """The colour map's own table of RGB colours in [0, 255] (256 entries), from the library defining it."""
+    if cmap in SEQUENTIAL:
+        import matplotlib
+
+        return matplotlib.colormaps[cmap](np.linspace(0.0, 1.0, 256))[:, :3] * 255.0
+    import colorcet
+
+    if cmap not in colorcet.palette:
+        raise KeyError(f"unknown colour map {cmap!r}")
+    return np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in colorcet.palette[cmap]], dtype=np.float64)
 
 
 def lut(cmap: str, n: int = 255) -> np.ndarray:
-    """``n`` RGB colours interpolated along the map's stops (uint8, shape (n, 3))."""
-    s = stops(cmap)
+    """``n`` RGB colours evenly spaced along the map (uint8, shape (n, 3))."""
+    s = _table(cmap)
     x = np.linspace(0, 1, len(s))
     t = np.linspace(0, 1, n)
     return np.stack([np.interp(t, x, s[:, c]) for c in range(3)], axis=1).round().astype(np.uint8)
@@ -60,7 +69,8 @@ def mass_floor(grid, faint: float) -> float:
 
 @dataclass(frozen=True)
 class ColourScale:
-    """Counts per cell -> colour index; ``lo``/``hi`` are counts per cell."""
+    """Counts per cell -> colour index; ``lo``/``hi`` are counts per cell. A ``diverging`` scale is
+    linear from ``lo = -hi`` to ``hi``, with 0 at the map's centre colour."""
 
     lo: float
     hi: float
@@ -68,6 +78,7 @@ class ColourScale:
     factor: float  # counts per cell -> display units
     unit: str
     cmap: str = "viridis"
+    diverging: bool = False
 
     @classmethod
     def shared(
@@ -109,11 +120,39 @@ class ColourScale:
         factor = 1.0 / cell_km2 if units == "km2" else 100.0 / total
         return cls(lo, hi, log, factor, UNITS.get(units, units), cmap)
 
+    @classmethod
+    def difference(
+        cls, truth: np.ndarray, privates, cell_km2: float, *, units: str = "km2", cmap: str = DIVERGING
+    ) -> ColourScale:
+        """One diverging scale for the maps private − true of a view (``privates``: one grid or several),
+        symmetric around 0: blue where a release shows fewer locations than the truth, red where more.
+
+        Its half-width is the largest 99.5th percentile of |private − true| over the cells where either
+        map is non-zero (a few extreme cells then saturate the end colours rather than washing out the
+        rest, as the linear count scale does); in display units, like the count maps of the view."""
+        t = np.asarray(truth, dtype=np.float64)
+        grids = [privates] if isinstance(privates, np.ndarray) and privates.ndim == t.ndim else list(privates)
+        half = 0.0
+        for p in grids:
+            d = np.asarray(p, dtype=np.float64) - t
+            d = np.abs(d[np.isfinite(d) & ((t != 0) | (np.asarray(p) != 0))])
+            if d.size:
+                half = max(half, float(np.percentile(d, 99.5)) if d.size > 200 else float(d.max()))
+        half = half if half > 0 else 1.0
+        total = float(t.sum()) if t.sum() > 0 else 1.0
+        factor = 1.0 / cell_km2 if units == "km2" else 100.0 / total
+        unit = f"private − true, {UNITS.get(units, units)}"
+        return cls(-half, half, False, factor, unit, cmap, diverging=True)
+
     # ---------------------------------------------------------------- mapping
     def index(self, grid: np.ndarray) -> np.ndarray:
-        """uint8 indices: 0 = transparent (no one, or a negative estimate), 1..255 colours."""
+        """uint8 indices: 0 = transparent (no one, or a negative estimate; on a diverging scale, no
+        difference), 1..255 colours."""
         g = np.asarray(grid, dtype=np.float64)
-        if self.log:
+        if self.diverging:
+            t = (g - self.lo) / (self.hi - self.lo)
+            show = g != 0
+        elif self.log:
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = (np.log(np.maximum(g, 1e-300)) - math.log(self.lo)) / (math.log(self.hi) - math.log(self.lo))
             show = g >= self.lo
@@ -175,10 +214,10 @@ class ColourScale:
                         out.append(((math.log10(v) - la) / (lb - la), _fmt(v)))
         else:
             step = _nice_step((b - a) / 4)
-            v = math.ceil(a / step) * step
-            while v <= b * 1.0001:
+            # whole multiples of the step: a diverging scale's 0 is exactly 0, never 1e-17
+            for k in range(math.ceil(a / step), math.floor(b * 1.0001 / step) + 1):
+                v = k * step
                 out.append(((v - a) / (b - a), _fmt(v)))
-                v += step
         return out
 
     def legend_html(self, note: str = "", shared: bool = True, floor: str | None = None) -> str:
@@ -188,18 +227,26 @@ class ColourScale:
             f'<span style="position:absolute;left:{p * 100:.1f}%;transform:translateX(-50%);">{html.escape(lbl)}</span>'
             for p, lbl in self.ticks()
         )
-        scale = "log scale" if self.log else "linear scale"
+        scale = "log scale" if self.log else "linear scale, centred on 0" if self.diverging else "linear scale"
         if floor is None:
             floor = (
                 f"below {_fmt(self.lo * self.factor)} (and negative estimates): drawn as empty"
                 if self.log
+                else "no difference: drawn as empty"
+                if self.diverging
                 else "zero or negative estimates: drawn as empty"
             )
+        top = _fmt(self.hi * self.factor)
+        ends = (
+            f"differences beyond ±{top} get the end colours"
+            if self.diverging
+            else f"values above {top} get the top colour"
+        )
         extra = f" · {html.escape(note)}" if note else ""
         return (
             '<div class="heat-legend" style="font-size:0.85rem;line-height:1.2;margin:0.2rem 0 0.6rem 0;">'
             f"<div><b>{html.escape(self.unit)}</b> ({scale}{', shared by every map on this page' if shared else ''}; "
-            f"values above {_fmt(self.hi * self.factor)} get the top colour)</div>"
+            f"{ends})</div>"
             f'<div style="height:14px;border-radius:3px;margin-top:4px;background:linear-gradient(to right, {grad});">'
             "</div>"
             f'<div style="position:relative;height:1.3em;margin:2px 8px 0 8px;">{ticks}</div>'

@@ -8,6 +8,8 @@ information, and the dataset's public description. No true map, no count of peop
 
 from __future__ import annotations
 
+import base64
+import html
 import math
 from datetime import UTC, datetime
 
@@ -18,41 +20,66 @@ from engine.run.config import RunConfig
 
 from . import export, maps, views
 from .colors import ColourScale
-from .report import CSS, _e, _img, _ledger, _margins, _table
+from .report import _ledger, _margins
 
 
-def _public_dataset(result) -> str:
-    meta = result.dataset_meta
-    dom = result.release.domain
-    rows = [
-        ["Name", _e(getattr(meta, "name", "") or "")],
-        ["Citation", _e(getattr(meta, "citation", "") or "–")],
-        ["Licence", _e(getattr(meta, "license", "") or "–")],
-        ["Grid", _e(f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)")],
-    ]
-    return "<h2>Dataset</h2>" + _table([], rows)
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
 
 
 def release_report(result, scale: ColourScale) -> str:
     """An HTML page holding only DP outputs, their margins and the ledger (see the module's note)."""
+    meta, dom = result.dataset_meta, result.release.domain
     title = export.release_title(result)
-    dom = result.release.domain
     side = dom.n * max(1, math.ceil(512 / dom.n))
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    led = _ledger(result)
+    data = [
+        ["Name", getattr(meta, "name", "")],
+        ["Citation", getattr(meta, "citation", "") or "–"],
+        ["Licence", getattr(meta, "license", "") or "–"],
+        ["Grid", f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)"],
+    ]
+    margins = [[m["name"], m["median"], m["margin"], m["largest"]] for m in _margins(result)]
+    entries = [
+        [e["step"], e["epsilon"], e["composition"], e["group"], e["delta"], e["note"]] for e in led["ledger"]["entries"]
+    ]
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>Release: {_e(title)}</title><style>{CSS}</style></head><body>"
         f"<h1>Release: {_e(title)}</h1>"
-        f'<p class="sub">Made {made} by the private heatmap workbench. Everything here is a differentially private '
-        "output, a function of one, or a public parameter.</p>"
-        + _public_dataset(result)
-        + "<h2>The private map</h2>"
-        + f"<p>{_img(export.release_png(result, scale), 'private map')}</p>"
-        + f"<p>{_img(export.legend_png(scale, side), 'legend')}</p>"
-        + _margins(result)
-        + _ledger(result)
+        f"<p>Made {made} by the private heatmap workbench. Everything here is a differentially private output, a "
+        "function of one, or a public parameter.</p>"
+        "<h2>Dataset</h2>" + _table(["", ""], data) + "<h2>The private map</h2>"
+        f"<p>{_img(export.release_png(result, scale), 'private map')}</p>"
+        f"<p>{_img(export.legend_png(scale, side), 'legend')}</p>"
+        + (
+            "<h2>Margins of error</h2>"
+            + _table(["Estimate", "Standard error (median)", "95 % margin (± 1.96 SE)", "Largest SE"], margins)
+            if margins
+            else ""
+        )
+        + f"<h2>Privacy ledger</h2><p><b>Total ε = {_e(led['ledger']['total'])}</b>{_e(led['ledger']['delta'])}</p>"
+        + _table(["Step", "ε", "Composition", "Group", "δ", "Note"], entries)
+        + f"<p><b>Guarantee:</b> {_e(led['guarantee'])}</p><p><b>Threat model:</b> {_e(led['threat_model'])}</p>"
+        + "<h2>Side information</h2><ul>"
+        + "".join(f"<li>{_e(x)}</li>" for x in led["side"])
+        + "</ul>"
         + "</body></html>"
     )
+
+
+CSS = "body{font-family:sans-serif;max-width:900px;margin:2rem auto}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
 
 
 def release_view(result, cfg: RunConfig, display) -> None:

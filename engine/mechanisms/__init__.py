@@ -30,6 +30,7 @@ FAMILY_MODULES = (
     "bit_pushing",
     "rff_kde",
     "snh",
+    "dawa",
 )
 
 _loaded = False

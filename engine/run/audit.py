@@ -180,6 +180,12 @@ PLANS: dict[str, Plan] = {
         note="a network of one hidden layer of 8 units trained 5 steps (the release is post-processing of the "
         "noisy grid, which the statistic reads); each run compiles its network, about 0.1-0.4 s",
     ),
+    "dawa": Plan(
+        depth=1,
+        base_users=3,
+        note="a 2 x 2 map (4 cells along the Hilbert curve, buckets of 1, 2 or 4 cells) with 3 others in the sink "
+        "cell: the partition has few choices, so the person's effect on it reaches the target's value",
+    ),
     "identity_paramselect": Plan(runs=2000, test_runs=150),  # ParamSelect's regressor: 12 ms per run
     # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
     "identity_topt": Plan(runs=100_000),

@@ -1,0 +1,108 @@
+"""bench dpbench (engine/bench/dpbench.py) and average regret (engine/metrics/regret.py): the sampler, the
+weighted-cell shortcut against the expanded points, the message when DPBench's data are absent, and the
+regret arithmetic on hand-made cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.bench import SUITES
+from engine.bench.dpbench import METHODS, PARAMS, absent_message, load_shapes, regret_table, sample_points
+from engine.mechanisms import RunContext, get
+from engine.metrics.regret import average_regret, regrets
+
+
+def _shape(seed=0):
+    rng = np.random.default_rng(seed)
+    h = np.zeros((256, 256))
+    h[rng.integers(0, 256, 300), rng.integers(0, 256, 300)] = rng.random(300)
+    return h / h.sum()
+
+
+def test_suite_is_registered():
+    assert "dpbench" in SUITES
+
+
+def test_absent_data_says_so_and_falls_back(tmp_path):
+    said = []
+    shapes = load_shapes(("cabspottingS",), folder=tmp_path / "nowhere", progress=said.append)
+    assert said == [absent_message(tmp_path / "nowhere")]
+    assert "DPBench's 2-D data not found at" in said[0] and "skipped" in said[0]
+    ((name, shape),) = shapes.items()
+    assert "fallback" in name and shape.shape == (256, 256) and shape.sum() == pytest.approx(1.0)
+
+
+def test_present_data_is_read_and_normalised(tmp_path):
+    h = _shape() * 1000
+    np.save(tmp_path / "twitter_256_256.npy", h)
+    said = []
+    shapes = load_shapes(("twitter", "checkin"), folder=tmp_path, progress=said.append)
+    assert list(shapes) == ["twitter"] and not said
+    assert np.allclose(shapes["twitter"], h / h.sum())
+    np.save(tmp_path / "checkin_256_256.npy", np.ones((4, 4)))
+    with pytest.raises(ValueError, match="256 x 256"):
+        load_shapes(("checkin",), folder=tmp_path)
+
+
+def test_multinomial_sample_has_the_scale_and_lives_on_the_shape():
+    shape = _shape(1)
+    data, dom, counts = sample_points(shape, 12_345, np.random.default_rng(0))
+    assert counts.sum() == 12_345 and data.weight.sum() == 12_345
+    assert np.all(counts[shape == 0] == 0)
+    assert np.array_equal(data.true_histogram(dom), counts)
+
+
+def test_weighted_cells_release_what_the_expanded_points_release():
+    """Every method of the bench, same seed: the weighted-cell sample (unit = record) and the sample as one
+    point per location give bit-identical maps."""
+    shape = _shape(2)
+    cells, dom, counts = sample_points(shape, 20_000, np.random.default_rng(3))
+    points, _, counts2 = sample_points(shape, 20_000, np.random.default_rng(3), expand=True)
+    assert np.array_equal(counts, counts2) and len(points) == 20_000
+    for key in METHODS:
+        cls = get(key)
+        p = cls.schema().resolve(PARAMS)
+        a = cls().run(cells, dom, 1.0, p, RunContext(rng=np.random.default_rng(9))).density
+        b = cls().run(points, dom, 1.0, p, RunContext(rng=np.random.default_rng(9))).density
+        assert np.array_equal(a, b), key
+
+
+# ------------------------------------------------------------------ regret
+def test_regret_is_error_over_the_best_of_each_setting():
+    errors = {
+        "s1": {"a": 1.0, "b": 2.0, "c": 4.0},
+        "s2": {"a": 30.0, "b": 12.0, "c": 9.0},
+    }
+    got = regrets(errors)
+    assert got["s1"] == {"a": 1.0, "b": 2.0, "c": 4.0}
+    assert got["s2"] == pytest.approx({"a": 30 / 9, "b": 12 / 9, "c": 1.0})
+    avg = average_regret(errors)
+    assert avg == pytest.approx({"b": (2 + 12 / 9) / 2, "a": (1 + 30 / 9) / 2, "c": 2.5})
+    assert list(avg) == ["b", "a", "c"]  # best first
+    # the mean raw error ranks otherwise: the large setting dominates it
+    mean_rank = sorted("abc", key=lambda m: np.mean([errors[s][m] for s in errors]))
+    assert mean_rank[0] == "c" and list(avg)[0] == "b"
+
+
+def test_regret_uses_common_settings_and_handles_zero_and_nan():
+    errors = {"s1": {"a": 1.0, "b": 2.0}, "s2": {"a": 1.0}, "s3": {"a": 0.0, "b": 0.0}, "s4": {"a": math.nan, "b": 1.0}}
+    # s2 lacks b, s4 has no finite error for a: only s1 and s3 count
+    assert average_regret(errors, ["a", "b"]) == {"a": 1.0, "b": 1.5}
+    assert regrets({"s": {"a": 0.0, "b": 1.0}})["s"] == {"a": 1.0, "b": math.inf}
+    assert average_regret({}) == {}
+    with pytest.raises(ValueError, match="non-negative"):
+        regrets({"s": {"a": -1.0}})
+
+
+def test_regret_table_bands():
+    res = {
+        ("d", 1_000, 1.0): {"dawa": [(1.0, 0.0)], "identity": [(2.0, 0.0), (4.0, 0.0)]},
+        ("d", 10_000_000, 1.0): {"dawa": [(3.0, 0.0)], "identity": [(1.0, 0.0)]},
+    }
+    t = regret_table(res, ("dawa", "identity"))
+    assert t["small"] == {"dawa": 1.0, "identity": 3.0}
+    assert t["large"] == {"identity": 1.0, "dawa": 3.0}
+    assert t["all"] == {"dawa": 2.0, "identity": 2.0}
