@@ -22,6 +22,7 @@ PAGES = [
     ("Analyse", "pages/attack.py", "Privacy attack", ":material/person_search:", False),
     ("Analyse", "pages/attributes.py", "Attributes", ":material/bar_chart:", False),
     ("Learn", "pages/methods.py", "Methods", ":material/menu_book:", False),
+    ("Learn", "pages/reproduce.py", "Reproduce", ":material/science:", False),
     ("Learn", "pages/data.py", "Data", ":material/database:", False),
 ]
 

@@ -324,11 +324,17 @@ def _cmd_release(args) -> int:
     taken = [n for n in names if (out / n).exists()]
     if taken:  # checked before any ε is booked
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
+    created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     bk = Bookkeeper()
     # once a grid exists the booking stays, even if writing it fails half way
     regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
-    res, booking = bk.release(cfg, run, args.limit, note="python -m engine release")
+    try:
+        res, booking = bk.release(cfg, run, args.limit, note="python -m engine release")
+    except BaseException:
+        if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
+            out.rmdir()
+        raise
     paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
         "files": {k: str(v) for k, v in paths.items()},

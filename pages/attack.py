@@ -42,6 +42,15 @@ if show is not None:
         "Privacy distance: expected distance between a user's true location and the attacker's guess, averaged "
         "over sampled users; ratio 1 = the attacker learns nothing beyond the region. EMD is the map's error."
     )
+    st.download_button(
+        "Attack figures (CSV)",
+        attack.figures_csv(res),
+        "privacy_attack.csv",
+        "text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="atk.csv",
+    )
     views.server_block(res)
     if view.kind == "per_user" and (view.candidates is not None or view.surface is not None):
         ds, domain, _ = views.prepared(rcfg)
@@ -77,8 +86,10 @@ if show is not None:
                 st.metric(k, v)
         attack.curve_section(res, rcfg)
     else:
+        central = registry()[rcfg.mechanism].family == "central" if rcfg.mechanism in registry() else False
+        who = "The public (a central mechanism's curator is trusted)" if central else "This mechanism's server"
         st.info(
-            "This mechanism's server sees nothing per user that it could attack individually: its best guess of "
+            f"{who} sees nothing per user that it could attack individually: its best guess of "
             "anyone's location is the released map itself, which is what the privacy distance above measures. "
             "Federated and local mechanisms (per-user views) show a single user's attack here.",
             icon=":material/shield:",

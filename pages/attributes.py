@@ -73,9 +73,27 @@ if show is not None:
         st.html(legend.legend_html(floor="grey: suppressed region (too few people to release)"))
         a, b = st.columns([3, 2])
         a.altair_chart(attributes.scatter(df, vname), width="stretch")
-        b.dataframe(df, hide_index=True, width="stretch")
+        unit = f" ({vname})"
+        b.dataframe(
+            df,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                k: st.column_config.NumberColumn(k + unit, format="%.2f")
+                for k in ("true mean", "private mean", "std. error", "error")
+            },
+        )
         n_sup = int(df["suppressed"].sum())
         b.caption(f"{n_sup} of {len(df)} regions suppressed. Error bars: ±1.96 standard errors.")
+        b.download_button(
+            "Regions (CSV)",
+            attributes.regions_csv(res, df, vname),
+            "attribute_regions.csv",
+            "text/csv",
+            on_click="ignore",
+            icon=":material/download:",
+            key="attr.csv",
+        )
     views.ledger_block(res, st.expander("Privacy ledger"))
 
 state.sync_url(url)

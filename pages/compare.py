@@ -74,48 +74,83 @@ if show is not None:
         unit = "people" if first.n_users != first.n_points else "locations"
         uregions.block([(views.mech_label(c.mechanism), r) for c, r in ok], choice, scale, fr, "compare", unit, ds, 4)
     names = views.unique_labels([c.mechanism for c, _ in ok])
-    results = {names[c.mechanism]: r for c, r in ok}
+    sigma = tables.comparison_sigma([r for _, r in ok])
+    if sigma > 0:  # a paper's protocol smooths before scoring: every map or none, never only some
+        state.seed("compare.smooth", "smoothed", "smooth", state.one_of({k: k for k in tables.SMOOTHING}))
+        smooth = st.radio(
+            "Score SIM, CC and KL on",
+            list(tables.SMOOTHING),
+            **state.bind("compare.smooth"),
+            format_func=tables.SMOOTHING.get,
+            horizontal=True,
+            help="Smoothing raises SIM and CC and lowers KL whatever the mechanism, so every map gets the same.",
+        )
+        if smooth != "smoothed":
+            url["smooth"] = smooth
+        sigma = sigma if smooth == "smoothed" else 0.0
+    results = tables.like_for_like({names[c.mechanism]: r for c, r in ok}, sigma)
     st.subheader("Metrics")
     st.dataframe(tables.compare_table(results), width="stretch")
-    st.caption("★ best of the compared mechanisms · ↓ lower is better · ↑ higher is better")
-    a, b = st.columns([2, 3], gap="medium")
-    with a:
-        st.subheader("Ranking")
-        state.seed("compare.rank", "emd_m", "rank", state.one_of({k: k for k in tables.RANK_METRICS}))
-        metric = st.selectbox("Rank on", tables.RANK_METRICS, **state.bind("compare.rank"), format_func=explain.label)
-        if metric != "emd_m":
-            url["rank"] = metric
-        per_seed: dict[str, list] = {}
-        for c, s in by_seed:
-            if s.state == "ok":
-                per_seed.setdefault(names.get(c.mechanism, c.mechanism), []).append(s.result)
-        n_seeds = min((len(v) for v in per_seed.values()), default=0)
-        per_seed = {k: v[:n_seeds] for k, v in per_seed.items()}
-        state.seed("compare.rank_by", "mean", "rank_by", state.one_of({k: k for k in tables.RANK_BY}))
-        rank_by = st.radio(
-            "Rank by", list(tables.RANK_BY), **state.bind("compare.rank_by"), format_func=tables.RANK_BY.get
+    st.caption(
+        "★ best of the compared mechanisms · ↓ lower is better · ↑ higher is better. Every metric is computed "
+        "the same way for every mechanism. " + tables.smoothing_note(sigma)
+    )
+    st.subheader("Ranking")
+    r1, r2, r3 = st.columns([1, 1, 2], vertical_alignment="bottom")
+    state.seed("compare.rank", "emd_m", "rank", state.one_of({k: k for k in tables.RANK_METRICS}))
+    metric = r1.selectbox("Rank on", tables.RANK_METRICS, **state.bind("compare.rank"), format_func=explain.label)
+    if metric != "emd_m":
+        url["rank"] = metric
+    state.seed("compare.rank_by", "mean", "rank_by", state.one_of({k: k for k in tables.RANK_BY}))
+    rank_by = r2.radio("Rank by", list(tables.RANK_BY), **state.bind("compare.rank_by"), format_func=tables.RANK_BY.get)
+    per_seed: dict[str, list] = {}
+    for c, s in by_seed:
+        if s.state == "ok":
+            per_seed.setdefault(names.get(c.mechanism, c.mechanism), []).append(s.result)
+    n_seeds = min((len(v) for v in per_seed.values()), default=0)
+    per_seed = {
+        k: list(tables.like_for_like(dict(enumerate(v[:n_seeds])), sigma).values()) for k, v in per_seed.items()
+    }
+    seeds = f"over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–{ok[0][0].seed + n_seeds - 1})"
+    if rank_by == "mean":
+        rank = tables.ranking(per_seed, metric)
+        r3.markdown(tables.ties_line(rank))
+        st.dataframe(rank, hide_index=True, width="stretch")
+        st.caption(
+            f"{explain.label(metric)} {seeds}: mean and 95 % interval. *Tied with the best*: not significantly "
+            "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks ties."
         )
-        seeds = f"over {n_seeds} releases per mechanism (seeds {ok[0][0].seed}–{ok[0][0].seed + n_seeds - 1})"
-        if rank_by == "mean":
-            st.dataframe(tables.ranking(per_seed, metric), hide_index=True, width="stretch")
-            st.caption(
-                f"{explain.label(metric)} {seeds}: mean and 95 % interval. *Tied with the best*: not significantly "
-                "different from the best mechanism (paired t-test over the same seeds, 5 % level), as DPComp marks "
-                "ties."
-            )
+    else:
+        url["rank_by"] = rank_by
+        regret = tables.regret_ranking(tables.seed_settings(per_seed, metric), metric)
+        if regret.empty:
+            st.info("Average regret ranks errors (lower is better): choose EMD, L1, MSE, KL or a range error.")
         else:
-            url["rank_by"] = rank_by
-            regret = tables.regret_ranking(tables.seed_settings(per_seed, metric), metric)
-            if regret.empty:
-                st.info("Average regret ranks errors (lower is better): choose EMD, L1, MSE, KL or a range error.")
-            else:
-                st.dataframe(regret, hide_index=True, width="stretch")
-                st.caption(
-                    f"{explain.label(metric)} {seeds}: at each seed, a mechanism's value over the best value at that "
-                    "seed, averaged over the seeds (DPComp's average regret; 1 = best at every seed)."
-                )
-    with b:
-        st.subheader("What the metrics mean")
+            st.dataframe(regret, hide_index=True, width="stretch")
+            st.caption(
+                f"{explain.label(metric)} {seeds}: at each seed, a mechanism's value over the best value at that "
+                "seed, averaged over the seeds (DPComp's average regret; 1 = best at every seed)."
+            )
+    d1, d2 = st.columns(2)
+    d1.download_button(
+        "Metrics table (CSV)",
+        tables.metrics_csv(results, sigma),
+        file_name="compare_metrics.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="compare.csv.metrics",
+    )
+    d2.download_button(
+        "Ranking, every seed (CSV)",
+        tables.seeds_csv(per_seed, sigma),
+        file_name="compare_ranking_seeds.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="compare.csv.seeds",
+    )
+    with st.expander("What the metrics mean"):
         st.dataframe(views.metrics_frame(results)[["What it measures"]], width="stretch")
 
 state.sync_url(url)

@@ -186,7 +186,7 @@ if show is not None or cfg is not None:
             ds = views.prepared(rcfg)[0] if rcfg.mode == "evaluate" else None
             uregions.block([(title, res)], choice, scale, fr, "explore", noun, ds)
         views.proportion_block(res, fr, view, ctl.display)
-        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
+        t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "Who sees what", "Export"])
         views.ledger_block(res, t1, ctl.side_information if run.is_current(show, configs) else ())
         views.communication_block(res, t2)
         views.server_block(res, t3)

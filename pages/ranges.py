@@ -54,6 +54,7 @@ if show is not None:
             rows.append(
                 {
                     "Mechanism": names[c.mechanism],
+                    "True": round(true_c, 1),
                     "Answer": round(ans, 1),
                     "Raw estimate": f"{raw:.1f}" if raw < 0 else "",  # empty, never "None", when it is the answer
                     "Error": round(ans - true_c, 1),
@@ -64,11 +65,31 @@ if show is not None:
         st.metric(f"True count ({what} inside)", f"{true:,.1f}" if people else f"{true:,.0f}")
         if any(row["Raw estimate"] for row in rows):
             st.caption("A negative estimate (noise) is shown as 0; its raw value is under *Raw estimate*.")
+        counted = "people" if people else "locations"
+        answers = pd.DataFrame(rows)
         st.dataframe(
-            pd.DataFrame(rows),
+            answers,
             hide_index=True,
             width="stretch",
-            column_config={"Relative error": st.column_config.NumberColumn(format="%.3f")},
+            column_config={
+                "True": st.column_config.NumberColumn(f"True ({counted})", format="%.1f"),
+                "Answer": st.column_config.NumberColumn(f"Answer ({counted})", format="%.1f"),
+                "Raw estimate": st.column_config.NumberColumn(f"Raw estimate ({counted})", format="%.1f"),
+                "Error": st.column_config.NumberColumn(f"Error ({counted})", format="%+.1f"),
+                "Relative error": st.column_config.NumberColumn(format="%.3f"),
+            },
+        )
+        answers = answers.rename(columns={k: f"{k} [{counted}]" for k in ("True", "Answer", "Raw estimate", "Error")})
+        x0, y0, x1, y1 = (float(v) for v in rect)
+        answers.insert(1, "rectangle x0 y0 x1 y1 [m, local CRS]", f"{x0:.0f} {y0:.0f} {x1:.0f} {y1:.0f}")
+        st.download_button(
+            "These answers (CSV)",
+            answers.to_csv(index=False),
+            "range_answers.csv",
+            "text/csv",
+            on_click="ignore",
+            icon=":material/download:",
+            key="rq.csv.answers",
         )
     with left:
         scale = views.scale_for(r0.truth, domain, ctl.display)  # the truth alone is drawn here
@@ -97,13 +118,27 @@ if show is not None:
     df = ranges.workload_errors(r0.truth, results, domain, count, size, cfg0.seed)
     a, b = st.columns([3, 2])
     a.altair_chart(ranges.error_box(df), width="stretch")
-    b.dataframe(ranges.error_summary(df), width="stretch")
+    b.dataframe(
+        ranges.error_summary(df),
+        width="stretch",
+        column_config={
+            k: st.column_config.NumberColumn(f"{k} relative error", format="%.3f")
+            for k in ("mean", "median", "90th percentile")
+        }
+        | {"queries": st.column_config.NumberColumn(format="%d")},
+    )
     b.caption(
         "Relative error |answer − true| / max(true, 0.1 % of all locations) (SNH's measure). True answers from "
         "the true histogram, counting partly covered cells by area."
     )
-    st.download_button(
-        "Workload errors (CSV)", df.to_csv(index=False), "range_workload.csv", "text/csv", on_click="ignore"
+    b.download_button(
+        "Workload errors, every query (CSV)",
+        df.to_csv(index=False),
+        "range_workload.csv",
+        "text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="rq.csv.workload",
     )
 elif not configs:
     st.info("Choose mechanisms in the sidebar and press Run.", icon=":material/arrow_back:")

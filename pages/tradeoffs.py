@@ -117,13 +117,27 @@ if show is not None:
     log_y = o3.toggle("Log y", **state.bind("sweep.logy"))
     url.update({"metric": metric, "x": x})
     st.caption(explain.info(metric)[1])
+    mixed = tables.mixed_smoothing(df, metric)
+    if mixed:
+        st.warning(mixed, icon=":material/compare_arrows:")
     summ = sweeps.summarise(df, metric, x)
     st.altair_chart(sweep.error_chart(summ, metric, x, log_y), width="stretch")
     fr = sweeps.frontier(summ, metric, x, df, better=explain.better(metric) or "lower")
     st.subheader("Frontier: the best mechanism at each point")
     f1, f2 = st.columns([3, 2])
     f1.altair_chart(sweep.frontier_chart(fr, metric, x, log_y), width="stretch")
-    f2.dataframe(fr, hide_index=True, width="stretch")
+    unit = explain.info(metric)[3]
+    f2.dataframe(
+        fr,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "mean": st.column_config.NumberColumn(
+                f"mean {explain.label(metric)}" + (f" ({unit})" if unit else ""), format="%.4g"
+            ),
+            x: st.column_config.NumberColumn(sweep.AXIS[x], format="%g"),
+        },
+    )
     st.subheader("Ranking over the sweep")
     state.seed("sweep.rank_by", "mean", "rank_by", state.one_of({k: k for k in tables.SWEEP_RANK_BY}))
     rank_by = st.radio(

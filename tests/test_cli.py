@@ -178,3 +178,20 @@ def test_url_reaches_the_download_for_operators(capsys):
     err = capsys.readouterr().err
     assert code == 2 and seen == ["/operator-copy.txt.gz"]
     assert err.startswith("error: ") and "404" in err and "Traceback" not in err
+
+
+def test_run_of_a_file_declares_the_region_read_off_the_data(tmp_path):
+    """A file's region is its points' bounding box unless a public one is given: the CLI's JSON
+    ledger declares it as side information, as the dashboard and the release manifest do."""
+    from engine.run.export import REGION_FROM_DATA
+
+    f = tmp_path / "points.csv"
+    f.write_text("lat,lon\n" + "".join(f"{52.5 + i * 1e-4},{13.4 + (i % 7) * 1e-4}\n" for i in range(300)))
+    base = ("--dataset", "file", "--data-opt", f"path={f}", "--depth", "5", "--no-cache", "--seed", "1")
+    out = json.loads(cli("run", *base).stdout)
+    assert any(REGION_FROM_DATA in s for s in out["ledger"]["side_information"])
+    synthetic = json.loads(cli("run", "--data-opt", "n=300", "--depth", "5", "--no-cache", "--seed", "1").stdout)
+    assert not any(REGION_FROM_DATA in s for s in synthetic["ledger"]["side_information"])  # a public region
+    rel = tmp_path / "rel"
+    cli("release", *base[:6], "--out", str(rel))
+    assert any(REGION_FROM_DATA in s for s in json.loads((rel / "manifest.json").read_text())["side_information"])

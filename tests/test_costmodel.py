@@ -13,10 +13,28 @@ from engine.run.runner import estimate_seconds, load_dataset, run
 
 
 @pytest.fixture(autouse=True)
-def fresh_history():
+def fresh_history(monkeypatch):
+    """A fresh history on a quiet machine (load 0, so the load factor is 1) unless a test says."""
     estimates.forget_history()
+    monkeypatch.setattr(estimates.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     yield
     estimates.forget_history()
+
+
+def test_a_busy_machine_scales_the_estimate_and_the_history_is_stored_without_it(monkeypatch):
+    """Load 5 on 2 cores: a new run gets about 2/6 of the machine, 3x the quiet time. A run
+    measured at that load and then estimated on a quiet machine is its quiet time again."""
+    monkeypatch.setattr(estimates.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    n = 100_000
+    ug = RunConfig(mechanism="ug", dataset_options={"n": n})
+    quiet = estimate_seconds(ug, n_points=n)
+    monkeypatch.setattr(estimates.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    assert estimates.load_factor() == pytest.approx(3.0)
+    assert estimate_seconds(ug, n_points=n) == pytest.approx(3 * quiet)
+    estimates.record(ug, 3 * quiet, n)  # measured at load 5: as fast as the calibration, once the load is known
+    monkeypatch.setattr(estimates.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    assert estimates.load_factor() == 1.0  # fewer runnable processes than cores
+    assert estimate_seconds(ug, n_points=n) == pytest.approx(estimates.model_seconds(ug, n))
 
 
 def test_table_has_a_row_for_every_heatmap_mechanism():

@@ -67,3 +67,28 @@ def test_sim_cc_kl_are_scored_on_the_papers_heatmaps(street_grid):
     ug = U().run(ds, dom, 1.0, U.schema().resolve({}), RunContext(rng=np.random.default_rng(0)))
     mu = evaluate(truth, ug, ds, dom, np.random.default_rng(1), emd_max_cells=0)
     assert mu["heatmap_sigma_cells"] == 0 and mu["sim"] == pytest.approx(sim(truth, ug.density))
+
+
+def test_a_public_bound_the_rule_cannot_exceed_spends_nothing_on_a_count():
+    """At the paper's size (200 users) w = 20 whatever the count says: with the sample's size as
+    a public bound (users_max) no budget goes to the count, every level gets its full share, and
+    the release is the w = 20 run's, draw for draw. Above 209 users the count is still spent."""
+    from engine.data.synthetic import generate
+
+    ds = generate("polycentric", n=200, seed=3)
+    dom = ds.public_domain(8)
+    ds = ds.in_domain(dom)
+    M = get("sparse_emd")
+
+    def run(**p):
+        return M().run(ds, dom, 1.0, M.schema().resolve(p), RunContext(rng=np.random.default_rng(4)))
+
+    bounded, fixed = run(users_max=200), run(w=20)
+    assert bounded.diagnostics["w"] == 20 and "w_rule_users" not in bounded.diagnostics
+    assert not [e for e in bounded.ledger.entries if e.step.startswith("user count")]
+    assert bounded.ledger.total() == pytest.approx(1.0)
+    assert np.array_equal(bounded.density, fixed.density)
+    assert any("200 users" in s for s in bounded.ledger.side_information)
+    big = run(users_max=20_000)
+    assert [e.epsilon for e in big.ledger.entries if e.step.startswith("user count")] == [pytest.approx(W_COUNT_SHARE)]
+    assert big.diagnostics["w_rule_users"] <= 20_000

@@ -111,7 +111,7 @@ def rect_labels(r) -> np.ndarray:
         ("identity", {}),
         ("uniform", {}),
         ("ug", {"total": "public"}),
-        ("ug", {"total": "public", "align": False}),
+        ("ug", {"total": "public", "align": "off"}),
         ("hierarchical", {}),
         ("hierarchical", {"branching": 3, "budget": "geometric"}),
         ("hierarchical", {"consistency": False}),

@@ -82,6 +82,18 @@ def _resample(s: np.ndarray, n: int) -> np.ndarray:
     return s[np.ix_(idx, idx)]
 
 
+def figures_csv(res) -> str:
+    """The run's attack figures as numbers (metres), one row, with what the run was."""
+    import pandas as pd
+
+    c = res.config
+    row = {"mechanism": c.mechanism, "dataset": c.dataset, "epsilon": c.epsilon, "seed": c.seed}
+    for k in ("privacy_distance_m", "privacy_baseline_m", "privacy_ratio", "emd_m"):
+        row[f"{k} [m]" if k.endswith("_m") else k] = res.metrics.get(k)
+    row["users"] = res.n_users
+    return pd.DataFrame([row]).to_csv(index=False)
+
+
 CURVE_BS = (0, 1, 2, 4, 8, 16, 50)
 
 
@@ -143,8 +155,51 @@ def curve_section(res, rcfg) -> None:
             }
         )
     df = pd.DataFrame(rows)
-    st.scatter_chart(df, x="privacy ratio", y="Spearman", color="method", height=320)
-    st.dataframe(df, hide_index=True, width="stretch")
+    st.altair_chart(curve_chart(df), width="stretch")
+    st.dataframe(
+        df,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "privacy ratio": st.column_config.NumberColumn(format="%.3f"),
+            "Spearman": st.column_config.NumberColumn(format="%.3f"),
+            "privacy distance (m)": st.column_config.NumberColumn(format="%.0f"),
+        },
+    )
+    st.download_button(
+        "The curve (CSV)",
+        df.to_csv(index=False),
+        "privacy_utility_curve.csv",
+        "text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="atk.csv.curve",
+    )
     if cur.get("gain_per_cost"):
         st.caption("Performance gain per unit privacy cost (Figure 13): Spearman gained per km of privacy lost.")
         st.dataframe(pd.DataFrame(cur["gain_per_cost"]), hide_index=True, width="stretch")
+
+
+def curve_chart(df):
+    """Each method's settings joined in order by a line, every point labelled with its setting (B, or the
+    geo-indistinguishable displacement); the axes fitted to the points."""
+    import altair as alt
+
+    df = df.assign(order=range(len(df)))
+    pad = lambda lo, hi: [lo - 0.05 * (hi - lo or 1), hi + 0.05 * (hi - lo or 1)]  # noqa: E731
+    x = alt.X(
+        "privacy ratio:Q",
+        title="Privacy ratio (1 = the attacker learns nothing)",
+        scale=alt.Scale(domain=pad(df["privacy ratio"].min(), df["privacy ratio"].max())),
+    )
+    y = alt.Y(
+        "Spearman:Q",
+        title="Utility: Spearman rank correlation",
+        scale=alt.Scale(domain=pad(df["Spearman"].min(), df["Spearman"].max())),
+    )
+    colour = alt.Color("method:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
+    base = alt.Chart(df).encode(x=x, y=y, color=colour, order="order:Q")
+    tips = ["method", "setting", alt.Tooltip("privacy ratio:Q", format=".3f"), alt.Tooltip("Spearman:Q", format=".3f")]
+    lines = base.mark_line(point=alt.OverlayMarkDef(size=50)).encode(tooltip=tips)
+    labels = base.mark_text(align="left", dx=6, dy=-6, fontSize=11).encode(text="setting:N")
+    return (lines + labels).properties(height=340)

@@ -90,3 +90,13 @@ def scatter(df: pd.DataFrame, value_name: str) -> alt.Chart:
         tooltip=["region", "true mean", "private mean", "std. error"],
     )
     return (diag + bars + pts).properties(height=320)
+
+
+def regions_csv(result, df: pd.DataFrame, vname: str) -> str:
+    """The regions' table with their rectangles (metres, the release's local CRS) and the value's name."""
+    rects = np.asarray(result.release.extras["region_rects"], dtype=np.float64).reshape(-1, 4)
+    out = df.rename(columns={k: f"{k} [{vname}]" for k in ("true mean", "private mean", "std. error", "error")})
+    for i, name in enumerate(("x0", "y0", "x1", "y1")):
+        out[f"{name} [m]"] = rects[:, i]
+    out.insert(0, "mechanism", result.config.mechanism)
+    return out.to_csv(index=False)

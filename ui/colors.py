@@ -277,3 +277,42 @@ def _fmt(v: float) -> str:
     if av >= 1:
         return f"{v:.3g}"
     return f"{v:.2g}"
+
+
+SATURATED = 0.10  # of the region's cells at the top colour: the truth's scale puts at most 0.5 % there
+FLAT_SPREAD = 2  # colour steps (of 254) that the drawn cells of a flat map span at most
+
+
+def swamp_note(scale: ColourScale | None, grid) -> tuple[str, str] | None:
+    """When the colour scale cannot show a map's structure: (two short lines for the map itself, a sentence for
+    its caption), else None. Noise that puts many cells above the scale's top saturates the map (a local-DP
+    grid's per-cell noise); a map of one value everywhere (the uniform baseline, or a release whose noise
+    flattened it) draws one flat block that ranks no place above another."""
+    if scale is None or grid is None:
+        return None
+    g = np.asarray(grid, dtype=np.float64)
+    idx = scale.index(g)
+    drawn = idx > 0
+    n = idx.size
+    top = float((idx == 255).sum()) / n
+    if not drawn.any():
+        return (
+            "Nothing above\nthe scale's floor",
+            "Every cell of this map is below the colour scale's floor (or negative): it is drawn empty.",
+        )
+    if top >= SATURATED:
+        neg = float((np.isfinite(g) & (g < 0)).sum()) / n
+        return (
+            f"Noise swamps the scale:\n{top:.0%} of cells at the top",
+            f"Noise swamps this map's colour scale: {top:.0%} of its cells are above the scale's top (the truth's "
+            f"densest cell) and get the top colour"
+            + (f", {neg:.0%} are negative estimates drawn empty" if neg >= 0.01 else "")
+            + ". Its bright cells are noise, not busy places.",
+        )
+    vals = idx[drawn]
+    if drawn.mean() >= 0.5 and int(vals.max()) - int(vals.min()) <= FLAT_SPREAD:
+        return (
+            "Flat: one value\nin every cell",
+            "This map is flat: nearly every cell holds the same value, so it shows no place as busier than another.",
+        )
+    return None

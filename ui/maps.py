@@ -296,6 +296,25 @@ def scale_bar_layers(frame: Frame, layer_id: str) -> list[pdk.Layer]:
     ]
 
 
+def note_layer(frame: Frame, text: str, layer_id: str) -> pdk.Layer:
+    """A short warning written on the map (two lines that fit a small multiple), near its top, on a light band."""
+    d = frame.domain
+    pos = frame.lonlat([d.x0 + d.side / 2], [d.y0 + 0.88 * d.side])[0].round(7).tolist()
+    return pdk.Layer(
+        "TextLayer",
+        id=f"{layer_id}_note",
+        data=[{"p": pos, "t": text}],
+        get_position="p",
+        get_text="t",
+        get_size=11,
+        get_color=[150, 20, 20, 255],
+        background=True,
+        get_background_color=[255, 255, 255, 225],
+        background_padding=[4, 2],
+        pickable=False,
+    )
+
+
 def block_sums(grid: np.ndarray, k: int) -> np.ndarray:
     n = grid.shape[0]
     return grid.reshape(n // k, k, n // k, k).sum(axis=(1, 3))

@@ -11,7 +11,7 @@ import streamlit as st
 
 from engine.core.errors import DataError
 
-from . import geo, maps, viewport
+from . import colors, geo, maps, viewport
 from .colors import ColourScale
 from .diverging import DiffScale
 from .text import plain
@@ -120,13 +120,19 @@ def paired_chart(
         layers.append(maps.heat_layer(grid, scale, shifted, f"{key}_private_heat", background=bg))
     if rects is not None and len(rects) and display.outlines:
         layers.append(maps.outline_layer(rects, shifted, f"{key}_cells"))
+    note = colors.swamp_note(scale, grid)
+    if note is not None:
+        layers.append(maps.note_layer(shifted, note[0], key))
     layers += geo.frame_layers(fr, key) + geo.frame_layers(shifted, f"{key}_private")
     tooltip = None
     if grid is not None:
         hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit, stderr_cells)
         layers.append(hover)
     view = maps.paired_view(fr, zoom, pan, px)
-    return c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+    chart = c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+    if note is not None:
+        c.caption(f":material/warning: {titles[1]}: {note[1]}")
+    return chart
 
 
 def swipe_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, key: str, title: str) -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.run.export import side_information
+
 from . import explain, export
 from .colors import ColourScale
 
@@ -134,9 +136,7 @@ def _margins(result) -> list[dict]:
 
 def _ledger(result) -> dict:
     led = result.release.ledger.to_dict()
-    side = list(led.get("side_information", []))
-    if getattr(result.dataset_meta, "bbox_from_data", False):
-        side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
+    side = side_information(result)
     from engine.mechanisms import registry
 
     cls = registry().get(result.config.mechanism)

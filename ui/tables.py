@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
+import streamlit as st
 
 from . import explain
 
@@ -36,7 +39,7 @@ def ranking(per_seed: dict[str, list[object]], metric: str = "emd_m", confidence
     sign = -1.0 if explain.better(metric) == "higher" else 1.0
     errors = {n: [sign * float(r.metrics.get(metric, np.nan)) for r in rs] for n, rs in per_seed.items()}
     errors = {n: v for n, v in errors.items() if v and np.all(np.isfinite(v))}
-    cols = ["Rank", "Mechanism", "Mean", "95 % interval", "Tied with the best"]
+    cols = ["Rank", "Mechanism", "Tied with the best", "Mean", "95 % interval"]
     if len(errors) < 1 or min(len(v) for v in errors.values()) < 2:
         return pd.DataFrame(columns=cols)
     rows = rank_over_seeds(errors, confidence)
@@ -53,6 +56,118 @@ def ranking(per_seed: dict[str, list[object]], metric: str = "emd_m", confidence
             }
         )
     return pd.DataFrame(out, columns=cols)
+
+
+def ties_line(rank: pd.DataFrame) -> str:
+    """The ranking's verdict in one line above the table: who is best and who is tied with it."""
+    if rank.empty:
+        return "Not enough releases to rank."
+    tied = [m for m, t in zip(rank["Mechanism"], rank["Tied with the best"]) if t]
+    best, rest = tied[0], tied[1:]
+    if not rest:
+        return f"**Best: {best}**, significantly better than every other mechanism."
+    return f"**Best: {best}**, tied with {', '.join(f'**{m}**' for m in rest)} (not significantly different)."
+
+
+def _unit_name(key: str) -> str:
+    unit = explain.info(key)[3]
+    return f"{key} [{unit}]" if unit else key
+
+
+def metrics_csv(results: dict[str, object], sigma: float) -> str:
+    """The metrics table as numbers (full precision, units in the column names), one row per mechanism."""
+    keys: list[str] = []
+    for r in results.values():
+        keys += [k for k in r.metrics if k not in keys]
+    rows = []
+    for name, r in results.items():
+        c = r.config
+        row = {"mechanism": name, "key": c.mechanism, "epsilon": c.epsilon, "seed": c.seed, "dataset": c.dataset}
+        row.update({_unit_name(k): r.metrics.get(k) for k in explain.ordered(keys)})
+        row["sim_cc_kl_filter [cells]"] = sigma
+        rows.append(row)
+    return pd.DataFrame(rows).to_csv(index=False)
+
+
+def seeds_csv(per_seed: dict[str, list[object]], sigma: float) -> str:
+    """Every release of the ranking: one row per mechanism and seed, the ranked metrics as numbers."""
+    rows = []
+    for name, rs in per_seed.items():
+        for r in rs:
+            row = {"mechanism": name, "seed": r.config.seed}
+            row.update({_unit_name(k): r.metrics.get(k) for k in RANK_METRICS})
+            row["sim_cc_kl_filter [cells]"] = sigma
+            rows.append(row)
+    return pd.DataFrame(rows).to_csv(index=False)
+
+
+# ------------------------------------------------------------- like-for-like
+SMOOTHING = {"smoothed": "smoothed maps (Ghazi et al.'s protocol)", "unsmoothed": "unsmoothed maps"}
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _truth_scored(truth: np.ndarray, sigma: float) -> np.ndarray:
+    """The truth as the comparison scores it (the same for every run of one comparison: smoothed once)."""
+    from engine.metrics import likeforlike
+
+    return likeforlike.smoothed_truth(truth, sigma)
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def _rescored(key: str, sigma: float, _truth, _release) -> dict:
+    """A run's SIM, CC and KL at filter width ``sigma``; ``key`` (the run's config key) names the run."""
+    from engine.metrics import likeforlike
+
+    return likeforlike.rescore(_truth_scored(np.asarray(_truth, dtype=np.float64), sigma), _release, sigma)
+
+
+def comparison_sigma(results) -> float:
+    """The filter the releases of a comparison that publish a smoothed heatmap use (0: none does)."""
+    from engine.metrics import likeforlike
+
+    return likeforlike.common_sigma(r.release for r in results if getattr(r, "release", None) is not None)
+
+
+def like_for_like(results: dict[str, object], sigma: float) -> dict[str, object]:
+    """The results with SIM, CC and KL rescored on the same maps for every mechanism: all smoothed by one
+    Gaussian filter of ``sigma`` cells, or all unsmoothed (``sigma`` = 0). Other metrics are untouched;
+    a result without its maps (a sweep's summary) or not a heatmap (regional means) is returned as it is."""
+    out = {}
+    for name, r in results.items():
+        rel = getattr(r, "release", None)
+        plain = rel is None or getattr(rel, "quantity", "counts") != "counts"
+        if plain or getattr(r, "truth", None) is None or not getattr(r, "metrics", None):
+            out[name] = r
+        else:
+            new = _rescored(r.config.key(), float(sigma), r.truth, r.release)
+            out[name] = replace(r, metrics={**r.metrics, **new})
+    return out
+
+
+def smoothing_note(sigma: float) -> str:
+    """What the table's SIM, CC and KL were scored on, for its caption."""
+    if sigma > 0:
+        return (
+            f"SIM, CC and KL: every map, the truth's included, smoothed by the same Gaussian filter "
+            f"(σ = {sigma:.3g} cells, Ghazi et al. 2023 §2.3) before scoring, as that paper scores them."
+        )
+    return "SIM, CC and KL: every map scored unsmoothed, cell by cell."
+
+
+def mixed_smoothing(trials: pd.DataFrame, metric: str) -> str | None:
+    """A warning when a sweep's SIM, CC or KL were scored on smoothed maps for some mechanisms and unsmoothed
+    for others (a sweep keeps only each run's scores, not its maps, so it cannot rescore them)."""
+    if metric not in ("sim", "cc", "kl") or "heatmap_sigma_cells" not in trials:
+        return None
+    by = trials.groupby("mechanism")["heatmap_sigma_cells"].max().fillna(0.0)
+    smooth = sorted(by[by > 0].index)
+    if not smooth or len(smooth) == len(by):
+        return None
+    return (
+        f"Not like for like: {explain.label(metric)} of {', '.join(smooth)} is scored on Gaussian-smoothed heatmaps "
+        "(Ghazi et al.'s protocol), of the others on unsmoothed maps; smoothing alone improves it. Compare scores "
+        "every map through the same filter."
+    )
 
 
 RANK_BY = {"mean": "Mean over seeds", "regret": "Average regret (DPComp)"}

@@ -15,9 +15,10 @@ from engine.mechanisms import registry
 from engine.mechanisms.base import epsilon_under
 from engine.run import margins
 from engine.run.config import RunConfig
+from engine.run.export import side_information
 from engine.run.runner import load_dataset, prepare
 
-from . import explain, export, geo, maps, state, uploads, viewport
+from . import colors, explain, export, geo, maps, state, tables, uploads, viewport
 from .colors import ColourScale
 from .text import plain
 
@@ -198,13 +199,19 @@ def heat_chart(
     layers += list(extra_layers) + geo.frame_layers(fr, key, places=4 if height < 400 else 6)
     if display.basemap:
         viewport.basemap_watch(f"{key}_basemap")
-    return c.pydeck_chart(
+    note = colors.swamp_note(scale, grid)
+    if note is not None:
+        layers.append(maps.note_layer(fr, note[0], key))
+    chart = c.pydeck_chart(
         maps.deck(layers, view, display.basemap),
         height=height,
         key=key,
         on_select=on_select,
         selection_mode=selection_mode,
     )
+    if note is not None:
+        c.caption(f":material/warning: {note[1]}")
+    return chart
 
 
 def legend(scale: ColourScale, note: str = "", container=None, shared: bool = True) -> None:
@@ -241,6 +248,11 @@ def metrics_block(main, others: dict[str, object], container=None) -> None:
     """Primary metrics with one-line explanations, next to baselines' values on the same data."""
     c = container or st
     names = list(others)
+    runs = {n: o for n, o in others.items() if hasattr(o, "metrics")}
+    sigma = tables.comparison_sigma([main, *runs.values()]) if runs else 0.0
+    if sigma > 0:  # a smoothed heatmap among them: every map is scored through the same filter
+        scored = tables.like_for_like({"": main, **runs}, sigma)
+        main, others = scored.pop(""), {**others, **scored}
     keys = [k for k in explain.ordered(main.metrics) if k in explain.PRIMARY]
     head = "".join(f"<th>{html.escape(short_label(n))}</th>" for n in names)
     rows = [f'<table class="metric-table"><tr><th></th><th>This run</th>{head}</tr>']
@@ -256,7 +268,8 @@ def metrics_block(main, others: dict[str, object], container=None) -> None:
         rows.append(f'<tr class="expl"><td colspan="{len(cells) + 1}">{html.escape(expl)}</td></tr>')
     rows.append("</table>")
     c.html("".join(rows))
-    c.caption("↓ lower is better · ↑ higher is better. Maps are compared after scaling each to sum to 1.")
+    note = (" " + tables.smoothing_note(sigma)) if runs else ""
+    c.caption("↓ lower is better · ↑ higher is better. Maps are compared after scaling each to sum to 1." + note)
     with c.expander("All metrics"):
         st.dataframe(
             metrics_frame({"This run": main, **{mech_label(n): o for n, o in others.items()}}), width="stretch"
@@ -302,10 +315,7 @@ def ledger_block(result, container=None, extra_side=()) -> None:
     rel = relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
-    side = list(led.get("side_information", [])) + list(extra_side)
-    meta = result.dataset_meta
-    if getattr(meta, "bbox_from_data", False):
-        side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
+    side = side_information(result) + list(extra_side)
     if side:
         c.markdown("**Side information** (read from the data without spending ε):")
         for s in side:
@@ -383,11 +393,21 @@ KIND_TEXT = {
 }
 
 
+def server_headline(kind: str, family: str) -> str:
+    """Who sees what, in one line. A central mechanism's server is the trusted curator: it sees every location,
+    and only the public (the attacker of the privacy attack) is limited to the released aggregate."""
+    if family == "central" and kind in ("aggregate", "clear"):
+        return (
+            ":material/lock_open: A trusted curator sees every location in the clear; the public sees only the release"
+        )
+    return f"The server {KIND_TEXT.get(kind, kind)}"
+
+
 def server_block(result, container=None) -> None:
     c = container or st
     view = result.release.server_view
     cls = registry().get(result.config.mechanism)
-    c.markdown(f"**The server {KIND_TEXT.get(view.kind, view.kind)}.**")
+    c.markdown(f"**{server_headline(view.kind, cls.family if cls is not None else '')}.**")
     c.write(view.description)
     if cls is not None and cls.threat_model:
         c.caption(f"Threat model: {cls.threat_model}")

@@ -244,6 +244,8 @@ def _run_methods(sample, domain, eps, seed, methods=METHODS) -> dict:
     out = {}
     for mi, (name, key, extra) in enumerate(methods):
         M = get(key)
+        if key == "sparse_emd":  # the protocol draws a sample of a fixed size: a public bound on its users
+            extra = {**extra, "users_max": sample.n_users}
         params = M.schema().resolve({**extra, "sigma": SIGMA})
         ctx = RunContext(rng=np.random.default_rng([seed, mi, int(round(eps * 1000))]))
         rel = M().run(sample, domain, float(eps), params, ctx)

@@ -67,21 +67,36 @@ def street_grid_city(
     mu = age_mean[0] + (age_mean[1] - age_mean[0]) * (xy[:, 0] + half) / side_m
     age = np.clip(np.rint(rng.normal(mu, 13.0)), 0, 100)
 
+    return placed_dataset(
+        xy,
+        side_m,
+        "Street grid with hot venues (synthetic)",
+        "bench:street_grid",
+        "Manhattan-like street grid, a few very hot venues (engine/bench/unseen.py)",
+        value=age,
+        value_name="age (years, synthetic)",
+    )
+
+
+def placed_dataset(xy, side_m, name, source, description, value=None, value_name="") -> Dataset:
+    """Local coordinates ``xy`` (metres, centred on 0) of a ``side_m`` square placed at ``PLACE``
+    as a dataset whose public region is the square (not the data's bounding box)."""
+    half = side_m / 2
     crs0 = local_crs((PLACE[0], PLACE[1], PLACE[0], PLACE[1]))
     corners = to_lonlat(np.array([-half, half, half, -half]), np.array([-half, -half, half, half]), crs0)
     bbox = (corners[:, 0].min(), corners[:, 1].min(), corners[:, 0].max(), corners[:, 1].max())
     lonlat = to_lonlat(xy[:, 0], xy[:, 1], crs0)
     crs = local_crs(bbox)  # the public region's own CRS, as every dataset's
     meta = DatasetMeta(
-        name="Street grid with hot venues (synthetic)",
-        source="bench:street_grid",
-        description="Manhattan-like street grid, a few very hot venues (engine/bench/unseen.py)",
+        name=name,
+        source=source,
+        description=description,
         synthetic=True,
         bbox=bbox,
-        value_name="age (years, synthetic)",
+        value_name=value_name,
         license="CC0 (generated data)",
     )
-    return Dataset(xy=to_local(lonlat[:, 0], lonlat[:, 1], crs), lonlat=lonlat, crs=crs, meta=meta, value=age)
+    return Dataset(xy=to_local(lonlat[:, 0], lonlat[:, 1], crs), lonlat=lonlat, crs=crs, meta=meta, value=value)
 
 
 def region_errors(release, data: Dataset, rects: np.ndarray) -> tuple[float, float]:

@@ -35,11 +35,11 @@ Which mechanisms run on it (:data:`HISTOGRAM_ONLY`): those whose ``run`` reads n
 data but its true histogram (and the public domain): the central baselines Identity, Identity
 top-t, Uniform, PrivTree and the hierarchical tree (on data without user ids or weights
 :func:`central.bound_contributions` leaves the data unchanged and they call ``true_histogram``),
-UG with its default ``align`` (its cells are blocks of output cells: block sums of the
-histogram, the same integers as binning the points), Ghazi et al.'s Laplace baselines and sparse
+UG (out of core its ``align = auto`` takes the aligned sizes, whose cells are blocks of output
+cells: block sums of the histogram, the same integers as binning the points), Ghazi et al.'s Laplace baselines and sparse
 EMD (through :func:`sparse_emd.user_distribution_sum`); plus ``adaptive_hh`` and its Table 3
 variants, whose clients are read by :class:`PartitionClients`. Any other mechanism (AG, whose
-second level bins each first-level cell at its own size, UG with ``align`` off, SNH, the KDEs,
+second level bins each first-level cell at its own size, UG with ``align = off``, SNH, the KDEs,
 the other federated baselines, bit pushing) reads individual locations and gets a
 :class:`DataError` saying so.
 """

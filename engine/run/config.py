@@ -144,7 +144,7 @@ class RunResult:
         """The run as a JSON-able record. Evaluate: configuration, exact counts, metrics,
         diagnostics, stamped ``evaluation``. Release: the manifest of
         :func:`engine.run.export.manifest` (DP outputs, ledger, parameters, side information)."""
-        from .export import EVALUATION, manifest
+        from .export import EVALUATION, manifest, side_information
 
         if self.config.mode == "release":
             return manifest(self)
@@ -158,7 +158,7 @@ class RunResult:
             "n_points": self.n_points,
             "metrics": self.metrics,
             "timings": self.timings,
-            "ledger": rel.ledger.to_dict(),
+            "ledger": {**rel.ledger.to_dict(), "side_information": side_information(self)},
             "communication": rel.communication.to_dict(),
             "server_view": rel.server_view.description,
             "diagnostics": _jsonable(rel.diagnostics),

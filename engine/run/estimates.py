@@ -22,13 +22,15 @@ processes, and writes the table with each row's median error. Parameters the mod
 History: :func:`record` (called by ``engine.run.runner.run`` after every computed run) keeps the ratio of
 measured to modelled time, per mechanism, in memory; an estimate is the model times the median
 of that mechanism's last ratios, or, for a mechanism not yet run here, times the median over all
-mechanisms (how fast this machine is now compared with the calibration machine).
+mechanisms (how fast this machine is compared with the calibration machine), times the machine's
+load now (:func:`load_factor`; each ratio is stored divided by the load factor of its run).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import os
 import threading
 import weakref
 from collections import deque
@@ -167,6 +169,21 @@ def _factor(mechanism: str) -> float:
     return _median(pooled) if len(pooled) >= MIN_GLOBAL else 1.0
 
 
+def load_factor() -> float:
+    """How much slower a CPU-bound run is now than on a quiet machine: with ``L`` runnable
+    processes (the 1-minute load average, which counts the other users' work) on ``C`` cores a
+    new run gets about ``C / (L + 1)`` of the machine, so ``max(1, (L + 1) / C)``. The model's
+    table was calibrated on a quiet machine and the history stores ratios divided by the
+    factor of their time, so a busy machine scales the estimate now, not the runs of an hour ago
+    (without it the estimate was 3-5x low under a load of 6-7 on 2 cores)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform
+        return 1.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1.0, (load + 1.0) / max(cores, 1))
+
+
 def _median(v: list[float]) -> float:
     s = sorted(v)
     m = len(s) // 2
@@ -182,7 +199,8 @@ def estimate_seconds(config, n_points: int | None = None, *, dataset=None, cache
         return CACHED_S
     with _LOCK:
         first = config.mechanism not in _SEEN
-    return model_seconds(config, _points(config, n_points, dataset), first) * _factor(config.mechanism)
+    pts = _points(config, n_points, dataset)
+    return model_seconds(config, pts, first) * _factor(config.mechanism) * load_factor()
 
 
 def record(config, seconds: float, n_points: int) -> None:
@@ -196,7 +214,7 @@ def record(config, seconds: float, n_points: int) -> None:
         return
     if seconds > 0 and math.isfinite(seconds):
         with _LOCK:
-            _RATIOS.setdefault(config.mechanism, deque(maxlen=HISTORY)).append(seconds / pred)
+            _RATIOS.setdefault(config.mechanism, deque(maxlen=HISTORY)).append(seconds / pred / load_factor())
 
 
 def forget_history() -> None:

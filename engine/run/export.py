@@ -168,6 +168,19 @@ def _require_release(result) -> None:
         )
 
 
+REGION_FROM_DATA = "read off the data (coarse: never the extreme locations themselves)"
+
+
+def side_information(result) -> list[str]:
+    """What the run read off the private data without spending budget: the ledger's notes, and the
+    region when it was read off the data. One list for the CLI, the manifest and the pages."""
+    side = list(result.release.ledger.side_information)
+    meta = result.dataset_meta
+    if getattr(meta, "bbox_from_data", False):
+        side.append(f"the region: {region_frame(meta)}, {REGION_FROM_DATA}")
+    return side
+
+
 def manifest(result, release_key: str | None = None) -> dict:
     """The JSON manifest of a Release-mode run: what was released and under which guarantee.
 
@@ -185,10 +198,8 @@ def manifest(result, release_key: str | None = None) -> dict:
     cfg, rel, meta = result.config, result.release, result.dataset_meta
     cls = get(cfg.mechanism)
     relation = neighbouring_of(cfg)
-    side = list(rel.ledger.side_information)
+    side = side_information(result)
     frame = region_frame(meta)
-    if getattr(meta, "bbox_from_data", False):
-        side.append(f"the region: {frame}, read off the data (coarse: never the extreme locations themselves)")
     dom = rel.domain
     params = {
         "mechanism": cfg.mechanism,

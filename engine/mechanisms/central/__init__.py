@@ -61,9 +61,10 @@ Outputs are estimated counts on the run's domain grid (``grid[iy, ix]``). Mechan
 whose cells are coarser than the output cells (UG, AG, PrivTree) spread each cell's count
 uniformly over the output cells it covers (the uniformity assumption the papers use to
 answer range queries). UG and AG choose grid sizes that divide the output resolution
-(``align``, default), so their cells are blocks of whole output cells; with ``align`` off
-they use the papers' sizes and cells straddling output cells are spread in proportion to
-the overlap area.
+(``align = on``), so their cells are blocks of whole output cells, or use the papers' sizes
+and spread cells straddling output cells in proportion to the overlap area (``off``); the
+default, ``auto``, picks the one the papers' error model prefers at the output resolution
+(:mod:`.alignment`).
 
 The reusable :func:`laplace_baseline` is the baseline of Ghazi et al. used by the
 sparse-EMD mechanism.

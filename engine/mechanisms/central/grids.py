@@ -8,10 +8,11 @@ import math
 import numpy as np
 
 from ...core.accounting import Ledger
-from ...core.errors import ParamError
+from ...core.errors import DataError, ParamError
 from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from .alignment import ALIGN_CHOICES, ALIGN_HELP, ag_subcell_width, prefer_aligned
 from .common import (
     LAPLACE_SD,
     MAX_GRID_CELLS,
@@ -83,8 +84,11 @@ class UniformGrid(Mechanism):
     most 1 in L1 each (user-level epsilon-DP); ``record``: location counts, a user
     with k locations protected at k*epsilon.
 
-    Departures: m is rounded up (the paper leaves the rounding open). With ``align``
-    (default) the grid size is then snapped to the power of two nearest to m in ratio
+    Departures: m is rounded up (the paper leaves the rounding open). With ``align = auto``
+    (default) the grid size is snapped as below when the paper's error model at the output
+    resolution says snapping costs less than spreading straddling cells by area
+    (:mod:`.alignment`: at 256 x 256 from about m = 12 up, not at 1,024 x 1,024 for m = 44);
+    with ``align = on`` always. Snapping: the grid size is to the power of two nearest to m in ratio
     (:func:`snap_to_divisor`: 10 and 11 become 8, 12 becomes 16, 45 becomes 32, 98 becomes
     128; at most 2^L), so it divides the output resolution 2^L and
     every UG cell is a block of whole output cells: a count lands exactly on the output
@@ -129,26 +133,19 @@ class UniformGrid(Mechanism):
         + TOTAL_PARAMS
         + (
             Param("c", "float", 10.0, "constant c of Guideline 1", min=0.1, max=1000.0, log=True),
-            Param(
-                "align",
-                "bool",
-                True,
-                "snap the grid size to a power of two dividing the output resolution, so grid cells are blocks of "
-                "whole output cells (off: the paper's size; cells straddling output cells are spread by area)",
-                label="align with output cells",
-            ),
-            Param("cap_to_grid", "bool", True, "with align off: cap the grid size at the output resolution"),
+            Param("align", "choice", "auto", ALIGN_HELP, choices=ALIGN_CHOICES, label="align with output cells"),
+            Param("cap_to_grid", "bool", True, "unaligned: cap the grid size at the output resolution"),
         )
     )
-    dp_outputs = ("total_used", "m", "m_uncapped", "ug_cell_side_m", "grid_counts", "stderr", "stderr_cells")
-    side_information_keys = ("total_used", "m", "m_uncapped", "ug_cell_side_m", "stderr", "stderr_cells")
+    dp_outputs = ("total_used", "m", "m_uncapped", "aligned", "ug_cell_side_m", "grid_counts", "stderr", "stderr_cells")
+    side_information_keys = ("total_used", "m", "m_uncapped", "aligned", "ug_cell_side_m", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
         noise = ctx.noise
         bounded = bound_contributions(data, domain, params["unit"])
-        hist = None
-        if params["align"] and bounded.data.weight is None:
+        hist, xy, w = None, None, None
+        if params["align"] != "off" and bounded.data.weight is None:
             # aligned cells are blocks of output cells: the histogram's block sums are the same counts
             # (integers, exactly), and a histogram is all an out-of-core dataset offers (parquet_source)
             hist = bounded.data.true_histogram(domain)
@@ -160,14 +157,20 @@ class UniformGrid(Mechanism):
         n_used, eps_cells = _total_count(n_true, eps, params, ledger, noise, bounded)
         n = domain.n
         m_paper = ug_size(n_used, eps_cells, float(params["c"]))
-        if params["align"]:
+        aligned = prefer_aligned(params["align"], m_paper, n)
+        if not aligned and xy is None:
+            try:
+                xy, w = _points(bounded.data, domain)
+            except DataError:  # out of core: only the histogram, so the aligned size
+                aligned = True
+        if aligned:
             m = snap_to_divisor(m_paper, n)
         else:
             m = min(m_paper, n) if params["cap_to_grid"] else m_paper
         if m * m > MAX_GRID_CELLS:
             raise ParamError(f"UG would need a {m}x{m} grid; turn on 'cap to grid' or lower epsilon")
         ctx.progress(0.3, f"counting on a {m}x{m} grid")
-        counts = downsample(hist, n // m) if hist is not None else _bin_square(xy, w, domain, m)
+        counts = downsample(hist, n // m) if aligned and hist is not None else _bin_square(xy, w, domain, m)
         noisy = noise.add_laplace(counts, 1.0 / eps_cells)
         ledger.spend(
             "grid cell counts",
@@ -188,7 +191,8 @@ class UniformGrid(Mechanism):
             {
                 "m": int(m),
                 "m_uncapped": m_paper,
-                "align": bool(params["align"]),
+                "align": params["align"],
+                "aligned": bool(aligned),
                 "c": float(params["c"]),
                 "total_used": n_used,
                 "total": params["total"],
@@ -265,7 +269,9 @@ class AdaptiveGrid(Mechanism):
     locations protected at k*epsilon.
 
     Departures: when N' <= 0 the cell is not split (m2 = 1; the paper's formula is
-    undefined there). With ``align`` (default) m1 and each m2 are snapped to the power of
+    undefined there). With ``align = auto`` (default) as ``on`` when the error model at the
+    output resolution, for sub-cells of the average first-level cell, prefers it
+    (:mod:`.alignment`), else as ``off``. With ``align = on`` m1 and each m2 are snapped to the power of
     two nearest in ratio (:func:`snap_to_divisor`), m1 <= 2^L and m1*m2 <= 2^L, so every
     sub-cell is a block of whole output cells and lands exactly on them: with the paper's
     sizes (25 or 80 first-level cells over 256 output cells) second-level cells were
@@ -311,21 +317,13 @@ class AdaptiveGrid(Mechanism):
             Param(
                 "c2", "float", 5.0, "constant c2 of the second level (c/2 in the paper)", min=0.1, max=1000.0, log=True
             ),
-            Param(
-                "align",
-                "bool",
-                True,
-                "snap m1 and m2 to powers of two dividing the output resolution, so every cell is a block of whole "
-                "output cells (off: the paper's sizes; cells straddling output cells are spread by area)",
-                label="align with output cells",
-            ),
-            Param(
-                "cap_to_grid", "bool", True, "with align off: cap grid sizes so cells are no finer than output cells"
-            ),
+            Param("align", "choice", "auto", ALIGN_HELP, choices=ALIGN_CHOICES, label="align with output cells"),
+            Param("cap_to_grid", "bool", True, "unaligned: cap grid sizes so cells are no finer than output cells"),
         )
     )
     dp_outputs = (
         "total_used",
+        "aligned",
         "m1",
         "m2_min",
         "m2_median",
@@ -336,7 +334,7 @@ class AdaptiveGrid(Mechanism):
         "level2_noisy",
         "level2_consistent",
     )
-    side_information_keys = ("total_used", "m1")
+    side_information_keys = ("total_used", "m1", "aligned")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -349,11 +347,15 @@ class AdaptiveGrid(Mechanism):
         n_used, eps_grid = _total_count(n_true, eps, params, ledger, noise, bounded)
         eps1, eps2 = _split(eps_grid, alpha)
         n = domain.n
-        align = bool(params["align"])
+        m1 = ag_level1_size(n_used, eps_grid, float(params["c"]), n)
+        width = ag_subcell_width(m1, n_used, eps2, float(params["c2"]), n)
+        align = prefer_aligned(params["align"], m1, n, width)
         cap = align or params["cap_to_grid"]
-        m1 = ag_level1_size(n_used, eps_grid, float(params["c"]), n if cap else None)
-        if align:
-            m1 = snap_to_divisor(m1, n)
+        m1 = (
+            snap_to_divisor(m1, n)
+            if align
+            else ag_level1_size(n_used, eps_grid, float(params["c"]), n if cap else None)
+        )
 
         # level 1
         s1 = m1 / domain.side
@@ -420,7 +422,8 @@ class AdaptiveGrid(Mechanism):
                 "m2_median": float(np.median(m2)),
                 "m2_max": int(m2.max()),
                 "second_level_cells": total_cells,
-                "align": align,
+                "align": params["align"],
+                "aligned": bool(align),
                 "alpha": alpha,
                 "c": float(params["c"]),
                 "c2": float(params["c2"]),

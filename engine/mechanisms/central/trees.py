@@ -25,6 +25,7 @@ from .common import (
     bound_contributions,
     curator_communication,
 )
+from .sizing import height_rule, merge_root, root_count
 
 
 # ================================================================== PrivTree
@@ -426,7 +427,9 @@ class Hierarchical(Mechanism):
     Miklau, Suciu ("Boosting the accuracy of differentially private histograms through
     consistency", VLDB 2010).
 
-    The tree: leaves are the m x m output cells (m = 2^height, default the run's resolution);
+    The tree: leaves are an m x m grid (m = 2^height; default from a noisy root count n, 5% of
+    epsilon: Guideline 1's sqrt(n eps / 10) per side, see :mod:`.sizing`, the root alone, i.e. the
+    uniform map, below 1.5; the count is the root's measurement in the consistency step);
     each node has b x b children (branching b per axis); the grid is padded to side b^H,
     H = ceil(log_b m) (the smallest H with b^H >= m), with cells outside the domain, public
     and empty: nodes covering only padding are not measured and are known to be 0. Level d
@@ -454,8 +457,8 @@ class Hierarchical(Mechanism):
       This is the default (``budget = optimal``, branching 0): it measured 0.72x the error of
       the geometric quadtree, 0.67x that of ``hb`` and 0.41x that of the former uniform
       quadtree on 2,000 random rectangles at 256 x 256 (BENCHMARKS.md, central).
-    * The root, the total, is not measured under either: a query smaller than the domain
-      never uses it, so its budget is spent below.
+    * The root, the total, is not measured under either (a query smaller than the domain
+      never uses it), beyond the default height's 5% count.
 
     Source: the text of Qardaji et al. was not reachable from this machine (only its
     abstract), so the analysis is re-derived above. DPComp's implementation of HB for 2-D
@@ -513,7 +516,13 @@ class Hierarchical(Mechanism):
     params = (
         UNIT_PARAM,
         Param(
-            "height", "int", 0, "the leaves are a 2^height x 2^height grid (0 = the run's resolution)", min=0, max=10
+            "height",
+            "int",
+            0,
+            "the leaves are a 2^height x 2^height grid (at most the run's); 0 = from a noisy count n of the root "
+            "(5% of epsilon): sqrt(n epsilon / 10) leaves per side (Qardaji et al.'s Guideline 1), a power of two",
+            min=0,
+            max=10,
         ),
         Param(
             "branching",
@@ -536,25 +545,29 @@ class Hierarchical(Mechanism):
         ),
         Param("consistency", "bool", True, "apply constrained inference (off: the raw noisy leaves)"),
     )
-    dp_outputs = ("raw_leaves",)
+    dp_outputs = ("raw_leaves", "height", "branching", "tree_height", "padded_side", "levels", "height_rule_total")
+    dp_outputs += ("epsilon_per_level", "stderr")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
         noise = ctx.noise
-        depth = domain.depth if params["height"] == 0 else min(int(params["height"]), domain.depth)
+        bounded = bound_contributions(data, domain, params["unit"])
+        truth = bounded.data.true_histogram(domain)
+        n_hat, eps_count = root_count(truth.sum(), eps, noise) if params["height"] == 0 else (None, 0.0)
+        depth = min(int(params["height"]), domain.depth) or height_rule(n_hat, eps, domain.depth)
         m = 1 << depth
         b = hb_branching(m, params["budget"]) if params["branching"] == 0 else int(params["branching"])
         if b < 2 and m > 1:
             raise ParamError(f"branching must be at least 2, or 0 for HB's rule (got {b})")
-        bounded = bound_contributions(data, domain, params["unit"])
-        truth = bounded.data.true_histogram(domain)
         f = domain.n >> depth
         leaves = downsample(truth, f) if f > 1 else truth
         levels = tree_levels(leaves, b)
         H = len(levels) - 1
-        eps_levels = hierarchical_budget(H + 1, eps, params["budget"], b)
+        eps_levels = hierarchical_budget(H + 1, eps - eps_count, params["budget"], b)
         inside = [-(-m // b ** (H - d)) for d in range(H + 1)]  # nodes per axis meeting the domain
         ledger = Ledger()
+        if n_hat is not None:
+            ledger.spend("root count (sets the height)", eps_count, note=f"Laplace count; {bounded.short}")
         noisy = []
         for d, (grid, e) in enumerate(zip(levels, eps_levels)):
             out = np.zeros(grid.shape)
@@ -571,6 +584,8 @@ class Hierarchical(Mechanism):
             noisy.append(out)
         ctx.check_cancelled()
         variances = [2.0 / e**2 if e > 0 else math.inf for e in eps_levels]
+        if n_hat is not None:
+            noisy[0], variances[0] = merge_root(noisy[0], variances[0], n_hat, eps_count)
         est = constrained_inference(noisy, variances, b, inside)[H] if params["consistency"] else noisy[H]
         est = est[:m, :m]
         density = est if f == 1 else est.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
@@ -589,7 +604,8 @@ class Hierarchical(Mechanism):
                 "padded_side": int(b**H),
                 "levels": int(H + 1),
                 "budget": params["budget"],
-                "root_measured": bool(eps_levels[0] > 0),
+                "root_measured": bool(eps_levels[0] > 0 or n_hat is not None),
+                "height_rule_total": n_hat,
                 "epsilon_per_level": [float(e) for e in eps_levels],
                 "consistency": bool(params["consistency"]),
                 "stderr_basis": "Laplace(1/eps_d) per node, through the (linear) constrained inference",

@@ -17,20 +17,19 @@ from .mechanism import _DENSITY, _SIGMA, _heatmap_extras, user_distribution_sum
 
 
 # --------------------------------------------------------------------- baselines
-def _laplace_baseline(s, eps, rng, top_t=None) -> tuple[np.ndarray, int]:
+def _laplace_baseline(s, eps, rng, top_t=None):
     """The shared Laplace baseline of the central module, negatives zeroed. ``top_t``: None
-    keeps every cell, > 0 the top t%, 0 the default rule (:func:`engine.mechanisms.central.identity.topt_rule_count`).
-    Returns (noisy counts, cells kept)."""
-    from ..central.identity import keep_top, laplace_baseline, top_t_count, topt_rule_count
+    keeps every cell, > 0 the top t%; 0 the default rule
+    (:func:`engine.mechanisms.central.identity.topt_release`), returned whole.
+    Returns (noisy counts, cells kept, the default rule's release or None)."""
+    from ..central.identity import keep_top, laplace_baseline, top_t_count, topt_release
 
+    if top_t == 0:
+        tt = topt_release(s, eps, rng)
+        return tt.density, int(np.count_nonzero(tt.kept)), tt
     noisy = laplace_baseline(s, eps, rng, clip=False)
-    if top_t is None:
-        kept = int(noisy.size)
-    elif top_t > 0:
-        kept = top_t_count(noisy.size, float(top_t))
-    else:
-        kept = topt_rule_count(noisy, eps)
-    return np.clip(keep_top(noisy, kept), 0.0, None), kept
+    kept = int(noisy.size) if top_t is None else top_t_count(noisy.size, float(top_t))
+    return np.clip(keep_top(noisy, kept), 0.0, None), kept, None
 
 
 class _LaplaceGaussBase(Mechanism):
@@ -49,6 +48,8 @@ class _LaplaceGaussBase(Mechanism):
         "heatmap",
         "noisy_counts",
         "stderr",
+        "stderr_cells",
+        "fill",
     )
 
     def _release(self, data, domain, epsilon, params, ctx, top_t):
@@ -57,20 +58,30 @@ class _LaplaceGaussBase(Mechanism):
         ``identity`` with clipping. None for the filtered heatmap: the filter averages the zeroed
         (clipped) counts, whose spread has no closed form; the dashboard estimates it from runs."""
         s, notes = user_distribution_sum(data, domain)
-        noisy, kept = _laplace_baseline(s, epsilon, ctx.noise, top_t)
+        noisy, kept, tt = _laplace_baseline(s, epsilon, ctx.noise, top_t)
         dist, heat, ok = _heatmap_extras(noisy, params["sigma"], domain)
         total = float(noisy.sum())
         density = noisy if params["density"] == "estimate" else heat * total
         extras = {"distribution": dist, "heatmap": heat, "noisy_counts": noisy}
-        if params["density"] == "estimate":  # a kept cell is its noisy count; a zeroed one is 0 by choice
-            extras["stderr"] = np.where(noisy > 0, math.sqrt(2.0) / float(epsilon), np.nan)
-            extras["stderr_cells"] = 1
         ledger = Ledger()
-        ledger.spend(
-            "cell counts",
-            float(epsilon),
-            note="Laplace(1/eps) on every cell of s = sum of user distributions (L1 sensitivity 1)",
-        )
+        if tt is None:
+            if params["density"] == "estimate":  # a kept cell is its noisy count; a zeroed one is 0 by choice
+                extras["stderr"] = np.where(noisy > 0, math.sqrt(2.0) / float(epsilon), np.nan)
+                extras["stderr_cells"] = 1
+            ledger.spend(
+                "cell counts",
+                float(epsilon),
+                note="Laplace(1/eps) on every cell of s = sum of user distributions (L1 sensitivity 1)",
+            )
+        else:
+            if params["density"] == "estimate":
+                extras["stderr"], extras["stderr_cells"] = tt.stderr()
+            ledger.spend("total count", tt.eps_total, note="Laplace count of s's total; its remainder fills the rest")
+            ledger.spend(
+                "cell counts",
+                tt.eps_cells,
+                note="Laplace(1/eps) on every cell of s = sum of user distributions (L1 sensitivity 1)",
+            )
         for note in notes:
             ledger.note_side_information(note)
         diag = {
@@ -82,8 +93,14 @@ class _LaplaceGaussBase(Mechanism):
         }
         if top_t is not None:
             diag["top_t_percent"] = 100.0 * kept / noisy.size
+        if tt is not None:
+            diag.update({"threshold": tt.threshold, "fill": tt.fill})
         if "stderr" in extras:
-            diag["stderr_basis"] = "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none"
+            diag["stderr_basis"] = (
+                "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none"
+                if tt is None
+                else "kept cells: sqrt(2)/eps_cells; the others: the noisy remainder of the total over its cells"
+            )
         return Release(
             density=density,
             domain=domain,
@@ -124,15 +141,16 @@ class LaplaceTopTGauss(_LaplaceGaussBase):
     As :class:`LaplaceGauss`, but only the largest noisy cells are kept, the rest are
     zeroed; then the Gaussian heatmap. ``t > 0`` keeps ``ceil(t% of the cells)`` (at least
     one); the paper used t = 0.01% and 0.001%, chosen for 256 x 256 cells and 200 users.
-    Default (``t = 0``, departure): t follows the noise (:func:`engine.mechanisms.central.identity.topt_rule_count`):
-    every cell whose noisy count exceeds ``ln(C/2)/epsilon`` is kept (about one empty cell
-    of the C passes on noise alone), and at least the paper's 0.01%. The fixed 0.01% kept
-    7 of 65,536 cells whatever the users: 130-1,700x a uniform map's MSE at eps = 10 with
-    20,000 users (issue 22); on check-in data like the paper's the rule keeps about the
-    paper's 7 cells at eps = 5. ``diagnostics["cells_kept"]`` holds the number kept.
+    Default (``t = 0``, departure): t follows the noise
+    (:func:`engine.mechanisms.central.identity.topt_release`): 5% of epsilon counts the total,
+    every cell above one-false-cell-in-a-hundred-maps (:func:`~engine.mechanisms.central.identity.topt_threshold`)
+    is kept, and the rest of the total is spread evenly over the other cells instead of zeroing them,
+    so the release is never worse than a uniform map and is one where no cell stands out (the
+    fixed 0.01% kept 7 of 65,536 cells whatever the users: up to 3,000x a uniform map's MSE;
+    BENCHMARKS.md, "defaults on data nobody tuned them on"). ``diagnostics["cells_kept"]`` holds the number kept.
     Guarantee and threat model as the baseline (the choice of t is post-processing of the
-    noisy counts). Departure: the rounding of t% of the cells to a count is ours (the paper
-    does not say).
+    noisy counts; the default's total and cells compose sequentially, 5% + 95% of epsilon).
+    Departure: the rounding of t% of the cells to a count is ours (the paper does not say).
     """
 
     key = "laplace_topt_gauss"

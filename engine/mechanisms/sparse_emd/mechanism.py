@@ -93,7 +93,7 @@ from ...core.params import Param
 from ...metrics import gaussian_heatmap
 from ..base import Mechanism, Release, aggregate_view, register
 from ..central.common import curator_communication
-from .algorithm import GAMMA_SECTION4, laplace_measure, level_epsilons, normalised, start_level, w_rule
+from .algorithm import GAMMA_SECTION4, W_DEFAULT, laplace_measure, level_epsilons, normalised, start_level, w_rule
 from .reconstruct import SPLITS, reconstruct
 
 W_COUNT_SHARE = 0.05  # share of epsilon spent on the user count that sets w (w = 0, central mechanism)
@@ -184,6 +184,19 @@ _SIGMA = Param(
     min=0.0,
     max=0.25,
 )
+_USERS_MAX = Param(
+    "users_max",
+    "int",
+    0,
+    "a public upper bound on the number of users (declared as side information), e.g. the size of the sample "
+    "you drew: when the rule for w = 0 cannot go above 20 for it (at most 209 users), w = 20 and no budget is "
+    "spent on a count of the users; above, the count is capped at it. 0 = no bound",
+    min=0,
+    max=10**9,
+    label="users, public upper bound",
+    shown_if=(("w", 0),),
+)
+
 _DENSITY = Param(
     "density",
     "choice",
@@ -326,7 +339,7 @@ class SparseEMD(_SparseEMDBase):
         "Ghazi, He, Kohlhoff, Kumar, Manurangsi, Navalpakkam, Valliappan. Differentially Private Heatmaps. AAAI 2023"
     )
     equations = "Sec. 2.3 (heatmap), Def. 3.1 (pyramidal transform), Alg. 1-2, proof of Thm 3.1 (eps_i), Sec. 4"
-    params = _COMMON_PARAMS + (_SIGMA, _DENSITY)
+    params = _COMMON_PARAMS + (_USERS_MAX, _SIGMA, _DENSITY)
     dp_outputs = (
         "w",  # from the Laplace count of users (its own ledger entry)
         "w_rule_users",
@@ -337,11 +350,14 @@ class SparseEMD(_SparseEMDBase):
         ctx.progress(0.0, "building each user's distribution")
         s, notes = user_distribution_sum(data, domain)
         pyr = pyramid(s)
-        eps_levels, n_hat = float(epsilon), None
-        if int(params["w"]) == 0:  # w from a DP count of the users (w_rule); the levels get the rest
+        eps_levels, n_hat, bound = float(epsilon), None, int(params["users_max"])
+        if int(params["w"]) == 0 and bound and w_rule(bound, domain.depth) == W_DEFAULT:
+            params = {**params, "w": W_DEFAULT}  # the rule cannot change w: no count to pay for
+        elif int(params["w"]) == 0:  # w from a DP count of the users (w_rule); the levels get the rest
             eps_n = W_COUNT_SHARE * float(epsilon)
             eps_levels -= eps_n
             n_hat = float(ctx.noise.add_laplace(np.array([s.sum()]), 1.0 / eps_n)[0])
+            n_hat = min(n_hat, bound) if bound else n_hat
             params = {**params, "w": w_rule(n_hat, domain.depth)}
         density, ledger, diag, extras, _ = self._run_core(
             domain, eps_levels, params, ctx, lambda lv, ep: laplace_measure(pyr, lv, ep, ctx.noise)
@@ -358,6 +374,8 @@ class SparseEMD(_SparseEMDBase):
             )
         for note in notes:
             ledger.note_side_information(note)
+        if bound:
+            ledger.note_side_information(f"a public upper bound of {bound:,} users (users_max), given by the analyst")
         ctx.progress(1.0, "done")
         return Release(
             density=density,

@@ -1,0 +1,66 @@
+"""The estimate before Run against the measured run, per heatmap mechanism at its defaults on the
+default city, in one fresh process (as a new dashboard session: after its warm-up, no history; the
+city loaded first, as the page does to draw the true map before Run), in the order of
+``engine.mechanisms.heatmap_keys``. For each: the estimate with the load factor (the default) and
+without it (the former estimate), the measured ``engine.run.runner.run`` wall time (cache off), the
+1-minute load average, and measured / estimate. A run is "within 2x" when that ratio is in
+[0.5, 2]. Run: PYTHONPATH=. python scripts/estimate_vs_measured.py [--snh] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from engine.mechanisms import heatmap_keys, load_all
+from engine.run import estimates as costmodel
+from engine.run.config import RunConfig
+from engine.run.runner import estimate_seconds, load_dataset, run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--snh", action="store_true", help="include SNH (15-80 s per run)")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    load_all()
+    # the dashboard's warm-up (one tiny identity run, as scripts/calibrate_costs.py assumes), then the
+    # city the page loads to draw the true map
+    run(RunConfig(dataset="synthetic:monocentric", dataset_options={"n": 2000}, depth=4), use_cache=False)
+    load_dataset(RunConfig().dataset, RunConfig().dataset_options)
+    costmodel.forget_history()
+    rows = []
+    for key in heatmap_keys():
+        if key == "snh" and not a.snh:
+            continue
+        cfg = RunConfig(mechanism=key, seed=1)
+        load = os.getloadavg()[0]
+        est = estimate_seconds(cfg)
+        t = time.perf_counter()
+        run(cfg, use_cache=False)
+        took = time.perf_counter() - t
+        row = {
+            "mechanism": key,
+            "load": round(load, 2),
+            "load_factor": round(costmodel.load_factor(), 2),
+            "estimate_s": round(est, 3),
+            "estimate_without_load_s": round(est / max(costmodel.load_factor(), 1e-9), 3),
+            "measured_s": round(took, 3),
+        }
+        row["ratio"] = round(took / est, 2)
+        row["ratio_without_load"] = round(took / row["estimate_without_load_s"], 2)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    for k in ("ratio", "ratio_without_load"):
+        within = sum(0.5 <= r[k] <= 2 for r in rows)
+        rs = sorted(r[k] for r in rows)
+        print(f"{k}: {within}/{len(rows)} within 2x; median {rs[len(rs) // 2]}, range {rs[0]}-{rs[-1]}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
