@@ -164,7 +164,9 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     params = _options(args.param, "mechanism parameter")
     if getattr(args, "regions", None) and mechanism == "laplace_regions":
         params.setdefault("regions", args.regions)  # the regions reported are the regions counted
-    get(mechanism).schema().resolve(params)  # unknown names and bad values fail here
+    # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
+    # alike (one cache entry, one ledger key)
+    params = get(mechanism).schema().resolve(params)
     return RunConfig(
         dataset=args.dataset,
         dataset_options=src.schema().resolve(data_opts),
@@ -180,15 +182,16 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
 
 
 def _cmd_run(args) -> int:
+    from .run.booking import Bookkeeper
     from .run.config import fresh_seed
     from .run.runner import run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     if args.cluster:
-        res = _on_cluster(args, [cfg])[0]
+        res, _ = Bookkeeper().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res = run(cfg, use_cache=not args.no_cache)
+        res, _ = Bookkeeper().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -245,6 +248,7 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
+    from .run.booking import Bookkeeper
     from .run.cluster import sweep_row
     from .run.runner import run
 
@@ -255,13 +259,24 @@ def _cmd_sweep(args) -> int:
     # every mechanism's configuration is checked before the first run, so a typo fails at once
     base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
     configs = [replace(base[m], epsilon=e, seed=s) for m, e, s in itertools.product(mechs, epss, seeds)]
+    # evaluation runs publish nothing: booked in the dataset's evaluations, listed apart from its releases
+    bk = Bookkeeper()
     if args.cluster:  # one task per run; the same rows as below
-        rows = _on_cluster(args, configs, keep=sweep_row)
+        bookings = bk.record(configs, note="python -m engine sweep")
+        try:
+            rows = _on_cluster(args, configs, keep=sweep_row)
+        except BaseException:
+            for b in bookings:
+                bk.unbook(b)
+            raise
+        for cfg, b, row in zip(configs, bookings, rows):
+            bk.settle(cfg, b, row)
     else:
         rows = []
         with progress.bar(len(configs), "sweep") as bar:
             for cfg in configs:
-                rows.append(sweep_row(run(cfg, use_cache=not args.no_cache)))
+                res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine sweep")
+                rows.append(sweep_row(res))
                 progress.finished(bar, cfg)
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
@@ -305,8 +320,10 @@ def _check_writable(folder) -> None:
 
 def _cmd_release(args) -> int:
     """A Release-mode run written to a folder (:func:`engine.run.export.write_release`) and booked
-    in the dataset's privacy ledger (:mod:`engine.run.ledger`); with ``--limit``, refused
-    when the dataset's total would pass it. Nothing computed from the truth is printed."""
+    in the dataset's privacy ledger through the one booking protocol (:mod:`engine.run.booking`: the
+    extra ε spent under client dropout included); refused when the dataset's total would pass the
+    operator's limit (:mod:`engine.run.limits`), or ``--limit`` where that is lower. Nothing computed
+    from the truth is printed."""
     from pathlib import Path
 
     from .run.booking import Bookkeeper
@@ -327,14 +344,14 @@ def _cmd_release(args) -> int:
     created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     bk = Bookkeeper()
-    # once a grid exists the booking stays, even if writing it fails half way
     regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
     try:
-        res, booking = bk.release(cfg, run, args.limit, note="python -m engine release")
+        res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
     except BaseException:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
             out.rmdir()
         raise
+    # once a grid exists the booking stays, even if writing it fails half way
     paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
         "files": {k: str(v) for k, v in paths.items()},
@@ -474,7 +491,11 @@ def main(argv=None) -> int:
         help="comma-separated: geotiff,geoparquet,geojson,csv (the GeoTIFF and GeoParquet carry each cell's 95 %% margin)",
     )
     rl.add_argument(
-        "--limit", type=_epsilon, default=None, help="refuse if the dataset's total epsilon would pass this limit"
+        "--limit",
+        type=_epsilon,
+        default=None,
+        help="refuse if the dataset's total epsilon would pass this limit (only lowers the operator's, "
+        "$HEATMAP_RELEASE_LIMIT or $HEATMAP_LIMITS_FILE)",
     )
     common(rl, release=True)
     rl.set_defaults(fn=_cmd_release)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import boot, budget, controls, export, geocheck, jobs, mapviews, release_report, run, state, viewport, views
+from ui import boot, budget, controls, export, geocheck, jobs, mapviews, release, run, state, viewport, views
 from ui import regions as uregions
 from ui.text import plain
 
@@ -45,11 +45,11 @@ options.toggle(
 )
 if cfg is not None:
     with top[3].popover(
-        f"ε ledger: {budget.store().spent(budget.dataset_ident(cfg)):g} of {ctl.budget_limit:g}",
+        f"ε ledger: {budget.store().spent(budget.dataset_ident(cfg)):g} of {ctl.release_limit:g}",
         icon=":material/account_balance:",
         width="stretch",
     ):
-        budget.meter(cfg, ctl.budget_limit, views.dataset(cfg).meta.name)
+        budget.meter(cfg, ctl.release_limit, views.dataset(cfg).meta.name)
 jobs.progress_panel(["explore"], "Running")
 
 url = dict(ctl.url)
@@ -66,7 +66,7 @@ res = rcfg = None
 if show is not None and show.configs[0].mode == "release":
     if run.is_current(show, configs):
         url["run"] = 1
-    release_report.release_view(show.results[0], show.configs[0], ctl.display)
+    release.release_view(show.results[0], show.configs[0], ctl.display)
     state.sync_url(url)
     st.stop()
 if ctl.mode == "release":  # no truth on screen in Release mode, not even before a run
@@ -117,8 +117,9 @@ if show is not None or cfg is not None:
         grid, rects, cap = (None, None, None)
         if res is not None:
             grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
-        noun = views.unit_noun(meta, people=n_users != n_points)
-        scale = views.scale_for(truth, domain, ctl.display, [grid], people=n_users != n_points, noun=noun)
+        people = views.counts_people(view_cfg)
+        noun = views.unit_noun(meta, people=people)
+        scale = views.scale_for(truth, domain, ctl.display, [grid], people=people, noun=noun)
         title = export.release_title(res) if res is not None else "Private map"
         diff_scale = None
         if mode == "swipe" and grid is not None:
@@ -187,7 +188,7 @@ if show is not None or cfg is not None:
             uregions.block([(title, res)], choice, scale, fr, "explore", noun, ds)
         views.proportion_block(res, fr, view, ctl.display)
         t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "Who sees what", "Export"])
-        views.ledger_block(res, t1, ctl.side_information if run.is_current(show, configs) else ())
+        views.ledger_block(res, t1)
         views.communication_block(res, t2)
         views.server_block(res, t3)
         views.export_block(res, scale, fr, views.share_url(url), views.stem(rcfg), t4)

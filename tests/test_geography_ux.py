@@ -147,7 +147,7 @@ def test_release_offers_the_png_and_a_report_of_dp_outputs_only():
     from engine.run.config import RunConfig
     from engine.run.runner import run
     from ui.colors import ColourScale
-    from ui.release_report import release_report
+    from ui.release import release_report
 
     res = run(RunConfig(dataset_options={"n": 3000}, depth=5, epsilon=0.5, mode="release"))
     dens = np.clip(res.release.density, 0, None)

@@ -12,14 +12,14 @@ import streamlit as st
 
 from engine.core.errors import DataError
 from engine.mechanisms import registry
-from engine.mechanisms.base import epsilon_under
 from engine.run import margins
 from engine.run.config import RunConfig
 from engine.run.export import side_information
 from engine.run.runner import load_dataset, prepare
 
-from . import colors, explain, export, geo, maps, state, tables, uploads, viewport
+from . import colors, explain, export, geo, maps, relations, state, tables, uploads, viewport
 from .colors import ColourScale
+from .relations import mech_label
 from .text import plain
 
 AREAS = {
@@ -128,6 +128,13 @@ def unit_noun(meta, people: bool = False) -> str:
     return {"death": "deaths", "address": "addresses"}.get(unit, unit + "s" if unit else "locations")
 
 
+def counts_people(cfg: RunConfig) -> bool:
+    """Whether the maps of ``cfg`` count people (a person's locations share weight 1): the dataset has user ids
+    (its schema, public) and the mechanism does not count records. One answer for both modes, read off no
+    count of the data."""
+    return dataset(cfg).user_id is not None and cfg.params.get("unit") != "record"
+
+
 def scale_for(truth: np.ndarray, domain, display, others=(), people: bool = False, noun: str = "") -> ColourScale:
     """One colour scale for the truth and the private maps ``others`` drawn with it (see ColourScale.shared).
     ``people``: the data has user ids, so maps count people (a person's locations share weight 1)."""
@@ -219,11 +226,6 @@ def legend(scale: ColourScale, note: str = "", container=None, shared: bool = Tr
 
 
 # ------------------------------------------------------------------ results
-def mech_label(key: str) -> str:
-    cls = registry().get(key)
-    return (cls.label or key) if cls else key
-
-
 def short_label(key: str) -> str:
     """A mechanism's label without its parenthesised detail, for narrow columns."""
     return mech_label(key).split(" (")[0]
@@ -294,7 +296,7 @@ def metrics_frame(results: dict[str, object]):
     return df
 
 
-def ledger_block(result, container=None, extra_side=()) -> None:
+def ledger_block(result, container=None) -> None:
     c = container or st
     rel = result.release
     led = rel.ledger.to_dict()
@@ -312,59 +314,14 @@ def ledger_block(result, container=None, extra_side=()) -> None:
         f"**Total ε = {led['total_epsilon']:g}**{delta} of the configured ε = {result.config.epsilon:g}. "
         "Sequential steps add up; a *parallel* group (disjoint cells or users) costs only its largest entry."
     )
-    rel = relation_text(result.config, led["total_epsilon"])
+    rel = relations.relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
-    side = side_information(result) + list(extra_side)
+    side = side_information(result)
     if side:
         c.markdown("**Side information** (read from the data without spending ε):")
         for s in side:
             c.markdown(f"- :material/warning: {s}")
-
-
-def relation_text(cfg: RunConfig, eps: float) -> str:
-    """The neighbouring relation the ε is stated for, and what it means under add/remove user."""
-    cls = registry().get(cfg.mechanism)
-    if cls is None or not cls.neighbouring or cls.neighbouring == "none":
-        return ""
-    rel = cls.neighbouring_for(cfg.params)
-    text = f"**Neighbouring relation:** {rel} (the guarantee compares datasets that differ by this)."
-    if rel != "add/remove user":
-        conv, why = cls.epsilon_add_remove(eps, cfg.params)
-        text += (
-            f" Under add/remove user: ε = {conv:g} ({why})." if conv is not None else f" Under add/remove user: {why}."
-        )
-    return text
-
-
-def relations_notice(configs: list[RunConfig], container=None) -> None:
-    """Compare and Trade-offs: say when mechanisms side by side are private under different relations, so
-    "the same ε" is not the same guarantee, with each one's ε under add/remove user where it follows."""
-    rels = {}
-    for cfg in configs:
-        cls = registry().get(cfg.mechanism)
-        if cls is not None and cls.neighbouring and cls.neighbouring != "none":
-            rels.setdefault(cls.neighbouring_for(cfg.params), []).append(cfg)
-    if len(rels) < 2:
-        return
-    lines = []
-    for rel, cfgs in rels.items():
-        names = ", ".join(sorted({mech_label(c.mechanism) for c in cfgs}))
-        conv, common = [], []
-        for c in {c.mechanism: c for c in cfgs}.values():
-            e, why = registry()[c.mechanism].epsilon_add_remove(c.epsilon, c.params)
-            conv.append(f"ε = {e:g}" if e is not None else why)
-            r, why_r = epsilon_under(c.epsilon, rel, "replace user")
-            common.append(f"ε = {r:g}" if r is not None else why_r)
-        lines.append(
-            f"- **{rel}**: {names} — under add/remove user: {'; '.join(sorted(set(conv)))}; under replace user "
-            f"(the relation every private mechanism converts to): {'; '.join(sorted(set(common)))}"
-        )
-    (container or st).warning(
-        "These mechanisms are private under different neighbouring relations, so the same ε is not the same "
-        "guarantee:\n" + "\n".join(lines),
-        icon=":material/compare_arrows:",
-    )
 
 
 def communication_block(result, container=None) -> None:
@@ -634,15 +591,3 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
             else ""
         )
     )
-
-
-# ------------------------------------------------------------------ release mode
-def release_only_page(ctl, what: str) -> None:
-    """Pages that compare releases with the truth are evaluation tools: in Release mode they say so and stop."""
-    if ctl.mode == "release":
-        st.info(
-            f"Release mode: {what} compares private maps with the true data, which a release never shows. Publish a "
-            "release on **Explore**, or switch the sidebar's Mode to Evaluate.",
-            icon=":material/lock:",
-        )
-        st.stop()

@@ -1,5 +1,5 @@
-"""A Release-mode run on Explore: the private map alone, its ledger, and what may leave with it (the release
-files, the publication figure and the release report).
+"""Release mode on the pages: the evaluation pages stop, and Explore shows the private map alone, its ledger, and
+what may leave with it (the release files, the publication figure and the release report).
 
 The report holds the private map (the publication figure) and its legend, the margins of error the mechanism reports
 (functions of its DP outputs and public parameters), the privacy ledger with the guarantee and the side
@@ -21,6 +21,17 @@ from engine.run.config import RunConfig
 from . import export, maps, views
 from .colors import ColourScale
 from .report import _ledger, _margins
+
+
+def release_only_page(ctl, what: str) -> None:
+    """Pages that compare releases with the truth are evaluation tools: in Release mode they say so and stop."""
+    if ctl.mode == "release":
+        st.info(
+            f"Release mode: {what} compares private maps with the true data, which a release never shows. Publish a "
+            "release on **Explore**, or switch the sidebar's Mode to Evaluate.",
+            icon=":material/lock:",
+        )
+        st.stop()
 
 
 def _e(x) -> str:
@@ -88,9 +99,7 @@ def release_view(result, cfg: RunConfig, display) -> None:
     and the release report; its regions."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
-    scale = ColourScale.shared(
-        np.clip(dens, 0, None), fr.domain.cell**2 / 1e6, log=display.log, units=display.units, cmap=display.cmap
-    )
+    scale = views.scale_for(np.clip(dens, 0, None), fr.domain, display, people=views.counts_people(cfg))
     st.success(
         "Release mode: this map was drawn with OpenDP's samplers and fresh entropy; no seed was recorded. Only the "
         "private release is shown and exported.",
@@ -113,7 +122,7 @@ def release_view(result, cfg: RunConfig, display) -> None:
 
         choice = regions.control("release", fr.domain)
         regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
-    t1, t2, t3 = st.tabs(["Privacy ledger", "What the server sees", "Download the release"])
+    t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
     views.ledger_block(result, t1)
     views.server_block(result, t2)
     t3.download_button(
