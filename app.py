@@ -29,7 +29,7 @@ PAGES = [
 
 CSS = """<style>
 /* the maps take the width: 2 rem side padding instead of wide layout's 5 rem */
-[data-testid="stMainBlockContainer"] {padding-left: 2rem; padding-right: 2rem;}
+[data-testid="stMainBlockContainer"] {padding-left: 2rem; padding-right: 2rem; padding-top: 3.5rem;}
 .map-title {font-weight: 600; line-height: 1.3em; height: 2.6em; overflow: hidden;
   display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical;}
 .metric-table {border-collapse: collapse; width: 100%; font-size: 0.9rem;}

@@ -23,9 +23,9 @@ configs = [cfg] if cfg is not None else []
 g = run.launch("attack", configs, ctl, label="Attack run")
 jobs.progress_panel(["attack"], "Running")
 url = dict(ctl.url)
-if g is not None:
+if views.of_dataset(g, ctl) is not None:
     views.outcome_messages(g)
-show = jobs.shown("attack", g)
+show = views.of_dataset(jobs.shown("attack", g), ctl)
 
 if show is not None:
     res, rcfg = show.results[0], show.configs[0]

@@ -33,9 +33,9 @@ configs = [cfg] if cfg is not None else []
 g = run.launch("attributes", configs, ctl, label="Attribute run")
 jobs.progress_panel(["attributes"], "Running")
 url = dict(ctl.url)
-if g is not None:
+if views.of_dataset(g, ctl) is not None:
     views.outcome_messages(g)
-show = jobs.shown("attributes", g)
+show = views.of_dataset(jobs.shown("attributes", g), ctl)
 
 if show is not None:
     res, rcfg = show.results[0], show.configs[0]

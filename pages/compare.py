@@ -32,9 +32,9 @@ if configs:
 jobs.progress_panel(["compare"], "Comparing")
 
 url = dict(ctl.url)
-if g is not None:
+if views.of_dataset(g, ctl) is not None:
     views.outcome_messages(g)
-show = jobs.shown("compare", g, whole=True)
+show = views.of_dataset(jobs.shown("compare", g, whole=True), ctl)
 
 if show is not None:
     n_mech = len({c.mechanism for c in show.configs})

@@ -3,17 +3,21 @@
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import boot, budget, controls, export, jobs, release, run, state, views
+from ui import boot, budget, controls, export, geocheck, jobs, mapviews, release, run, state, viewport, views
 from ui import regions as uregions
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
 
-views.header(
-    "Explore a private heatmap",
-    "Pick a city, a mechanism and a privacy budget ε. The true map (left) is what the mechanism protects; "
-    "the private map (right) is what it publishes. Both share one colour scale.",
-)
+head = st.columns([1, 1], vertical_alignment="bottom")
+badge_slot = head[1].container()  # the dataset's badge, beside the title
+with head[0]:
+    views.header(
+        "Explore a private heatmap",
+        "Pick a city, a mechanism and a privacy budget ε. The true map (left) is what the mechanism protects; "
+        "the private map (right) is what it publishes. Both share one colour scale.",
+        compact=True,
+    )
 ctl = controls.sidebar("single")
 for e in ctl.errors:
     st.error(plain(e, 600))
@@ -27,15 +31,25 @@ if cfg is not None:
     if state.get("explore.baselines") and ctl.mode == "evaluate":  # context runs are evaluation only
         configs += [ctl.config(b, params={}) for b in base_keys]
 
-top = st.columns([1, 3, 2], vertical_alignment="center")
+# a compact top: Run, the view's options and the ledger in one row, so both maps and their legend fit a
+# 1440 x 900 window under it (secondary controls sit in popovers)
+top = st.columns([1.5, 2.1, 1.6, 1.6], vertical_alignment="bottom")
 g = run.launch("explore", configs, ctl, label="Explore", container=top[0])
-top[1].toggle(
+room = viewport.room("explore_room", container=top[0])
+mode = mapviews.mode_picker(top[1])
+options = top[2].popover("Zoom, context, baselines", icon=":material/tune:", width="stretch")
+options.toggle(
     "Identity and Uniform on the same data, for context",
     **state.bind("explore.baselines"),
     help="Two classic baselines run alongside (each is a release too, counted in the ledger).",
 )
 if cfg is not None:
-    budget.meter(cfg, ctl.release_limit, views.dataset(cfg).meta.name, container=top[2])
+    with top[3].popover(
+        f"ε ledger: {budget.store().spent(budget.dataset_ident(cfg)):g} of {ctl.release_limit:g}",
+        icon=":material/account_balance:",
+        width="stretch",
+    ):
+        budget.meter(cfg, ctl.release_limit, views.dataset(cfg).meta.name)
 jobs.progress_panel(["explore"], "Running")
 
 url = dict(ctl.url)
@@ -44,9 +58,9 @@ if not state.get("explore.baselines"):
 # Fixed slots: the true map keeps its place in the page before and after a run, so the browser
 # updates that chart instead of building a new one.
 notices = st.container()
-if g is not None:
+show = views.of_dataset(jobs.shown("explore", g), ctl)
+if views.of_dataset(g, ctl) is not None:
     views.outcome_messages(g, notices)
-show = jobs.shown("explore", g)
 
 res = rcfg = None
 if show is not None and show.configs[0].mode == "release":
@@ -80,19 +94,21 @@ elif cfg is not None:
     ds, domain, truth = views.prepared(cfg)
     meta, n_points, n_users, view_cfg = ds.meta, len(ds), ds.n_users, cfg
 
-# Each map a 520 px square: at 1440 px with the sidebar open (300 px) and the page's 2 rem side padding the
-# deck is 1,076 px wide, which two squares and their gap (6 %) fill. 600 px squares would need a deck of
-# 1,236 px: more than the 1,208 px left even beside Streamlit's narrowest sidebar (200 px).
-MAP_SQUARE = 520
-MAP_PX = 570  # deck height: the square and its margin
+MAP_SQUARE = mapviews.square_px(room)
+MAP_PX = MAP_SQUARE + 28  # deck height: the square and its margin
 
 if show is not None or cfg is not None:
-    views.data_badge(meta, n_points, n_users)
+    views.data_badge(meta, n_points, n_users, container=badge_slot)
+    geocheck.warning(view_cfg.dataset, notices, on_swap=controls.swap_upload, where="explore")
     fr = views.frame(view_cfg, domain)
     # the two maps take the page's whole width (each about half of it), the metrics go under them
     left, right = st.container(), st.container()
     with left:
-        view, vurl = views.view_controls(fr, px=MAP_PX)
+        view, vurl = views.view_controls(fr, px=MAP_PX, container=options)
+        mapviews.context_controls(options)
+        context = mapviews.context_for(view_cfg.dataset)
+        if context is not None:
+            options.caption(f"Drawn under the maps: {context.label}. Public; never given to a mechanism.")
         url.update(vurl)
         lvl_box = st.container()  # the level slider's slot, empty before a run
         lvl = views.levels_control(res, lvl_box) if res is not None else None
@@ -101,10 +117,17 @@ if show is not None or cfg is not None:
         grid, rects, cap = (None, None, None)
         if res is not None:
             grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
-        scale = views.scale_for(truth, domain, ctl.display, [grid], people=views.counts_people(view_cfg))
+        people = views.counts_people(view_cfg)
+        noun = views.unit_noun(meta, people=people)
+        scale = views.scale_for(truth, domain, ctl.display, [grid], people=people, noun=noun)
         title = export.release_title(res) if res is not None else "Private map"
-        if not ctl.display.basemap:  # one deck for both maps: linked zoom and pan, hover values, scale bar
-            views.paired_chart(
+        diff_scale = None
+        if mode == "swipe" and grid is not None:
+            mapviews.swipe_view(truth, grid, scale, fr, MAP_SQUARE, "explore_swipe", title)
+        elif mode == "diff" and grid is not None:
+            diff_scale = mapviews.diff_view(truth, grid, scale, fr, MAP_SQUARE, MAP_PX, "explore_diff", context)
+        elif not ctl.display.basemap:  # one deck for both maps: linked zoom and pan, hover values, scale bar
+            mapviews.paired_chart(
                 truth,
                 grid,
                 scale,
@@ -114,36 +137,33 @@ if show is not None or cfg is not None:
                 "explore",
                 ctl.display,
                 rects=rects,
-                titles=("True locations", title),
+                titles=("True " + noun, title),
                 stderr=(res.release.extras or {}).get("stderr") if res is not None and lvl is None else None,
                 stderr_cells=(res.release.extras or {}).get("stderr_cells") if res is not None else None,
-                unit="people" if n_users != n_points else "locations",
+                unit=noun,
                 px=MAP_SQUARE,
                 height=MAP_PX,
+                context=context,
             )
         else:  # a basemap puts each square on its real place: two maps sharing one view
             m1, m2 = st.columns(2)
-            kw = dict(container=None, height=MAP_PX)
+            kw = dict(height=MAP_PX, context=context)
             views.heat_chart(
-                truth, scale, fr, view, "explore_true", ctl.display, title="True locations", **{**kw, "container": m1}
+                truth, scale, fr, view, "explore_true", ctl.display, title="True " + noun, container=m1, **kw
             )
             if res is not None:
                 views.heat_chart(
-                    grid,
-                    scale,
-                    fr,
-                    view,
-                    "explore_private",
-                    ctl.display,
-                    rects=rects,
-                    title=title,
-                    **{**kw, "container": m2},
+                    grid, scale, fr, view, "explore_private", ctl.display, rects=rects, title=title, container=m2, **kw
                 )
         if cap:
             st.caption(cap)
         if res is None:
             st.info("Press **Run** to release a private heatmap of these locations.", icon=":material/play_arrow:")
-        views.legend(scale, note=f"{2**view_cfg.depth} × {2**view_cfg.depth} cells of {fr.domain.cell:,.0f} m")
+        note = f"{2**view_cfg.depth} × {2**view_cfg.depth} cells of {fr.domain.cell:,.0f} m"
+        if diff_scale is not None:
+            st.html(diff_scale.legend_html())
+        else:
+            views.legend(scale, note=note)
         if res is not None:
             st.caption(
                 f"run {rcfg.key()[:8]} · seed {rcfg.seed} · computed in {res.timings.get('total_s', 0):.2f} s"
@@ -165,8 +185,7 @@ if show is not None or cfg is not None:
         with st.expander("Regions", expanded=bool(st.session_state.get("explore.regions.kind") not in (None, "Off"))):
             choice = uregions.control("explore", res.release.domain)
             ds = views.prepared(rcfg)[0] if rcfg.mode == "evaluate" else None
-            unit = "people" if n_users != n_points else "locations"
-            uregions.block([(title, res)], choice, scale, fr, "explore", unit, ds)
+            uregions.block([(title, res)], choice, scale, fr, "explore", noun, ds)
         views.proportion_block(res, fr, view, ctl.display)
         t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "Who sees what", "Export"])
         views.ledger_block(res, t1)

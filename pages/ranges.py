@@ -24,9 +24,9 @@ configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
 g = run.launch("ranges", configs, ctl, label="Releases")
 jobs.progress_panel(["ranges"], "Running")
 url = dict(ctl.url)
-if g is not None:
+if views.of_dataset(g, ctl) is not None:
     views.outcome_messages(g)
-show = jobs.shown("ranges", g, whole=True)
+show = views.of_dataset(jobs.shown("ranges", g, whole=True), ctl)
 
 if show is not None:
     if run.is_current(show, configs):
@@ -56,14 +56,14 @@ if show is not None:
                     "Mechanism": names[c.mechanism],
                     "True": round(true_c, 1),
                     "Answer": round(ans, 1),
-                    "Raw estimate": round(raw, 1) if raw < 0 else None,
+                    "Raw estimate": f"{raw:.1f}" if raw < 0 else "",  # empty, never "None", when it is the answer
                     "Error": round(ans - true_c, 1),
                     "Relative error": abs(ans - true_c) / max(true_c, ranges.psi(r.truth)),
                 }
             )
         what = "people (a person's locations share one unit)" if people else "sampled locations"
         st.metric(f"True count ({what} inside)", f"{true:,.1f}" if people else f"{true:,.0f}")
-        if any(row["Raw estimate"] is not None for row in rows):
+        if any(row["Raw estimate"] for row in rows):
             st.caption("A negative estimate (noise) is shown as 0; its raw value is under *Raw estimate*.")
         counted = "people" if people else "locations"
         answers = pd.DataFrame(rows)
@@ -102,7 +102,7 @@ if show is not None:
             "ranges_map",
             ctl.display,
             extra_layers=[ranges.pick_layer(fr), ranges.rect_layer(rect, fr)],
-            title="True locations · click cells to set the rectangle",
+            title="True locations · click cells to set the rectangle (each click adds its cell)",
             on_select=lambda: ranges.on_pick("ranges_map"),
             selection_mode="multi-object",
             height=440,

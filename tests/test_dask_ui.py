@@ -13,7 +13,7 @@ from test_app import frame_with, open_app, running, texts
 def test_tradeoffs_sweep_on_a_local_cluster_equals_in_process(monkeypatch):
     query = dict(mechs="identity,uniform", eps_list="0.5,2", trials="2", seed="3")
     here = open_app("tradeoffs", **query)
-    assert "Runs in this process" in texts(here)
+    assert "Runs on this machine, in the app's own process" in texts(here)
     here.button(key="run_sweep").click().run()
     while running(here):
         time.sleep(0.2)

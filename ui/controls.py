@@ -17,7 +17,7 @@ from engine.mechanisms import registry
 from engine.run.config import RunConfig, fresh_seed
 from engine.run.limits import release_limit
 
-from . import state, uploads, widgets
+from . import geocheck, state, uploads, widgets
 from .jobs import board
 from .text import plain
 
@@ -155,13 +155,41 @@ def _on_upload() -> None:
     f = st.session_state.get("upload_file")
     st.session_state.pop("_upload_error", None)
     st.session_state.pop("_upload_note", None)
-    if f is None:
-        return
-    name = f.name if len(f.name) <= 80 else f.name[:77] + "…"
+    st.session_state.pop("_upload_pick", None)
+    if f is not None:
+        _load_upload(f.name, f.getvalue(), None, f)
+
+
+def _on_pick() -> None:
+    """Read the file again with the coordinate columns the user picked (or exchanged)."""
+    pick = st.session_state.get("_upload_pick")
+    if pick is not None:
+        cols = {"lon": st.session_state.get("upload_pick_lon"), "lat": st.session_state.get("upload_pick_lat")}
+        st.session_state.pop("_upload_error", None)
+        _load_upload(pick["name"], pick["data"], cols)
+
+
+def swap_upload(key: str) -> None:
+    """Read an upload again with its longitude and latitude columns exchanged: a new upload, now selected."""
+    got = geocheck.found(key)
+    if got is not None and got["swap"] is not None:
+        sw = got["swap"]
+        _load_upload(sw["name"], sw["data"], sw["columns"])
+
+
+def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> None:
+    name = filename if len(filename) <= 80 else filename[:77] + "…"
     try:
+        from engine.data.files.common import MissingColumns
         from engine.data.files.isolate import load_file_isolated
 
-        ds = load_file_isolated(f.getvalue(), f.name)
+        ds = load_file_isolated(data, filename, columns=columns)
+    except MissingColumns as exc:  # let the user say which columns hold the coordinates
+        st.session_state["_upload_pick"] = {"name": filename, "data": data, "columns": exc.available}
+        st.session_state["_upload_error"] = (
+            f"{name}: no column is named like a longitude or a latitude. Pick them below."
+        )
+        return
     except EngineError as exc:
         msg = str(exc)
         st.session_state["_upload_error"] = msg if msg.startswith(name) else f"{name}: {msg}"
@@ -173,15 +201,18 @@ def _on_upload() -> None:
         st.session_state["_upload_error"] = f"{name} could not be read ({type(exc).__name__})"
         return
     key, dropped = uploads.store().add(uploads.owner(), name, ds)
-    try:
-        uploads.forget_raw(f)
-    except Exception:  # freeing memory early is an optimisation, never an error for the user
-        pass
+    if raw is not None:
+        try:
+            uploads.forget_raw(raw)
+        except Exception:  # freeing memory early is an optimisation, never an error for the user
+            pass
     if dropped:
         st.session_state["_upload_note"] = (
             f"To stay within this server's limits for one session, your oldest upload{'s' if len(dropped) > 1 else ''} "
             f"({', '.join(dropped)}) {'were' if len(dropped) > 1 else 'was'} released."
         )
+    geocheck.remember(key, ds, filename, data)
+    st.session_state.pop("_upload_pick", None)
     state.put("cfg.ds", key)
 
 
@@ -238,10 +269,17 @@ def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
         )
         if st.session_state.get("_upload_error"):
             c.error(plain(st.session_state["_upload_error"], 600))  # it quotes the user's file name
+        pick = st.session_state.get("_upload_pick")
+        if pick is not None:
+            cols = pick["columns"]
+            c.selectbox("Longitude column (east-west)", cols, key="upload_pick_lon")
+            c.selectbox("Latitude column (north-south)", cols, index=min(1, len(cols) - 1), key="upload_pick_lat")
+            c.button("Read the file with these columns", on_click=_on_pick, key="upload_pick_go")
         return key, {}, None, errors
     if st.session_state.get("_upload_note"):
         c.info(plain(st.session_state.pop("_upload_note"), 600))
     up = uploads.get(key)
+    geocheck.warning(key, c, on_swap=swap_upload)
     src = _upload_source(up) if up is not None else srcs[key]
     shown = tuple(p for p in src.params if p.name not in HIDDEN_SOURCE_PARAMS)
     opts, errs = widgets.schema_widgets(shown, f"cfg.d.{key}", "d", container=c)
@@ -380,6 +418,7 @@ def single_mechanism(container=None, key="cfg.mech", url_name="mech", default="i
         **state.bind(key),
         format_func=mechanism_label,
         help="Every mechanism registered in the engine; see the Methods page for details.",
+        filter_mode="contains",  # typing a name finds that mechanism, not every label sharing its letters
     )
     summ = registry()[m].summary
     if summ:
@@ -413,6 +452,7 @@ def multi_mechanisms(
             format_func=mechanism_label,
             max_selections=max_n,
             help="Every mechanism registered in the engine runs on the same data, ε and seed.",
+            filter_mode="contains",
         )
     )
 

@@ -110,7 +110,7 @@ def attribution(result) -> str:
     name = getattr(meta, "name", "") or result.config.dataset
     cite = getattr(meta, "citation", "")
     if getattr(meta, "synthetic", False):
-        data = f"Synthetic data: {name}, no real person"
+        data = f"Synthetic data: {name}, no real person; its coordinates are fictitious (placed at sea)"
     else:
         data = f"Data: {name}"
     if cite and cite != name:

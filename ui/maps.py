@@ -92,12 +92,12 @@ def heat_layer(
     )
 
 
-def region_layer(frame: Frame, dark: bool = False) -> pdk.Layer:
+def region_layer(frame: Frame, dark: bool = False, layer_id: str = "region") -> pdk.Layer:
     """The public square: a faint fill so the region's extent is visible with no basemap."""
     ring = frame.corners() + [frame.corners()[0]]
     return pdk.Layer(
         "PolygonLayer",
-        id="region",
+        id=layer_id,
         data=[{"polygon": ring}],
         get_polygon="polygon",
         filled=True,
@@ -263,13 +263,14 @@ def nice_metres(limit: float) -> float:
 
 
 def scale_bar_layers(frame: Frame, layer_id: str) -> list[pdk.Layer]:
-    """A bar of a round number of metres (at most a quarter of the side) in the truth square's corner."""
+    """A bar of a round number of metres (at most a quarter of the side) in the square's top-right corner
+    (the frame's coordinates take the bottom and left edges)."""
     d = frame.domain
     length = nice_metres(d.side / 4)
-    x0, y0 = d.x0 + 0.04 * d.side, d.y0 + 0.04 * d.side
-    path = frame.lonlat([x0, x0 + length], [y0, y0]).round(7).tolist()
+    x1, y0 = d.x0 + 0.96 * d.side, d.y0 + 0.93 * d.side
+    path = frame.lonlat([x1 - length, x1], [y0, y0]).round(7).tolist()
     label = f"{length / 1000:g} km" if length >= 1000 else f"{length:g} m"
-    mid = frame.lonlat([x0 + length / 2], [y0 + 0.04 * d.side])[0].round(7).tolist()
+    mid = frame.lonlat([x1 - length / 2], [y0 + 0.035 * d.side])[0].round(7).tolist()
     return [
         pdk.Layer(
             "PathLayer",
@@ -288,6 +289,8 @@ def scale_bar_layers(frame: Frame, layer_id: str) -> list[pdk.Layer]:
             get_text="t",
             get_size=13,
             get_color=[30, 30, 40, 255],
+            background=True,
+            get_background_color=[255, 255, 255, 210],
             pickable=False,
         ),
     ]
@@ -383,7 +386,8 @@ def hover_layer(
     what = "cell" if k == 1 else f"block of {k} × {k} cells"
     margin = "{e}" if e is not None else ""
     tip = {
-        "html": f"<b>this {what}</b><br/>true: {{t}} {unit}<br/>private: {{p}}{margin} {unit}",
+        "html": f"<b>this {what}</b><br/>true: {{t}} {unit}<br/>private: {{p}}{margin} {unit}"
+        + ("<br/>± : the 95 % margin of error" if e is not None else ""),
         "style": {"fontSize": "12px", "backgroundColor": "#222", "color": "white"},
     }
     return layer, tip

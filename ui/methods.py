@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
-from engine.core.errors import EngineError
+from engine.core.errors import Cancelled, EngineError
 from engine.mechanisms import registry
 
 FAMILY_TEXT = {
@@ -198,11 +200,17 @@ def audit_block(key: str) -> None:
         def _poll():
             if fut.done():
                 st.rerun()
-            st.progress(min(max(prog["f"], 0.0), 1.0), text=f"Auditing… {prog['msg']}")
+            st.progress(min(max(prog["f"], 0.0), 1.0), text=f"Auditing… {prog['msg']} · {_time_left(prog)}")
+            if st.button("Cancel the audit", key=f"audit_cancel_{slot}", icon=":material/cancel:"):
+                prog["cancel"] = True
 
         _poll()
         return
     exc = fut.exception()
+    if isinstance(exc, Cancelled):
+        audits.pop(slot, None)
+        st.info("The audit was cancelled; press the button to start it again.", icon=":material/cancel:")
+        return
     if exc is not None:
         st.error(f"The audit failed: {exc}" if isinstance(exc, EngineError) else "The audit failed unexpectedly.")
         return
@@ -221,9 +229,21 @@ def _start_audit(key: str, params: dict | None = None) -> dict:
 
     from .jobs import board
 
-    prog = {"f": 0.0, "msg": ""}
+    prog = {"f": 0.0, "msg": "", "t0": time.monotonic(), "cancel": False}
 
     def cb(f, msg=""):
         prog["f"], prog["msg"] = f, msg
 
-    return {"future": board().submit_task(lambda: audit(key, 1.0, params=params, progress=cb)), "progress": prog}
+    def run():
+        return audit(key, 1.0, params=params, progress=cb, cancel=lambda: prog["cancel"])
+
+    return {"future": board().submit_task(run), "progress": prog}
+
+
+def _time_left(prog: dict) -> str:
+    """The time left, extrapolated from the share done so far (the runs take about equal time)."""
+    f, spent = prog["f"], time.monotonic() - prog["t0"]
+    if f < 0.02 or spent < 1:
+        return "estimating the time left…"
+    left = spent * (1 - f) / f
+    return f"about {left:.0f} s left" if left < 90 else f"about {left / 60:.0f} min left"

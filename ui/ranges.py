@@ -49,6 +49,8 @@ def rect_controls(domain, container=None) -> tuple[np.ndarray, dict]:
         state.put(k, (a, b) if b > a else default_x)
     x = c.slider("West → east (km from the west edge)", 0.0, float(side), **state.bind("rq.x"), step=step)
     y = c.slider("South → north (km from the south edge)", 0.0, float(side), **state.bind("rq.y"), step=step)
+    if st.session_state.get(PICKED):
+        c.button("Start a new rectangle", on_click=clear_picks, key="rq_clear", icon=":material/restart_alt:")
     rect = np.array(
         [domain.x0 + x[0] * 1000, domain.y0 + y[0] * 1000, domain.x0 + x[1] * 1000, domain.y0 + y[1] * 1000]
     )
@@ -86,8 +88,12 @@ def pick_layer(fr: maps.Frame) -> pdk.Layer:
     )
 
 
+PICKED = "rq.picked"  # the cells clicked since the rectangle was last set another way
+
+
 def on_pick(chart_key: str) -> None:
-    """Selection callback: set the sliders to the bounding box of the clicked cells."""
+    """Selection callback: the rectangle becomes the bounding box of every cell clicked so far, so each
+    click adds its cell (a plain click replaces the chart's own selection, so the page keeps the cells)."""
     sel = st.session_state.get(chart_key)
     try:
         objs = sel["selection"]["objects"].get("pick", [])
@@ -96,9 +102,15 @@ def on_pick(chart_key: str) -> None:
     kms = [o.get("km") for o in objs if isinstance(o, dict) and o.get("km")]
     if not kms:
         return
-    a = np.array(kms, dtype=float)
+    picked = st.session_state.setdefault(PICKED, [])
+    picked += [k for k in kms if k not in picked]
+    a = np.array(picked, dtype=float)
     state.put("rq.x", (float(a[:, 0].min()), float(a[:, 2].max())))
     state.put("rq.y", (float(a[:, 1].min()), float(a[:, 3].max())))
+
+
+def clear_picks() -> None:
+    st.session_state.pop(PICKED, None)
 
 
 def rect_layer(rect: np.ndarray, fr: maps.Frame) -> pdk.Layer:

@@ -1,15 +1,26 @@
-"""Release mode on the pages: the evaluation pages stop, and Explore shows the private map alone with its
-ledger, what the server sees and the release files."""
+"""Release mode on the pages: the evaluation pages stop, and Explore shows the private map alone, its ledger, and
+what may leave with it (the release files, the publication figure and the release report).
+
+The report holds the private map (the publication figure) and its legend, the margins of error the mechanism reports
+(functions of its DP outputs and public parameters), the privacy ledger with the guarantee and the side
+information, and the dataset's public description. No true map, no count of people, no metric, no seed.
+"""
 
 from __future__ import annotations
+
+import base64
+import html
+import math
+from datetime import UTC, datetime
 
 import numpy as np
 import streamlit as st
 
 from engine.run.config import RunConfig
 
-from . import export, maps
-from .views import counts_people, heat_chart, ledger_block, legend, scale_for, server_block
+from . import export, maps, views
+from .colors import ColourScale
+from .report import _ledger, _margins
 
 
 def release_only_page(ctl, what: str) -> None:
@@ -23,18 +34,78 @@ def release_only_page(ctl, what: str) -> None:
         st.stop()
 
 
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def release_report(result, scale: ColourScale) -> str:
+    """An HTML page holding only DP outputs, their margins and the ledger (see the module's note)."""
+    meta, dom = result.dataset_meta, result.release.domain
+    title = export.release_title(result)
+    side = dom.n * max(1, math.ceil(512 / dom.n))
+    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    led = _ledger(result)
+    data = [
+        ["Name", getattr(meta, "name", "")],
+        ["Citation", getattr(meta, "citation", "") or "–"],
+        ["Licence", getattr(meta, "license", "") or "–"],
+        ["Grid", f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)"],
+    ]
+    margins = [[m["name"], m["median"], m["margin"], m["largest"]] for m in _margins(result)]
+    entries = [
+        [e["step"], e["epsilon"], e["composition"], e["group"], e["delta"], e["note"]] for e in led["ledger"]["entries"]
+    ]
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>Release: {_e(title)}</title><style>{CSS}</style></head><body>"
+        f"<h1>Release: {_e(title)}</h1>"
+        f"<p>Made {made} by the private heatmap workbench. Everything here is a differentially private output, a "
+        "function of one, or a public parameter.</p>"
+        "<h2>Dataset</h2>" + _table(["", ""], data) + "<h2>The private map</h2>"
+        f"<p>{_img(export.release_png(result, scale), 'private map')}</p>"
+        f"<p>{_img(export.legend_png(scale, side), 'legend')}</p>"
+        + (
+            "<h2>Margins of error</h2>"
+            + _table(["Estimate", "Standard error (median)", "95 % margin (± 1.96 SE)", "Largest SE"], margins)
+            if margins
+            else ""
+        )
+        + f"<h2>Privacy ledger</h2><p><b>Total ε = {_e(led['ledger']['total'])}</b>{_e(led['ledger']['delta'])}</p>"
+        + _table(["Step", "ε", "Composition", "Group", "δ", "Note"], entries)
+        + f"<p><b>Guarantee:</b> {_e(led['guarantee'])}</p><p><b>Threat model:</b> {_e(led['threat_model'])}</p>"
+        + "<h2>Side information</h2><ul>"
+        + "".join(f"<li>{_e(x)}</li>" for x in led["side"])
+        + "</ul>"
+        + "</body></html>"
+    )
+
+
+CSS = "body{font-family:sans-serif;max-width:900px;margin:2rem auto}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
+
+
 def release_view(result, cfg: RunConfig, display) -> None:
     """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
-    and the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only); its regions."""
+    the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only), the publication figure
+    and the release report; its regions."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
-    scale = scale_for(np.clip(dens, 0, None), fr.domain, display, people=counts_people(cfg))
+    scale = views.scale_for(np.clip(dens, 0, None), fr.domain, display, people=views.counts_people(cfg))
     st.success(
         "Release mode: this map was drawn with OpenDP's samplers and fresh entropy; no seed was recorded. Only the "
         "private release is shown and exported.",
         icon=":material/lock:",
     )
-    heat_chart(
+    views.heat_chart(
         dens,
         scale,
         fr,
@@ -45,15 +116,15 @@ def release_view(result, cfg: RunConfig, display) -> None:
         title=export.release_title(result),
         height=520,
     )
-    legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
+    views.legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
     with st.expander("Regions"):  # post-processing of the release: no truth here
         from . import regions
 
         choice = regions.control("release", fr.domain)
         regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
     t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
-    ledger_block(result, t1)
-    server_block(result, t2)
+    views.ledger_block(result, t1)
+    views.server_block(result, t2)
     t3.download_button(
         "Release files (zip: GeoTIFF with margins, GeoParquet, CSV, manifest)",
         lambda: release_zip(result),
@@ -62,9 +133,26 @@ def release_view(result, cfg: RunConfig, display) -> None:
         on_click="ignore",
         key=f"dl_release_{cfg.key()}",
     )
+    a, b = t3.columns(2)
+    a.download_button(
+        "Publication figure (PNG)",
+        lambda: export.release_png(result, scale),
+        file_name=f"{cfg.mechanism}_release.png",
+        mime="image/png",
+        on_click="ignore",
+        key=f"dl_release_png_{cfg.key()}",
+    )
+    b.download_button(
+        "Release report (HTML: the map, its margins, the ledger)",
+        lambda: release_report(result, scale),
+        file_name=f"{cfg.mechanism}_release_report.html",
+        mime="text/html",
+        on_click="ignore",
+        key=f"dl_release_report_{cfg.key()}",
+    )
     t3.caption(
-        "The files hold the private grid, the ledger, the parameters and the declared side information: no true "
-        "count, no metric, no seed."
+        "The files hold the private grid, its margins where the mechanism has them, the ledger, the parameters and "
+        "the declared side information: no true count, no metric, no seed."
     )
 
 

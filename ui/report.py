@@ -119,9 +119,17 @@ def margins(release) -> list[tuple[str, float, float]]:
     return out
 
 
+def _quantity(key: str) -> str:
+    """A margin's key in words: ``stderr`` is the map's own estimate per cell, ``count_stderr`` the count's."""
+    if key == "stderr":
+        return "each cell's estimate"
+    words = key.replace("_stderr", "").replace("stderr_", "").replace("stderr", "").replace("_", " ").strip()
+    return words or key
+
+
 def _margins(result) -> list[dict]:
     return [
-        {"name": k.replace("_", " "), "median": _num(med), "margin": _num(1.96 * med), "largest": _num(top)}
+        {"name": _quantity(k), "median": _num(med), "margin": _num(1.96 * med), "largest": _num(top)}
         for k, med, top in margins(result.release)
     ]
 

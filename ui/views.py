@@ -17,7 +17,7 @@ from engine.run.config import RunConfig
 from engine.run.export import side_information
 from engine.run.runner import load_dataset, prepare
 
-from . import colors, explain, export, maps, relations, state, tables, uploads
+from . import colors, explain, export, geo, maps, relations, state, tables, uploads, viewport
 from .colors import ColourScale
 from .relations import mech_label
 from .text import plain
@@ -37,10 +37,23 @@ ZOOMS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 
 
 # ------------------------------------------------------------------- headers
-def header(title: str, blurb: str) -> None:
-    st.title(title)
-    st.caption(blurb)
+def header(title: str, blurb: str, compact: bool = False) -> None:
+    """The page's title and what it does; ``compact``: one small line, the text behind its help mark (a page
+    whose maps must fit the window)."""
+    if compact:
+        st.subheader(title, help=blurb, anchor=False)
+    else:
+        st.title(title)
+        st.caption(blurb)
     state.warnings_box()
+
+
+def of_dataset(group, ctl):
+    """``group`` when its runs are of the dataset chosen now, else None: after a switch of dataset the page shows
+    neither the other dataset's maps nor its messages."""
+    if group is None or not group.configs or group.configs[0].dataset != ctl.dataset:
+        return None
+    return group
 
 
 def data_badge(meta, n_points: int | None = None, n_users: int | None = None, container=None) -> None:
@@ -106,6 +119,15 @@ def frame(cfg: RunConfig, domain) -> maps.Frame:
     return maps.Frame(domain, dataset(cfg).crs)
 
 
+def unit_noun(meta, people: bool = False) -> str:
+    """What one unit of a map counts, in the plural: people (a file with user ids), the dataset's own unit
+    (John Snow's deaths), or locations."""
+    if people:
+        return "people"
+    unit = str((getattr(meta, "extra", None) or {}).get("unit") or "")
+    return {"death": "deaths", "address": "addresses"}.get(unit, unit + "s" if unit else "locations")
+
+
 def counts_people(cfg: RunConfig) -> bool:
     """Whether the maps of ``cfg`` count people (a person's locations share weight 1): the dataset has user ids
     (its schema, public) and the mechanism does not count records. One answer for both modes, read off no
@@ -113,7 +135,7 @@ def counts_people(cfg: RunConfig) -> bool:
     return dataset(cfg).user_id is not None and cfg.params.get("unit") != "record"
 
 
-def scale_for(truth: np.ndarray, domain, display, others=(), people: bool = False) -> ColourScale:
+def scale_for(truth: np.ndarray, domain, display, others=(), people: bool = False, noun: str = "") -> ColourScale:
     """One colour scale for the truth and the private maps ``others`` drawn with it (see ColourScale.shared).
     ``people``: the data has user ids, so maps count people (a person's locations share weight 1)."""
     others = [np.asarray(o, dtype=np.float64) for o in others if o is not None]
@@ -123,6 +145,8 @@ def scale_for(truth: np.ndarray, domain, display, others=(), people: bool = Fals
     if people:
         unit = "people per km²" if display.units == "km2" else "% of all people (per cell)"
         sc = replace(sc, unit=unit + " (a person's locations share one unit)")
+    elif noun and noun != "locations":
+        sc = replace(sc, unit=sc.unit.replace("locations", noun))
     return sc
 
 
@@ -162,21 +186,26 @@ def heat_chart(
     container=None,
     on_select="ignore",
     selection_mode="single-object",
+    context=None,
 ):
     c = container or st
     if title:  # a fixed-height title keeps small multiples aligned when labels wrap
         c.html(f'<div class="map-title">{html.escape(title)}</div>')
-    layers = []
+    under = geo.context_layers(fr, context, key)
+    layers = [] if display.basemap or not under else [maps.region_layer(fr)]
+    layers += under
     if grid is None:
-        layers = [] if display.basemap else [maps.region_layer(fr)]
+        layers += [] if display.basemap or under else [maps.region_layer(fr)]
     elif display.basemap:  # empty cells transparent over the basemap; the outline shows even with no tiles
         layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", opacity=0.8))
         layers.append(maps.outline_layer(np.array([fr.domain.bounds]), fr, f"{key}_region", (90, 90, 100, 220)))
-    else:  # one opaque bitmap draws the whole region
-        layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", background=maps.EMPTY))
+    else:  # one opaque bitmap draws the whole region (transparent where the context shows through)
+        layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", background=None if under else maps.EMPTY))
     if rects is not None and len(rects) and display.outlines:
         layers.append(maps.outline_layer(rects, fr, f"{key}_cells"))
-    layers += list(extra_layers)
+    layers += list(extra_layers) + geo.frame_layers(fr, key, places=4 if height < 400 else 6)
+    if display.basemap:
+        viewport.basemap_watch(f"{key}_basemap")
     note = colors.swamp_note(scale, grid)
     if note is not None:
         layers.append(maps.note_layer(fr, note[0], key))
@@ -189,55 +218,6 @@ def heat_chart(
     )
     if note is not None:
         c.caption(f":material/warning: {note[1]}")
-    return chart
-
-
-def paired_chart(
-    truth,
-    grid,
-    scale: ColourScale,
-    fr: maps.Frame,
-    zoom: float,
-    pan: tuple[float, float],
-    key: str,
-    display,
-    rects=None,
-    titles=("True locations", "Private map"),
-    stderr=None,
-    unit: str = "",
-    px: int = 460,
-    stderr_cells=None,
-    height: int = 520,
-    container=None,
-):
-    """The true and the private map side by side in ONE deck: one view, so mouse zoom and pan move both
-    (linked views); hovering a cell shows its true and private value (and the margin when known); a scale
-    bar in metres. Without a basemap only: with one, the squares must sit on their real place."""
-    c = container or st
-    a, b = c.columns(2)
-    a.html(f'<div class="map-title">{html.escape(titles[0])}</div>')
-    b.html(f'<div class="map-title">{html.escape(titles[1])}</div>')
-    shifted = maps.Shifted(fr, fr.domain.side * (1 + maps.GAP))
-    layers = [
-        maps.heat_layer(truth, scale, fr, f"{key}_true_heat", background=maps.EMPTY),
-        maps.region_layer(shifted)
-        if grid is None
-        else maps.heat_layer(grid, scale, shifted, f"{key}_private_heat", background=maps.EMPTY),
-    ]
-    if rects is not None and len(rects) and display.outlines:
-        layers.append(maps.outline_layer(rects, shifted, f"{key}_cells"))
-    note = colors.swamp_note(scale, grid)
-    if note is not None:
-        layers.append(maps.note_layer(shifted, note[0], key))
-    layers += maps.scale_bar_layers(fr, key)
-    tooltip = None
-    if grid is not None:
-        hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit, stderr_cells)
-        layers.append(hover)
-    view = maps.paired_view(fr, zoom, pan, px)
-    chart = c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
-    if note is not None:
-        c.caption(f":material/warning: {titles[1]}: {note[1]}")
     return chart
 
 

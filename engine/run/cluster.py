@@ -318,7 +318,8 @@ def cluster_from_setting() -> ClusterChoice:
         return ClusterChoice(
             None,
             None,
-            f"Runs in this process (no Dask cluster named: set {SETTING_ENV} or {SECRETS_KEY} in "
+            "Runs on this machine, in the app's own process. To run on a Dask cluster instead, the server's "
+            f"administrator gives its address in the environment variable {SETTING_ENV} (or as {SECRETS_KEY} in "
             ".streamlit/secrets.toml).",
         )
     with _CLIENTS_LOCK:

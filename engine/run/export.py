@@ -206,7 +206,8 @@ def manifest(result, release_key: str | None = None) -> dict:
         "mechanism_params": cls.schema().resolve(cfg.params),
         "epsilon": float(cfg.epsilon),
         "depth": int(cfg.depth),
-        "dataset": cfg.dataset,
+        # a session's upload key is a server handle, not a name: the file is named under "dataset"
+        "dataset": "an uploaded file" if cfg.dataset.startswith("upload:") else cfg.dataset,
         "dataset_options": {k: v for k, v in cfg.dataset_options.items() if k != "path"},
     }
     if cfg.n_users is not None:
@@ -246,6 +247,11 @@ def manifest(result, release_key: str | None = None) -> dict:
             "citation": getattr(meta, "citation", ""),
             "license": getattr(meta, "license", ""),
             "synthetic": bool(getattr(meta, "synthetic", False)),
+            "coordinates": (
+                "fictitious: a generated city placed at sea, where no one lives, so that maps have lon/lat"
+                if getattr(meta, "synthetic", False)
+                else "as the source gives them"
+            ),
             "region_lonlat": [float(v) for v in getattr(meta, "bbox", ())],
             "region_from_data": bool(getattr(meta, "bbox_from_data", False)),
             "region_frame": frame,

@@ -189,6 +189,15 @@ def memory_budget(size: int) -> int:
 
 
 # ------------------------------------------------------------------ columns
+class MissingColumns(DataError):
+    """The file has no column named like a latitude or a longitude; ``available`` lists its columns, so a
+    caller can offer them to choose from."""
+
+    def __init__(self, available: list, message: str):
+        super().__init__(message)
+        self.available = list(available)
+
+
 def _find_columns(
     available: list, columns: dict | None, roles=ROLES, notes: list | None = None, seen: list | None = None
 ) -> dict:
@@ -239,12 +248,13 @@ def _find_columns(
     if "lat" in roles:
         missing = [r for r in ("lat", "lon") if out[r] is None]
         if missing:
-            raise DataError(
+            raise MissingColumns(
+                available,
                 "could not find the "
                 + " and ".join(ROLE_WORD[r] for r in missing)
                 + " column: looked for lat/latitude/y and lon/lng/long/longitude/x; the file's columns are: "
                 + _list(available)
-                + ". Name them explicitly (columns={'lat': ..., 'lon': ...})."
+                + ". Name them explicitly (columns={'lat': ..., 'lon': ...}).",
             )
         if out["lat"] == out["lon"]:
             raise DataError(f"latitude and longitude cannot both be the column {_short(out['lat'], 40)!r}")

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from ...core.errors import DataError, ParamError
-from .common import MiB, _env_number, _short, memory_budget
+from .common import MiB, MissingColumns, _env_number, _short, memory_budget
 
 # the readers import these lazily: imported once in the forkserver, every child has them
 _PRELOAD = [
@@ -96,6 +96,8 @@ def _child(conn, source, filename, kwargs, env, mem_bytes, cpu_s) -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
         ds.meta.extra["parse_peak_bytes"] = int(max(peak, 0))
         conn.send(("ok", ds))
+    except MissingColumns as exc:  # the caller offers the file's columns to choose from
+        conn.send(("MissingColumns", (exc.available, str(exc))))
     except (DataError, ParamError) as exc:
         conn.send((type(exc).__name__, str(exc)))
     except MemoryError:
@@ -164,6 +166,8 @@ def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
         )
     if kind == "ok":
         return payload
+    if kind == "MissingColumns":
+        raise MissingColumns(*payload)
     if kind in ("DataError", "ParamError"):
         raise (DataError if kind == "DataError" else ParamError)(payload)
     if kind == "memory":
