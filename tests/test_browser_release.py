@@ -57,6 +57,11 @@ def test_two_tabs_share_one_ledger(browser, app_url):
     a, b = ctx.new_page(), ctx.new_page()
     watches = [Watch(a), Watch(b)]
     a.goto(app_url + "/?ds=synthetic:sprawl&d.n=5000&eps=0.7&mode=release&run=1")
+    a.wait_for_selector(READY, timeout=120_000)
+    a.wait_for_selector("text=press Run to publish the release", timeout=60_000)  # a link publishes nothing
+    a.wait_for_selector(READY, timeout=60_000)
+    a.wait_for_timeout(500)
+    a.click(".st-key-run_explore button")  # the click does
     a.wait_for_selector("text=all sessions: 0.7 of the limit", timeout=120_000)  # the release exists
     a.wait_for_selector(READY, timeout=120_000)
     b.goto(app_url + "/?ds=synthetic:sprawl&d.n=5000&eps=0.3&mode=release")

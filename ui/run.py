@@ -52,9 +52,13 @@ def launch(
             c.warning("This link has invalid parameters (see above), so it was not run: check them and press Run.")
         elif any(cfg.mode == "release" for cfg in configs):
             # a release publishes and spends the dataset's ε for good: only a click may do that, never a link
-            c.info(f"This link opens Release mode: press {button} to publish the release and spend its ε.")
+            st.session_state[auto] = "held"
         else:
             clicked = True
+    if clicked and st.session_state.get(auto) == "held":
+        st.session_state[auto] = True
+    elif st.session_state.get(auto) == "held" and any(cfg.mode == "release" for cfg in configs):
+        c.info(f"This link opens Release mode: press {button} to publish the release and spend its ε.")
     if clicked:
         _go(name, configs, label, light, cluster)
     refused = st.session_state.pop(f"_refused_{name}", None)
