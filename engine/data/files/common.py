@@ -66,7 +66,10 @@ NAMES = {
 }
 ROLES = tuple(NAMES)
 ATTRS = ("user_id", "value", "flag", "weight")
-ROLE_WORD = {"lat": "latitude", "lon": "longitude", "user_id": "user id"}
+# a polygon file of regions: its id and name columns (read by :mod:`.polygons`, never by a point reader)
+REGION_NAMES = {"region_id": ("id", "regionid", "code", "geoid", "fid"), "region_name": ("name", "regionname", "label")}
+REGION_ROLES = tuple(REGION_NAMES)
+ROLE_WORD = {"lat": "latitude", "lon": "longitude", "user_id": "user id", "region_id": "id", "region_name": "name"}
 _TRUE = {"1", "true", "t", "yes", "y", "positive", "pos"}
 _FALSE = {"0", "false", "f", "no", "n", "negative", "neg", ""}
 _BLANK = {"", "na", "nan", "null", "none"}
@@ -120,12 +123,13 @@ class _Ctx:
     kind: str
     columns: dict | None
     crs: object  # pyproj CRS or None
-    polygons: str
+    polygons: str  # "centroid" or "reject" (points), "keep" (a file of regions)
     layer: str | None
     max_bytes: int
     max_points: int
     notes: list = field(default_factory=list)
     order: str = ""  # how degrees were read, for the swap note ("" after a CRS conversion)
+    roles: tuple = ATTRS  # the attribute columns a vector reader looks for
 
     def refuse(self, why: str) -> DataError:
         return DataError(f"{self.name} is not a readable {WHAT[self.kind]}: {why}")
@@ -180,9 +184,10 @@ def upload_limits() -> tuple[int, int]:
 def _find_columns(available: list, columns: dict | None, roles=ROLES, notes: list | None = None) -> dict:
     """Map each role to a column name, or None. ``lat``/``lon`` are required when in ``roles``."""
     columns = dict(columns or {})
-    unknown = sorted(set(columns) - set(ROLES), key=str)
+    known = ROLES + tuple(r for r in REGION_ROLES if r in roles)
+    unknown = sorted(set(columns) - set(known), key=str)
     if unknown:
-        raise ParamError(f"unknown column role(s) {_list(unknown)}; use some of: {', '.join(ROLES)}")
+        raise ParamError(f"unknown column role(s) {_list(unknown)}; use some of: {', '.join(known)}")
     available = [str(c) for c in available]
     by_norm: dict[str, list] = {}
     for c in available:
@@ -210,7 +215,7 @@ def _find_columns(available: list, columns: dict | None, roles=ROLES, notes: lis
                     f"the {role} column {_short(given, 40)!r} is not in the file; its columns are: {_list(available)}"
                 )
             continue
-        found = [n for n in NAMES[role] if n in by_norm]
+        found = [n for n in {**NAMES, **REGION_NAMES}[role] if n in by_norm]
         out[role] = one(by_norm[found[0]], role) if found else None
         if len(found) > 1 and notes is not None:
             others = [c for n in found[1:] for c in by_norm[n]]

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ...core.errors import DataError
-from .common import _LOOKS, ATTRS, MAX_COLUMNS, _Ctx, _find_columns, _looks_like, _named_crs, _short
+from .common import _LOOKS, MAX_COLUMNS, _Ctx, _find_columns, _looks_like, _named_crs, _short
 from .vector import _vector
 
 # ------------------------------------------------------------------ GeoJSON (stdlib json, no GDAL)
@@ -149,8 +149,8 @@ def _read_geojson(data: bytes, c: _Ctx):
     keys = dict.fromkeys(k for p in props for k in p)
     if len(keys) > MAX_COLUMNS:
         raise c.refuse(f"its features have {len(keys):,} property names, over the limit of {MAX_COLUMNS:,}")
-    used = _find_columns(list(keys), _attr_columns(c), roles=ATTRS, notes=c.notes)
-    cols = {used[r]: [p.get(used[r]) for p in props] for r in ATTRS if used[r] is not None}
+    used = _find_columns(list(keys), _attr_columns(c), roles=c.roles, notes=c.notes)
+    cols = {used[r]: [p.get(used[r]) for p in props] for r in c.roles if used[r] is not None}
     gdf = gpd.GeoDataFrame(pd.DataFrame(cols, index=range(len(feats))), geometry=gpd.GeoSeries(geoms))
     return _vector(gdf, declared, used, c)
 

@@ -10,7 +10,6 @@ import numpy as np
 from ...core.errors import DataError
 from .common import (
     _LOOKS,
-    ATTRS,
     EXPANSION,
     GPKG_STEPS,
     MAX_COLUMNS,
@@ -119,8 +118,8 @@ def _gpkg_layer(con, c: _Ctx):
         raise c.too_many(n, "features")
     if n == 0:
         raise DataError(f"{c.name}: the layer {shown!r} holds no features")
-    used = _find_columns([x for x in cols if x != gcol], _attr_columns(c), roles=ATTRS, notes=c.notes)
-    keep = [used[r] for r in ATTRS if used[r] is not None]
+    used = _find_columns([x for x in cols if x != gcol], _attr_columns(c), roles=c.roles, notes=c.notes)
+    keep = [used[r] for r in c.roles if used[r] is not None]
     cur = con.execute(f"SELECT {', '.join(_quote(x) for x in [gcol, *keep])} FROM {_quote(layer)}")
     budget, total, rows = EXPANSION * c.max_bytes, 0, []
     while batch := cur.fetchmany(10_000):

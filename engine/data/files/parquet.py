@@ -9,7 +9,6 @@ import json
 from ...core.errors import DataError
 from .common import (
     _LOOKS,
-    ATTRS,
     EXPANSION,
     MAX_COLUMNS,
     ROLES,
@@ -54,12 +53,14 @@ def _read_parquet(data: bytes, c: _Ctx):
         raise c.refuse(f"it has {len(schema.names):,} columns, over the limit of {MAX_COLUMNS:,}")
     geo = _geo_metadata(schema, c)
     if geo is None:
+        if c.polygons == "keep":
+            raise c.refuse("it has no GeoParquet geometry column, so it holds no polygons")
         used = _find_columns(schema.names, c.columns, notes=c.notes)
         read = [used[r] for r in ROLES if used[r] is not None]
     else:
         geom_col, declared = geo
-        used = _find_columns([n for n in schema.names if n != geom_col], _attr_columns(c), roles=ATTRS, notes=c.notes)
-        read = [geom_col] + [used[r] for r in ATTRS if used[r] is not None]
+        used = _find_columns([n for n in schema.names if n != geom_col], _attr_columns(c), roles=c.roles, notes=c.notes)
+        read = [geom_col] + [used[r] for r in c.roles if used[r] is not None]
     _check_decoded_size(data, pf, read, c)
     if geo is None:
         try:

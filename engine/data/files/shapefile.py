@@ -16,7 +16,6 @@ import numpy as np
 from ...core.errors import DataError, ParamError
 from .common import (
     _LOOKS,
-    ATTRS,
     EXPANSION,
     GDAL_SAFE,
     MAX_RATIO,
@@ -174,8 +173,8 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
             if len(col) > c.max_points:
                 raise c.too_many(len(col), "features")
             fields = list(col.schema["properties"])
-            used = _find_columns(fields, _attr_columns(c), roles=ATTRS, notes=c.notes)
-        keep = [used[r] for r in ATTRS if used[r] is not None]
+            used = _find_columns(fields, _attr_columns(c), roles=c.roles, notes=c.notes)
+        keep = [used[r] for r in c.roles if used[r] is not None]
         skip = [f for f in fields if f not in keep]
         geoms, pi, px, py, vals = [], [], [], [], {k: [] for k in keep}
         with fiona.Env(**GDAL_SAFE), fiona.open(tmp / "layer.shp", driver="ESRI Shapefile", ignore_fields=skip) as col:

@@ -16,6 +16,8 @@ def _vector(gdf, declared, used, c: _Ctx):
         raise DataError(f"{c.name} holds no features")
     gdf = _drop_empty(gdf, c)
     gdf = _set_crs(gdf, declared, c)
+    if c.polygons == "keep":  # a file of regions: its polygons, in WGS84 (engine.data.files.polygons)
+        return _polygons_wgs84(gdf, c), used
     gdf = _points_only(gdf, c)
     if _is_wgs84(gdf.crs):
         c.order = "coordinates (x read as longitude, y as latitude)"
@@ -100,4 +102,17 @@ def _points_only(gdf, c: _Ctx):
         gdf = gdf.copy()
         gdf.loc[other.to_numpy(), gdf.geometry.name] = cent.to_numpy()
         c.notes.append(f"{int(other.sum()):,} {kinds} feature(s) were replaced by their centroids.")
+    return gdf
+
+
+def _polygons_wgs84(gdf, c: _Ctx):
+    types = set(gdf.geometry.geom_type)
+    if not types <= {"Polygon", "MultiPolygon"}:
+        other = ", ".join(sorted(types - {"Polygon", "MultiPolygon"}))
+        raise DataError(f"{c.name} holds {other} features; regions must be polygons")
+    if not _is_wgs84(gdf.crs):
+        try:
+            gdf = gdf.to_crs(4326)
+        except Exception:
+            raise DataError(f"{c.name}: could not convert from {gdf.crs.name} to WGS84") from None
     return gdf

@@ -1,0 +1,114 @@
+"""The analyst's own regions (districts, postcodes): a polygon file read through the same hardened readers
+as a file of locations (GeoJSON, GeoParquet, GeoPackage, zipped Shapefile; see :mod:`engine.data.files`),
+with an id column and a name column chosen by the caller or found by name (``id``/``code``/``geoid``,
+``name``/``label``). A CSV holds no polygons and is refused. Nothing here reads any location data."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...core.errors import DataError
+from .common import KINDS, REGION_ROLES, _check_crs, _Ctx, _short, _size, upload_limits
+
+POLYGON_KINDS = ("geojson", "parquet", "gpkg", "shapefile")
+MAX_REGIONS = 50_000
+
+
+@dataclass(frozen=True)
+class PolygonFile:
+    """Regions read from a file: WGS84 shapely polygons, their ids and names (strings, ids unique),
+    the columns they came from and what was assumed (``notes``)."""
+
+    geoms: np.ndarray  # object array of shapely (Multi)Polygons, lon/lat
+    ids: tuple[str, ...]
+    names: tuple[str, ...]
+    id_column: str | None
+    name_column: str | None
+    notes: tuple[str, ...]
+
+
+def load_polygons(
+    path_or_bytes: str | os.PathLike | bytes,
+    filename: str | None = None,
+    id_column: str | None = None,
+    name_column: str | None = None,
+    layer: str | None = None,
+    crs=None,
+    max_bytes: int | None = None,
+) -> PolygonFile:
+    """Read a polygon file. ``id_column`` / ``name_column``: the columns naming each region (found by
+    name when not given; without an id column the features are numbered 1, 2, ...; without a name
+    column the id is the name). Ids must be unique. Every problem is a :class:`DataError`."""
+    env_bytes, _ = upload_limits()
+    max_bytes = env_bytes if max_bytes is None else int(max_bytes)
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(path_or_bytes)
+        if not filename:
+            raise DataError("a file name (with its extension) is needed with raw bytes")
+    else:
+        path = Path(path_or_bytes)
+        filename = filename or path.name
+        if not path.is_file():
+            raise DataError(f"no file at {_short(path, 200)}")
+        if path.stat().st_size > max_bytes:
+            raise DataError(
+                f"{_short(path.name)} is {_size(path.stat().st_size)}, over the limit of {_size(max_bytes)}"
+            )
+        try:
+            data = path.read_bytes()
+        except OSError:
+            raise DataError(f"{_short(path.name)} could not be read from disk") from None
+    name = _short(Path(filename).name)
+    kind = KINDS.get(Path(filename).suffix.lower())
+    if kind not in POLYGON_KINDS:
+        raise DataError(
+            f"{name}: regions are read from GeoJSON (.geojson), GeoParquet (.parquet), GeoPackage (.gpkg) or a "
+            "zipped Shapefile (.zip)"
+        )
+    if len(data) > max_bytes:
+        raise DataError(f"{name} is {_size(len(data))}, over the limit of {_size(max_bytes)} (HEATMAP_MAX_UPLOAD_MB)")
+    if not data:
+        raise DataError(f"{name} is empty")
+    cols = {k: v for k, v in (("region_id", id_column), ("region_name", name_column)) if v}
+    c = _Ctx(name, kind, cols, _check_crs(crs), "keep", layer, max_bytes, MAX_REGIONS, roles=REGION_ROLES)
+    from . import READERS
+
+    try:
+        gdf, used = READERS[kind](data, c)
+    except DataError:
+        raise
+    except MemoryError:
+        raise DataError(f"{name} is too large to read into memory") from None
+    except Exception:
+        raise c.refuse("its contents could not be parsed") from None
+    return _named(gdf, used, c)
+
+
+def _named(gdf, used: dict, c: _Ctx) -> PolygonFile:
+    import shapely
+
+    idc, namec = used.get("region_id"), used.get("region_name")
+    n = len(gdf)
+    ids = [_label(v) for v in gdf[idc]] if idc else [str(i + 1) for i in range(n)]
+    if idc is None:
+        c.notes.append("No id column: the regions are numbered 1, 2, ... in the file's order.")
+    if any(not v for v in ids):
+        raise DataError(f"{c.name}: {sum(not v for v in ids)} region(s) have an empty id in column {_short(idc)!r}")
+    if len(set(ids)) != n:
+        dup = next(v for v in ids if ids.count(v) > 1)
+        raise DataError(f"{c.name}: the id {_short(dup, 40)!r} names several regions; ids must be unique")
+    names = [_label(v) or i for v, i in zip(gdf[namec], ids)] if namec else list(ids)
+    geoms = shapely.make_valid(gdf.geometry.to_numpy())  # a self-touching ring would give a wrong area
+    return PolygonFile(np.asarray(geoms, dtype=object), tuple(ids), tuple(names), idc, namec, tuple(c.notes))
+
+
+def _label(v) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return _short(str(v).strip(), 120)
