@@ -22,7 +22,7 @@ from pathlib import Path
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SF_CABS_PATH = SHARED_DATA / "sf_cabs_pickups.npy"
 
-SUITES = ("core", "adaptive_hh", "sparse_emd", "rff_kde", "snh", "bit_pushing", "app", "central", "dask")
+SUITES = ("core", "adaptive_hh", "sparse_emd", "rff_kde", "snh", "bit_pushing", "app", "central", "dask", "plan")
 
 
 @dataclass
