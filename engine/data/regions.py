@@ -96,11 +96,16 @@ class Regions:
         return bool((np.asarray(self.weights.sum(axis=0)).ravel() > 1.0 + 1e-6).any())
 
 
+AUTO_HEXAGONS = 300  # h3:auto: the finest resolution with at most about this many hexagons on the map
+
+
 def parse_spec(spec: str) -> tuple[str, str | int | None, str | None]:
-    """``grid`` | ``h3:RES`` | ``PATH[:ID_COLUMN]`` -> (kind, resolution or path, id column)."""
+    """``grid`` | ``h3:RES`` | ``h3:auto`` | ``PATH[:ID_COLUMN]`` -> (kind, resolution or path, id column)."""
     text = str(spec).strip()
     if text == "grid":
         return "grid", None, None
+    if text == "h3:auto":
+        return "h3", "auto", None
     m = re.fullmatch(r"h3:(\d{1,2})", text)
     if m:
         res = int(m.group(1))
@@ -124,7 +129,7 @@ def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, p
     if kind == "grid":
         return grid_regions(domain, crs)
     if kind == "h3":
-        return h3_regions(domain, crs, int(arg))
+        return h3_regions(domain, crs, auto_resolution(domain) if arg == "auto" else int(arg))
     if polygons is None:
         from .files.polygons import load_polygons
 
@@ -140,6 +145,15 @@ def grid_regions(domain: Domain, crs: str) -> Regions:
     ids = tuple(f"{a}-{b}" for a, b in zip(ix.tolist(), iy.tolist()))
     names = tuple(f"cell ({a}, {b})" for a, b in zip(ix.tolist(), iy.tolist()))
     return Regions("grid", "grid", ids, names, domain, crs, sparse.identity(n * n, format="csr"), None, np.ones(n * n))
+
+
+def auto_resolution(domain: Domain) -> int:
+    """The finest H3 resolution putting at most about :data:`AUTO_HEXAGONS` hexagons on the domain (public)."""
+    import h3
+
+    area_km2 = domain.side**2 / 1e6
+    fits = [r for r in range(16) if area_km2 / h3.average_hexagon_area(r, unit="km^2") <= AUTO_HEXAGONS]
+    return max(fits) if fits else 0
 
 
 def h3_regions(domain: Domain, crs: str, res: int) -> Regions:
@@ -240,11 +254,7 @@ def area_weights(geoms: np.ndarray, domain: Domain):
     rows, cols, vals = [], [], []
     shapely.prepare(geoms)
     for r in range(len(geoms)):
-        gx, gy = np.meshgrid(np.arange(ix0[r], ix1[r] + 1), np.arange(iy0[r], iy1[r] + 1))
-        gx, gy = gx.ravel(), gy.ravel()
-        x, y = domain.x0 + gx * s, domain.y0 + gy * s
-        boxes = shapely.box(x, y, x + s, y + s)
-        share = shapely.area(shapely.intersection(geoms[r], boxes)) / (s * s)
+        gx, gy, share = _shares(geoms[r], domain, ix0[r], ix1[r], iy0[r], iy1[r])
         ok = share > 1e-12
         rows.append(np.full(int(ok.sum()), r))
         cols.append(gy[ok] * n + gx[ok])
@@ -252,3 +262,34 @@ def area_weights(geoms: np.ndarray, domain: Domain):
     return sparse.csr_matrix(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(len(geoms), n * n)
     )
+
+
+def _shares(geom, domain: Domain, ix0: int, ix1: int, iy0: int, iy1: int):
+    """The share of each cell of a block of cells inside ``geom``. A cell the boundary does not cross is
+    wholly in or out; the boundary crosses a cell only if its corners are not all strictly on one side
+    (inside, or outside and off the boundary), or a vertex of the boundary lies in the cell (a straight
+    edge cannot enter and leave by one side), so only those cells are intersected exactly."""
+    import shapely
+
+    s = domain.cell
+    xs = domain.x0 + np.arange(ix0, ix1 + 2) * s
+    ys = domain.y0 + np.arange(iy0, iy1 + 2) * s
+    X, Y = np.meshgrid(xs, ys)
+    inside = shapely.contains_xy(geom, X, Y)  # corners, (rows + 1, cols + 1); on the boundary: neither
+    outside = ~shapely.intersects_xy(geom, X, Y)
+    k = inside[:-1, :-1].astype(np.int8) + inside[1:, :-1] + inside[:-1, 1:] + inside[1:, 1:]
+    o = outside[:-1, :-1].astype(np.int8) + outside[1:, :-1] + outside[:-1, 1:] + outside[1:, 1:]
+    share = (k == 4).astype(np.float64)
+    cross = (k < 4) & (o < 4)
+    v = shapely.get_coordinates(geom)
+    # a vertex on the map's far edge belongs to the last cell
+    vx = np.minimum(np.floor((v[:, 0] - domain.x0) / s).astype(np.int64), domain.n - 1) - ix0
+    vy = np.minimum(np.floor((v[:, 1] - domain.y0) / s).astype(np.int64), domain.n - 1) - iy0
+    ok = (vx >= 0) & (vx < k.shape[1]) & (vy >= 0) & (vy < k.shape[0])
+    cross[vy[ok], vx[ok]] = True
+    cy, cx = np.nonzero(cross)
+    if cy.size:
+        x, y = xs[cx], ys[cy]
+        share[cy, cx] = shapely.area(shapely.intersection(geom, shapely.box(x, y, x + s, y + s))) / (s * s)
+    gx, gy = np.meshgrid(np.arange(ix0, ix1 + 1), np.arange(iy0, iy1 + 1))
+    return gx.ravel(), gy.ravel(), share.ravel()

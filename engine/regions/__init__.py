@@ -5,4 +5,4 @@ true regional counts for evaluation only. The geometry (grid, H3, the analyst's 
 (:mod:`engine.mechanisms.central.regions`)."""
 
 from .margins import BASIS, Z95, Margins, cell_margins, region_margins, units_of  # noqa: F401
-# from .report import RegionReport, regional_report, true_counts  # noqa: F401
+from .report import RegionReport, regional_report, true_counts  # noqa: F401

@@ -89,4 +89,4 @@ Layout: :mod:`.identity` (identity, identity_topt, uniform), :mod:`.grids` (UG, 
 Importing the package registers the mechanisms.
 """
 
-from . import grids, identity, trees  # noqa: F401  (each registers its mechanisms)
+from . import grids, identity, regions, trees  # noqa: F401  (each registers its mechanisms)
