@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import boot, budget, controls, export, jobs, run, state, views
+from ui import boot, budget, controls, export, jobs, plan, run, state, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -60,6 +60,8 @@ if ctl.mode == "release":  # no truth on screen in Release mode, not even before
         "dataset's limit first). The true map is not shown in this mode.",
         icon=":material/lock:",
     )
+    if cfg is not None:
+        plan.panel(cfg, views.dataset(cfg), controls.default_set(8), budget.remaining(cfg, ctl.budget_limit))
     state.sync_url(url)
     st.stop()
 if show is not None:

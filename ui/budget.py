@@ -49,6 +49,11 @@ def synthetic(cfg: RunConfig) -> bool:
     return cfg.dataset.startswith("synthetic:")
 
 
+def remaining(cfg: RunConfig, limit: float) -> float:
+    """ε the dataset can still spend under ``limit``."""
+    return max(0.0, limit - store().spent(dataset_ident(cfg)))
+
+
 def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> None:
     """The dataset's total over every session and tab of this server, with its releases."""
     c = container or st

@@ -127,10 +127,14 @@ def _clean(v):
 
 # ------------------------------------------------------------------ public inputs
 def frame_of(dataset: str, options: dict) -> Frame:
-    """The public frame of a registered dataset: its region and CRS (its locations are not used)."""
+    """The public frame of a registered dataset (see :func:`frame_from`)."""
     from .runner import load_dataset
 
-    ds = load_dataset(dataset, options)
+    return frame_from(load_dataset(dataset, options))
+
+
+def frame_from(ds: Dataset) -> Frame:
+    """A dataset's public frame: its region and CRS; its locations are not read."""
     side = ()
     if ds.meta.bbox_from_data:
         side = ("the region: the bounding box of the locations, read off the data (as a release of it declares)",)
@@ -278,7 +282,7 @@ def predict(
             row += [math.nan, math.nan]
         row.append(float(res.metrics.get("range_rel_error", math.nan)))
         rows.append(row)
-    med = np.nanmedian(np.array(rows, dtype=np.float64), axis=0) if rows else np.full(5, np.nan)
+    med = [_median(col) for col in np.array(rows, dtype=np.float64).T]
     method = "closed form" if closed else f"simulated on {runs} synthetic {PROXY_PRESET} cities of {users.n:,} users"
     return Prediction(
         mechanism=mechanism,
@@ -296,6 +300,11 @@ def predict(
     )
 
 
+def _median(v: np.ndarray) -> float:
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if v.size else math.nan
+
+
 def target_value(p: Prediction) -> float:
     """The figure a margin target is checked against: the median region's margin, else the median cell's."""
     v = p.region_median if p.region_median is not None else p.cell_median
@@ -311,7 +320,7 @@ def smallest_epsilon(
     params: dict | None = None,
     regions=None,
     runs: int | None = None,
-    steps: int = 8,
+    steps: int = 12,
 ) -> float | None:
     """The smallest ε in [EPS_LO, EPS_HI] whose predicted margin (:func:`target_value`) is at most
     ``target``: bisection on log ε (margins shrink as ε grows; the proxy's seeds are the same at every ε,
@@ -334,13 +343,13 @@ def smallest_epsilon(
             hi = mid
         else:
             lo = mid
-    return _ceil_2sf(math.exp(hi))
+    return _ceil_3sf(math.exp(hi))
 
 
-def _ceil_2sf(x: float) -> float:
-    """``x`` rounded up to two significant figures (a larger ε only narrows the margin)."""
-    scale = 10.0 ** (math.floor(math.log10(x)) - 1)
-    return float(f"{math.ceil(x / scale - 1e-9) * scale:.2g}")
+def _ceil_3sf(x: float) -> float:
+    """``x`` rounded up to three significant figures (a larger ε only narrows the margin)."""
+    scale = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return float(f"{math.ceil(x / scale - 1e-9) * scale:.3g}")
 
 
 def budget_of(dataset: str | None, options: dict) -> dict | None:
