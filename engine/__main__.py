@@ -300,6 +300,7 @@ def _cmd_plan(args) -> int:
         options = get_source(args.dataset).schema().resolve(_options(args.data_opt, "dataset option"))
     frame = P.frame_of(args.dataset, options) if args.dataset else None
     params = _options(args.param, "mechanism parameter")
+    proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
     plan = P.make_plan(
         args.mechanism,
         args.epsilon,
@@ -312,6 +313,7 @@ def _cmd_plan(args) -> int:
         dataset=args.dataset,
         options=options,
         runs=args.runs,
+        proxy=proxy,
     )
     doc = plan.to_dict()
     if args.json:
@@ -467,6 +469,9 @@ def main(argv=None) -> int:
     pl.add_argument("--dataset", default=None, help="the dataset whose public frame and ledger to plan for")
     pl.add_argument("--data-opt", action="append", type=_key_value, metavar="KEY=VALUE", help="dataset option")
     pl.add_argument("--param", action="append", type=_key_value, metavar="KEY=VALUE", help="mechanism parameter")
+    proxy = pl.add_mutually_exclusive_group()
+    proxy.add_argument("--proxy", default=None, metavar="CITY", help="synthetic city the proxy is drawn from")
+    proxy.add_argument("--proxy-from", default=None, metavar="FOLDER", help="a published release's map as the proxy")
     pl.add_argument("--target-margin", type=float, default=None, metavar="X", help="find the smallest epsilon for ±X")
     pl.add_argument("--runs", type=_int_in(1, 100), default=None, help="proxy runs of a simulated mechanism (5)")
     pl.add_argument("--json", action="store_true")

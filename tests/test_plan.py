@@ -143,3 +143,23 @@ def test_cli_plan_refuses_bad_input_in_one_line(tmp_path):
             [sys.executable, "-m", "engine", "plan", *extra], capture_output=True, text=True, timeout=120
         )
         assert p.returncode == 2 and p.stderr.startswith("error:") and "Traceback" not in p.stderr
+
+
+def test_plan_panel_predicts_suggests_and_sets_epsilon():
+    from streamlit.testing.v1 import AppTest
+    from test_app import APP, SMALL
+
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({**SMALL, "mode": "release", "eps": "0.5"})
+    at.run()
+    assert "State the number of users" in "\n".join(str(i.value) for i in at.info)
+    at.number_input(key="plan.users").set_value(3000).run()
+    at.number_input(key="plan.target").set_value(6.0).run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    m = next(x for x in at.metric if "Predicted 95 % margin per cell" in x.label)
+    assert float(m.value.split()[0].lstrip("±")) == pytest.approx(LN20 / 0.5, rel=1e-3)  # identity's closed form
+    body = "\n".join(str(x.value) for x in at.markdown)
+    assert "smallest ε giving ±6 people per cell is **0.5" in body
+    at.button(key="plan.use").click().run()
+    assert at.sidebar.select_slider(key="cfg.eps").value == pytest.approx(LN20 / 6, rel=0.01)

@@ -31,9 +31,10 @@ def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, u
         st.caption(
             "Predicted from public inputs only: the mechanism, ε, the grid or regions, the dataset's public frame, "
             "and a user count you state (declared as side information). The mechanism runs on a synthetic city of "
-            "that size, never on this dataset's locations."
+            "that size, never on this dataset's locations; where its margins depend on where people are, the "
+            "prediction is as good as the proxy city is like this dataset (BENCHMARKS.md, plan)."
         )
-        c = st.columns([1, 1, 1, 2])
+        c = st.columns([1, 1, 1, 1, 2])
         state.seed("plan.users", None)
         users = c[0].number_input(
             "Users (a public bound you state)",
@@ -50,8 +51,17 @@ def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, u
         target = c[2].number_input(
             f"Target ± ({unit})", min_value=0.0, value=None, **state.bind("plan.target"), help="find the smallest ε"
         )
+        from engine.data.synthetic import PRESETS
+
+        state.seed("plan.proxy", P.PROXY_PRESET)
+        proxy = c[3].selectbox(
+            "Proxy city",
+            list(PRESETS),
+            **state.bind("plan.proxy"),
+            help="the synthetic city whose layout the proxy follows: pick the one most like this dataset",
+        )
         state.seed("plan.with", [])
-        also = c[3].multiselect("Compare with", [m for m in others if m != cfg.mechanism], **state.bind("plan.with"))
+        also = c[4].multiselect("Compare with", [m for m in others if m != cfg.mechanism], **state.bind("plan.with"))
         if not users:
             st.info("State the number of users (a public bound) to plan.", icon=":material/info:")
             return
@@ -59,7 +69,7 @@ def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, u
             try:
                 with st.spinner("Planning on a synthetic city…"):
                     st.session_state["plan.result"] = _plan(
-                        cfg, dataset, int(users), where, target, [cfg.mechanism, *also]
+                        cfg, dataset, int(users), where, target, [cfg.mechanism, *also], proxy
                     )
             except EngineError as e:
                 st.error(plain(e, 400))
@@ -69,7 +79,7 @@ def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, u
             _show(res, cfg, remaining, unit, target)
 
 
-def _plan(cfg, dataset, users, where, target, mechanisms):
+def _plan(cfg, dataset, users, where, target, mechanisms, proxy):
     frame = P.frame_from(dataset)
     regions = None
     if where == "H3 hexagons":
@@ -87,6 +97,7 @@ def _plan(cfg, dataset, users, where, target, mechanisms):
         params={cfg.mechanism: dict(cfg.params)},
         target=target or None,
         runs=RUNS,
+        proxy=P.synthetic_proxy(proxy),
     )
     return {"plan": plan, "epsilon": float(cfg.epsilon), "mechanism": cfg.mechanism}
 

@@ -653,6 +653,7 @@ def release_view(result, cfg: RunConfig, display) -> None:
         height=520,
     )
     legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
+    stated_margin(result, cfg)
     t1, t2, t3 = st.tabs(["Privacy ledger", "What the server sees", "Download the release"])
     ledger_block(result, t1)
     server_block(result, t2)
@@ -668,6 +669,22 @@ def release_view(result, cfg: RunConfig, display) -> None:
         "The files hold the private grid, the ledger, the parameters and the declared side information: no true "
         "count, no metric, no seed."
     )
+
+
+def stated_margin(result, cfg: RunConfig) -> None:
+    """The release's own 95 % margins per cell (from its DP outputs and public parameters only)."""
+    from engine.regions.margins import cell_margins
+    from engine.run.plan import margin_stats
+
+    m = cell_margins(result.release, cfg.mechanism, result.crs)
+    med, p90 = margin_stats(np.asarray(m.margin95))
+    if np.isfinite(med):
+        st.markdown(
+            f"**Stated 95 % margin per cell**: ±{med:,.3g} (median), ±{p90:,.3g} (worst tenth)",
+            help=m.basis,
+        )
+    else:
+        st.caption(f"No stated margin: {m.basis}")
 
 
 def release_zip(result) -> bytes:

@@ -10,20 +10,24 @@ What it reads is public only:
 * a **user count**: a public bound the analyst states (declared as side information), or the total of
   a release already published and booked (a DP output: post-processing, no new cost).
 
-How: the mechanism runs, with seeded noise, on a **public proxy**: a synthetic city
-(:mod:`engine.data.synthetic`, the ``polycentric`` preset by default) of that many users, stretched over
-the same frame. Each proxy release's 95 % margins come from its DP outputs and public parameters
-alone (:mod:`engine.regions.margins`), exactly as a real release states them; the plan reports their
+How: the mechanism runs, with seeded noise, on a **public proxy** of that many users over the same
+frame: a synthetic city (:mod:`engine.data.synthetic`, the ``polycentric`` preset by default, or another
+preset the analyst finds closer), or the map of a **pilot release** already published and booked (its
+clipped counts say where people are: post-processing of a DP output, no new cost). Each proxy
+release's 95 % margins come from its DP outputs and public parameters alone
+(:mod:`engine.regions.margins`), exactly as a real release states them; the plan reports their
 median and worst tenth (90th percentile) per cell and per region, and the proxy's relative
 range-query error (SNH's metric, :func:`engine.metrics.range_query_errors`).
 
-For mechanisms whose margins do not depend on where people are (:data:`DATA_FREE`: the noise has a
-closed form fixed by ε, the grid and the user count, and no released unit is split), one proxy run
-gives the exact figure ("closed form"). For the others (UG's blocks and PrivTree's or Adaptive HH's
-leaves: their margins grow with the counts of the units a region cuts) the figure is simulated over
-several proxy cities ("simulated on ..."), and the real data's may differ by where its people are:
-BENCHMARKS.md ("plan") measures by how much. Mechanisms without a closed form (AG, Sparse EMD, SNH, the
-kernel density estimates) get no margin, said so, and the simulated range-query error only.
+For mechanisms whose margins do not depend on where people are (:func:`exact`: the noise has a closed
+form fixed by ε, the grid and the user count, and no released unit is split), one proxy run gives the
+exact figure ("closed form"). For the others (UG's blocks, PrivTree's or Adaptive HH's leaves, cells
+that straddle a region's boundary: their margins grow with the counts of the units a region cuts) the
+figure is simulated over several proxy draws, and the real data's differs by where its people are.
+BENCHMARKS.md ("plan") measures by how much: with a synthetic proxy alone, the same public inputs can
+meet figures more than 4 times apart, so no plan from public inputs alone is within a factor 2 of all;
+a pilot release brings it within 2. Mechanisms without a closed form (AG, Sparse EMD, SNH, the kernel
+density estimates) get no margin, said so, and the simulated range-query error only.
 """
 
 from __future__ import annotations
@@ -95,6 +99,7 @@ class Plan:
     """A plan: the frame, the users, and one prediction per (mechanism, ε)."""
 
     frame: str
+    proxy: str
     depth: int
     regions: str | None
     users: Users
@@ -107,6 +112,7 @@ class Plan:
         return {
             "kind": "release plan (predicted from public inputs only; no private location was read)",
             "frame": self.frame,
+            "proxy": self.proxy,
             "depth": self.depth,
             "regions": self.regions,
             "users": {"n": self.users.n, "basis": self.users.basis},
@@ -158,68 +164,109 @@ def stated_users(n: int) -> Users:
     return Users(n, "a public bound the analyst states", (f"the number of users, about {n:,}, stated by the analyst",))
 
 
-def released_users(folder) -> Users:
-    """The user count read off a release already published (its map's total: a DP output, so using it
-    costs nothing more). ``folder``: the release's folder (manifest.json and heatmap.csv)."""
-    import csv
+def released_map(folder) -> tuple[np.ndarray, Domain, dict]:
+    """A published release's map (``heatmap.csv``), its domain and its manifest: DP outputs only."""
     import json
     from pathlib import Path
+
+    import pandas as pd
 
     path = Path(folder)
     try:
         doc = json.loads((path / "manifest.json").read_text())
-        with open(path / "heatmap.csv", newline="") as f:
-            rows = [r for r in csv.reader(f) if r and not r[0].startswith("#")]
-    except (OSError, ValueError) as e:
+        df = pd.read_csv(path / "heatmap.csv", comment="#")
+        g = doc["grid"]
+        dom = Domain(float(g["x0_m"]), float(g["y0_m"]), float(g["side_m"]), int(g["cells_per_side"]).bit_length() - 1)
+        grid = np.zeros((dom.n, dom.n))
+        grid[df["iy"].to_numpy(int), df["ix"].to_numpy(int)] = df["estimate"].to_numpy(float)
+    except (OSError, ValueError, KeyError, IndexError) as e:
         raise ParamError(f"{path} is not a release folder with manifest.json and heatmap.csv ({e})") from None
     if doc.get("mode") != "release" or doc.get("quantity", "counts") != "counts":
-        raise ParamError(f"{path}: only a Release of counts gives a user count (not an evaluation)")
-    col = rows[0].index("estimate") if "estimate" in rows[0] else len(rows[0]) - 1
-    total = sum(float(r[col]) for r in rows[1:] if r[col] not in ("", "nan"))
-    n = max(MIN_USERS, int(round(total)))
+        raise ParamError(f"{path}: only a Release of counts can be planned from (not an evaluation)")
+    return np.nan_to_num(grid), dom, doc
+
+
+def released_users(folder) -> Users:
+    """The user count read off a release already published (its map's total: a DP output, so using it
+    costs nothing more). ``folder``: the release's folder (manifest.json and heatmap.csv)."""
+    grid, _, doc = released_map(folder)
+    n = min(MAX_USERS, max(MIN_USERS, int(round(float(grid.sum())))))
     key = doc.get("release_key", "unkeyed")
     return Users(n, f"the total of release {key} (ε {doc['parameters']['epsilon']:g}, already booked)")
 
 
-# ------------------------------------------------------------------ the proxy
+@dataclass(frozen=True)
+class Proxy:
+    """Where the proxy's people are: a synthetic city (``preset``) stretched over the frame, or a published
+    release's map (``density`` over ``domain``, clipped at 0: post-processing of a DP output)."""
+
+    label: str
+    preset: str | None = PROXY_PRESET
+    density: np.ndarray | None = field(default=None, compare=False, hash=False)
+    domain: Domain | None = None
+
+    def sample(self, frame: Frame, n_users: int, seed: int) -> Dataset:
+        key = (self.label, frame.label, frame.crs, tuple(frame.meta.bbox), int(n_users), int(seed))
+        if key not in _PROXIES:
+            if len(_PROXIES) >= 16:
+                _PROXIES.pop(next(iter(_PROXIES)))
+            xy = self._points(frame, n_users, seed)
+            _PROXIES[key] = _proxy_dataset(frame, xy, f"public proxy: {self.label}, {n_users:,} users")
+        return _PROXIES[key]
+
+    def _points(self, frame: Frame, n_users: int, seed: int) -> np.ndarray:
+        if self.density is None:
+            from ..data.synthetic import generate
+
+            city = generate(self.preset, n=n_users, seed=seed)
+            side = float(city.meta.extra["side_m"])
+            dom = frame.domain(0)
+            u = (city.xy + side / 2) / side  # in [0, 1]^2
+            return dom.x0 + np.clip(u, 0.0, 1.0 - 1e-12) * dom.side
+        rng = np.random.default_rng([int(seed), 29])
+        w = np.clip(self.density, 0.0, None).ravel()
+        if not w.sum() > 0:
+            raise ParamError("the release used as a proxy has no positive cell")
+        cells = rng.choice(w.size, size=n_users, p=w / w.sum())
+        iy, ix = np.divmod(cells, self.domain.n)
+        off = rng.random((n_users, 2))
+        return np.column_stack(
+            [self.domain.x0 + (ix + off[:, 0]) * self.domain.cell, self.domain.y0 + (iy + off[:, 1]) * self.domain.cell]
+        )
+
+
 _PROXIES: dict[tuple, Dataset] = {}
 
 
-def proxy_dataset(frame: Frame, n_users: int, seed: int, preset: str = PROXY_PRESET) -> Dataset:
-    """A synthetic city of ``n_users`` people stretched over ``frame``'s square (no real location);
-    the last few are kept, since a curve or a search asks for the same proxies at every ε."""
-    key = (frame.label, frame.crs, tuple(frame.meta.bbox), int(n_users), int(seed), preset)
-    if key not in _PROXIES:
-        if len(_PROXIES) >= 16:
-            _PROXIES.pop(next(iter(_PROXIES)))
-        _PROXIES[key] = _proxy(frame, n_users, seed, preset)
-    return _PROXIES[key]
+def synthetic_proxy(preset: str = PROXY_PRESET) -> Proxy:
+    from ..data.synthetic import PRESETS
+
+    if preset not in PRESETS:
+        raise ParamError(f"unknown proxy city {preset!r}; known: {', '.join(PRESETS)}")
+    return Proxy(f"synthetic {preset} city", preset)
 
 
-def _proxy(frame: Frame, n_users: int, seed: int, preset: str) -> Dataset:
+def released_proxy(folder) -> Proxy:
+    """A published release's map as the proxy: where its (noisy, clipped) counts say people are."""
+    grid, dom, doc = released_map(folder)
+    return Proxy(f"the map of release {doc.get('release_key', 'unkeyed')}", None, grid, dom)
+
+
+def _proxy_dataset(frame: Frame, xy: np.ndarray, name: str) -> Dataset:
     from ..data.projection import to_lonlat
-    from ..data.synthetic import generate
 
-    city = generate(preset, n=n_users, seed=seed)
-    side = float(city.meta.extra["side_m"])
-    dom = frame.domain(0)
-    u = (city.xy + side / 2) / side  # in [0, 1]^2
-    xy = dom.x0 + np.clip(u, 0.0, 1.0 - 1e-12) * dom.side
-    meta = replace(
-        frame.meta,
-        name=f"public proxy: {city.meta.name}, {n_users:,} users",
-        source=f"proxy:{preset}",
-        synthetic=True,
-    )
+    meta = replace(frame.meta, name=name, source="proxy", synthetic=True)
     return Dataset(xy=xy, lonlat=to_lonlat(xy[:, 0], xy[:, 1], frame.crs), crs=frame.crs, meta=meta)
 
 
 def exact(mechanism: str, regions=None) -> bool:
     """Whether one proxy run gives the exact predicted margins: the mechanism's noise is fixed by public
     inputs and no released unit is split (the grid's cells, or regions of its own)."""
+    if mechanism == "laplace_regions":  # its own regions are its units; cells split them
+        return regions is not None and regions.kind != "grid"
     if mechanism not in DATA_FREE:
         return False
-    return regions is None or regions.kind == "grid" or mechanism == "laplace_regions"
+    return regions is None or regions.kind == "grid"
 
 
 def _regions(frame: Frame, depth: int, spec: str | None, polygons=None):
@@ -248,6 +295,7 @@ def predict(
     regions=None,
     runs: int | None = None,
     seed: int = 0,
+    proxy: Proxy | None = None,
 ) -> Prediction:
     """Predicted 95 % margins of one release (see the module docstring). ``regions``: a built
     :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only)."""
@@ -257,13 +305,14 @@ def predict(
     from .runner import run
 
     get(mechanism)  # an unknown mechanism fails here
+    proxy = proxy or synthetic_proxy()
     closed = exact(mechanism, regions)
     runs = 1 if closed else int(runs or SIMULATED_RUNS)
     rows, basis = [], ""
     for r in range(runs):
-        ds = proxy_dataset(frame, users.n, seed=seed + r)
+        ds = proxy.sample(frame, users.n, seed=seed + r)
         cfg = RunConfig(
-            dataset=f"synthetic:{PROXY_PRESET}",
+            dataset=f"synthetic:{PROXY_PRESET}",  # a label only: the proxy is given as the dataset
             mechanism=mechanism,
             params=dict(params or {}),
             epsilon=float(epsilon),
@@ -283,7 +332,7 @@ def predict(
         row.append(float(res.metrics.get("range_rel_error", math.nan)))
         rows.append(row)
     med = [_median(col) for col in np.array(rows, dtype=np.float64).T]
-    method = "closed form" if closed else f"simulated on {runs} synthetic {PROXY_PRESET} cities of {users.n:,} users"
+    method = "closed form" if closed else f"simulated on {runs} draws of {users.n:,} users from the {proxy.label}"
     return Prediction(
         mechanism=mechanism,
         epsilon=float(epsilon),
@@ -321,6 +370,7 @@ def smallest_epsilon(
     regions=None,
     runs: int | None = None,
     steps: int = 12,
+    proxy: Proxy | None = None,
 ) -> float | None:
     """The smallest ε in [EPS_LO, EPS_HI] whose predicted margin (:func:`target_value`) is at most
     ``target``: bisection on log ε (margins shrink as ε grows; the proxy's seeds are the same at every ε,
@@ -329,7 +379,7 @@ def smallest_epsilon(
         raise ParamError(f"the target margin must be a positive number (got {target})")
 
     def value(eps: float) -> float:
-        return target_value(predict(mechanism, eps, frame, users, depth, params, regions, runs))
+        return target_value(predict(mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy))
 
     hi_v = value(EPS_HI)
     if not math.isfinite(hi_v) or hi_v > target:
@@ -377,13 +427,16 @@ def make_plan(
     dataset: str | None = None,
     options: dict | None = None,
     runs: int | None = None,
+    proxy: Proxy | None = None,
 ) -> Plan:
     """Predictions for every mechanism at every ε; with ``target``, the smallest ε meeting it."""
     frame = frame or default_frame()
     regions = _regions(frame, depth, regions_spec, polygons)
     params = params or {}
+    proxy = proxy or synthetic_proxy()
     plan = Plan(
         frame=frame.label,
+        proxy=proxy.label,
         depth=int(depth),
         regions=regions_spec,
         users=users,
@@ -392,9 +445,11 @@ def make_plan(
     )
     for m in mechanisms:
         for e in epsilons:
-            plan.predictions.append(predict(m, e, frame, users, depth, params.get(m), regions, runs))
+            plan.predictions.append(predict(m, e, frame, users, depth, params.get(m), regions, runs, proxy=proxy))
         if target is not None:
-            plan.suggested[m] = smallest_epsilon(m, target, frame, users, depth, params.get(m), regions, runs)
+            plan.suggested[m] = smallest_epsilon(
+                m, target, frame, users, depth, params.get(m), regions, runs, proxy=proxy
+            )
     return plan
 
 
