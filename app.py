@@ -52,8 +52,7 @@ def main() -> None:
     st.html(CSS)
     sections: dict[str, list] = {}
     for section, path, title, icon, default in PAGES:
-        if (HERE / path).exists():  # pages other helpers add later appear when their file lands
-            sections.setdefault(section, []).append(st.Page(path, title=title, icon=icon, default=default))
+        sections.setdefault(section, []).append(st.Page(path, title=title, icon=icon, default=default))
     pg = st.navigation(sections, position="sidebar")
     boot.mark_routed()
     st.sidebar.markdown("**Private location heatmaps** · a workbench for differentially private maps")

@@ -150,8 +150,9 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
         if "url" in data_opts:
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
-    params = _options(args.param, "mechanism parameter")
-    get(mechanism).schema().resolve(params)  # unknown names and bad values fail here
+    # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
+    # alike (one cache entry, one ledger key)
+    params = get(mechanism).schema().resolve(_options(args.param, "mechanism parameter"))
     return RunConfig(
         dataset=args.dataset,
         dataset_options=src.schema().resolve(data_opts),
@@ -167,15 +168,16 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
 
 
 def _cmd_run(args) -> int:
+    from .run.booking import Bookkeeper
     from .run.config import fresh_seed
     from .run.runner import run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     if args.cluster:
-        res = _on_cluster(args, [cfg])[0]
+        res, _ = Bookkeeper().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res = run(cfg, use_cache=not args.no_cache)
+        res, _ = Bookkeeper().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -212,6 +214,7 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
+    from .run.booking import Bookkeeper
     from .run.cluster import sweep_row
     from .run.runner import run
 
@@ -222,12 +225,23 @@ def _cmd_sweep(args) -> int:
     # every mechanism's configuration is checked before the first run, so a typo fails at once
     base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
     configs = [replace(base[m], epsilon=e, seed=s) for m, e, s in itertools.product(mechs, epss, seeds)]
+    # evaluation runs publish nothing: booked in the dataset's evaluations, listed apart from its releases
+    bk = Bookkeeper()
     if args.cluster:  # one task per run; the same rows as below
-        rows = _on_cluster(args, configs, keep=sweep_row)
+        bookings = bk.record(configs, note="python -m engine sweep")
+        try:
+            rows = _on_cluster(args, configs, keep=sweep_row)
+        except BaseException:
+            for b in bookings:
+                bk.unbook(b)
+            raise
+        for cfg, b, row in zip(configs, bookings, rows):
+            bk.settle(cfg, b, row)
     else:
         rows = []
         for cfg in configs:
-            rows.append(sweep_row(run(cfg, use_cache=not args.no_cache)))
+            res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine sweep")
+            rows.append(sweep_row(res))
             print(f"{cfg.mechanism} eps={cfg.epsilon} seed={cfg.seed} done", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
@@ -255,8 +269,10 @@ def _formats(text: str) -> tuple[str, ...]:
 
 def _cmd_release(args) -> int:
     """A Release-mode run written to a folder (:func:`engine.run.export.write_release`) and booked
-    in the dataset's privacy ledger (:mod:`engine.run.ledger`); with ``--limit``, refused
-    when the dataset's total would pass it. Nothing computed from the truth is printed."""
+    in the dataset's privacy ledger through the one booking protocol (:mod:`engine.run.booking`: the
+    extra ε spent under client dropout included); refused when the dataset's total would pass the
+    operator's limit (:mod:`engine.run.limits`), or ``--limit`` where that is lower. Nothing computed
+    from the truth is printed."""
     from pathlib import Path
 
     from .run.booking import Bookkeeper
@@ -271,7 +287,7 @@ def _cmd_release(args) -> int:
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
     bk = Bookkeeper()
     # once a grid exists the booking stays, even if writing it fails half way
-    res, booking = bk.release(cfg, run, args.limit, note="python -m engine release")
+    res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
     paths = write_release(res, out, args.format, release_key=booking.key)
     report = {
         "files": {k: str(v) for k, v in paths.items()},
@@ -445,7 +461,11 @@ def main(argv=None) -> int:
         "--format", type=_formats, default=("geotiff", "geojson", "csv"), help="comma-separated: geotiff,geojson,csv"
     )
     rl.add_argument(
-        "--limit", type=_epsilon, default=None, help="refuse if the dataset's total epsilon would pass this limit"
+        "--limit",
+        type=_epsilon,
+        default=None,
+        help="refuse if the dataset's total epsilon would pass this limit (only lowers the operator's, "
+        "$HEATMAP_RELEASE_LIMIT or $HEATMAP_LIMITS_FILE)",
     )
     common(rl, release=True)
     rl.set_defaults(fn=_cmd_release)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import attack, boot, controls, explain, jobs, run, state, views
+from ui import attack, boot, controls, explain, jobs, release, run, state, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -17,7 +17,7 @@ per_user_default = next((k for k in controls.mechanism_keys() if registry()[k].f
 ctl = controls.sidebar("single", mech_key="atk.mech", default_mech=per_user_default)
 for e in ctl.errors:
     st.error(plain(e, 600))
-views.release_only_page(ctl, "the privacy attack")
+release.release_only_page(ctl, "the privacy attack")
 cfg = ctl.config() if ctl.ready else None
 configs = [cfg] if cfg is not None else []
 g = run.launch("attack", configs, ctl, label="Attack run")

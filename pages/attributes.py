@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import attributes, boot, controls, jobs, run, state, views
+from ui import attributes, boot, controls, jobs, release, run, state, views
 from ui.colors import ColourScale
 from ui.text import plain
 
@@ -21,7 +21,7 @@ ctl = controls.sidebar(
 )
 for e in ctl.errors:
     st.error(plain(e, 600))
-views.release_only_page(ctl, "Attributes")
+release.release_only_page(ctl, "Attributes")
 if not with_value:
     st.info(
         "No registered mechanism releases regional means yet (they declare `needs = ('value',)`). "

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import boot, budget, controls, explain, jobs, run, state, tables, views
+from ui import boot, budget, controls, explain, jobs, release, run, state, tables, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -16,7 +16,7 @@ views.header(
 ctl = controls.sidebar("multi", max_mechs=7)
 for e in ctl.errors:
     st.error(plain(e, 600))
-views.release_only_page(ctl, "Compare")
+release.release_only_page(ctl, "Compare")
 if not ctl.mechanisms:
     st.info("Choose at least one mechanism in the sidebar.", icon=":material/arrow_back:")
 SEEDS = 5  # the ranking is over this many releases per mechanism (DPComp's protocol; cached once run)
@@ -27,7 +27,7 @@ configs = mains + [ctl.config(m, seed=ctl.seed + s) for s in range(1, SEEDS) for
 top = st.columns([1, 3], vertical_alignment="center")
 g = run.launch("compare", configs, ctl, label="Compare", container=top[0])
 if configs:
-    budget.meter(configs[0], ctl.budget_limit, views.dataset(configs[0]).meta.name, container=top[1])
+    budget.meter(configs[0], ctl.release_limit, views.dataset(configs[0]).meta.name, container=top[1])
 jobs.progress_panel(["compare"], "Comparing")
 
 url = dict(ctl.url)
@@ -51,7 +51,7 @@ if show is not None:
         first.release.domain,
         ctl.display,
         [r.release.density for _, r in ok],
-        people=first.n_users != first.n_points,
+        people=views.counts_people(ok[0][0]),
     )
     views.data_badge(first.dataset_meta, first.n_points, first.n_users)
     view, vurl = views.view_controls(fr, px=215)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import boot, budget, controls, export, jobs, plan, run, state, views
+from ui import boot, budget, controls, export, jobs, plan, release, run, state, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -34,7 +34,7 @@ top[1].toggle(
     help="Two classic baselines run alongside (each is a release too, counted in the ledger).",
 )
 if cfg is not None:
-    budget.meter(cfg, ctl.budget_limit, views.dataset(cfg).meta.name, container=top[2])
+    budget.meter(cfg, ctl.release_limit, views.dataset(cfg).meta.name, container=top[2])
 jobs.progress_panel(["explore"], "Running")
 
 url = dict(ctl.url)
@@ -51,7 +51,7 @@ res = rcfg = None
 if show is not None and show.configs[0].mode == "release":
     if run.is_current(show, configs):
         url["run"] = 1
-    views.release_view(show.results[0], show.configs[0], ctl.display)
+    release.release_view(show.results[0], show.configs[0], ctl.display)
     state.sync_url(url)
     st.stop()
 if ctl.mode == "release":  # no truth on screen in Release mode, not even before a run
@@ -61,7 +61,7 @@ if ctl.mode == "release":  # no truth on screen in Release mode, not even before
         icon=":material/lock:",
     )
     if cfg is not None:
-        plan.panel(cfg, views.dataset(cfg), controls.default_set(8), budget.remaining(cfg, ctl.budget_limit))
+        plan.panel(cfg, views.dataset(cfg), plan.plannable(), budget.remaining(cfg, ctl.release_limit))
     state.sync_url(url)
     st.stop()
 if show is not None:
@@ -102,7 +102,7 @@ if show is not None or cfg is not None:
         grid, rects, cap = (None, None, None)
         if res is not None:
             grid, rects, cap = (res.release.density, res.release.partition, None) if lvl is None else lvl
-        scale = views.scale_for(truth, domain, ctl.display, [grid], people=n_users != n_points)
+        scale = views.scale_for(truth, domain, ctl.display, [grid], people=views.counts_people(view_cfg))
         title = export.release_title(res) if res is not None else "Private map"
         if not ctl.display.basemap:  # one deck for both maps: linked zoom and pan, hover values, scale bar
             views.paired_chart(
@@ -165,7 +165,7 @@ if show is not None or cfg is not None:
             views.margin_block(res, rcfg, ctl, scale, fr, view, ctl.display)
         views.proportion_block(res, fr, view, ctl.display)
         t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "What the server sees", "Export"])
-        views.ledger_block(res, t1, ctl.side_information if run.is_current(show, configs) else ())
+        views.ledger_block(res, t1)
         views.communication_block(res, t2)
         views.server_block(res, t3)
         views.export_block(res, scale, fr, views.share_url(url), views.stem(rcfg), t4)

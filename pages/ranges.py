@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import boot, controls, jobs, ranges, run, state, views
+from ui import boot, controls, jobs, ranges, release, run, state, views
 from ui.text import plain
 
 boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -16,7 +16,7 @@ views.header(
 ctl = controls.sidebar("multi", max_mechs=7)
 for e in ctl.errors:
     st.error(plain(e, 600))
-views.release_only_page(ctl, "Range queries")
+release.release_only_page(ctl, "Range queries")
 # seeded before Run, so an invalid link is caught before it could run (the sliders come after the results)
 state.seed("rq.count", 500, "wq", state.int_in(10, 5000))
 state.seed("rq.size", (2, 10), "wsize", ranges.parse_size)

@@ -5,7 +5,7 @@ import os
 import streamlit as st
 
 from engine.run import sweeps
-from ui import boot, budget, controls, explain, jobs, run, state, sweep, views, widgets
+from ui import boot, budget, controls, explain, jobs, release, run, state, sweep, views, widgets
 from ui.text import plain
 
 
@@ -28,7 +28,7 @@ views.header(
 ctl = controls.sidebar("multi", epsilon=False, display=False)
 for e in ctl.errors:
     st.error(plain(e, 600))
-views.release_only_page(ctl, "Trade-offs")
+release.release_only_page(ctl, "Trade-offs")
 
 c1, c2, c3 = st.columns([3, 1, 2])
 state.seed(
@@ -76,7 +76,7 @@ choice = cluster_choice(os.environ.get("HEATMAP_DASK_SCHEDULER", ""))
 g = run.launch("sweep", configs, ctl, label="Sweep", container=top[0], light=True, cluster=choice.client)
 st.caption(choice.description)
 if configs:
-    budget.meter(configs[0], ctl.budget_limit, views.dataset(configs[0]).meta.name, container=top[1])
+    budget.meter(configs[0], ctl.release_limit, views.dataset(configs[0]).meta.name, container=top[1])
 jobs.progress_panel(["sweep"], "Sweeping")
 
 url = dict(ctl.url)

@@ -269,31 +269,27 @@ def test_same_config_is_instant_and_identical_new_seed_is_fresh_release():
     assert "Settings changed" in texts(at)
     click_run(at, "explore")
     assert charts(at)["explore_private_heat"] != first
-    from conftest import ledger_total
+    from conftest import evaluated_total, ledger_total
 
-    spent = ledger_total("synthetic:polycentric", {"n": 3000})
-    assert spent == pytest.approx(1.4)  # two distinct releases of the same people at ε = 0.7
+    spent = evaluated_total("synthetic:polycentric", {"n": 3000})
+    assert spent == pytest.approx(1.4)  # two distinct runs on the same people at ε = 0.7, listed
+    assert ledger_total("synthetic:polycentric", {"n": 3000}) == 0  # evaluation runs publish nothing
 
 
-def test_budget_limit_warns_before_spending():
-    """Real data: past the dataset's limit, Evaluate asks first; synthetic data only informs."""
+def test_evaluation_runs_are_listed_apart_from_the_limit(monkeypatch):
+    """Evaluate runs publish nothing: past the operator's limit they run without a question, are listed apart,
+    and Release is still allowed afterwards."""
+    monkeypatch.setenv("HEATMAP_RELEASE_LIMIT", "0.6")
     at = open_app(ds="snow_cholera", eps="0.5", seed="21", baselines="0")
-    at.sidebar.number_input(key="cfg.limit").set_value(0.6).run()
-    click_run(at, "explore")  # 0.5 <= 0.6: runs
+    click_run(at, "explore")
     at.sidebar.number_input(key="cfg.seed").set_value(22).run()
-    at.button(key="run_explore").click().run()
-    assert any("above the limit" in w.value for w in at.warning)
-    assert not running(at) and "Settings changed" in texts(at)  # nothing was submitted
-    at.button(key="confirm_explore").click().run()
-    wait_jobs(at)
-    assert "Settings changed" not in texts(at)
-    assert "explore_private_heat" in charts(at)
-    syn = open_app(eps="0.5", seed="21", baselines="0")
-    syn.sidebar.number_input(key="cfg.limit").set_value(0.6).run()
-    click_run(syn, "explore")
-    syn.sidebar.number_input(key="cfg.seed").set_value(22).run()
-    click_run(syn, "explore")  # synthetic: runs past the limit, and the meter says so
-    assert "no real person is involved" in texts(syn) and "explore_private_heat" in charts(syn)
+    click_run(at, "explore")  # 1.0 in all, past 0.6: runs, nothing asked
+    assert "Settings changed" not in texts(at) and "explore_private_heat" in charts(at)
+    assert not [w for w in at.warning if "limit" in w.value]
+    assert any("Evaluation runs of this dataset (all sessions): 2, ε = 1 in all" in e.label for e in at.expander)
+    rel = open_app(ds="snow_cholera", eps="0.5", mode="release")
+    click_run(rel, "explore")
+    assert not [e for e in rel.error if "Refused" in e.value] and "release_private_heat" in charts(rel)
 
 
 def test_bad_url_values_are_reported_not_fatal():

@@ -13,13 +13,8 @@ import pytest
 from engine.core.errors import EngineError, ParamError
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.bit_pushing.mechanism import (
-    BitPushRegionMean,
-    assign_regions,
-    grid_rects,
-    paint_regions,
-    region_mean_release,
-)
+from engine.mechanisms.bit_pushing.mechanism import BitPushRegionMean, region_mean_release
+from engine.mechanisms.bit_pushing.regions import assign_regions, grid_rects, paint_regions
 from engine.run.config import RunConfig
 from engine.run.runner import run
 

@@ -80,7 +80,8 @@ def sessions_see_only_their_own(browser, url: str, specs: list[tuple[str, bytes,
         body = p.inner_text("body")
         assert f"Real data {name} · {n:,} locations" in body
         assert not [o for o in names if o != name and o in body], f"session {i} sees another's file name"
-        assert f"ε spent on {name}, all sessions: 1 of the limit" in body  # its own ledger, one release
+        assert f"ε spent on {name}, all sessions: 0 of the limit" in body  # its own ledger, no release
+        assert "Evaluation runs of this dataset (all sessions): 1, ε = 1 in all" in body  # one run, listed apart
         assert heat_pixels(p, 0, "right") > 2_000  # its private map is drawn
         ids.append(run_id(p))
         rec = export_json(p)

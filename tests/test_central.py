@@ -1153,7 +1153,7 @@ def test_curator_upload_counts_every_location(multi, key):
 
 # ------------------------------------------------------------- rankings over seeds
 def test_rank_over_seeds_marks_ties_with_the_best():
-    from engine.metrics import rank_over_seeds
+    from engine.run.sweeps import rank_over_seeds
 
     rng = np.random.default_rng(0)
     base = rng.normal(1.0, 0.1, 10)

@@ -21,6 +21,7 @@ from engine.core.grid import Domain
 from engine.core.noise import polya_difference_epsilon
 from engine.mechanisms import RunContext, get, registry
 from engine.mechanisms.federated_hh.mechanism import level_density
+from engine.mechanisms.federated_hh.secure_sum import secure_sum, wrap_signed
 from engine.mechanisms.federated_hh.tree import (
     PrefixTree,
     dl_std,
@@ -30,9 +31,7 @@ from engine.mechanisms.federated_hh.tree import (
     paint_lut,
     rebuild_density,
     schedule_epsilon,
-    secure_sum,
     sigma_target,
-    wrap_signed,
 )
 
 P_MIN = 1e-3  # false-alarm rate of every chi-square test below

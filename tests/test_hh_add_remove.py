@@ -19,7 +19,7 @@ from engine.core.errors import ParamError
 from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get, registry
-from engine.mechanisms.federated_hh.tree import secure_sum
+from engine.mechanisms.federated_hh.secure_sum import secure_sum
 
 SIDE = 16_000.0
 CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"

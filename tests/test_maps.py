@@ -214,14 +214,14 @@ def test_margin_of_error_from_repeated_runs():
     at = open_app(mech="ag", baselines="0", eps="0.5", res="32", run="1", seed="0")
     wait_jobs_all(at)
     assert "Estimate from 10 runs" in [b.label for b in at.button]  # offered, not run by the link
-    from conftest import ledger_total
+    from conftest import evaluated_total
 
-    assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)  # the one release
+    assert evaluated_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)  # the one run
     at.button(key="run_explore_se").click().run()
     wait_jobs_all(at)
     assert "explore_moe_heat" in charts(at)
     assert "estimated from 10 releases with seeds 1–10" in texts(at)
-    assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(5.5)  # the ten extra releases too
+    assert evaluated_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(5.5)  # the ten extra runs too
 
 
 def wait_jobs_all(at, timeout: float = 90):

@@ -49,7 +49,7 @@ def test_release_mode_shows_and_exports_only_the_release():
 def test_release_zip_holds_dp_outputs_only():
     from engine.run.config import RunConfig
     from engine.run.runner import run
-    from ui.views import release_zip
+    from ui.release import release_zip
 
     res = run(RunConfig(dataset_options={"n": 3000}, depth=5, epsilon=0.5, mode="release"))
     z = zipfile.ZipFile(io.BytesIO(release_zip(res)))
@@ -62,9 +62,9 @@ def test_release_zip_holds_dp_outputs_only():
     assert manifest["ledger"]["total_epsilon"] == pytest.approx(0.5)
 
 
-def test_release_mode_refuses_past_the_limit():
+def test_release_mode_refuses_past_the_limit(monkeypatch):
+    monkeypatch.setenv("HEATMAP_RELEASE_LIMIT", "0.8")  # the operator's setting: no session can raise it
     at = open_app(mode="release", eps="0.5", res="32", ds="snow_cholera")
-    at.sidebar.number_input(key="cfg.limit").set_value(0.8).run()
     click_run(at, "explore")
     assert ledger_total("snow_cholera", {}) == pytest.approx(0.5)
     at.sidebar.select_slider(key="cfg.eps").set_value(0.5).run()
@@ -81,10 +81,10 @@ def test_evaluation_pages_stop_in_release_mode():
 
 
 def test_two_sessions_share_one_ledger_per_dataset():
-    """The budget belongs to the data: a second session sees what the first spent."""
-    a = open_app(ds="snow_cholera", eps="0.3", seed="5", baselines="0")
+    """The budget belongs to the data: a second session sees what the first released."""
+    a = open_app(ds="snow_cholera", eps="0.3", mode="release")
     click_run(a, "explore")
-    b = open_app(ds="snow_cholera", eps="0.3", seed="6", baselines="0")
+    b = open_app(ds="snow_cholera", eps="0.3", mode="release")
     assert "all sessions: **0.3**" in " ".join(p.proto.text for p in b.get("progress"))
     click_run(b, "explore")
     assert ledger_total("snow_cholera", {}) == pytest.approx(0.6)
@@ -158,12 +158,12 @@ def test_the_ledger_books_the_effective_epsilon_above_the_plan():
     from engine.run.config import RunConfig
     from ui import budget
 
-    cfg = RunConfig(dataset_options={"n": 3000}, mechanism="adaptive_hh", epsilon=1.0, seed=4)
+    cfg = RunConfig(dataset_options={"n": 3000}, mechanism="adaptive_hh", epsilon=1.0, mode="release")
     led = Ledger()
     led.spend("sub-query 1 (effective, 40% dropout)", 1.25)
-    status = SimpleNamespace(state="ok", result=SimpleNamespace(release=SimpleNamespace(ledger=led)))
+    status = SimpleNamespace(state="ok", result=SimpleNamespace(epsilon_spent=led.total()))
     bk = budget.bookkeeper()
-    (booking,) = bk.record([cfg], "test")
+    booking = bk.book(cfg, note="test")
     for _ in range(2):
         bk.settle(cfg, booking, status.result)
     assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(1.25)

@@ -180,8 +180,9 @@ def test_same_file_in_two_sessions_shares_nothing():
 
     fa = uploads.store().get(a.session_state["_sid"], ka).fingerprint
     fb = uploads.store().get(b.session_state["_sid"], kb).fingerprint
-    # identity and its Uniform context run: ε 1 each, booked on each session's own ledger only
-    assert fa != fb and BudgetStore().spent(fa) == 2.0 and BudgetStore().spent(fb) == 2.0
+    # identity and its Uniform context run: ε 1 each, listed on each session's own ledger only
+    runs = BudgetStore(table="evaluations")
+    assert fa != fb and runs.spent(fa) == 2.0 and runs.spent(fb) == 2.0
     # the Data page of B shows B's file
     b.switch_page("pages/data.py").run()
     b.run()

@@ -94,21 +94,22 @@ def test_an_invalid_link_is_named_and_spends_nothing(page, name, value, fragment
     warns = " ".join(unescaped(w.value) for w in at.warning)
     assert f"URL parameter '{name}=" in warns, warns
     assert fragment in warns, warns
-    from conftest import ledger_total
+    from conftest import evaluated_total, ledger_total
 
     state = at.session_state
     assert ledger_total("synthetic:polycentric", {"n": 3000}) == 0  # nothing released, no ε spent
+    assert evaluated_total("synthetic:polycentric", {"n": 3000}) == 0  # nor run
     assert not (state["_groups"] if "_groups" in state else {})  # nothing submitted
 
 
 def test_a_valid_link_still_runs():
     at = open_with("explore", eps="0.5", seed="3", run="1", baselines="0")
     t0 = time.time()
-    from conftest import ledger_total
+    from conftest import evaluated_total
 
-    while ledger_total("synthetic:polycentric", {"n": 3000}) == 0 and time.time() - t0 < 5:
+    while evaluated_total("synthetic:polycentric", {"n": 3000}) == 0 and time.time() - t0 < 5:
         at.run()
-    assert ledger_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)  # the link ran and booked
+    assert evaluated_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)  # the link ran and booked
 
 
 class Recorder:

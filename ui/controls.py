@@ -15,6 +15,7 @@ from engine.core.errors import EngineError
 from engine.data.registry import Source
 from engine.mechanisms import registry
 from engine.run.config import RunConfig, fresh_seed
+from engine.run.limits import release_limit
 
 from . import state, uploads, widgets
 from .jobs import board
@@ -68,9 +69,13 @@ class Controls:
     params: dict[str, dict] = field(default_factory=dict)  # mechanism -> values
     errors: list[str] = field(default_factory=list)
     display: Display = field(default_factory=Display)
-    budget_limit: float = 10.0
     url: dict = field(default_factory=dict)
     side_information: list[str] = field(default_factory=list)  # what the page read off private data
+
+    @property
+    def release_limit(self) -> float:
+        """The operator's limit on the ε released from this dataset (read-only to every session)."""
+        return release_limit(self.dataset)
 
     @property
     def ready(self) -> bool:
@@ -95,6 +100,7 @@ class Controls:
             seed=int(self.seed),
             secure=bool(self.secure),
             mode=self.mode,
+            side_information=tuple(self.side_information),
         )
         return replace(cfg, **overrides) if overrides else cfg
 
@@ -514,8 +520,8 @@ def sidebar(
             horizontal=True,
             help="Evaluate: seeded, reproducible noise; the true map and the error metrics are shown; exports are "
             "stamped as containing non-private information. Release: OpenDP's floating-point-safe samplers with "
-            "fresh entropy, no seed, only the private release is shown and exported, and the dataset's ε limit is "
-            "binding.",
+            "fresh entropy, no seed, only the private release is shown and exported, booked against the dataset's ε "
+            "limit (refused past it).",
         )
     sd, secure = 0, True
     if mode == "evaluate":
@@ -550,18 +556,6 @@ def sidebar(
     elif mechanisms != "none":
         sb.caption("Release: OpenDP samplers with fresh OS entropy; no seed is drawn or recorded.")
     disp = display_controls(sb) if display else Display()
-    state.seed("cfg.limit", 10.0, None)
-    limit = float(state.get("cfg.limit"))
-    if mechanisms != "none":
-        with sb.expander("Privacy budget", expanded=False):
-            limit = st.number_input(
-                "Limit of ε per dataset (all sessions; binding in Release mode)",
-                min_value=0.01,
-                max_value=10_000.0,
-                step=1.0,
-                **state.bind("cfg.limit"),
-                format="%g",
-            )
     url.update({"eps": eps if epsilon and eps != 1.0 else None, "n": n or None})
     if mode == "evaluate" and seed:
         url["seed"] = sd
@@ -586,7 +580,6 @@ def sidebar(
         params=params,
         errors=errors,
         display=disp,
-        budget_limit=float(limit),
         url={k: v for k, v in url.items() if v is not None},
         side_information=[res_note] if res_note and source_is_data(ds) else [],
     )

@@ -24,6 +24,13 @@ def _fmt(v) -> str:
     return "—" if v is None or not math.isfinite(v) else f"±{v:,.3g}"
 
 
+def plannable() -> list[str]:
+    """The registered mechanisms the planner gives a margin for."""
+    from engine.mechanisms import registry
+
+    return [k for k in registry() if k in P.DATA_FREE | P.SIMULATED]
+
+
 def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, unit: str = "people") -> None:
     """``dataset``: the loaded dataset, of which only the public frame is used; ``others``: mechanism keys
     the analyst may compare; ``remaining``: ε left in the dataset's ledger (drawn on the curve)."""

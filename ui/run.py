@@ -1,10 +1,10 @@
-"""The Run button of a page: budget check, confirmation, submission, re-use of cached releases."""
+"""The Run button of a page: booking, submission, re-use of runs already shown."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.run.booking import Booking, Refused, cost
+from engine.run.booking import Booking, Refused
 from engine.run.config import RunConfig
 
 from . import budget, jobs, state
@@ -25,16 +25,14 @@ def launch(
 ) -> jobs.Group | None:
     """Render the Run button and handle a click; return the session's group ``name``.
 
-    * A click on a configuration whose releases would push the dataset's session
-      total past the limit asks for confirmation first.
+    * Every run is booked through the one protocol of :mod:`engine.run.booking`: a release against the
+      dataset's limit (the operator's; refused past it), an evaluation in the evaluations listed apart.
     * A URL opened with ``run=1`` runs once on its own, so a shared link shows its view; never when one
       of its parameters was invalid (the run would release the defaults instead).
-    * Going back to configurations this session already released shows them again at once
-      (they are cached and cost nothing more).
+    * Going back to evaluations this session already ran shows them again at once (they are cached).
     * ``light``: the page reads only each run's summary (a sweep), so the server keeps no maps for it.
     """
     c = container or st
-    pending_key = f"_pending_{name}"
     _estimate_note(configs, c)
     clicked = c.button(
         button,
@@ -53,37 +51,7 @@ def launch(
         else:
             clicked = True
     if clicked:
-        st.session_state.pop(pending_key, None)
-        if any(cfg.mode == "release" for cfg in configs):
-            _go_release(name, configs, label, ctl.budget_limit, c)
-        else:
-            over = budget.bookkeeper().over_limit(configs, ctl.budget_limit)
-            if over is None or all(budget.synthetic(cfg) for cfg in configs):  # synthetic data: inform only
-                _go(name, configs, label, light, cluster)
-            else:
-                st.session_state[pending_key] = [cfg.to_dict() for cfg in configs]
-    pending = st.session_state.get(pending_key)
-    if pending:
-        pcfgs = [RunConfig.from_dict(d) for d in pending]
-        over = budget.bookkeeper().over_limit(pcfgs, ctl.budget_limit)
-        if over is None:  # the limit was raised meanwhile
-            st.session_state.pop(pending_key, None)
-            _go(name, pcfgs, label, light, cluster)
-        else:
-            after, add = over
-            st.warning(
-                f"This would release {len(pcfgs)} new heatmap{'s' if len(pcfgs) != 1 else ''} of this dataset "
-                f"(ε = {add:g}), bringing its total (all sessions) to ε = {after:g}, above the limit of "
-                f"{ctl.budget_limit:g}. Releases of the same people add up.",
-                icon=":material/warning:",
-            )
-            b1, b2, _ = st.columns([1, 1, 4])
-            if b1.button("Run anyway", key=f"confirm_{name}", type="primary"):
-                st.session_state.pop(pending_key, None)
-                _go(name, pcfgs, label, light, cluster)
-            if b2.button("Don't run", key=f"drop_{name}"):
-                st.session_state.pop(pending_key, None)
-                st.rerun()
+        _go(name, configs, label, light, cluster)
     refused = st.session_state.pop(f"_refused_{name}", None)
     if refused:
         c.error(refused, icon=":material/block:")
@@ -94,15 +62,30 @@ def launch(
         and all(cfg.mode != "release" for cfg in configs)
         and (g is None or g.keys != [cfg.key() for cfg in configs])
     ):
-        # configurations this session already released and the server still holds: show them at once
+        # evaluations this session already ran and the server still holds: show them at once
         sid, bk = session_id(), budget.bookkeeper()
-        if all(bk.released(cfg) and jobs.board().cached(cfg.key(), sid) for cfg in configs):
+        if all(bk.evaluated(cfg) and jobs.board().cached(cfg.key(), sid) for cfg in configs):
             g = jobs.submit_group(name, configs, label=label, wait=False, light=light)
     return g
 
 
 def _go(name: str, configs: list[RunConfig], label: str, light: bool = False, cluster=None) -> None:
-    budget.bookkeeper().record(configs, name)
+    """Book each run, then start them. A release the server still shows is shown, not re-drawn (and not booked
+    again); a release past the dataset's limit is refused and nothing of the group starts."""
+    b, sid, bk = jobs.board(), session_id(), budget.bookkeeper()
+    bookings = st.session_state.setdefault(f"_bookings_{name}", {})
+    for cfg in configs:
+        if cfg.mode == "release" and (b.cached(cfg.key(), sid) or b.status(cfg.key(), sid).state == "running"):
+            continue
+        try:
+            bookings[cfg.key()] = bk.book(cfg, note=name)
+        except Refused as exc:
+            st.session_state[f"_refused_{name}"] = (
+                f"Refused: this release (ε = {exc.epsilon:g}) would bring the dataset's total to "
+                f"{exc.spent + exc.epsilon:g}, past its limit of {exc.limit:g}. Release mode never goes past the "
+                "limit."
+            )
+            return
     jobs.submit_group(name, configs, label=label, light=light, cluster=cluster)
 
 
@@ -133,43 +116,21 @@ def _estimate_note(configs: list[RunConfig], c) -> None:
         c.caption(f"Estimated time: {text}.")
 
 
-def _go_release(name: str, configs: list[RunConfig], label: str, limit: float, c) -> None:
-    """Release mode: each run is a new release, booked against the dataset's limit in one transaction
-    before it starts and refused past it. A release the server still shows is shown, not re-drawn."""
-    b, sid, bk = jobs.board(), session_id(), budget.bookkeeper()
-    bookings = st.session_state.setdefault(f"_bookings_{name}", {})
-    for cfg in configs:
-        if b.cached(cfg.key(), sid) or b.status(cfg.key(), sid).state == "running":
-            continue
-        try:
-            bookings[cfg.key()] = bk.book(cfg, limit, name)
-        except Refused as exc:
-            st.session_state[f"_refused_{name}"] = (
-                f"Refused: this release (ε = {exc.epsilon:g}) would bring the dataset's total to "
-                f"{exc.spent + exc.epsilon:g}, past its limit of {limit:g}. Release mode never goes past the limit."
-            )
-            return
-    jobs.submit_group(name, configs, label=label)
-
-
 def _settle(name: str, g) -> None:
-    """Once a group's runs end: book what each really spent above its plan, and take a release that failed or
-    was cancelled (it published nothing) off the ledger. Evaluate bookings are keyed by their configuration,
-    so settling them again on every rerun books nothing new."""
+    """Once a group's runs end: book what each really spent above its plan (the extra ε under client dropout),
+    and take a run that failed or was cancelled (it published nothing) off the ledger; each booking once."""
     if g is None:
         return
     bk = budget.bookkeeper()
     bookings: dict[str, Booking] = st.session_state.get(f"_bookings_{name}", {})
     for cfg, s in zip(g.configs, g.statuses):
         booking = bookings.get(cfg.key())
-        if s.state in ("error", "cancelled") and booking is not None:
+        if booking is None:
+            continue
+        if s.state in ("error", "cancelled"):
             bk.unbook(bookings.pop(cfg.key()))
         elif s.state == "ok":
-            if booking is None and cfg.mode == "evaluate":
-                booking = Booking(budget.dataset_ident(cfg), cfg.key(), cost(cfg))
-            if booking is not None:
-                bk.settle(cfg, booking, s.result)
-            bookings.pop(cfg.key(), None)
+            bk.settle(cfg, bookings.pop(cfg.key()), s.result)
 
 
 def is_current(g: jobs.Group | None, configs: list[RunConfig]) -> bool:

@@ -105,6 +105,13 @@ def frame(cfg: RunConfig, domain) -> maps.Frame:
     return maps.Frame(domain, dataset(cfg).crs)
 
 
+def counts_people(cfg: RunConfig) -> bool:
+    """Whether the maps of ``cfg`` count people (a person's locations share weight 1): the dataset has user ids
+    (its schema, public) and the mechanism does not count records. One answer for both modes, read off no
+    count of the data."""
+    return dataset(cfg).user_id is not None and cfg.params.get("unit") != "record"
+
+
 def scale_for(truth: np.ndarray, domain, display, others=(), people: bool = False) -> ColourScale:
     """One colour scale for the truth and the private maps ``others`` drawn with it (see ColourScale.shared).
     ``people``: the data has user ids, so maps count people (a person's locations share weight 1)."""
@@ -295,7 +302,7 @@ def metrics_frame(results: dict[str, object]):
     return df
 
 
-def ledger_block(result, container=None, extra_side=()) -> None:
+def ledger_block(result, container=None) -> None:
     c = container or st
     rel = result.release
     led = rel.ledger.to_dict()
@@ -316,7 +323,7 @@ def ledger_block(result, container=None, extra_side=()) -> None:
     rel = relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
-    side = list(led.get("side_information", [])) + list(extra_side)
+    side = list(led.get("side_information", []))
     meta = result.dataset_meta
     if getattr(meta, "bbox_from_data", False):
         side.append("The region (map extent) was read off the data's bounding box, not from a public catalogue.")
@@ -614,91 +621,3 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
             else ""
         )
     )
-
-
-# ------------------------------------------------------------------ release mode
-def release_only_page(ctl, what: str) -> None:
-    """Pages that compare releases with the truth are evaluation tools: in Release mode they say so and stop."""
-    if ctl.mode == "release":
-        st.info(
-            f"Release mode: {what} compares private maps with the true data, which a release never shows. Publish a "
-            "release on **Explore**, or switch the sidebar's Mode to Evaluate.",
-            icon=":material/lock:",
-        )
-        st.stop()
-
-
-def release_view(result, cfg: RunConfig, display) -> None:
-    """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
-    and the release files (GeoTIFF, GeoJSON, CSV and a JSON manifest of DP outputs only)."""
-    dens = np.asarray(result.release.density, dtype=np.float64)
-    fr = maps.Frame(result.release.domain, result.crs)
-    scale = ColourScale.shared(
-        np.clip(dens, 0, None), fr.domain.cell**2 / 1e6, log=display.log, units=display.units, cmap=display.cmap
-    )
-    st.success(
-        "Release mode: this map was drawn with OpenDP's samplers and fresh entropy; no seed was recorded. Only the "
-        "private release is shown and exported.",
-        icon=":material/lock:",
-    )
-    heat_chart(
-        dens,
-        scale,
-        fr,
-        fr.view(px=500),
-        "release_private",
-        display,
-        rects=result.release.partition,
-        title=export.release_title(result),
-        height=520,
-    )
-    legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
-    stated_margin(result, cfg)
-    t1, t2, t3 = st.tabs(["Privacy ledger", "What the server sees", "Download the release"])
-    ledger_block(result, t1)
-    server_block(result, t2)
-    t3.download_button(
-        "Release files (zip: GeoTIFF, GeoJSON, CSV, manifest)",
-        lambda: release_zip(result),
-        file_name=f"{cfg.mechanism}_release.zip",
-        mime="application/zip",
-        on_click="ignore",
-        key=f"dl_release_{cfg.key()}",
-    )
-    t3.caption(
-        "The files hold the private grid, the ledger, the parameters and the declared side information: no true "
-        "count, no metric, no seed."
-    )
-
-
-def stated_margin(result, cfg: RunConfig) -> None:
-    """The release's own 95 % margins per cell (from its DP outputs and public parameters only)."""
-    from engine.regions.margins import cell_margins
-    from engine.run.plan import margin_stats
-
-    m = cell_margins(result.release, cfg.mechanism, result.crs)
-    med, p90 = margin_stats(np.asarray(m.margin95))
-    if np.isfinite(med):
-        st.markdown(
-            f"**Stated 95 % margin per cell**: ±{med:,.3g} (median), ±{p90:,.3g} (worst tenth)",
-            help=m.basis,
-        )
-    else:
-        st.caption(f"No stated margin: {m.basis}")
-
-
-def release_zip(result) -> bytes:
-    import io
-    import tempfile
-    import zipfile
-    from pathlib import Path
-
-    from engine.run.export import write_release
-
-    with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
-        paths = write_release(result, Path(tmp) / "release")
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-            for p in paths.values():
-                z.write(p, arcname=p.name)
-        return buf.getvalue()

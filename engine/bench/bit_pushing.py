@@ -127,12 +127,9 @@ def _fmt(d: dict, pct=False) -> str:
     return ", ".join(f"{k}: {one(v)}" for k, v in d.items())
 
 
-def run(quick: bool = False, progress=print) -> list[Figure]:
-    rng = np.random.default_rng(20240325)
-    reps = 20 if quick else 100
+def _figure_1a(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
+    """Figure 1a: NRMSE of each method against the mean, adaptive against the Lemma 3.3 oracle."""
     figs: list[Figure] = []
-
-    # ------------------------------------------------------------ Figure 1a
     means = (200, 500, 800) if quick else MEANS
     methods = ["adaptive", "adaptive:nocache", "weighted:0.5", "weighted:1", "uniform", "dithering", "rounding"]
     table: dict[int, dict[int, dict[str, float]]] = {}
@@ -210,8 +207,12 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 _fmt({mu: table[10_000][mu][m] for mu in means}, pct=True),
             )
         )
+    return figs
 
-    # ------------------------------------------------------------ Figure 1b
+
+def _figure_1b(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
+    """Figure 1b: variance estimation."""
+    figs: list[Figure] = []
     progress("figure 1b: variance estimation")
     nv = 100_000
     vreps = 10 if quick else 30
@@ -230,8 +231,12 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 "E[(X-E[X])^2]" if how == "centered" else "E[X^2]-E[X]^2",
             )
         )
+    return figs
 
-    # ------------------------------------------------------------ Figure 1c
+
+def _figure_1c(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
+    """Figure 1c: error growth with the bit depth."""
+    figs: list[Figure] = []
     depths = (8, 16, 32) if quick else (8, 12, 16, 20, 24, 28, 32)
     fixed = ages(10_000, np.random.default_rng(1))
     m1c = ["adaptive", "adaptive:floor0", "weighted:0.5", "weighted:1", "dithering"]
@@ -277,8 +282,12 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 _fmt(e1c[m]) + ("; floor0 = Algorithm 2 as printed (no round-1 floor)" if "floor0" in m else ""),
             )
         )
+    return figs
 
-    # ------------------------------------------------------------- Figure 3
+
+def _figure_3(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
+    """Figure 3: LDP methods' RMSE against epsilon."""
+    figs: list[Figure] = []
     m3 = [
         "weighted:0.5",
         "weighted:1",
@@ -312,8 +321,12 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
     figs.append(
         Figure("fig3 best LDP method per eps", None, "", "report", None, _fmt(best).replace(": ", "->"), {"best": best})
     )
+    return figs
 
-    # ------------------------------------------------------------ Figure 4c
+
+def _figure_4c(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
+    """Figure 4c (and 4a): squashing's threshold against the bound."""
+    figs: list[Figure] = []
     n4 = 100_000
     r4 = 10 if quick else reps
     data4 = ages(n4, np.random.default_rng(2))
@@ -358,11 +371,15 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
             None,
         )
     )
+    return figs
 
-    # ------------------------------------------------------- squashing bias
+
+def _squashing_bias(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
+    """Squashing on a street-grid city: the map's error falls with epsilon and the mean's bias stays small."""
+    figs: list[Figure] = []
     progress("squashing bias: street-grid city")
     from ..mechanisms import RunContext, get
-    from ..mechanisms.bit_pushing.mechanism import grid_rects
+    from ..mechanisms.bit_pushing.regions import grid_rects
     from .unseen import region_errors, street_grid_city
 
     city = street_grid_city(100_000, seed=0)
@@ -412,8 +429,12 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
             f"{bias[('top', 1.0)][0]:+.2f} and {bias[('top', 2.0)][0]:+.2f} (bits the noise cannot resolve are squashed)",
         )
     )
+    return figs
 
-    # ----------------------------------------------------------------- speed
+
+def _speed(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
+    """Speed of adaptive bit-pushing on 1M clients."""
+    figs: list[Figure] = []
     progress("speed: 1M clients")
     big = _normal(500, 1_000_000, 10, np.random.default_rng(3))
     enc = Encoding(10)
@@ -429,8 +450,12 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
             "includes fixed-point encoding; runs: " + ", ".join(f"{t:.3f}" for t in times),
         )
     )
+    return figs
 
-    # ------------------------------------------------------------------- map
+
+def _maps(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
+    """The attribute-mean maps through the runner."""
+    figs: list[Figure] = []
     from ..run.config import RunConfig
     from ..run.runner import run as run_job
 
@@ -454,4 +479,13 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 f"{time.perf_counter() - t0:.2f} s",
             )
         )
+    return figs
+
+
+def run(quick: bool = False, progress=print) -> list[Figure]:
+    rng = np.random.default_rng(20240325)  # one stream through every figure, in this order
+    reps = 20 if quick else 100
+    figs: list[Figure] = []
+    for figure in (_figure_1a, _figure_1b, _figure_1c, _figure_3, _figure_4c, _squashing_bias, _speed, _maps):
+        figs += figure(quick, reps, rng, progress)
     return figs

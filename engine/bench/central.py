@@ -33,7 +33,7 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
   b = 2 uniform tree release exactly what the code before this issue released at the same
   seeds (its defaults; checked against a run of that code, BENCHMARKS.md). Each
   (dataset, size, epsilon) also gets a ranking of the defaults by mean error with 95%
-  t-intervals and the methods tied with the best (:func:`engine.metrics.rank_over_seeds`).
+  t-intervals and the methods tied with the best (:func:`engine.run.sweeps.rank_over_seeds`).
 
 Targets (the issue): at 10^6 points UG's and AG's errors fall as epsilon rises (0.1 -> 1);
 AG at or below UG at 10^4 points and epsilon 0.1; the hierarchical default at most 1.05x the
@@ -49,7 +49,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..metrics import rank_over_seeds
+from ..run.sweeps import rank_over_seeds
 from . import SF_CABS_PATH, Figure
 
 DEPTH = 8

@@ -361,10 +361,6 @@ def load_gowalla(city: str, **options) -> Dataset:
     return load_checkins("gowalla", city, **options)
 
 
-def load_brightkite(city: str, **options) -> Dataset:
-    return load_checkins("brightkite", city, **options)
-
-
 # ------------------------------------------------------------------ SF cabs
 CABS_CITATION = (
     "M. Piorkowski, N. Sarafijanovic-Djukic, M. Grossglauser. CRAWDAD dataset epfl/mobility (v. 2009-02-24), "

@@ -432,7 +432,7 @@ class PartitionClients:
     vectors, i.e. of the SecAgg shards it holds (shards are consecutive runs of S_max clients; a
     partition of the script's 1,000,000 rows holds 100 whole shards of 10,000). The server adds
     the partitions' sums; the noise (the sum of every client's Pólya shares, the same law) is then
-    drawn on the server exactly as in process (:func:`engine.mechanisms.federated_hh.tree.secure_sum`'s aggregated path), so
+    drawn on the server exactly as in process (:func:`engine.mechanisms.federated_hh.secure_sum.secure_sum`'s aggregated path), so
     the same seed gives the same release as the in-process run on the same rows."""
 
     def __init__(self, points: PartitionedPoints, domain: Domain):

@@ -439,19 +439,6 @@ def _around_home(rng, model: CityModel, hx, hy, k: int, spread: float, side: flo
     return px, py  # leftovers stay at the home
 
 
-def synth_benchmark(n: int = 1_000_000, repeats: int = 5, preset: str = "polycentric") -> dict:
-    """Median wall time of ``generate(preset, n, seed)`` with a fresh seed each run."""
-    import statistics
-    import time
-
-    times = []
-    for seed in range(repeats):
-        t = time.perf_counter()
-        generate(preset, n, 1000 + seed)
-        times.append(time.perf_counter() - t)
-    return {"n": n, "median_s": statistics.median(times), "times_s": times}
-
-
 def _register():
     from .registry import Source, add
 

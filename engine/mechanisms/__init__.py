@@ -1,9 +1,9 @@
 """Mechanism families, one package per paper, all behind :class:`base.Mechanism`.
 
 Importing a family package registers its mechanisms; :func:`load_all` imports every
-package listed in ``FAMILY_MODULES`` that exists, so a family that lands later is
-picked up by adding its name here. The registry's lookups (:func:`base.registry`,
-:func:`base.get`) call it through the hook :func:`base.add_loader`.
+package listed in ``FAMILY_MODULES`` (a new family is added by naming it there). The
+registry's lookups (:func:`base.registry`, :func:`base.get`) call it through the hook
+:func:`base.add_loader`.
 """
 
 from __future__ import annotations
@@ -41,12 +41,7 @@ def load_all() -> None:
         return
     _loaded = True
     for name in FAMILY_MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            # only a family module that does not exist yet is tolerated
-            if exc.name != f"{__name__}.{name}":
-                raise
+        importlib.import_module(f"{__name__}.{name}")
 
 
 add_loader(load_all)  # the registry's lookups import the families first

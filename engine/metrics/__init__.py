@@ -616,36 +616,3 @@ def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=(), eval
     if "sim_plain" in extra:
         out["sim_plain"] = sim(t, p, minmax=False)
     return out
-
-
-def rank_over_seeds(errors: dict, confidence: float = 0.95) -> list[dict]:
-    """Rank methods by their mean error over seeds, DPComp-style: each method's mean, a
-    t-interval for it at ``confidence``, and ``tied``: not significantly different from the
-    best (lowest mean) by a two-sided paired t-test over the seeds at level 1 - confidence.
-
-    ``errors`` maps a method to its errors over the SAME seeds, in the same order (paired);
-    at least 2 seeds. Returns dicts sorted by mean: method, mean, low, high, tied."""
-    from scipy import stats
-
-    names = list(errors)
-    arr = {k: np.asarray(errors[k], dtype=np.float64) for k in names}
-    k = {a.size for a in arr.values()}
-    if len(k) != 1 or k.pop() < 2:
-        raise ValueError("every method needs errors for the same seeds, at least 2")
-    best = min(names, key=lambda m: arr[m].mean())
-    out = []
-    for m in names:
-        a = arr[m]
-        half = stats.t.ppf(0.5 + confidence / 2, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)
-        d = a - arr[best]
-        tied = m == best or not (d.std(ddof=1) > 0 and stats.ttest_1samp(d, 0.0).pvalue < 1 - confidence)
-        out.append(
-            {
-                "method": m,
-                "mean": float(a.mean()),
-                "low": float(a.mean() - half),
-                "high": float(a.mean() + half),
-                "tied": bool(tied),
-            }
-        )
-    return sorted(out, key=lambda r: r["mean"])

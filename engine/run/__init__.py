@@ -8,7 +8,8 @@ dashboard, the benchmarks). It never imports Streamlit.
 * ``board.py``: the results and jobs every session of a server shares (ownership, memory bound);
 * ``groups.py``: a session's named groups of runs on the board;
 * ``uploads.py``: each session's uploaded files, private to it;
-* ``ledger.py``: the per-dataset privacy ledger (SQLite); ``booking.py``: the one booking protocol;
+* ``ledger.py``: the per-dataset privacy ledger (SQLite: releases, and evaluations listed apart);
+  ``booking.py``: the one booking protocol every door follows; ``limits.py``: the operator's limit;
 * ``sweeps.py``: sweep configurations and their statistics; ``margins.py``: margins of error;
 * ``estimates.py``: run-time estimates; ``cluster.py``: runs on a Dask cluster;
 * ``export.py``: release files and manifest; ``audit.py``, ``noise_audit.py``: empirical privacy audits.

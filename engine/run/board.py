@@ -69,13 +69,16 @@ class Light:
     n_users: int
     n_points: int
     dataset_meta: object
+    epsilon_spent: float = 0.0  # what the ledger books (booking.Bookkeeper.settle)
     cached: bool = False
     release: None = None
     truth: None = None
 
 
 def _light(res) -> Light:
-    return Light(res.config, dict(res.metrics), dict(res.timings), res.n_users, res.n_points, res.dataset_meta)
+    return Light(
+        res.config, dict(res.metrics), dict(res.timings), res.n_users, res.n_points, res.dataset_meta, res.epsilon_spent
+    )
 
 
 @dataclass

@@ -3,8 +3,10 @@
 A release spends its ε on the people in the dataset whichever door made it, so every door books
 it the same way, in the dataset's ledger (:mod:`engine.run.ledger`):
 
-1. **book** the planned ε before the run starts (:meth:`Bookkeeper.book`: in Release mode checked
-   against the dataset's limit in the same transaction, refused past it);
+1. **book** the planned ε before the run starts (:meth:`Bookkeeper.book`): a Release run in the
+   dataset's releases, checked against the operator's limit (:mod:`engine.run.limits`) in the same
+   transaction and refused past it; an Evaluate run, which publishes nothing, in the evaluations
+   listed apart, never counted against the limit;
 2. **run**;
 3. **book what was really spent** (:meth:`Bookkeeper.settle`): a distributed mechanism under
    excess client dropout spends more than planned, and its release's ledger says how much; the
@@ -12,7 +14,7 @@ it the same way, in the dataset's ledger (:mod:`engine.run.ledger`):
 4. **unbook what published nothing** (:meth:`Bookkeeper.unbook`): a run that failed or was
    cancelled before any output released nothing.
 
-:meth:`Bookkeeper.release` does the four steps for a caller that runs in its own thread (the CLI);
+:meth:`Bookkeeper.run` does the four steps for a caller that runs in its own thread (the CLI);
 the dashboard, whose runs finish in the background, calls the steps itself.
 """
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass, replace
 from ..core.errors import EngineError
 from .config import RunConfig
 from .ledger import BudgetStore, Entry, entry_for, fingerprint_config, release_key
+from .limits import lowered
 
 EXCESS_NOTE = "effective ε above the plan (dropout)"
 
@@ -41,11 +44,13 @@ class Refused(EngineError):
 
 @dataclass(frozen=True)
 class Booking:
-    """A release booked in the ledger: the dataset's fingerprint, the release's key, the ε planned."""
+    """A run booked in the ledger: the dataset's fingerprint, the run's key, the ε planned, and whether it
+    is a release (counted against the limit) or an evaluation (listed apart)."""
 
     fingerprint: str
     key: str
     epsilon: float
+    release: bool = True
 
 
 def cost(cfg: RunConfig) -> float:
@@ -54,73 +59,82 @@ def cost(cfg: RunConfig) -> float:
 
 
 class Bookkeeper:
-    """The ledger ``store`` (default: the server's, :func:`engine.run.ledger.default_path`) and how a
-    configuration names its dataset there (``ident``; the dashboard scopes an upload to its session)."""
+    """The ledger ``store`` (default: the server's, :func:`engine.run.ledger.default_path`) with its releases and
+    its evaluations, and how a configuration names its dataset there (``ident``; the dashboard scopes an upload
+    to its session)."""
 
-    def __init__(self, store: BudgetStore | None = None, ident: Callable[[RunConfig], str] = fingerprint_config):
+    def __init__(
+        self,
+        store: BudgetStore | None = None,
+        ident: Callable[[RunConfig], str] = fingerprint_config,
+        evaluations: BudgetStore | None = None,
+    ):
         self.store = store if store is not None else BudgetStore()
+        self.evaluations = evaluations or BudgetStore(self.store.path, self.store.timeout, table="evaluations")
         self.ident = ident
 
+    def _table(self, booking: Booking) -> BudgetStore:
+        return self.store if booking.release else self.evaluations
+
     # ------------------------------------------------------------ reading
-    def entries_by_dataset(self, configs: list[RunConfig], note: str = "") -> dict[str, list[Entry]]:
-        out: dict[str, list[Entry]] = {}
-        for c in configs:
-            out.setdefault(self.ident(c), []).append(entry_for(c, release_key(c), note=note))
-        return out
+    def spent(self, cfg: RunConfig) -> float:
+        """The ε the releases of ``cfg``'s dataset have spent (what its limit counts)."""
+        return self.store.spent(self.ident(cfg))
 
-    def new_spend(self, configs: list[RunConfig]) -> dict[str, float]:
-        """ε each dataset would additionally spend if ``configs`` (Evaluate) were booked now."""
-        return {fp: self.store.cost(fp, es) for fp, es in self.entries_by_dataset(configs).items()}
+    def releases(self, cfg: RunConfig) -> list[Entry]:
+        return self.store.entries(self.ident(cfg))
 
-    def over_limit(self, configs: list[RunConfig], limit: float) -> tuple[float, float] | None:
-        """(total after, ε this would add) when booking ``configs`` would push a dataset past ``limit``."""
-        for fp, add in self.new_spend(configs).items():
-            after = self.store.spent(fp) + add
-            if add > 0 and after > limit + 1e-12:
-                return after, add
-        return None
+    def evaluation_runs(self, cfg: RunConfig) -> list[Entry]:
+        return self.evaluations.entries(self.ident(cfg))
 
-    def released(self, cfg: RunConfig) -> bool:
-        """Whether this configuration's Evaluate release is booked already."""
-        return any(e.release_key == cfg.key() for e in self.store.entries(self.ident(cfg)))
+    def evaluated(self, cfg: RunConfig) -> bool:
+        """Whether this Evaluate configuration was run already (it is then shown again, not booked again)."""
+        return any(e.release_key == cfg.key() for e in self.evaluation_runs(cfg))
 
     # ------------------------------------------------------------ the protocol
     def book(self, cfg: RunConfig, limit: float | None = None, note: str = "") -> Booking:
-        """Step 1: book one run of ``cfg``. Evaluate: its configuration's key (the same configuration,
-        seed included, is the same release: booked once). Release: a new key, checked against ``limit``
-        in the same transaction (:class:`Refused` past it); no limit books whatever the total."""
+        """Step 1: book one run of ``cfg``. Evaluate: in the evaluations, under its configuration's key (the
+        same configuration, seed included, is the same run: booked once), whatever the total. Release: a new
+        key in the releases, checked against the operator's limit for the dataset (``limit`` may only lower
+        it) in the same transaction; :class:`Refused` past it."""
+        cfg.validate()  # a non-private mechanism cannot be released (it would publish the truth)
         fp = self.ident(cfg)
         entry = entry_for(cfg, release_key(cfg), note=note)
-        if limit is None:
-            self.store.record(fp, [entry])
-        else:
-            res = self.store.try_spend(fp, [entry], limit)
-            if not res.ok:
-                raise Refused(entry.epsilon, res.spent, limit)
+        if cfg.mode != "release":
+            self.evaluations.record(fp, [entry])
+            return Booking(fp, entry.release_key, entry.epsilon, release=False)
+        bound = lowered(limit, cfg.dataset)
+        res = self.store.try_spend(fp, [entry], bound)
+        if not res.ok:
+            raise Refused(entry.epsilon, res.spent, bound)
         return Booking(fp, entry.release_key, entry.epsilon)
 
     def record(self, configs: list[RunConfig], note: str = "") -> list[Booking]:
-        """Step 1 for Evaluate runs, several at once (idempotent: a configuration booked costs nothing)."""
+        """Step 1 for Evaluate runs, several at once."""
         return [self.book(c, note=note) for c in configs]
 
     def settle(self, cfg: RunConfig, booking: Booking, result) -> float:
-        """Step 3: book what the run really spent above its plan (once per release); returns that excess."""
-        rel = getattr(result, "release", None)
-        if rel is None:
+        """Step 3: book what the run really spent above its plan (once per run, beside its booking; a release's
+        excess is booked past the limit: it was spent); returns that excess."""
+        spent = getattr(result, "epsilon_spent", None)  # a run's result, its summary, or a sweep's row
+        if spent is None and isinstance(result, dict):
+            spent = result.get("epsilon_spent")
+        if spent is None:
             return 0.0
-        extra = float(rel.ledger.total()) - booking.epsilon
+        extra = float(spent) - booking.epsilon
         if extra <= 1e-12:
             return 0.0
         e = entry_for(cfg, booking.key + "/effective", note=EXCESS_NOTE)
-        self.store.record(booking.fingerprint, [replace(e, epsilon=extra)])
+        self._table(booking).record(booking.fingerprint, [replace(e, epsilon=extra)])
         return extra
 
     def unbook(self, booking: Booking) -> None:
-        """Step 4: a release that published nothing (failed or cancelled) is taken off the ledger."""
-        self.store.remove(booking.fingerprint, booking.key)
-        self.store.remove(booking.fingerprint, booking.key + "/effective")
+        """Step 4: a run that published nothing (failed or cancelled) is taken off the ledger."""
+        table = self._table(booking)
+        table.remove(booking.fingerprint, booking.key)
+        table.remove(booking.fingerprint, booking.key + "/effective")
 
-    def release(self, cfg: RunConfig, run: Callable, limit: float | None = None, note: str = ""):
+    def run(self, cfg: RunConfig, run: Callable, limit: float | None = None, note: str = ""):
         """Book, ``run(cfg)``, settle; unbook if the run raised. Returns (result, booking)."""
         booking = self.book(cfg, limit, note)
         try:

@@ -138,9 +138,17 @@ def _run_task(config, dataset, use_cache: bool, registry_copy: bool, keep):
 
 
 def sweep_row(res) -> dict:
-    """A sweep's row for one run: mechanism, epsilon, seed, users and every metric (CLI output)."""
+    """A sweep's row for one run: mechanism, epsilon (planned, and spent: more under excess client dropout), seed,
+    users and every metric (CLI output)."""
     c = res.config
-    return {"mechanism": c.mechanism, "epsilon": c.epsilon, "seed": c.seed, "n_users": res.n_users, **res.metrics}
+    return {
+        "mechanism": c.mechanism,
+        "epsilon": c.epsilon,
+        "epsilon_spent": res.epsilon_spent,
+        "seed": c.seed,
+        "n_users": res.n_users,
+        **res.metrics,
+    }
 
 
 def _out_of_core(ds) -> bool:

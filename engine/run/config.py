@@ -72,17 +72,22 @@ class RunConfig:
     mode: str = "evaluate"  # or "release": see the module docstring
     metrics: tuple[str, ...] = ()  # extra metrics beyond the default set
     emd_max_cells: int = 64  # EMD coarsened to at most this many cells per side in runs
+    # what the caller read off the private data to choose this configuration (e.g. the resolution from the
+    # data's count), declared in the run's ledger in both modes: the release manifest carries it too
+    side_information: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["metrics"] = list(self.metrics)
+        d["side_information"] = list(self.side_information)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
         d = dict(d)
-        if "metrics" in d:
-            d["metrics"] = tuple(d["metrics"])
+        for name in ("metrics", "side_information"):
+            if name in d:
+                d[name] = tuple(d[name])
         known = set(cls.__dataclass_fields__)
         unknown = set(d) - known
         if unknown:
@@ -108,6 +113,8 @@ class RunConfig:
             raise ParamError(f"number of users must be a positive integer (got {self.n_users})")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ParamError(f"seed must be a non-negative integer (got {self.seed})")
+        if not all(isinstance(s, str) for s in self.side_information):
+            raise ParamError("side information is a list of sentences")
         if self.mode not in MODES:
             raise ParamError(f"mode must be 'evaluate' or 'release' (got {self.mode!r})")
         if self.mode == "release":
@@ -139,6 +146,11 @@ class RunResult:
     # data, exact counts, attacks on the true locations; never part of the release
     evaluation: dict = field(default_factory=dict)
     crs: str = ""  # PROJ string of the local CRS the release's domain is in
+
+    @property
+    def epsilon_spent(self) -> float:
+        """The ε the run really spent (its release's ledger: above the plan under excess client dropout)."""
+        return float(self.release.ledger.total())
 
     def summary(self) -> dict:
         """The run as a JSON-able record. Evaluate: configuration, exact counts, metrics,

@@ -1,4 +1,4 @@
-"""A per-dataset privacy budget that outlives browser tabs and restarts (issue 23, part 4).
+"""A per-dataset privacy budget that outlives browser tabs and restarts.
 
 Every release of a dataset spends its ε on the same people, whichever tab, page or process
 made it, and releases compose sequentially (basic composition, as in :mod:`engine.core.accounting`):
@@ -9,12 +9,15 @@ and OpenDP's sessions keep one budget per dataset rather than per user interface
 * A dataset is named by a fingerprint: :func:`fingerprint_bytes` (content hash) for a file's
   bytes, :func:`fingerprint_source` for a registry source (its key and options; a file read by
   path is hashed by content), or any key the caller scopes itself (e.g. an upload per owner).
-* A release is named by its key (:func:`release_key`): in Evaluate the configuration's key, so
-  showing the same release again (cached, or recomputed from the same seed) costs nothing; in
+* A run is named by its key (:func:`release_key`): in Evaluate the configuration's key, so
+  showing the same run again (cached, or recomputed from the same seed) is booked once; in
   Release a new key per run, as every run draws fresh noise and is a new release.
-* :meth:`BudgetStore.record` books releases whatever the total (Evaluate warns past a limit);
-  :meth:`BudgetStore.try_spend` checks the limit and books in one ``BEGIN IMMEDIATE``
-  transaction, so concurrent sessions cannot both pass it (Release refuses past a limit).
+* Two tables: ``releases``, what a dataset's limit counts, and ``evaluations``: Evaluate runs
+  publish nothing (their maps stay with the analyst, beside the truth), so they are listed
+  apart and never count against the limit.
+* :meth:`BudgetStore.record` books whatever the total; :meth:`BudgetStore.try_spend` checks the
+  limit and books in one ``BEGIN IMMEDIATE`` transaction, so concurrent sessions cannot both pass
+  it. The booking protocol every door follows is :mod:`engine.run.booking`.
 
 The database is ``ledger.sqlite3`` in the cache folder (:func:`engine.core.cache.cache_dir`), or the
 file named by ``$HEATMAP_LEDGER_DB``. It holds fingerprints, configuration keys, mechanisms
@@ -42,8 +45,9 @@ ENV = "HEATMAP_LEDGER_DB"
 FILE_NAME = "ledger.sqlite3"
 TOLERANCE = 1e-9  # relative slack on the limit, for sums of floats like 0.1 + 0.2
 
+TABLES = ("releases", "evaluations")  # what counts against a limit; Evaluate runs, listed apart
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS releases (
+CREATE TABLE IF NOT EXISTS {table} (
     fingerprint TEXT NOT NULL,
     release_key TEXT NOT NULL,
     epsilon REAL NOT NULL,
@@ -179,17 +183,22 @@ class BudgetStore:
 
     Every call opens its own connection, so a store object may be shared by threads, and
     several objects, processes or restarts see one ledger. ``timeout``: seconds a writer waits
-    for another's transaction before giving up with an :class:`~engine.core.errors.EngineError`."""
+    for another's transaction before giving up with an :class:`~engine.core.errors.EngineError`.
+    ``table``: ``"releases"`` (what a dataset's limit counts) or ``"evaluations"`` (Evaluate runs, which
+    publish nothing: kept in the same file, listed apart)."""
 
-    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 30.0):
+    def __init__(self, path: str | os.PathLike | None = None, timeout: float = 30.0, table: str = "releases"):
+        if table not in TABLES:
+            raise ParamError(f"unknown ledger table {table!r}; choose from {', '.join(TABLES)}")
         self.path = Path(path) if path is not None else default_path()
         self.timeout = float(timeout)
+        self.table = table
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise EngineError(f"cannot create the folder of the privacy ledger {self.path} ({exc})") from None
         with self._tx() as con:
-            con.execute(_SCHEMA)
+            con.execute(_SCHEMA.format(table=table))
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -214,13 +223,11 @@ class BudgetStore:
         finally:
             con.close()
 
-    @staticmethod
-    def _spent(con, fp: str) -> float:
-        row = con.execute("SELECT COALESCE(SUM(epsilon), 0.0) FROM releases WHERE fingerprint = ?", (fp,)).fetchone()
-        return float(row[0])
+    def _spent(self, con, fp: str) -> float:
+        sql = f"SELECT COALESCE(SUM(epsilon), 0.0) FROM {self.table} WHERE fingerprint = ?"
+        return float(con.execute(sql, (fp,)).fetchone()[0])
 
-    @staticmethod
-    def _new(con, fp: str, entries: Iterable[Entry]) -> list[Entry]:
+    def _new(self, con, fp: str, entries: Iterable[Entry]) -> list[Entry]:
         """The entries not booked yet (each key once)."""
         out: dict[str, Entry] = {}
         for e in entries:
@@ -229,16 +236,15 @@ class BudgetStore:
             if e.release_key in out:
                 continue
             booked = con.execute(
-                "SELECT 1 FROM releases WHERE fingerprint = ? AND release_key = ?", (fp, e.release_key)
+                f"SELECT 1 FROM {self.table} WHERE fingerprint = ? AND release_key = ?", (fp, e.release_key)
             ).fetchone()
             if booked is None:
                 out[e.release_key] = e
         return list(out.values())
 
-    @staticmethod
-    def _insert(con, fp: str, entries: list[Entry]) -> None:
+    def _insert(self, con, fp: str, entries: list[Entry]) -> None:
         con.executemany(
-            "INSERT OR IGNORE INTO releases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR IGNORE INTO {self.table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (fp, e.release_key, float(e.epsilon), e.mechanism, e.neighbouring, e.mode, e.time, e.note)
                 for e in entries
@@ -254,7 +260,7 @@ class BudgetStore:
         """Dataset ``fp``'s releases, oldest first."""
         with self._tx() as con:
             rows = con.execute(
-                "SELECT release_key, epsilon, mechanism, neighbouring, mode, time, note FROM releases "
+                f"SELECT release_key, epsilon, mechanism, neighbouring, mode, time, note FROM {self.table} "
                 "WHERE fingerprint = ? ORDER BY time, release_key",
                 (fp,),
             ).fetchall()
@@ -294,5 +300,5 @@ class BudgetStore:
         """Unbook a release that never left the engine (its run failed or was cancelled after
         :meth:`try_spend`). Returns whether it was booked."""
         with self._tx() as con:
-            cur = con.execute("DELETE FROM releases WHERE fingerprint = ? AND release_key = ?", (fp, key))
+            cur = con.execute(f"DELETE FROM {self.table} WHERE fingerprint = ? AND release_key = ?", (fp, key))
             return cur.rowcount > 0

@@ -45,6 +45,8 @@ from ..data.dataset import Dataset, DatasetMeta
 PROXY_PRESET = "polycentric"
 # margins fixed by epsilon, the grid and the user count alone: one proxy run is the exact answer
 DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect"})
+# with a margin whose size depends on where people are (simulated on the proxy)
+SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
 SIMULATED_RUNS = 5
 MIN_USERS, MAX_USERS = 1, 5_000_000
 EPS_LO, EPS_HI = 1e-3, 100.0
@@ -406,11 +408,11 @@ def budget_of(dataset: str | None, options: dict) -> dict | None:
     """The dataset's ledger as a plan shows it: ε spent, the operator's limit, what remains."""
     if dataset is None:
         return None
-    from .booking import release_limit
     from .ledger import BudgetStore, fingerprint_source
+    from .limits import release_limit
 
     spent = BudgetStore().spent(fingerprint_source(dataset, options))
-    limit = release_limit()
+    limit = release_limit(dataset)
     return {"spent": spent, "limit": limit, "remaining": max(0.0, limit - spent)}
 
 

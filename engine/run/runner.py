@@ -157,6 +157,8 @@ def run(
     ctx.check_cancelled()
     mech_progress(0.0, f"running {mech_cls.label or mech_cls.key}")
     release = mech_cls().run(ds, domain, float(config.epsilon), params, ctx)
+    for note in config.side_information:  # what the caller read off the data, declared as the mechanism's own
+        release.ledger.note_side_information(note)
     timings["mechanism_s"] = time.perf_counter() - t1
     ctx.check_cancelled()
     # the plan must fit the budget; under excess dropout a distributed sum spends more than planned and

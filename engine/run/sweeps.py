@@ -6,13 +6,44 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..metrics import rank_over_seeds
 from .config import RunConfig
 
 MAX_RUNS = 600
+
+
+def rank_over_seeds(errors: dict, confidence: float = 0.95) -> list[dict]:
+    """Rank methods by their mean error over seeds, DPComp-style: each method's mean, a
+    t-interval for it at ``confidence``, and ``tied``: not significantly different from the
+    best (lowest mean) by a two-sided paired t-test over the seeds at level 1 - confidence.
+
+    ``errors`` maps a method to its errors over the SAME seeds, in the same order (paired);
+    at least 2 seeds. Returns dicts sorted by mean: method, mean, low, high, tied."""
+    names = list(errors)
+    arr = {k: np.asarray(errors[k], dtype=np.float64) for k in names}
+    k = {a.size for a in arr.values()}
+    if len(k) != 1 or k.pop() < 2:
+        raise ValueError("every method needs errors for the same seeds, at least 2")
+    best = min(names, key=lambda m: arr[m].mean())
+    out = []
+    for m in names:
+        a = arr[m]
+        half = stats.t.ppf(0.5 + confidence / 2, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)
+        d = a - arr[best]
+        tied = m == best or not (d.std(ddof=1) > 0 and stats.ttest_1samp(d, 0.0).pvalue < 1 - confidence)
+        out.append(
+            {
+                "method": m,
+                "mean": float(a.mean()),
+                "low": float(a.mean() - half),
+                "high": float(a.mean() + half),
+                "tied": bool(tied),
+            }
+        )
+    return sorted(out, key=lambda r: r["mean"])
 
 
 def configs(base_cfgs: dict[str, RunConfig], epsilons, users, trials: int, seed0: int = 0) -> list[RunConfig]:
@@ -68,7 +99,7 @@ def frontier(
 ) -> pd.DataFrame:
     """For each x, the mechanism with the best mean (DPComp-style lower envelope; ``better``: "lower" or
     "higher", the metric's direction) and, given the ``trials``, the mechanisms not significantly different
-    from it over the same seeds (paired t-test at the 5 % level, :func:`engine.metrics.rank_over_seeds`):
+    from it over the same seeds (paired t-test at the 5 % level, :func:`rank_over_seeds`):
     DPComp marks them as tied."""
     d = better
     rows = []

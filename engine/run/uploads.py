@@ -83,10 +83,6 @@ def dataset_nbytes(ds) -> int:
     return int(sum(a.nbytes for a in (ds.xy, ds.lonlat, ds.user_id, ds.weight, ds.value, ds.flag) if a is not None))
 
 
-def new_owner_id() -> str:
-    return secrets.token_hex(16)
-
-
 class UploadStore:
     """Uploaded datasets by owner (one per browser session). Thread-safe."""
 
@@ -148,10 +144,6 @@ class UploadStore:
         with self._lock:
             o = self._owners.get(owner or "")
             return [] if o is None else list(o.uploads.values())
-
-    def owners(self) -> list[str]:
-        with self._lock:
-            return list(self._owners)
 
     def nbytes(self) -> int:
         with self._lock:

@@ -17,9 +17,8 @@ per client; with randomized response, epsilon-LDP for the value), never the
 location; the server view records each client's region and every bit it read,
 and the region counts it saw in the clear are side information.
 
-Helper functions (map-independent logic lives in :mod:`.bitpush`):
-:func:`grid_rects`, :func:`assign_regions`, :func:`paint_regions`,
-:func:`region_mean_release`.
+Helper functions (map-independent logic lives in :mod:`.bitpush`, the regions in
+:mod:`.regions`): :func:`region_mean_release`.
 
 ``Release.density`` is the private regional MEAN of the attribute painted on
 every grid cell whose centre lies in the region (0 for suppressed regions and
@@ -35,6 +34,8 @@ never into the release.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ...core.accounting import Ledger
@@ -45,99 +46,9 @@ from ..base import Communication, Mechanism, Release, ServerView, register
 from . import bitpush as BP
 from .baselines import BASELINES, baseline_mean
 from .bits import Encoding, bit_probabilities
+from .regions import RegionCandidates, assign_regions, check_rects, grid_rects, paint_regions
 
 PAPER = "G. Cormode, I. L. Markov, H. Srinivas. Private and Efficient Federated Numerical Aggregation. EDBT 2024."
-MAX_EDGES = 4097  # distinct x (or y) rectangle edges handled exactly
-
-
-# ----------------------------------------------------------------- regions
-def grid_rects(domain: Domain, level: int) -> np.ndarray:
-    """Rectangles (metres) of the ``2^level x 2^level`` grid, region id ``iy * 2^level + ix``
-    (``iy = 0`` the south row, like every grid of the engine)."""
-    if not (isinstance(level, (int, np.integer)) and 0 <= level <= domain.depth):
-        raise ParamError(
-            f"region level must be an integer in 0..{domain.depth} (the map's resolution depth); got {level}"
-        )
-    k = 1 << level
-    side = domain.side / k
-    iy, ix = np.divmod(np.arange(k * k), k)
-    x0 = domain.x0 + ix * side
-    y0 = domain.y0 + iy * side
-    return np.column_stack([x0, y0, x0 + side, y0 + side])
-
-
-def _check_rects(rects) -> np.ndarray:
-    r = np.atleast_2d(np.asarray(rects, dtype=np.float64))
-    if r.ndim != 2 or r.shape[1] != 4 or r.shape[0] == 0:
-        raise ParamError("regions must be a non-empty (k, 4) array of rectangles (x0, y0, x1, y1) in metres")
-    if not np.isfinite(r).all():
-        raise ParamError("region rectangles must have finite coordinates")
-    if ((r[:, 2] <= r[:, 0]) | (r[:, 3] <= r[:, 1])).any():
-        raise ParamError("every region rectangle needs x1 > x0 and y1 > y0")
-    return r
-
-
-def assign_regions(xy: np.ndarray, rects) -> np.ndarray:
-    """Region id of each point: the first rectangle containing it (half-open
-    ``[x0, x1) x [y0, y1)``), -1 if none. Exact: points are located among the
-    rectangles' distinct edges, so the cost is O(n log k + E^2), E the edge count."""
-    r = _check_rects(rects)
-    xy = np.asarray(xy, dtype=np.float64)
-    ex = np.unique(r[:, [0, 2]])
-    ey = np.unique(r[:, [1, 3]])
-    if ex.size > MAX_EDGES or ey.size > MAX_EDGES:
-        raise ParamError(f"too many distinct region edges ({max(ex.size, ey.size)}); at most {MAX_EDGES} per axis")
-    # label image over the elementary slabs between consecutive edges; first rectangle wins
-    label = np.full((ey.size - 1, ex.size - 1), -1, dtype=np.int64)
-    i0 = np.searchsorted(ex, r[:, 0])
-    i1 = np.searchsorted(ex, r[:, 2])
-    j0 = np.searchsorted(ey, r[:, 1])
-    j1 = np.searchsorted(ey, r[:, 3])
-    for k in range(r.shape[0] - 1, -1, -1):  # reverse order: earlier rectangles overwrite later ones
-        label[j0[k] : j1[k], i0[k] : i1[k]] = k
-    ix = np.searchsorted(ex, xy[:, 0], side="right") - 1
-    iy = np.searchsorted(ey, xy[:, 1], side="right") - 1
-    ok = (ix >= 0) & (ix < ex.size - 1) & (iy >= 0) & (iy < ey.size - 1)
-    out = np.full(xy.shape[0], -1, dtype=np.int64)
-    out[ok] = label[iy[ok], ix[ok]]
-    return out
-
-
-def paint_regions(domain: Domain, rects, region_values, fill: float = 0.0) -> np.ndarray:
-    """Grid ``[iy, ix]`` whose cells carry the value of the region containing the
-    cell centre (``fill`` outside every region and where the value is not finite)."""
-    xs, ys = domain.cell_centers()
-    X, Y = np.meshgrid(xs, ys)  # rows = y
-    ids = assign_regions(np.column_stack([X.ravel(), Y.ravel()]), rects)
-    vals = np.asarray(region_values, dtype=np.float64)
-    out = np.full(ids.size, float(fill))
-    ok = ids >= 0
-    out[ok] = vals[ids[ok]]
-    out[~np.isfinite(out)] = fill
-    return out.reshape(domain.n, domain.n)
-
-
-class RegionCandidates:
-    """Server view of a user: its region is public, so the attacker's belief about
-    the location is uniform over the region (a lattice of points in the rectangle;
-    the whole domain for a user outside every region). Picklable (no closure)."""
-
-    def __init__(self, user_region: np.ndarray, rects: np.ndarray, domain_rect: np.ndarray, lattice: int = 4):
-        self.user_region = user_region
-        self.rects = rects
-        self.domain_rect = domain_rect
-        self.lattice = lattice
-
-    def __call__(self, user_indices) -> list[tuple[np.ndarray, np.ndarray]]:
-        t = (np.arange(self.lattice) + 0.5) / self.lattice
-        out = []
-        for u in np.atleast_1d(np.asarray(user_indices, dtype=np.int64)):
-            reg = self.user_region[u] if 0 <= u < self.user_region.size else -1
-            x0, y0, x1, y1 = self.rects[reg] if reg >= 0 else self.domain_rect
-            X, Y = np.meshgrid(x0 + t * (x1 - x0), y0 + t * (y1 - y0))
-            pts = np.column_stack([X.ravel(), Y.ravel()])
-            out.append((pts, np.full(pts.shape[0], 1.0 / pts.shape[0])))
-        return out
 
 
 def _one_value_per_user(data, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
@@ -283,6 +194,102 @@ _SQUASH_PARAMS = (
 
 
 # --------------------------------------------------------------------- release
+class _Estimate(NamedTuple):
+    estimate: np.ndarray
+    stderr: np.ndarray
+    log: object  # the server's reads (BP.ReadLog)
+    b_send: int
+    extras: dict
+    elements: float
+    comm_note: str
+    rounds: int
+    info: dict
+
+
+def _cohorts(data, rects: np.ndarray, min_cohort: int, rng: np.random.Generator) -> tuple:
+    """One value per user, the region of each, the region counts and the minimum-cohort rule (Section 4.3):
+    ``(rows, user_of_row, n_users, values, dropped, region, inside, count, suppressed, group, true_mean)``;
+    ``group`` is a row's region, or -1 when it is outside every region or in a suppressed one."""
+    k = rects.shape[0]
+    rows, user_of_row, n_users = _one_value_per_user(data, rng)
+    vals = np.asarray(data.value, dtype=np.float64)[rows]
+    finite = np.isfinite(vals)
+    dropped = int((~finite).sum())
+    rows, user_of_row, vals = rows[finite], user_of_row[finite], vals[finite]
+    region = assign_regions(data.xy[rows], rects)
+    inside = region >= 0
+    count = np.bincount(region[inside], minlength=k)
+    suppressed = count < min_cohort
+    group = np.where(inside & ~suppressed[np.maximum(region, 0)], region, -1)
+    true_sum = np.bincount(region[inside], weights=vals[inside], minlength=k)
+    true_mean = np.divide(true_sum, count, out=np.full(k, np.nan), where=count > 0)
+    if not (group >= 0).any():
+        raise EngineError(
+            f"every region has fewer than {min_cohort} clients (largest: {int(count.max(initial=0))}); "
+            "lower the minimum cohort size or use coarser regions"
+        )
+    return rows, user_of_row, n_users, vals, dropped, region, inside, count, suppressed, group, true_mean
+
+
+def _bitpush_estimate(codes, group, k: int, enc: Encoding, params: dict, epsilon, noise, rng) -> _Estimate:
+    """Bit-pushing per region (Algorithm 1, or Algorithm 2 when ``method`` is adaptive)."""
+    info: dict = {}
+    kw = dict(
+        codes=codes,
+        groups=group,
+        n_groups=k,
+        assignment=params.get("assignment", "central"),
+        b_send=int(params.get("b_send", 1)),
+        epsilon=epsilon,
+        noise=noise,
+    )
+    if int(params.get("b_send", 1)) > enc.bits:
+        raise ParamError(f"bits per client ({params['b_send']}) cannot exceed the bit depth ({enc.bits})")
+    if epsilon is not None:
+        kw.update(
+            squash=params.get("squash", "off"),
+            squash_threshold=float(params.get("squash_threshold", 0.1)),
+            squash_c=float(params.get("squash_c", 0.0)),
+        )
+    method = params.get("method", "adaptive")
+    if method == "adaptive":
+        res = BP.adaptive_bitpush(
+            encoding=enc,
+            rng=rng,
+            alpha=float(params.get("alpha", 0.5)),
+            gamma=float(params.get("gamma", 0.5)),
+            delta=float(params.get("delta", 1.0 / 3.0)),
+            caching=bool(params.get("caching", True)),
+            round1_floor=int(params.get("round1_floor", 32)),
+            **kw,
+        )
+        info["round1_floor_used"] = int(res.info["round1_floor"])
+    else:
+        p = bit_probabilities(enc.bits, method, float(params.get("alpha", 0.5)))
+        res = BP.bitpush(encoding=enc, probabilities=p, rng=rng, **kw)
+    comm_note = (
+        f"each contacted client sends {res.b_send} bit(s) of its value"
+        + (" after randomized response" if epsilon is not None else "")
+        + "; the server chooses which bit (its index is public)"
+    )
+    extras = {"bit_means": res.bit_means, "squashed": res.squashed, "bit_counts": res.counts}
+    return _Estimate(
+        res.estimate, res.stderr, res.log, res.b_send, extras, float(res.b_send), comm_note, res.rounds, info
+    )
+
+
+def _baseline_estimate(vals, group, k: int, enc: Encoding, estimator: str, epsilon, noise, rng) -> _Estimate:
+    """One of the LDP baselines of :data:`.baselines.BASELINES` per region."""
+    res = baseline_mean(vals, estimator, enc.low, enc.high, rng, epsilon, groups=group, n_groups=k, noise=noise)
+    one_bit = estimator in ("dithering", "rounding", "duchi")
+    comm_note = (
+        "each contacted client sends one "
+        + ("bit" if one_bit else "perturbed real number")
+        + (" (and its dither h)" if estimator == "dithering" else "")
+    )
+    return _Estimate(res.estimate, res.stderr, res.log, 1, {}, 1.0, comm_note, 1, {})
+
+
 def region_mean_release(
     data,
     domain: Domain,
@@ -301,29 +308,14 @@ def region_mean_release(
     :data:`.baselines.BASELINES` (needs ``epsilon``)."""
     if data.value is None:
         raise EngineError(f"{mechanism_label or 'this mechanism'} needs a numeric attribute ('value') in the dataset")
-    rects = _check_rects(rects)
+    rects = check_rects(rects)
     k = rects.shape[0]
     enc = Encoding(int(params.get("bits", 8)), int(params.get("frac_bits", 0)), bool(params.get("signed", False)))
     min_cohort = int(params.get("min_cohort", 50))
     ctx.progress(0.05, "assigning clients to regions")
 
-    rows, user_of_row, n_users = _one_value_per_user(data, ctx.rng)
-    vals = np.asarray(data.value, dtype=np.float64)[rows]
-    finite = np.isfinite(vals)
-    dropped = int((~finite).sum())
-    rows, user_of_row, vals = rows[finite], user_of_row[finite], vals[finite]
-    region = assign_regions(data.xy[rows], rects)
-    inside = region >= 0
-    count = np.bincount(region[inside], minlength=k)
-    suppressed = count < min_cohort
-    group = np.where(inside & ~suppressed[np.maximum(region, 0)], region, -1)
-    true_sum = np.bincount(region[inside], weights=vals[inside], minlength=k)
-    true_mean = np.divide(true_sum, count, out=np.full(k, np.nan), where=count > 0)
-    if not (group >= 0).any():
-        raise EngineError(
-            f"every region has fewer than {min_cohort} clients (largest: {int(count.max(initial=0))}); "
-            "lower the minimum cohort size or use coarser regions"
-        )
+    c = _cohorts(data, rects, min_cohort, ctx.rng)
+    rows, user_of_row, n_users, vals, dropped, region, inside, count, suppressed, group, true_mean = c
     codes, clipped = enc.encode(vals)
     ctx.check_cancelled()
     ctx.progress(0.2, "clients report bits")
@@ -333,66 +325,13 @@ def region_mean_release(
         "each client's region is public to the server (cohort eligibility, Section 4.3) and the region counts "
         "are used in the clear for the minimum-cohort rule"
     )
-    info: dict = {}
     noise = getattr(ctx, "noise", None)
     secure = bool(getattr(ctx, "secure", False))
     if estimator == "bitpush":
-        kw = dict(
-            codes=codes,
-            groups=group,
-            n_groups=k,
-            assignment=params.get("assignment", "central"),
-            b_send=int(params.get("b_send", 1)),
-            epsilon=epsilon,
-            noise=noise,
-        )
-        if int(params.get("b_send", 1)) > enc.bits:
-            raise ParamError(f"bits per client ({params['b_send']}) cannot exceed the bit depth ({enc.bits})")
-        if epsilon is not None:
-            kw.update(
-                squash=params.get("squash", "off"),
-                squash_threshold=float(params.get("squash_threshold", 0.1)),
-                squash_c=float(params.get("squash_c", 0.0)),
-            )
-        method = params.get("method", "adaptive")
-        if method == "adaptive":
-            res = BP.adaptive_bitpush(
-                encoding=enc,
-                rng=ctx.rng,
-                alpha=float(params.get("alpha", 0.5)),
-                gamma=float(params.get("gamma", 0.5)),
-                delta=float(params.get("delta", 1.0 / 3.0)),
-                caching=bool(params.get("caching", True)),
-                round1_floor=int(params.get("round1_floor", 32)),
-                **kw,
-            )
-            info["round1_floor_used"] = int(res.info["round1_floor"])
-        else:
-            p = bit_probabilities(enc.bits, method, float(params.get("alpha", 0.5)))
-            res = BP.bitpush(encoding=enc, probabilities=p, rng=ctx.rng, **kw)
-        est, se, log = res.estimate, res.stderr, res.log
-        b_send = res.b_send
-        extras_bits = {"bit_means": res.bit_means, "squashed": res.squashed, "bit_counts": res.counts}
-        elements = float(b_send)
-        comm_note = (
-            f"each contacted client sends {b_send} bit(s) of its value"
-            + (" after randomized response" if epsilon is not None else "")
-            + "; the server chooses which bit (its index is public)"
-        )
-        rounds = res.rounds
+        e = _bitpush_estimate(codes, group, k, enc, params, epsilon, noise, ctx.rng)
     else:
-        res = baseline_mean(vals, estimator, enc.low, enc.high, ctx.rng, epsilon, groups=group, n_groups=k, noise=noise)
-        est, se, log = res.estimate, res.stderr, res.log
-        b_send = 1
-        extras_bits = {}
-        one_bit = estimator in ("dithering", "rounding", "duchi")
-        elements = 1.0
-        comm_note = (
-            "each contacted client sends one "
-            + ("bit" if one_bit else "perturbed real number")
-            + (" (and its dither h)" if estimator == "dithering" else "")
-        )
-        rounds = 1
+        e = _baseline_estimate(vals, group, k, enc, estimator, epsilon, noise, ctx.rng)
+    est, se, log, b_send, extras_bits, elements, comm_note, rounds, info = e
     ctx.check_cancelled()
     ctx.progress(0.8, "building the map")
 

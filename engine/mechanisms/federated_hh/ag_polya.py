@@ -25,11 +25,8 @@ from .common import (
     _spend,
 )
 from .params import _secagg_params
-from .tree import (
-    Clients,
-    prepare_clients,
-    secure_sum,
-)
+from .secure_sum import secure_sum
+from .tree import Clients, prepare_clients
 
 
 # ============================================================ adaptive grid (AG)

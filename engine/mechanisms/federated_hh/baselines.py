@@ -26,7 +26,8 @@ from .common import (
     _stderr_extras,
 )
 from .params import _secagg_params
-from .tree import make_ids, node_level, node_rects, paint_lut, prepare_clients, rebuild_density, secure_sum
+from .secure_sum import secure_sum
+from .tree import make_ids, node_level, node_rects, paint_lut, prepare_clients, rebuild_density
 
 
 # ============================================================ non-private level

@@ -28,6 +28,7 @@ kept for the verification mode.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,13 +54,12 @@ from .common import (
     _stderr_extras,
 )
 from .params import (
-    RELATION_PARAMS,
     _extension_params,
     _relation_params,
     _schedule_params,
     _secagg_params,
-    _with_defaults,
 )
+from .secure_sum import secure_sum
 from .tree import (
     PrefixTree,
     dl_std,
@@ -72,9 +72,76 @@ from .tree import (
     proportion_ci,
     rebuild_density,
     schedule_epsilon,
-    secure_sum,
     sigma_target,
 )
+
+
+def _subquery_epsilon(p, eps_sub, eps_rem, spent, eps_total, planned_users, size, sens, gamma, max_levels, last):
+    """A sub-query's epsilon (Eqs. 5-9; the fixed schedule splits evenly), appended to ``spent``: returns
+    ``(eps_q, eps_planned, last, sigma_target)``; the last sub-query takes what is left."""
+    sig_t = None
+    if p["schedule"] == "fixed":
+        eps_tilde = eps_sub / max_levels
+    else:
+        sig_t = sigma_target(p["schedule"], float(p["c"]), planned_users, size, int(p["secagg_shard"]))
+        eps_tilde = eps_for_std(gamma * sig_t, sens)
+    if not last:
+        _, last = schedule_epsilon(eps_rem, eps_tilde, float(p["b"]))
+    eps_q = _last_share(spent, eps_total) if last else eps_tilde
+    spent.append(eps_q)
+    if eps_q <= 0:
+        raise EngineError("the privacy budget ran out before the final sub-query (internal error)")
+    return eps_q, eps_tilde, last, sig_t
+
+
+def _client_vectors(clients, lut, size: int, T: int, gamma: int, prop: bool, rng):
+    """The clients' one-hot vectors over the reporting nodes (Section 4; several locations per user:
+    Section 5.7; a proportion: Appendix B) as ``(client, key, value, signal)`` entries; out of core, each
+    partition's task sums its clients' vectors instead (``signal``)."""
+    if clients.remote is not None:
+        return None, None, None, clients.remote.signal(lut, size)
+    if clients.multi:
+        ent_c, ent_k, ent_v = encode_multi(
+            rng, clients.row_client, lut[clients.row_code], clients.row_weight, size, gamma
+        )
+        return ent_c, ent_k, ent_v, None
+    ent_k = lut[clients.code].astype(np.int64)
+    if prop:
+        ent_k = ent_k + T * clients.flag.astype(np.int64)
+    return np.arange(clients.n), ent_k, None, None
+
+
+@dataclass
+class _Trace:
+    """What the sub-queries leave for the release: their diagnostics and extras, vector lengths, warnings,
+    the effective epsilon so far and (add/remove user) what the exact client count decided."""
+
+    warnings: list[str]
+    levels: list[dict] = field(default_factory=list)
+    extras: list[dict] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    shard_eval: list[dict] = field(default_factory=list)
+    server_view_eps: list[float] = field(default_factory=list)
+    eff_total: float = 0.0
+
+
+def _thresholds(p, private: bool, ss, eps_q, eps_rem, sens, gamma, prop: bool) -> tuple[float, float]:
+    """The split threshold (Eq. 6, or the fixed one) and the collapse threshold of a sub-query."""
+    if p["threshold_rule"] == "adaptive" and private:
+        t = float(p["k"]) * math.sqrt(ss.alpha_total) * dl_std(max(eps_q, eps_rem), sens) / gamma
+        if prop:
+            t *= math.sqrt(2.0)
+    else:
+        t = float(p["fixed_threshold"])
+    return t, max(float(p["collapse_min"]), t / 4.0)
+
+
+def _split_rule(p, prop: bool, ci):
+    """Appendix B's rule on a proportion's confidence interval: which nodes may split, which must."""
+    if not (prop and p["split_on"] == "ci_width"):
+        return None, None
+    width = ci[2] - ci[1]
+    return width <= float(p["max_ci_width"]) / 2.0, width > float(p["max_ci_width"])
 
 
 # ============================================================ adaptive (Alg. 2)
@@ -283,9 +350,9 @@ class AdaptiveHH(Mechanism):
         max_levels = int(p["max_levels"])
         schedule = p["schedule"]
         kw = _secagg_kwargs(p)
-        warnings: list[str] = [] if addrem else list(clients.notes)
+        tr = _Trace(warnings=[] if addrem else list(clients.notes))
         if kw["dp_shard"] and kw["dp_shard"] > kw["secagg_shard"]:
-            warnings.append("the DP shard size exceeds the SecAgg shard size: no shard can reach it")
+            tr.warnings.append("the DP shard size exceeds the SecAgg shard size: no shard can reach it")
 
         tree = PrefixTree.initial(D, int(p["start_level"]))
         ledger = Ledger()
@@ -299,19 +366,14 @@ class AdaptiveHH(Mechanism):
             if eps_count:
                 spent.append(eps_count)
             if plan["dp_shard_size"] > plan["committee"]:
-                warnings.append("the DP shard size exceeds the planned committee per shard: the noise is weaker")
+                tr.warnings.append("the DP shard size exceeds the planned committee per shard: the noise is weaker")
             ctx.record_evaluation(users=U, clients_notes=list(clients.notes), lower_bound_held=U >= planned_users)
         elif private:
             _note_clients(ledger, "and, through Eq. 7, the epsilon schedule" if schedule != "fixed" else "")
         eps_rem = _last_share(spent, eps_total) if private else eps_total
         eps_sub = eps_rem  # what the sub-queries share (epsilon less the client count's)
-        server_view_eps: list[float] = []
-        shard_eval: list[dict] = []
         grew = True
-        diag_levels: list[dict] = []
-        extra_levels: list[dict] = []
-        sizes: list[int] = []
-        eff_total = math.fsum(spent)  # the client count's epsilon (add/remove), then each sub-query's
+        tr.eff_total = math.fsum(spent)  # the client count's epsilon (add/remove), then each sub-query's
         final = None
         for q in range(max_levels):
             ctx.check_cancelled()
@@ -324,59 +386,24 @@ class AdaptiveHH(Mechanism):
             forced_last = q == max_levels - 1 or not grew
             sig_t = None
             if private:
-                if schedule == "fixed":
-                    eps_tilde = eps_sub / max_levels
-                else:
-                    sig_t = sigma_target(schedule, float(p["c"]), planned_users, size, int(p["secagg_shard"]))
-                    eps_tilde = eps_for_std(gamma * sig_t, sens)
-                if forced_last:
-                    last = True
-                else:
-                    _, last = schedule_epsilon(eps_rem, eps_tilde, float(p["b"]))
-                eps_q = _last_share(spent, eps_total) if last else eps_tilde
-                spent.append(eps_q)
+                eps_q, eps_tilde, last, sig_t = _subquery_epsilon(
+                    p, eps_sub, eps_rem, spent, eps_total, planned_users, size, sens, gamma, max_levels, forced_last
+                )
                 eps_rem = _last_share(spent, eps_total)
-                if eps_q <= 0:
-                    raise EngineError("the privacy budget ran out before the final sub-query (internal error)")
             else:
                 eps_q, eps_tilde, last = None, math.inf, forced_last
 
             lut = paint_lut(rep, D)
-            signal = None
-            if clients.remote is not None:  # out of core: each partition's task sums its clients' vectors
-                ent_c = ent_k = ent_v = None
-                signal = clients.remote.signal(lut, size)
-            elif clients.multi:
-                ent_c, ent_k, ent_v = encode_multi(
-                    ctx.rng, clients.row_client, lut[clients.row_code], clients.row_weight, size, gamma
-                )
-            else:
-                ent_c = np.arange(U)
-                ent_k = lut[clients.code].astype(np.int64)
-                if prop:
-                    ent_k = ent_k + T * clients.flag.astype(np.int64)
-                ent_v = None
+            ent_c, ent_k, ent_v, signal = _client_vectors(clients, lut, size, T, gamma, prop, ctx.rng)
             ss = secure_sum(ctx, ent_c, ent_k, ent_v, U, size, eps_q, sens, signal=signal, **kw)
             values = ss.total.astype(np.float64) / gamma
             noise_sd = ss.noise_std / gamma  # per coordinate, in users
-            if prop:
-                n0, n1 = values[:T], values[T:]
-                counts = n0 + n1
-                count_sd = math.sqrt(2.0) * noise_sd
-            else:
-                n0 = n1 = None
-                counts = values
-                count_sd = noise_sd
-            # Eq. 6 threshold
-            if p["threshold_rule"] == "adaptive" and private:
-                t = float(p["k"]) * math.sqrt(ss.alpha_total) * dl_std(max(eps_q, eps_rem), sens) / gamma
-                if prop:
-                    t *= math.sqrt(2.0)
-            else:
-                t = float(p["fixed_threshold"])
-            t_collapse = max(float(p["collapse_min"]), t / 4.0)
+            n0, n1 = (values[:T], values[T:]) if prop else (None, None)
+            counts = n0 + n1 if prop else values
+            count_sd = math.sqrt(2.0) * noise_sd if prop else noise_sd
+            t, t_collapse = _thresholds(p, private, ss, eps_q, eps_rem, sens, gamma, prop)
             if private:
-                eff_total += ss.effective_epsilon
+                tr.eff_total += ss.effective_epsilon
                 _spend(
                     ledger,
                     f"sub-query {q + 1}: counts of {size} cells",
@@ -410,11 +437,11 @@ class AdaptiveHH(Mechanism):
             if addrem:  # what follows from the exact U goes to the evaluation
                 public, own = _shard_diag_public(ss)
                 level_diag.update(public)
-                shard_eval.append(own)
-                server_view_eps.append(ss.server_epsilon)
+                tr.shard_eval.append(own)
+                tr.server_view_eps.append(ss.server_epsilon)
             else:
                 level_diag.update(_shard_diag(ss))
-            sizes.append(size)
+            tr.sizes.append(size)
             extra = {
                 "node_ids": rep,
                 "node_level": node_level(rep).astype(np.int8),
@@ -427,25 +454,27 @@ class AdaptiveHH(Mechanism):
                 extra["positive"] = n1
             if last:
                 level_diag.update({"splits": 0, "collapses": 0, "added": 0})
-                diag_levels.append(level_diag)
-                extra_levels.append(extra)
+                tr.levels.append(level_diag)
+                tr.extras.append(extra)
                 final = (tree, rep, lut, counts, ci, noise_sd, n1)
                 break
-            can_split = None
-            force = None
-            if prop and p["split_on"] == "ci_width":
-                width = ci[2] - ci[1]
-                can_split = width <= float(p["max_ci_width"]) / 2.0
-                force = width > float(p["max_ci_width"])
+            can_split, force = _split_rule(p, prop, ci)
             counts_for_update = counts if force is None else np.where(force, -np.inf, counts)
             tree, info = tree.update(rep, counts_for_update, t, t_collapse, can_split)
             grew = info["added"] > 0
             level_diag.update(info)
-            diag_levels.append(level_diag)
-            extra_levels.append(extra)
+            tr.levels.append(level_diag)
+            tr.extras.append(extra)
         ctx.progress(0.95, "rebuilding the heatmap")
 
+        return self._release(domain, p, clients, ctx, ledger, ss, final, tr, plan, eps_total, addrem, prop, gamma)
+
+    def _release(self, domain, p, clients, ctx, ledger, ss, final, tr, plan, eps_total, addrem, prop, gamma) -> Release:
+        """The release after the last sub-query: the density on the final tree, its diagnostics (levels,
+        communication, the add/remove plan), the extras (levels, tree, standard errors, proportions)."""
+        D, U, private, schedule = domain.depth, clients.n, self.private, p["schedule"]
         tree_q, rep, lut, counts, ci, noise_sd, n1 = final
+        sizes, warnings, eff_total = tr.sizes, tr.warnings, tr.eff_total
         density = rebuild_density(lut, counts, D)
         bits = _bits(p)
         total_elems = int(sum(sizes))
@@ -460,7 +489,7 @@ class AdaptiveHH(Mechanism):
             ),
         )
         diag = {
-            "levels": diag_levels,
+            "levels": tr.levels,
             "subqueries": len(sizes),
             "users": U,
             "final_cells": int(rep.size),
@@ -478,9 +507,9 @@ class AdaptiveHH(Mechanism):
             diag["clients_plan"] = plan
             ctx.record_evaluation(
                 communication_all_clients=U * total_elems,
-                shards_by_subquery=shard_eval,
+                shards_by_subquery=tr.shard_eval,
                 # the server's own view of the sub-queries, composed (it knows the count exactly)
-                server_view_epsilon=math.fsum(server_view_eps),
+                server_view_epsilon=math.fsum(tr.server_view_eps),
             )
         if private:
             diag["epsilon_spent"] = ledger.total()
@@ -490,7 +519,7 @@ class AdaptiveHH(Mechanism):
                 warnings.append(w)
         diag["warnings"] = warnings
         extras = {
-            "levels": extra_levels,
+            "levels": tr.extras,
             "tree": {
                 "node_ids": tree_q.nodes,
                 "reporting": rep,
@@ -563,77 +592,3 @@ def level_density(release: Release, index: int) -> np.ndarray:
     lv = release.extras["levels"][index]
     D = release.domain.depth
     return rebuild_density(paint_lut(lv["node_ids"], D), lv["counts"], D)
-
-
-@register
-class HHFixedEpsilon(AdaptiveHH):
-    """Table 3, row "Fixed epsilon, non-adaptive (T = 10)" (Bagdasaryan et al. 2022,
-    Appendix A): the interactive algorithm with the budget split evenly over
-    ``max_levels`` sub-queries and a fixed split threshold of 10 users. Same
-    protocol, threat model and guarantee as ``adaptive_hh`` (see its docstring
-    for departures); if the tree stops growing early, the final sub-query spends
-    what is left."""
-
-    key = "hh_fixed_eps"
-    label = "Interactive HH, fixed epsilon per level, T = 10 (Table 3)"
-    summary = "The interactive quadtree with epsilon/levels per round and a constant split threshold of 10."
-    equations = "Appendix A, Table 3; Algorithms 1-2 without Eqs. 6-9"
-    params = _with_defaults(AdaptiveHH.params, schedule="fixed", threshold_rule="fixed")
-
-
-@register
-class HHScheduledFixedThreshold(AdaptiveHH):
-    """Table 3, row "Scheduled epsilon, non-adaptive (T = 10)" (Bagdasaryan et al.
-    2022, Appendix A): the epsilon schedule of Eqs. 7-9 with a fixed split
-    threshold of 10 users instead of Eq. 6. Otherwise as ``adaptive_hh``."""
-
-    key = "hh_scheduled_fixed_t"
-    label = "Interactive HH, scheduled epsilon, T = 10 (Table 3)"
-    summary = "The interactive quadtree with the paper's epsilon schedule but a constant split threshold of 10."
-    equations = "Appendix A, Table 3; Eqs. 7-9 without Eq. 6"
-    params = _with_defaults(AdaptiveHH.params, threshold_rule="fixed")
-
-
-@register
-class HHInteractiveNonPrivate(AdaptiveHH):
-    """Table 3, row "No noise (T = 10, epsilon = inf)" (Bagdasaryan et al. 2022,
-    Appendix A): the interactive tree refinement with exact counts (no noise,
-    no budget) and a split threshold of 10 users; it stops when nothing splits
-    or after ``max_levels`` rounds. NOT private: clients still send one-hot
-    vectors through secure aggregation, so the server learns the exact counts
-    of the tree's cells."""
-
-    key = "hh_interactive_nonprivate"
-    label = "Interactive HH without noise, T = 10 (Table 3)"
-    family = "none"
-    guarantee = "none (exact aggregate counts)"
-    neighbouring = "none"
-    threat_model = "The server sees exact counts per tree cell (secure aggregation hides individual vectors)."
-    summary = "The interactive quadtree with exact counts: the communication and error floor of the method."
-    equations = "Appendix A, Table 3"
-    uses_epsilon = False
-    private = False
-    params = tuple(
-        p
-        for p in _with_defaults(AdaptiveHH.params, threshold_rule="fixed")
-        if p.name
-        not in ("schedule", "c", "b", "k", "threshold_rule", "planned_dropout", "dp_shard", "dropout_policy")
-        + RELATION_PARAMS
-    )
-
-    def run(self, data, domain, epsilon, params, ctx):
-        full = {
-            "schedule": "fixed",
-            "c": 0.1,
-            "b": 2.0,
-            "k": 2.0,
-            "threshold_rule": "fixed",
-            "planned_dropout": 0.0,
-            "dp_shard": 0,
-            "dropout_policy": "release",
-        }
-        full.update(params)
-        return super().run(data, domain, epsilon, full, ctx)
-
-    def _view(self) -> ServerView:
-        return aggregate_view("The server sees exact (noise-free) counts per tree cell; no differential privacy.")

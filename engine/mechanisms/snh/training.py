@@ -101,6 +101,38 @@ def train_config(params: dict):
     )
 
 
+def _training_queries(noisy, rho, sizes, params, aux_grid, lo, hi, psi, domain, interval, mid) -> tuple:
+    """One network's augmented training queries (Algorithm 1; SNH-QS: the query size as an extra input, the
+    label the count at the interval's mid size): inputs, labels scaled to RMS 1 under the loss weights,
+    weights of mean 1 (Eq. 6) and the label scale."""
+    xs, ys, ws = [], [], []
+    for r in sizes:
+        pad = int(math.ceil(r / rho))
+        corners, y = augment(noisy, rho, r, pad, int(params["corners_per_cell"]))
+        if params["clip_labels"]:
+            y = np.maximum(y, 0.0)
+        wq = workload_weights(aux_grid, corners, rho, r, lo, hi)
+        if params["weight_floor"] > 0:
+            wq = wq + float(params["weight_floor"]) * wq.mean()
+        wt = wq / np.maximum(y, psi)  # Eq. 6
+        inp = ((corners * rho) / domain.side - 0.5) * NORM_SPAN
+        if interval is not None:
+            a, b = interval
+            z = np.full((len(inp), 1), (r - mid) / (b - a) * 2.0)
+            inp = np.hstack([inp, z])
+            y = y / (r / mid) ** 2  # the network learns the count at the interval's mid size
+        keep = wt > 0  # zero-weight queries do not enter Eq. 6
+        xs.append(inp[keep])
+        ys.append(y[keep])
+        ws.append(wt[keep])
+    x, y, wt = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
+    if len(y) == 0:
+        raise ParamError("no training query has a positive workload weight; check the auxiliary data")
+    sw = float(np.sum(wt))
+    scale = float(max(np.sqrt(np.sum(wt * y**2) / sw), 1e-3))  # RMS label under the loss weights
+    return x, y / scale, wt / (sw / len(wt)), scale  # mean weight 1
+
+
 def fit_snh(
     data,
     domain: Domain,
@@ -161,35 +193,14 @@ def fit_snh(
         aux_grid = None
     Xs, Ys, Ws, scales, counts_used = [], [], [], [], []
     for j in models:
-        xs, ys, ws = [], [], []
-        for r in train_sizes[j]:
-            pad = int(math.ceil(r / rho))
-            corners, y = augment(noisy, rho, r, pad, int(params["corners_per_cell"]))
-            if params["clip_labels"]:
-                y = np.maximum(y, 0.0)
-            wq = workload_weights(aux_grid, corners, rho, r, lo, hi)
-            if params["weight_floor"] > 0:
-                wq = wq + float(params["weight_floor"]) * wq.mean()
-            wt = wq / np.maximum(y, psi)  # Eq. 6
-            inp = ((corners * rho) / domain.side - 0.5) * NORM_SPAN
-            if variant == "snh_qs":
-                a, b = intervals[j]
-                z = np.full((len(inp), 1), (r - mids[j]) / (b - a) * 2.0)
-                inp = np.hstack([inp, z])
-                y = y / (r / mids[j]) ** 2  # the network learns the count at the interval's mid size
-            keep = wt > 0  # zero-weight queries do not enter Eq. 6
-            xs.append(inp[keep])
-            ys.append(y[keep])
-            ws.append(wt[keep])
-        x, y, wt = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
-        if len(y) == 0:
-            raise ParamError("no training query has a positive workload weight; check the auxiliary data")
-        sw = float(np.sum(wt))
-        s = float(max(np.sqrt(np.sum(wt * y**2) / sw), 1e-3))  # RMS label under the loss weights
-        scales.append(s)
+        interval = None if intervals is None else intervals[j]
+        x, y, w, scale = _training_queries(
+            noisy, rho, train_sizes[j], params, aux_grid, lo, hi, psi, domain, interval, mids[j]
+        )
+        scales.append(scale)
         Xs.append(x)
-        Ys.append(y / s)
-        Ws.append(wt / (sw / len(wt)))  # mean weight 1
+        Ys.append(y)
+        Ws.append(w)
         counts_used.append(len(y))
         ctx.check_cancelled()
     P = max(counts_used)
