@@ -30,7 +30,8 @@ LAYERS = {
     "engine.metrics": ("engine.core",),
     "engine.data": ("engine.core",),
     "engine.mechanisms": ("engine.core", "engine.metrics", "engine.data"),
-    "engine.run": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms"),
+    "engine.regions": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms"),
+    "engine.run": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms", "engine.regions"),
 }
 BENCH_CLIENTS = ("engine.bench", "engine.__main__")
 DASHBOARD = ("ui", "pages", "app")
