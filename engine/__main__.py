@@ -1,4 +1,4 @@
-"""Command line: ``python -m engine {datasets,mechanisms,run,sweep,bench,audit}``.
+"""Command line: ``python -m engine {datasets,mechanisms,run,sweep,release,plan,bench,audit}``.
 
 Errors meant for the user never print a traceback: a malformed argument or a bad value
 met later (unknown mechanism, dataset or suite, a bad file) prints one ``error:`` line and
@@ -363,6 +363,46 @@ def _cmd_release(args) -> int:
     return 0
 
 
+def _cmd_plan(args) -> int:
+    from .run import plan as P
+
+    if args.users is not None and args.users > P.MAX_USERS:
+        raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
+    if args.target_margin is not None and not (math.isfinite(args.target_margin) and args.target_margin > 0):
+        raise ParamError(f"--target-margin must be a positive number (got {args.target_margin})")
+    users = P.stated_users(args.users) if args.users is not None else P.released_users(args.users_from)
+    options = {}
+    if args.dataset is not None:
+        from .data.registry import get_source
+        from .mechanisms import load_all
+
+        load_all()
+        options = get_source(args.dataset).schema().resolve(_options(args.data_opt, "dataset option"))
+    frame = P.frame_of(args.dataset, options) if args.dataset else None
+    params = _options(args.param, "mechanism parameter")
+    proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
+    plan = P.make_plan(
+        args.mechanism,
+        args.epsilon,
+        users,
+        frame=frame,
+        depth=args.depth or 8,
+        regions_spec=args.regions,
+        params={m: params for m in args.mechanism},
+        target=args.target_margin,
+        dataset=args.dataset,
+        options=options,
+        runs=args.runs,
+        proxy=proxy,
+    )
+    doc = plan.to_dict()
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(P.describe(plan))
+    return 0
+
+
 def _cmd_bench(args) -> int:
     from .bench import available, render_table, run_suite, to_json
 
@@ -416,6 +456,29 @@ def _cmd_audit(args) -> int:
     ):
         print(f"{name:<12} {value}")
     return 0
+
+
+def _add_plan_parser(sub) -> None:
+    pl = sub.add_parser(
+        "plan", help="predicted 95 %% margins of a release before spending (public inputs only; engine/run/plan.py)"
+    )
+    pl.add_argument("--mechanism", type=_names, default=["identity"], help="comma-separated mechanism keys")
+    pl.add_argument("--epsilon", type=_epsilons, default=[1.0], help="comma-separated epsilons")
+    pl.add_argument("--depth", type=_int_in(1, 10), default=None, help="2^depth cells per side (default 8)")
+    pl.add_argument("--regions", default=None, metavar="SPEC", help="grid | h3:RES | PATH[:ID_COLUMN]")
+    who = pl.add_mutually_exclusive_group(required=True)
+    who.add_argument("--users", type=_int_in(1), default=None, help="a public bound on the users (side information)")
+    who.add_argument("--users-from", default=None, metavar="FOLDER", help="a published release whose total to use")
+    pl.add_argument("--dataset", default=None, help="the dataset whose public frame and ledger to plan for")
+    pl.add_argument("--data-opt", action="append", type=_key_value, metavar="KEY=VALUE", help="dataset option")
+    pl.add_argument("--param", action="append", type=_key_value, metavar="KEY=VALUE", help="mechanism parameter")
+    proxy = pl.add_mutually_exclusive_group()
+    proxy.add_argument("--proxy", default=None, metavar="CITY", help="synthetic city the proxy is drawn from")
+    proxy.add_argument("--proxy-from", default=None, metavar="FOLDER", help="a published release's map as the proxy")
+    pl.add_argument("--target-margin", type=float, default=None, metavar="X", help="find the smallest epsilon for ±X")
+    pl.add_argument("--runs", type=_int_in(1, 100), default=None, help="proxy runs of a simulated mechanism (5)")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(fn=_cmd_plan)
 
 
 def main(argv=None) -> int:
@@ -505,6 +568,8 @@ def main(argv=None) -> int:
     b.add_argument("--json", action="store_true")
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     b.set_defaults(fn=_cmd_bench)
+
+    _add_plan_parser(sub)
 
     a = sub.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (engine/run/audit.py)")
     a.add_argument("mechanism")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine.mechanisms import registry
-from ui import boot, budget, controls, export, geocheck, jobs, mapviews, release, run, state, viewport, views
+from ui import boot, budget, controls, export, geocheck, jobs, mapviews, plan, release, run, state, viewport, views
 from ui import regions as uregions
 from ui.text import plain
 
@@ -75,6 +75,8 @@ if ctl.mode == "release":  # no truth on screen in Release mode, not even before
         "dataset's limit first). The true map is not shown in this mode.",
         icon=":material/lock:",
     )
+    if cfg is not None:
+        plan.panel(cfg, views.dataset(cfg), plan.plannable(), budget.remaining(cfg, ctl.release_limit))
     state.sync_url(url)
     st.stop()
 if show is not None:

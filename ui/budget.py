@@ -117,6 +117,11 @@ _HIDDEN = (
 )
 
 
+def remaining(cfg: RunConfig, limit: float) -> float:
+    """ε the dataset can still spend under ``limit``."""
+    return max(0.0, limit - store().spent(dataset_ident(cfg)))
+
+
 def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> None:
     """The dataset's releases over every session and tab of this server against the operator's limit (read-only
     here), with its releases and, apart, the evaluation runs, which publish nothing and count against nothing."""

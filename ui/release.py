@@ -117,6 +117,7 @@ def release_view(result, cfg: RunConfig, display) -> None:
         height=520,
     )
     views.legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
+    stated_margin(result, cfg)
     with st.expander("Regions"):  # post-processing of the release: no truth here
         from . import regions
 
@@ -171,3 +172,19 @@ def release_zip(result) -> bytes:
             for p in paths.values():
                 z.write(p, arcname=p.name)
         return buf.getvalue()
+
+
+def stated_margin(result, cfg: RunConfig) -> None:
+    """The release's own 95 % margins per cell (from its DP outputs and public parameters only)."""
+    from engine.regions.margins import cell_margins
+    from engine.run.plan import margin_stats
+
+    m = cell_margins(result.release, cfg.mechanism, result.crs)
+    med, p90 = margin_stats(np.asarray(m.margin95))
+    if np.isfinite(med):
+        st.markdown(
+            f"**Stated 95 % margin per cell**: ±{med:,.3g} (median), ±{p90:,.3g} (worst tenth)",
+            help=m.basis,
+        )
+    else:
+        st.caption(f"No stated margin: {m.basis}")

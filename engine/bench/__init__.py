@@ -34,6 +34,7 @@ SUITES = (
     "dask",
     "regions",
     "dpbench",
+    "plan",
 )
 
 

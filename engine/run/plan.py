@@ -1,0 +1,483 @@
+"""The release planner: how accurate a release will be, predicted before any ε is spent and without
+reading the private data.
+
+What it reads is public only:
+
+* the mechanism, its parameters and ε;
+* the grid (depth) or the regions (grid, H3 hexagons, the analyst's polygons), over the dataset's
+  **public frame** (its catalogue region; for a file whose region was read off its locations, that
+  frame is the side information a release of it declares too, and the plan says so);
+* a **user count**: a public bound the analyst states (declared as side information), or the total of
+  a release already published and booked (a DP output: post-processing, no new cost).
+
+How: the mechanism runs, with seeded noise, on a **public proxy** of that many users over the same
+frame: a synthetic city (:mod:`engine.data.synthetic`, the ``polycentric`` preset by default, or another
+preset the analyst finds closer), or the map of a **pilot release** already published and booked (its
+clipped counts say where people are: post-processing of a DP output, no new cost). Each proxy
+release's 95 % margins come from its DP outputs and public parameters alone
+(:mod:`engine.regions.margins`), exactly as a real release states them; the plan reports their
+median and worst tenth (90th percentile) per cell and per region, and the proxy's relative
+range-query error (SNH's metric, :func:`engine.metrics.range_query_errors`).
+
+For mechanisms whose margins do not depend on where people are (:func:`exact`: the noise has a closed
+form fixed by ε, the grid and the user count, and no released unit is split), one proxy run gives the
+exact figure ("closed form"). For the others (UG's blocks, PrivTree's or Adaptive HH's leaves, cells
+that straddle a region's boundary: their margins grow with the counts of the units a region cuts) the
+figure is simulated over several proxy draws, and the real data's differs by where its people are.
+BENCHMARKS.md ("plan") measures by how much: with a synthetic proxy alone, the same public inputs can
+meet figures more than 4 times apart, so no plan from public inputs alone is within a factor 2 of all;
+a pilot release brings it within 2. Mechanisms without a closed form (AG, Sparse EMD, SNH, the kernel
+density estimates) get no margin, said so, and the simulated range-query error only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+import numpy as np
+
+from ..core.errors import ParamError
+from ..core.grid import Domain
+from ..data.dataset import Dataset, DatasetMeta
+
+PROXY_PRESET = "polycentric"
+# margins fixed by epsilon, the grid and the user count alone: one proxy run is the exact answer
+DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect"})
+# with a margin whose size depends on where people are (simulated on the proxy)
+SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
+SIMULATED_RUNS = 5
+MIN_USERS, MAX_USERS = 1, 5_000_000
+EPS_LO, EPS_HI = 1e-3, 100.0
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The public frame a plan is made over: the region (``meta.bbox``), its local CRS, and the side
+    information the frame itself declares (a region read off the data)."""
+
+    meta: DatasetMeta
+    crs: str
+    label: str
+    side_information: tuple[str, ...] = ()
+
+    def domain(self, depth: int) -> Domain:
+        from ..data.projection import bbox_to_local
+
+        return Domain.around(*bbox_to_local(self.meta.bbox, self.crs), int(depth))
+
+
+@dataclass(frozen=True)
+class Users:
+    """The user count a plan assumes and where it comes from (public bound, or a published release)."""
+
+    n: int
+    basis: str
+    side_information: tuple[str, ...] = ()
+
+
+@dataclass
+class Prediction:
+    mechanism: str
+    epsilon: float
+    users: int
+    method: str  # "closed form" or "simulated on ..."
+    cell_median: float | None
+    cell_p90: float | None
+    region_median: float | None = None
+    region_p90: float | None = None
+    regions: int | None = None
+    range_rel_error: float | None = None
+    margin_basis: str = ""
+    runs: int = 1
+
+    def to_dict(self) -> dict:
+        return {k: _clean(v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Plan:
+    """A plan: the frame, the users, and one prediction per (mechanism, ε)."""
+
+    frame: str
+    proxy: str
+    depth: int
+    regions: str | None
+    users: Users
+    predictions: list[Prediction] = field(default_factory=list)
+    side_information: list[str] = field(default_factory=list)
+    budget: dict | None = None  # the dataset's ledger: spent, limit, remaining
+    suggested: dict[str, float | None] = field(default_factory=dict)  # smallest ε meeting a target
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": "release plan (predicted from public inputs only; no private location was read)",
+            "frame": self.frame,
+            "proxy": self.proxy,
+            "depth": self.depth,
+            "regions": self.regions,
+            "users": {"n": self.users.n, "basis": self.users.basis},
+            "side_information": self.side_information,
+            "budget": self.budget,
+            "predictions": [p.to_dict() for p in self.predictions],
+            "suggested_epsilon": {k: _clean(v) for k, v in self.suggested.items()},
+        }
+
+
+def _clean(v):
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+# ------------------------------------------------------------------ public inputs
+def frame_of(dataset: str, options: dict) -> Frame:
+    """The public frame of a registered dataset (see :func:`frame_from`)."""
+    from .runner import load_dataset
+
+    return frame_from(load_dataset(dataset, options))
+
+
+def frame_from(ds: Dataset) -> Frame:
+    """A dataset's public frame: its region and CRS; its locations are not read."""
+    side = ()
+    if ds.meta.bbox_from_data:
+        side = ("the region: the bounding box of the locations, read off the data (as a release of it declares)",)
+    return Frame(ds.meta, ds.crs, ds.meta.name, side)
+
+
+@lru_cache(maxsize=4)
+def default_frame(preset: str = PROXY_PRESET) -> Frame:
+    """The synthetic city's own frame (a plan not tied to a dataset)."""
+    from ..data.synthetic import generate
+
+    ds = generate(preset, n=1, seed=0)
+    return Frame(ds.meta, ds.crs, ds.meta.name)
+
+
+def stated_users(n: int) -> Users:
+    """A user count the analyst states as a public bound (declared as side information)."""
+    if not isinstance(n, (int, np.integer)) or not MIN_USERS <= int(n) <= MAX_USERS:
+        raise ParamError(f"the number of users must be {MIN_USERS}..{MAX_USERS:,} (got {n})")
+    n = int(n)
+    return Users(n, "a public bound the analyst states", (f"the number of users, about {n:,}, stated by the analyst",))
+
+
+def released_map(folder) -> tuple[np.ndarray, Domain, dict]:
+    """A published release's map (``heatmap.csv``), its domain and its manifest: DP outputs only."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    path = Path(folder)
+    try:
+        doc = json.loads((path / "manifest.json").read_text())
+        df = pd.read_csv(path / "heatmap.csv", comment="#")
+        g = doc["grid"]
+        dom = Domain(float(g["x0_m"]), float(g["y0_m"]), float(g["side_m"]), int(g["cells_per_side"]).bit_length() - 1)
+        grid = np.zeros((dom.n, dom.n))
+        grid[df["iy"].to_numpy(int), df["ix"].to_numpy(int)] = df["estimate"].to_numpy(float)
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        raise ParamError(f"{path} is not a release folder with manifest.json and heatmap.csv ({e})") from None
+    if doc.get("mode") != "release" or doc.get("quantity", "counts") != "counts":
+        raise ParamError(f"{path}: only a Release of counts can be planned from (not an evaluation)")
+    return np.nan_to_num(grid), dom, doc
+
+
+def released_users(folder) -> Users:
+    """The user count read off a release already published (its map's total: a DP output, so using it
+    costs nothing more). ``folder``: the release's folder (manifest.json and heatmap.csv)."""
+    grid, _, doc = released_map(folder)
+    n = min(MAX_USERS, max(MIN_USERS, int(round(float(grid.sum())))))
+    key = doc.get("release_key", "unkeyed")
+    return Users(n, f"the total of release {key} (ε {doc['parameters']['epsilon']:g}, already booked)")
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """Where the proxy's people are: a synthetic city (``preset``) stretched over the frame, or a published
+    release's map (``density`` over ``domain``, clipped at 0: post-processing of a DP output)."""
+
+    label: str
+    preset: str | None = PROXY_PRESET
+    density: np.ndarray | None = field(default=None, compare=False, hash=False)
+    domain: Domain | None = None
+
+    def sample(self, frame: Frame, n_users: int, seed: int) -> Dataset:
+        key = (self.label, frame.label, frame.crs, tuple(frame.meta.bbox), int(n_users), int(seed))
+        if key not in _PROXIES:
+            if len(_PROXIES) >= 16:
+                _PROXIES.pop(next(iter(_PROXIES)))
+            xy = self._points(frame, n_users, seed)
+            _PROXIES[key] = _proxy_dataset(frame, xy, f"public proxy: {self.label}, {n_users:,} users")
+        return _PROXIES[key]
+
+    def _points(self, frame: Frame, n_users: int, seed: int) -> np.ndarray:
+        if self.density is None:
+            from ..data.synthetic import generate
+
+            city = generate(self.preset, n=n_users, seed=seed)
+            side = float(city.meta.extra["side_m"])
+            dom = frame.domain(0)
+            u = (city.xy + side / 2) / side  # in [0, 1]^2
+            return dom.x0 + np.clip(u, 0.0, 1.0 - 1e-12) * dom.side
+        rng = np.random.default_rng([int(seed), 29])
+        w = np.clip(self.density, 0.0, None).ravel()
+        if not w.sum() > 0:
+            raise ParamError("the release used as a proxy has no positive cell")
+        cells = rng.choice(w.size, size=n_users, p=w / w.sum())
+        iy, ix = np.divmod(cells, self.domain.n)
+        off = rng.random((n_users, 2))
+        return np.column_stack(
+            [self.domain.x0 + (ix + off[:, 0]) * self.domain.cell, self.domain.y0 + (iy + off[:, 1]) * self.domain.cell]
+        )
+
+
+_PROXIES: dict[tuple, Dataset] = {}
+
+
+def synthetic_proxy(preset: str = PROXY_PRESET) -> Proxy:
+    from ..data.synthetic import PRESETS
+
+    if preset not in PRESETS:
+        raise ParamError(f"unknown proxy city {preset!r}; known: {', '.join(PRESETS)}")
+    return Proxy(f"synthetic {preset} city", preset)
+
+
+def released_proxy(folder) -> Proxy:
+    """A published release's map as the proxy: where its (noisy, clipped) counts say people are."""
+    grid, dom, doc = released_map(folder)
+    return Proxy(f"the map of release {doc.get('release_key', 'unkeyed')}", None, grid, dom)
+
+
+def _proxy_dataset(frame: Frame, xy: np.ndarray, name: str) -> Dataset:
+    from ..data.projection import to_lonlat
+
+    meta = replace(frame.meta, name=name, source="proxy", synthetic=True)
+    return Dataset(xy=xy, lonlat=to_lonlat(xy[:, 0], xy[:, 1], frame.crs), crs=frame.crs, meta=meta)
+
+
+def exact(mechanism: str, regions=None) -> bool:
+    """Whether one proxy run gives the exact predicted margins: the mechanism's noise is fixed by public
+    inputs and no released unit is split (the grid's cells, or regions of its own)."""
+    if mechanism == "laplace_regions":  # its own regions are its units; cells split them
+        return regions is not None and regions.kind != "grid"
+    if mechanism not in DATA_FREE:
+        return False
+    return regions is None or regions.kind == "grid"
+
+
+def _regions(frame: Frame, depth: int, spec: str | None, polygons=None):
+    if spec is None and polygons is None:
+        return None
+    from ..data.regions import build
+
+    return build(spec or "upload", frame.domain(depth), frame.crs, polygons=polygons)
+
+
+def margin_stats(m: np.ndarray) -> tuple[float, float]:
+    """Median and 90th percentile (the worst tenth) of the finite margins; NaN when none."""
+    m = m[np.isfinite(m)]
+    if m.size == 0:
+        return math.nan, math.nan
+    return float(np.median(m)), float(np.quantile(m, 0.9))
+
+
+def predict(
+    mechanism: str,
+    epsilon: float,
+    frame: Frame,
+    users: Users,
+    depth: int = 8,
+    params: dict | None = None,
+    regions=None,
+    runs: int | None = None,
+    seed: int = 0,
+    proxy: Proxy | None = None,
+) -> Prediction:
+    """Predicted 95 % margins of one release (see the module docstring). ``regions``: a built
+    :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only)."""
+    from ..mechanisms import get
+    from ..regions.margins import cell_margins, region_margins
+    from .config import RunConfig
+    from .runner import run
+
+    get(mechanism)  # an unknown mechanism fails here
+    proxy = proxy or synthetic_proxy()
+    closed = exact(mechanism, regions)
+    runs = 1 if closed else int(runs or SIMULATED_RUNS)
+    rows, basis = [], ""
+    for r in range(runs):
+        ds = proxy.sample(frame, users.n, seed=seed + r)
+        cfg = RunConfig(
+            dataset=f"synthetic:{PROXY_PRESET}",  # a label only: the proxy is given as the dataset
+            mechanism=mechanism,
+            params=dict(params or {}),
+            epsilon=float(epsilon),
+            depth=int(depth),
+            seed=seed + r,
+            emd_max_cells=0,
+        )
+        res = run(cfg, dataset=ds, use_cache=False)
+        cm = cell_margins(res.release, mechanism, frame.crs)
+        row = [*margin_stats(cm.margin95)]
+        basis = cm.basis
+        if regions is not None:
+            rm = region_margins(res.release, mechanism, regions)
+            row += [*margin_stats(rm.margin95)]
+        else:
+            row += [math.nan, math.nan]
+        row.append(float(res.metrics.get("range_rel_error", math.nan)))
+        rows.append(row)
+    med = [_median(col) for col in np.array(rows, dtype=np.float64).T]
+    method = "closed form" if closed else f"simulated on {runs} draws of {users.n:,} users from the {proxy.label}"
+    return Prediction(
+        mechanism=mechanism,
+        epsilon=float(epsilon),
+        users=users.n,
+        method=method,
+        cell_median=med[0],
+        cell_p90=med[1],
+        region_median=med[2] if regions is not None else None,
+        region_p90=med[3] if regions is not None else None,
+        regions=len(regions) if regions is not None else None,
+        range_rel_error=med[4],
+        margin_basis=basis,
+        runs=runs,
+    )
+
+
+def _median(v: np.ndarray) -> float:
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if v.size else math.nan
+
+
+def target_value(p: Prediction) -> float:
+    """The figure a margin target is checked against: the median region's margin, else the median cell's."""
+    v = p.region_median if p.region_median is not None else p.cell_median
+    return math.nan if v is None else float(v)
+
+
+def smallest_epsilon(
+    mechanism: str,
+    target: float,
+    frame: Frame,
+    users: Users,
+    depth: int = 8,
+    params: dict | None = None,
+    regions=None,
+    runs: int | None = None,
+    steps: int = 12,
+    proxy: Proxy | None = None,
+) -> float | None:
+    """The smallest ε in [EPS_LO, EPS_HI] whose predicted margin (:func:`target_value`) is at most
+    ``target``: bisection on log ε (margins shrink as ε grows; the proxy's seeds are the same at every ε,
+    so a simulated curve is smooth). None when even EPS_HI misses it or the mechanism has no margin."""
+    if not (isinstance(target, (int, float)) and target > 0 and math.isfinite(target)):
+        raise ParamError(f"the target margin must be a positive number (got {target})")
+
+    def value(eps: float) -> float:
+        return target_value(predict(mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy))
+
+    hi_v = value(EPS_HI)
+    if not math.isfinite(hi_v) or hi_v > target:
+        return None
+    lo, hi = math.log(EPS_LO), math.log(EPS_HI)
+    if value(EPS_LO) <= target:
+        return EPS_LO
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if value(math.exp(mid)) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return _ceil_3sf(math.exp(hi))
+
+
+def _ceil_3sf(x: float) -> float:
+    """``x`` rounded up to three significant figures (a larger ε only narrows the margin)."""
+    scale = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return float(f"{math.ceil(x / scale - 1e-9) * scale:.3g}")
+
+
+def budget_of(dataset: str | None, options: dict) -> dict | None:
+    """The dataset's ledger as a plan shows it: ε spent, the operator's limit, what remains."""
+    if dataset is None:
+        return None
+    from .ledger import BudgetStore, fingerprint_source
+    from .limits import release_limit
+
+    spent = BudgetStore().spent(fingerprint_source(dataset, options))
+    limit = release_limit(dataset)
+    return {"spent": spent, "limit": limit, "remaining": max(0.0, limit - spent)}
+
+
+def make_plan(
+    mechanisms: list[str],
+    epsilons: list[float],
+    users: Users,
+    frame: Frame | None = None,
+    depth: int = 8,
+    regions_spec: str | None = None,
+    polygons=None,
+    params: dict[str, dict] | None = None,
+    target: float | None = None,
+    dataset: str | None = None,
+    options: dict | None = None,
+    runs: int | None = None,
+    proxy: Proxy | None = None,
+) -> Plan:
+    """Predictions for every mechanism at every ε; with ``target``, the smallest ε meeting it."""
+    frame = frame or default_frame()
+    regions = _regions(frame, depth, regions_spec, polygons)
+    params = params or {}
+    proxy = proxy or synthetic_proxy()
+    plan = Plan(
+        frame=frame.label,
+        proxy=proxy.label,
+        depth=int(depth),
+        regions=regions_spec,
+        users=users,
+        side_information=[*users.side_information, *frame.side_information],
+        budget=budget_of(dataset, options or {}),
+    )
+    for m in mechanisms:
+        for e in epsilons:
+            plan.predictions.append(predict(m, e, frame, users, depth, params.get(m), regions, runs, proxy=proxy))
+        if target is not None:
+            plan.suggested[m] = smallest_epsilon(
+                m, target, frame, users, depth, params.get(m), regions, runs, proxy=proxy
+            )
+    return plan
+
+
+def _fmt(v) -> str:
+    return "—" if v is None or not math.isfinite(v) else f"{v:.3g}"
+
+
+def describe(plan: Plan) -> str:
+    """The plan as a few lines of text (the CLI's default output)."""
+    where = f"regions {plan.regions} over " if plan.regions else ""
+    lines = [
+        f"Plan for {where}a {1 << plan.depth} x {1 << plan.depth} grid over {plan.frame}; "
+        f"{plan.users.n:,} users ({plan.users.basis}). Predicted from public inputs only.",
+        f"{'mechanism':<22} {'epsilon':>8} {'cell ±95% median':>17} {'worst tenth':>12} "
+        f"{'region ±95% median':>19} {'worst tenth':>12} {'range rel. err':>15}  how",
+    ]
+    for p in plan.predictions:
+        lines.append(
+            f"{p.mechanism:<22} {p.epsilon:>8g} {_fmt(p.cell_median):>17} {_fmt(p.cell_p90):>12} "
+            f"{_fmt(p.region_median):>19} {_fmt(p.region_p90):>12} {_fmt(p.range_rel_error):>15}  {p.method}"
+        )
+    for m, e in plan.suggested.items():
+        lines.append(f"smallest epsilon meeting the target for {m}: {'none up to 100' if e is None else f'{e:g}'}")
+    if plan.budget is not None:
+        b = plan.budget
+        lines.append(f"ledger: {b['spent']:g} spent of the limit {b['limit']:g}; {b['remaining']:g} remains")
+    for s in plan.side_information:
+        lines.append(f"side information: {s}")
+    return "\n".join(lines)
