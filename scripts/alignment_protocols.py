@@ -1,4 +1,4 @@
-"""UG and AG with align = on / off / auto under two protocols (issue 32 item 2).
+"""UG and AG with align = on / off / auto under two protocols.
 
 * SNH's range-query protocol (engine/bench/snh.py): 100,000 points, 1024 x 1024, eps 0.2,
   2,000 squares with sides 0.5-2% of the side, uniform and data-point centres, the paper's

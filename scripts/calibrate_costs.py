@@ -1,4 +1,4 @@
-"""Fit the run-time cost model's table, ``data/run_costs.csv`` (engine/run/estimates.py, issue 18).
+"""Fit the run-time cost model's table, ``data/run_costs.csv`` (engine/run/estimates.py).
 
     python scripts/calibrate_costs.py [--quick] [--out data/run_costs.csv] [--only snh,ug]
 

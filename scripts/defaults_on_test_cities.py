@@ -1,4 +1,4 @@
-"""Defaults on data nobody tuned them on (issue 32 items 1 and 3): MSE and EMD of the normalised maps,
+"""Defaults on data nobody tuned them on: MSE and EMD of the normalised maps,
 each divided by the uniform map's, on the built-in cities and the test cities of engine/bench/shapes.py
 (hot spots, sparse islands, streets; 200 and 20,000 users); 256 x 256; means over seeds 0-4.
 

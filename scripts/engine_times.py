@@ -1,4 +1,4 @@
-"""Engine seconds of every heatmap mechanism at its defaults, in the tree at ROOT (issue 18's before/after).
+"""Engine seconds of every heatmap mechanism at its defaults, in the tree at ROOT (a before/after of two commits).
 
     python scripts/engine_times.py ROOT OUT.json [MECHANISM ...]
 

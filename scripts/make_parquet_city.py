@@ -1,4 +1,4 @@
-"""Write a synthetic city of any size as a Parquet directory, chunk by chunk (issue 20).
+"""Write a synthetic city of any size as a Parquet directory, chunk by chunk.
 
     python scripts/make_parquet_city.py OUT_DIR [--points 100000000] [--chunk 1000000]
         [--preset polycentric] [--seed 0] [--geo]

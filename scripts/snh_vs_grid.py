@@ -1,4 +1,4 @@
-"""Does SNH add anything beyond its noisy grid?  (issue 22 item 6)
+"""Does SNH add anything beyond its noisy grid?
 
 One SNH network (model ``j`` of k = 8) and IDENTITY@ParamSelect on the *same* noisy grid
 (same seed, same ParamSelect rho), scored on data-point-centred squares whose side falls

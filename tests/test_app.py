@@ -436,7 +436,7 @@ def test_levels_slider_steps_through_refinement():
 
 
 def test_sparse_emd_levels_show_the_kept_cells():
-    """Issue 5: Explore steps through Sparse EMD's measured levels (kept cells S_i, eps_i)."""
+    """Explore steps through Sparse EMD's measured levels (kept cells S_i, eps_i)."""
     at = open_app(mech="sparse_emd", baselines="0", **{"p.sparse_emd.w": "20"})  # the paper's w: levels from q = 2
     click_run(at, "explore")
     final = charts(at)["explore_private_heat"]
@@ -455,7 +455,7 @@ def test_offline_by_default_basemap_on_request():
     at.sidebar.toggle(key="cfg.basemap").set_value(True).run()
     spec = json.loads(next(iter(charts(at).values())))
     assert "cartocdn" in json.dumps(spec)
-    # issue 16 item 7: the heatmap is still drawn (offline the tiles fail, not the map) and the page says why
+    # the heatmap is still drawn (offline the tiles fail, not the map) and the page says why
     assert any(layer["id"].endswith("_heat") for layer in spec["layers"])
     assert "needs an internet connection" in texts(at)
 
@@ -477,7 +477,7 @@ def test_upload_bad_and_good_files():
 
 # ---------------------------------------------------------------------- compare
 def test_compare_marks_best_and_ranks():
-    """Issue 16 item 9: the ranking is on one chosen metric (EMD by default) over 5 seeds, with intervals
+    """The ranking is on one chosen metric (EMD by default) over 5 seeds, with intervals
     and ties marked; it used to be a mean rank over 8 correlated metrics of one seed."""
     at = open_app("compare", mechs="identity,uniform", eps="1", seed="2")
     assert at.sidebar.multiselect(key="cfg.mechs").value == ["identity", "uniform"]
@@ -549,7 +549,7 @@ def test_sweep_summary_confidence_interval():
 
 
 def test_frontier_marks_mechanisms_tied_with_the_best():
-    """Issue 17 part 4: over paired seeds, a mechanism not significantly worse than the best is tied
+    """Over paired seeds, a mechanism not significantly worse than the best is tied
     (DPComp); one clearly worse is not."""
     import pandas as pd
 
@@ -593,7 +593,7 @@ def test_range_queries_answers_and_workload():
 
 
 def test_snh_answers_range_queries_with_its_model():
-    """SNH (issue 7) through the dashboard: its trained networks answer the Range queries
+    """SNH through the dashboard: its trained networks answer the Range queries
     page, next to IDENTITY@ParamSelect; the public auxiliary data is stated."""
     from engine.run.config import RunConfig
     from engine.run.runner import prepare
@@ -684,7 +684,7 @@ def test_methods_page_has_a_section_per_mechanism():
     body = texts(at)
     for key, cls in registry().items():
         assert (cls.label or cls.key) in headers
-        if cls.__module__.startswith("engine."):  # the page says where each mechanism's code is (issue 19)
+        if cls.__module__.startswith("engine."):  # the page says where each mechanism's code is
             path, package = code_location(key)
             assert f"`{path}`" in body and (ROOT / path).is_file()
             assert package == "" or ((ROOT / package).is_dir() and path.startswith(package))

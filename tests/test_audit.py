@@ -1,4 +1,4 @@
-"""The empirical privacy audit (engine/run/audit.py; issue 23 part 5).
+"""The empirical privacy audit (engine/run/audit.py).
 
 Statistical claims: every audit here runs at a fixed seed. A bound is below the true
 epsilon with probability >= 1 - ALPHA (Clopper-Pearson, see engine.run.audit), so a correct
@@ -253,7 +253,7 @@ def test_non_private_reference_is_seen_through():
 
 
 def test_every_private_mechanism_is_audited():
-    """The audit covers every registered mechanism with a privacy claim (issue 23: incl. SNH,
+    """The audit covers every registered mechanism with a privacy claim (incl. SNH,
     ag_polya, hierarchical_onehot, identity_paramselect and the Laplace-filter baselines)."""
     keys = set(auditable())
     assert {"snh", "ag_polya", "hierarchical_onehot", "identity_paramselect", "laplace_gauss"} <= keys

@@ -342,7 +342,7 @@ def test_an_unused_bit_survives_squashing_at_the_stated_rate(c):
 
 
 def test_squashing_keeps_a_small_used_bit_once_the_noise_resolves_it():
-    """Issue 22: with an absolute threshold 0.1 a bit of mean 0.04 was zeroed at every
+    """With an absolute threshold 0.1 a bit of mean 0.04 was zeroed at every
     epsilon (here ages >= 64: 2.6 years of a mean of ~40 vanished). The threshold now
     follows the noise: at eps = 5 the bit is kept and the mean is unbiased (z-test at
     |z| < 4.5 over 60 runs, false-alarm rate 7e-6); at eps = 0.3, where 3 noise standard
@@ -518,7 +518,7 @@ def test_secure_laplace_baseline_law_and_numpy_only_mechanisms():
     resid = res.log.report - np.clip(x, 0.0, 127.0)
     b = 127.0 / 1.5  # E|Laplace(b)| = b, sd b: 6 standard errors (false-alarm rate ~2e-9)
     assert abs(np.abs(resid).mean() / b - 1) < 6 / math.sqrt(resid.size)
-    # piecewise has no floating-point-safe sampler: refused in secure mode (issue 23)
+    # piecewise has no floating-point-safe sampler: refused in secure mode
     with pytest.raises(ParamError, match="piecewise"):
         baseline_mean(x, "piecewise", 0.0, 127.0, np.random.default_rng(11), 1.0, noise=_secure())
     # Duchi's coin: an exact Bernoulli on OS entropy, not the seeded stream, with the same law

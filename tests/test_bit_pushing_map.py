@@ -250,7 +250,7 @@ def test_seeded_mode_reports_numpy_noise(small_city):
 
 
 def test_ldp_error_falls_with_epsilon_and_is_unbiased_where_small_high_bits_are_resolved():
-    """Issue 22, item 1. A street-grid city (engine/bench/unseen.py) whose ages >= 64 are
+    """A street-grid city (engine/bench/unseen.py) whose ages >= 64 are
     3-11% of each region (bit 6 of an 8-bit age: small, non-zero) and never >= 128. With the
     absolute squashing threshold 0.1 bit 6 was zeroed at every epsilon: NRMSE 8.5% -> 8.6% ->
     9.0% at eps 1, 2, 5 and mean age 3.4 years low. With the threshold tied to the noise the

@@ -33,7 +33,7 @@ def test_explore_run_draws_both_maps(page, app_url, tmp_path):
     assert page.locator(MAPS).count() >= 1  # one deck holds both maps (linked views)
     for half in ("left", "right"):  # both maps really drew a heatmap (not a blank canvas)
         assert heat_pixels(page, 0, half) > 5_000
-    # issue 16: the maps take the page's width: each square (cells and the grey empty region) is drawn at
+    # the maps take the page's width: each square (cells and the grey empty region) is drawn at
     # >= 500 px on a 1440 px screen with the sidebar open, whole (not cut at the deck's edges)
     for half, (x0, x1, y0, y1) in drawn_extents(page, 0).items():
         assert x1 - x0 >= 500 and y1 - y0 >= 500, (half, x0, x1, y0, y1)
@@ -75,7 +75,7 @@ def test_two_sessions_run_at_once(browser, app_url, tmp_path):
 
 
 def test_snh_density_map_and_public_data_notice(page, app_url, tmp_path):
-    """SNH (issue 7) in the browser: the networks train in the background, the density grid is
+    """SNH in the browser: the networks train in the background, the density grid is
     drawn next to the truth, and the page says the auxiliary data is treated as public."""
     watch = Watch(page)
     open_explore(page, app_url, f"{QUERY}&mech=snh&p.snh.k=4&baselines=0")
@@ -88,7 +88,7 @@ def test_snh_density_map_and_public_data_notice(page, app_url, tmp_path):
 
 
 def test_explore_maps_are_linked_and_tell_values_on_hover(page, app_url, tmp_path):
-    """Issue 16: one view drives both maps (a drag on the true map moves the private one too), and hovering
+    """One view drives both maps (a drag on the true map moves the private one too), and hovering
     a cell shows its true and private value (the scale bar is checked in test_maps)."""
     import io
 
@@ -112,7 +112,7 @@ def test_explore_maps_are_linked_and_tell_values_on_hover(page, app_url, tmp_pat
     page.wait_for_timeout(400)
     tip = tooltip.inner_text()
     assert "true:" in tip and "private:" in tip, tip
-    assert "±" in tip, tip  # Identity's noise has a closed form: the private value's 95 % margin (issue 16)
+    assert "±" in tip, tip  # Identity's noise has a closed form: the private value's 95 % margin
     save(page, tmp_path, "explore_hover")
     page.mouse.move(box["x"] + 5, box["y"] + 5)  # off the cells: no tooltip in the screenshots below
     page.wait_for_timeout(300)

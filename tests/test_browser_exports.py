@@ -1,4 +1,4 @@
-"""Issue 16 in a real browser: a run's exports open where a GIS user and a reader would open them.
+"""In a real browser: a run's exports open where a GIS user and a reader would open them.
 
 The PNG carries its legend region, the GeoTIFF lands on the run's domain in its CRS (read back with
 rasterio), and the HTML report renders in Chromium without a single request. Screenshots of Compare and

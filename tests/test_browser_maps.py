@@ -1,4 +1,4 @@
-"""Issue 16 in a real browser: what Explore draws on real data and on an uploaded user-id file.
+"""In a real browser: what Explore draws on real data and on an uploaded user-id file.
 
 The private map of a good release must not vanish under the shared colour scale (last round every test
 was green while such maps rendered blank): its coloured area is compared with the true map's, in pixels of

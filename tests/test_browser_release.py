@@ -1,4 +1,4 @@
-"""Issue 23 in a real browser: a Release of an uploaded file exports DP outputs only, and two tabs on one
+"""In a real browser: a Release of an uploaded file exports DP outputs only, and two tabs on one
 dataset share one ledger."""
 
 from __future__ import annotations

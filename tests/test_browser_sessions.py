@@ -1,4 +1,4 @@
-"""Issue 21 in a real browser: concurrent sessions on one server see only their own uploads, and the
+"""In a real browser: concurrent sessions on one server see only their own uploads, and the
 memory of closed sessions' uploads goes back.
 
 Each context uploads its own CSV (its own place, size and marker value), runs Identity, and must see

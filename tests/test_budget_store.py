@@ -1,4 +1,4 @@
-"""The per-dataset privacy ledger in SQLite (issue 23, part 4): idempotent per release, kept
+"""The per-dataset privacy ledger in SQLite: idempotent per release, kept
 across store objects and processes (a restart), and atomic under concurrent sessions."""
 
 from __future__ import annotations

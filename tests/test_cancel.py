@@ -1,5 +1,5 @@
 """Cancel stops the work within seconds and says "cancelled"; finished results are not held
-by the job manager once their owner has them (issue 24, item 6, engine side)."""
+by the job manager once their owner has them (engine side)."""
 
 from __future__ import annotations
 

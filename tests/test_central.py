@@ -349,7 +349,7 @@ def test_snap_to_divisor_is_the_nearest_power_of_two_in_ratio():
 
 @pytest.mark.parametrize("eps", [0.01, 0.05])
 def test_aligned_sizes_are_the_papers_snapped_to_the_nearest_divisor(city, eps):
-    """Issue 17: the papers' sizes snapped to the nearest power of two in ratio, no floor added.
+    """The papers' sizes snapped to the nearest power of two in ratio, no floor added.
     AG's minimum m1 = 10 becomes 8 (10/8 = 1.25 < 16/10 = 1.6); UG's Guideline 1 has no floor:
     on these ~20,000 points m = ceil(sqrt(N eps / 10)) is 5 at eps 0.01 (-> 4) and 10 at 0.05
     (-> 8). The former floor of 10 made all of them 16."""
@@ -1139,7 +1139,7 @@ def test_curator_upload_counts_every_location(multi, key):
     per_user = len(ds) / ds.n_users
     assert per_user > 1.5  # the fixture has users with several locations
     # the release states the cost of one location (locations per user are a fact of the true
-    # data, issue 23); the evaluation's metrics multiply by their mean
+    # data); the evaluation's metrics multiply by their mean
     comm = rel.communication
     assert comm.per_location and comm.elements_per_client == 2.0 and comm.bits_per_client == 128.0
     m = _communication(rel, ds)

@@ -1,4 +1,4 @@
-"""Issue 18: the run-time cost model behind the dashboard's estimate before Run (engine/run/estimates.py)."""
+"""The run-time cost model behind the dashboard's estimate before Run (engine/run/estimates.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dask (issue 20): sweeps on a cluster, Parquet out of core, Adaptive HH's clients in tasks.
+"""Dask: sweeps on a cluster, Parquet out of core, Adaptive HH's clients in tasks.
 
 Every cluster here is a real LocalCluster of 2 worker processes bound to 127.0.0.1 (one per
 module); datasets are small, so the module takes seconds, not minutes.

@@ -1,4 +1,4 @@
-"""Issue 20 in the dashboard: Trade-offs runs its sweep on the Dask cluster named in the setting (a
+"""In the dashboard: Trade-offs runs its sweep on the Dask cluster named in the setting (a
 LocalCluster of processes on 127.0.0.1 here), says so, and gets the numbers the in-process sweep gets."""
 
 from __future__ import annotations

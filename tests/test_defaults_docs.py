@@ -1,4 +1,4 @@
-"""What the README and Methods say about SNH is what the benches measured (issue 32 item 5)."""
+"""What the README and Methods say about SNH is what the benches measured."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 18: before Run the page says how long the run should take, and warns above 10 s."""
+"""Before Run the page says how long the run should take, and warns above 10 s."""
 
 from __future__ import annotations
 

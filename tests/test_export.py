@@ -1,4 +1,4 @@
-"""Exports of a run (issue 16, "Exports a GIS user can open"): the PNG figure, the GeoTIFF,
+"""Exports of a run (exports a GIS user can open): the PNG figure, the GeoTIFF,
 the GeoJSON of non-empty cells, the stamped JSON record and the self-contained HTML report,
 and their download buttons."""
 
@@ -267,7 +267,7 @@ def test_report_is_self_contained_with_maps_metrics_ledger_and_stamp(snow_run):
         assert e.step in doc
     assert "Total ε = 1" in doc and r.dataset_meta.license in doc
     assert r.config.key() in doc and "python -m engine run --dataset snow_cholera --mechanism ug" in doc
-    # UG's release reports its per-cell standard error in closed form (issue 16), and only that
+    # UG's release reports its per-cell standard error in closed form, and only that
     assert "Margins of error" in doc and [m[0] for m in report.margins(r.release)] == ["stderr"]
 
 
@@ -289,7 +289,7 @@ def test_report_escapes_the_data_and_shows_reported_margins(synthetic_run):
     assert "script" not in p.tags and not any(t == "a" for t, _, _ in p.refs)  # no link without a link given
     assert "&lt;script" in doc and "&lt;b&gt;x&lt;/b&gt;" in doc
     assert "Margins of error" in doc and "cell stderr" in doc
-    assert ("cell_stderr", 2.0, 10.0) in report.margins(rel)  # beside the release's own "stderr" (issue 16)
+    assert ("cell_stderr", 2.0, 10.0) in report.margins(rel)  # beside the release's own "stderr"
     assert ">3.92<" in doc  # the 95 % margin of the median standard error, 1.96 x 2
 
 

@@ -340,7 +340,7 @@ def test_excess_dropout_degrades_the_guarantee(city):
     naive = run("adaptive_hh", data, dom, 1.0, 1, dropout=0.1, **base)
     assert naive.diagnostics["effective_epsilon"] > 1.05
     assert any("effective guarantee" in w for w in naive.diagnostics["warnings"])
-    # the ledger books what was spent, the effective epsilon (issue 23), the plan beside it
+    # the ledger books what was spent, the effective epsilon, the plan beside it
     assert naive.ledger.total() == pytest.approx(naive.diagnostics["effective_epsilon"])
     assert naive.ledger.planned_total() == pytest.approx(1.0)
     assert sum(e.planned_epsilon is not None for e in naive.ledger.entries) >= 1
@@ -352,7 +352,7 @@ def test_excess_dropout_degrades_the_guarantee(city):
 
 
 def test_excess_dropout_ledger_books_the_effective_epsilon_for_every_distributed_mechanism(city):
-    """Issue 23 part 8: dropout beyond the planned rate (10% of every shard, none planned): the
+    """Dropout beyond the planned rate (10% of every shard, none planned): the
     ledger's total is the effective epsilon (each sub-query's worst shard), not the plan; a run
     through engine.run.runner is not refused for it (the plan fits the budget)."""
     data, dom = city
@@ -558,7 +558,7 @@ def test_bad_parameters_are_rejected(city):
 
 
 def test_count_min_error_does_not_rise_with_epsilon_on_a_hot_venue_city():
-    """Issue 22, item 2. On a street grid with a few very hot venues (engine/bench/unseen.py;
+    """On a street grid with a few very hot venues (engine/bench/unseen.py;
     20k users, 256²) the former default estimator, the minimum over the sketch's rows, is
     biased by about -2 noise standard deviations per cell under DP noise: the deep cells
     opened at large epsilon lost their mass and MSE rose 0.99x -> 1.7x -> 4.2x a uniform

@@ -1,4 +1,4 @@
-"""Adaptive HH under add/remove user (issue 23 part 3): the plan (schedule, shard layout, Pólya
+"""Adaptive HH under add/remove user: the plan (schedule, shard layout, Pólya
 shares) comes from a private count or a public lower bound of the clients, never from the exact
 number U, and nothing computed from U reaches the release (AdaptiveHH's docstring).
 

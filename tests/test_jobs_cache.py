@@ -1,4 +1,4 @@
-"""The run cache on disk holds data only (issue 24, items 3 and 8): nothing read from it is
+"""The run cache on disk holds data only: nothing read from it is
 unpickled, every entry is verified, and stale temporaries are cleaned at start."""
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def test_a_cached_result_equals_the_fresh_one(mechanism):
 
 
 def test_the_evaluation_record_round_trips_through_the_cache():
-    """What a mechanism computed from the truth (RunResult.evaluation, issue 23) is stored with
+    """What a mechanism computed from the truth (RunResult.evaluation) is stored with
     the result: arrays, lists with None, numbers."""
     cfg = config("identity", seed=22)
     fresh = run(cfg, use_cache=False)

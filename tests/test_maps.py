@@ -1,4 +1,4 @@
-"""Issue 16: what the maps show. The colour scale keeps good releases and the truth visible (coloured
+"""What the maps show. The colour scale keeps good releases and the truth visible (coloured
 area), the truth is in the releases' unit, the level slider belongs to its release, the mechanism lists
 fit the page, titles show the ε the ledger spent, range answers are clipped with the raw value beside."""
 
@@ -167,7 +167,7 @@ def test_negative_range_answers_are_clipped_with_the_raw_value():
 
 
 def test_automatic_resolution_fits_the_data_and_says_what_it_used():
-    """Issue 16: "auto" resolution from the public or declared number of people (about 2 per cell), shown,
+    """The "auto" resolution from the public or declared number of people (about 2 per cell), shown,
     overridable; for an upload the number is read off the file and the ledger says so."""
     from streamlit.testing.v1 import AppTest
     from test_app import APP, wait_jobs
@@ -195,7 +195,7 @@ def test_automatic_resolution_fits_the_data_and_says_what_it_used():
 
 
 def test_methods_opens_with_a_guide_from_the_benches():
-    """Issue 16: Methods opens with "which mechanism for what", each row citing the bench that measured it,
+    """Methods opens with "which mechanism for what", each row citing the bench that measured it,
     and every suite it cites exists."""
     from engine.bench import SUITES
     from ui.methods import GUIDE
@@ -209,7 +209,7 @@ def test_methods_opens_with_a_guide_from_the_benches():
 
 
 def test_margin_of_error_from_repeated_runs():
-    """Issue 16: a margin of error per cell; without a closed form (AG: tests/test_stderr.py), from 10 more
+    """A margin of error per cell; without a closed form (AG: tests/test_stderr.py), from 10 more
     releases (counted)."""
     at = open_app(mech="ag", baselines="0", eps="0.5", res="32", run="1", seed="0")
     wait_jobs_all(at)
@@ -254,7 +254,7 @@ def test_the_paired_map_has_a_scale_bar_and_hover_values():
 
 
 def test_outline_png_draws_every_border_as_the_plain_loop_does():
-    """The vectorised rasteriser (issue 18: Sparse EMD's page) marks exactly the border pixels of every
+    """The vectorised rasteriser (Sparse EMD's page) marks exactly the border pixels of every
     rectangle, clipped to the image, as drawing each border in a loop does."""
     import io
 

@@ -1,4 +1,4 @@
-"""Every mechanism states the neighbouring relation of its guarantee (issue 23 part 3, engine side)."""
+"""Every mechanism states the neighbouring relation of its guarantee (engine side)."""
 
 from __future__ import annotations
 

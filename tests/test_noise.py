@@ -484,7 +484,7 @@ def test_shard_without_survivors_releases_nothing():
     assert not any("fewer clients than planned" in s for s in sn.notes)
 
 
-# ------------------------------------- secure mode: exact samplers on OS entropy (issue 23)
+# ------------------------------------- secure mode: exact samplers on OS entropy
 def test_secure_bernoulli_is_exact_for_float_probabilities():
     for p in (0.3, 1 / 3, 2.0**-20 * 3, 0.999):
         x = N.secure_bernoulli(p, 200_000)

@@ -1,4 +1,4 @@
-"""Evaluate and Release modes (issue 23, parts 1 and 2): a release uses OpenDP noise and fresh
+"""Evaluate and Release modes: a release uses OpenDP noise and fresh
 entropy, records no seed, is never cached, and its files (GeoTIFF, GeoJSON, CSV, manifest) hold
 no true count, no metric, no seed; evaluations are stamped; an Evaluate run's default seed is
 drawn fresh and printed."""

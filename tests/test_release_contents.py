@@ -1,4 +1,4 @@
-"""Releases hold only DP outputs (issue 23 part 7).
+"""Releases hold only DP outputs.
 
 Every registered mechanism runs on a dataset D and on D' = D plus one person, with the same
 seed. Every field of the two releases must then be identical, except the declared DP outputs
@@ -35,7 +35,7 @@ SMALL = {  # small sizes: every mechanism runs in about a second
     "federated_rff_kde": {"attack_users": 20},
     "geoind_kde": {"attack_users": 20, "locations_per_person": 2},
 }
-# values the mechanisms computed from the truth before issue 23: evaluation, never release
+# values the mechanisms computed from the truth: evaluation, never release
 MOVED = {
     "bitpush_mean_ldp": (
         "region_true_mean",

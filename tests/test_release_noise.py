@@ -1,4 +1,4 @@
-"""Floating-point-safe, unseeded noise in secure mode (issue 23 part 6).
+"""Floating-point-safe, unseeded noise in secure mode.
 
 The raw-output distinguishers of :mod:`engine.run.noise_audit` run on neighbouring datasets
 (the others; the others plus one person in an empty cell) in evaluation mode (seeded numpy)

@@ -1,4 +1,4 @@
-"""Issue 23 in the dashboard: Evaluate and Release modes, fresh seeds, one ledger per dataset for every
+"""In the dashboard: Evaluate and Release modes, fresh seeds, one ledger per dataset for every
 session (server-wide, in SQLite), Release mode's binding limit and its DP-only export."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_mixed_relations_are_flagged_and_the_ledger_names_the_relation():
 
 
 def test_adaptive_hh_add_remove_option_names_its_relation_and_joins_add_remove_comparisons():
-    """Adaptive HH's relation option (issue 23 part 3): chosen in its parameters, the ledger names
+    """Adaptive HH's relation option: chosen in its parameters, the ledger names
     add/remove user and books the private client count, the guarantee mentions the option, and a
     comparison with an add/remove baseline is no longer flagged as mixing relations."""
     ex = open_app(mech="adaptive_hh", baselines="0", eps="0.5", seed="1")
@@ -170,7 +170,7 @@ def test_the_ledger_books_the_effective_epsilon_above_the_plan():
 
 
 def test_methods_audits_adaptive_hh_under_add_remove_too():
-    """Issue 23 part 3: the add/remove variant is audited from Methods under its own relation."""
+    """The add/remove variant is audited from Methods under its own relation."""
     import time
 
     at = open_app("methods")

@@ -502,7 +502,7 @@ def test_geoind_epsilon_per_km_by_default(mix_a):
 
 
 def test_geoind_protects_a_person_not_a_check_in():
-    """Issue 23 part 8: each person reports at most m locations, each noised at epsilon/m, and
+    """Each person reports at most m locations, each noised at epsilon/m, and
     the ledger books the m reports sequentially. 300 people with 5 check-ins each in a 5 km
     region, epsilon 1 per km: with m = 5 the ledger holds 5 entries of 0.2 (total 1) and every
     displacement follows planar Laplace at 0.2 per km (KS, false alarm 1e-3); with the default

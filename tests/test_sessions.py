@@ -1,4 +1,4 @@
-"""Issue 21: one analyst's upload never reaches another session; memory held for uploads is bounded.
+"""One analyst's upload never reaches another session; memory held for uploads is bounded.
 
 Unit tests of the upload store and the job board, and AppTest sessions sharing one server process
 (``st.cache_resource`` is process-wide, as in a real server). The browser tests with two and eight
@@ -226,7 +226,7 @@ def test_a_markdown_file_name_is_shown_as_text():
 
 
 def test_a_large_sweep_completes_within_the_board_limit(monkeypatch):
-    """Issue 24 item 6: a 60-run sweep whose full results would be ~25x the board's limit once cycled
+    """A 60-run sweep whose full results would be ~25x the board's limit once cycled
     between eviction and re-submission ("89/100 runs done · queued" for minutes) while results piled up
     outside the limit. A sweep keeps summaries only: it completes, and the board's bytes stay in bound."""
     from test_app import running

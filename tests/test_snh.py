@@ -98,7 +98,7 @@ def test_ledger_is_exactly_epsilon_and_release_contract(city):
     assert "PUBLIC" in rel.diagnostics["public_note"]
     assert rel.density.shape == (dom.n, dom.n) and np.all(rel.density >= 0)
     assert rel.range_answerer is not None
-    # progress says in plain words how far training is (issue 18), no raw losses
+    # progress says in plain words how far training is, no raw losses
     training = [m for m in messages if m.startswith("training 2 neural networks together, ")]
     assert training and training[-1].split(", ")[1].startswith("100%")
     assert not any("loss" in m for m in messages)
@@ -151,7 +151,7 @@ def test_model_utilisation_rule_pickling_and_jit_match_numpy(city):
 
 
 def test_models_share_one_compiled_forward_pass_with_their_own_weights():
-    """Issue 18: the jitted forward takes the weights as arguments (one compilation per architecture
+    """The jitted forward takes the weights as arguments (one compilation per architecture
     and batch size, not per model); each model still answers with its own weights, exactly as the
     numpy forward pass and as a predictor that compiles its weights in."""
     from engine.mechanisms.snh.networks import (

@@ -1,4 +1,4 @@
-"""Issue 22 item 4: sparse EMD's default w grows with the users (w_rule), and the heatmap metrics
+"""Sparse EMD's default w grows with the users (w_rule), and the heatmap metrics
 are scored on the paper's Gaussian-smoothed heatmaps."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Issue 16, "uncertainty on the map": per-cell standard errors in closed form.
+"""Uncertainty on the map: per-cell standard errors in closed form.
 
 A mechanism whose noise has a known law releases ``extras["stderr"]``: each cell's standard deviation in
 the density's grid and unit (and ``extras["stderr_cells"]``: how many cells share a noise draw). Checked

@@ -1,4 +1,4 @@
-"""Issue 22 item 5: every metric's truth is counted in the release's unit of privacy."""
+"""Every metric's truth is counted in the release's unit of privacy."""
 
 from dataclasses import replace
 

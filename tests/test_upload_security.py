@@ -1,4 +1,4 @@
-"""Uploads from a hostile user (issue 24 items 1, 4, 7; issue 21 part 4).
+"""Uploads from a hostile user.
 
 Every bad file goes through ``load_file`` twice, as the dashboard calls it (bytes and a
 file name) and as the CLI does (a path), and must give a DataError/ParamError with a

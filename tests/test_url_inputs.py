@@ -1,4 +1,4 @@
-"""Issue 24 (items 2 and 7) and issue 16 item 6: what a link can make the server do.
+"""What a link can make the server do.
 
 Every invalid URL parameter gets a specific message naming it; with ``run=1`` an invalid link runs
 nothing and spends nothing; a download address in the URL is ignored (only the catalogue's address

@@ -3,7 +3,7 @@
 Generic over any run whose release's ``extras`` carry ``region_rects`` (k, 4) metres and
 ``region_private_mean`` / ``region_stderr`` / ``suppressed`` (length k); the true means,
 computed from the truth, are in the run's evaluation record (``region_true_mean``), never
-in the release (issue 23)."""
+in the release."""
 
 from __future__ import annotations
 

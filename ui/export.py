@@ -4,7 +4,7 @@ and the HTML report of :mod:`ui.report`).
 
 The map exports hold the *private* release only. The evaluation documents also hold what
 was computed from the true data (the true map, metrics against it, exact counts), so they
-carry the stamp :data:`EVALUATION` (issue 23). The grid writers and the stamp live in
+carry the stamp :data:`EVALUATION`. The grid writers and the stamp live in
 :mod:`engine.run.export`, which also writes Release-mode folders (``write_release``)."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ Figures:
 * Figure 4c (local DP, eps = 2, ages-like data, n = 100,000): adaptive + bit
   squashing at absolute thresholds 0.05, 0.1, 0.2 (each also capped at 3 noise
   standard errors, see engine.mechanisms.bit_pushing.rounds._squash), error at 32 bits vs 10 bits.
-* Squashing bias (issue 22): bitpush_mean_ldp on a street-grid city whose ages
+* Squashing bias: bitpush_mean_ldp on a street-grid city whose ages
   >= 64 are 3-11% per region (engine/bench/unseen.py), 100,000 clients, 16
   regions: NRMSE at eps 1, 2, 5 and the bias of the population mean at eps 5.
 * Speed: adaptive bit-pushing on 1,000,000 clients (median).

@@ -1,4 +1,4 @@
-"""``python -m engine bench dask``: sweeps, out-of-core histograms and federated runs on Dask (issue 20).
+"""``python -m engine bench dask``: sweeps, out-of-core histograms and federated runs on Dask.
 
 Figures:
 

@@ -1,6 +1,6 @@
 """Benchmark of SNH (Zeighami et al., PVLDB 2022): ``python -m engine bench snh [--quick]``.
 
-Figures (issue 7):
+Figures:
 
 * ``sf_cabs_reference_rel_error``: the reference code's sample run on
   ``../shared/data/sf_cabs_pickups.npy`` (skipped with a message when absent): all
@@ -11,8 +11,8 @@ Figures (issue 7):
   data points, psi = 0.1% n. The square domain is the dataset's published bounding box
   (data/README.md), as the reference normalises to the data's extent; it is recorded as
   side information. No public SF dataset is available offline, so the workload is taken
-  from the noisy grid (``workload = noisy``; the reference used Gowalla SF). Informative
-  (issue 19): the reference's 0.074 needs its public workload. The learning curve (every
+  from the noisy grid (``workload = noisy``; the reference used Gowalla SF). Informative:
+  the reference's 0.074 needs its public workload. The learning curve (every
   100 epochs) and IDENTITY on the same grid are in ``extra``.
 * ``ratio_snh_best_baseline[<dataset>, <centres>]``: at epsilon 0.2 and n = 100,000, query
   sides 0.5%-2% of the domain side, SNH (defaults: fast preset, ParamSelect rho, public
@@ -20,8 +20,8 @@ Figures (issue 7):
   PrivTree, medians over seeds of the mean relative error (psi = 0.1% n) of 2,000 queries
   centred uniformly at random (``unif``, the paper's Section 6.1.3) or on random data
   points (``data``, the reference code); true answers are exact point counts. Target
-  (issue 19) <= 1.0 with data-point centres on the synthetic cities; uniform centres and
-  SF cabs are informative (issue 7 asked for 0.7). Baselines release on a 1024 x 1024
+  <= 1.0 with data-point centres on the synthetic cities; uniform centres and
+  SF cabs are informative (the first target was 0.7). Baselines release on a 1024 x 1024
   grid (20 m cells at 20 km) so their output resolution adds no error.
   IDENTITY@ParamSelect is run alongside.
 * ``ratio_snh_best_baseline[<dataset>, <centres>][sides 0.125-0.5%]`` (informative): the same
@@ -32,7 +32,7 @@ Figures (issue 7):
 * ``paramselect_within_2x_of_published``: ParamSelect (our table, synthetic cities only)
   predicted for the 60 labelled rows of ``../shared/data/snh_paramselect`` (their n,
   epsilon and Gowalla entropy; query range 0.2%-0.8%, the reference's), fraction within a
-  factor 2 of the published best rho (label / 10). Informative: issue 7 asks for the
+  factor 2 of the published best rho (label / 10). Informative: the first target was the
   check, and our table is trained on synthetic cities, not Gowalla (a 0.8 target was ours,
   reached by nothing the paper or the data support). Spearman correlation and median
   ratio in ``extra``.
@@ -62,8 +62,8 @@ PS_DIR = SHARED_DATA / "snh_paramselect"
 SF_BBOX = (-122.50764, 37.70794, -122.35978, 37.81944)  # published bounding box (data/README.md)
 BASELINES = ("ug", "ag", "privtree")
 CITIES = ("polycentric", "monocentric", "sprawl", "coastal")
-# SNH / best of UG, AG, PrivTree with data-point centres on the synthetic cities (issue 19; measured
-# 0.73-0.82). The issue 7 figure 0.7 and the uniform-centre rows are informative: there the noisy grid
+# SNH / best of UG, AG, PrivTree with data-point centres on the synthetic cities (measured
+# 0.73-0.82). The first target, 0.7, and the uniform-centre rows are informative: there the noisy grid
 # SNH learns from is already at the baselines' level, and IDENTITY@ParamSelect on the same grid is within
 # +-4% of SNH (BENCHMARKS.md).
 RATIO_TARGET = 1.0
@@ -139,7 +139,7 @@ def comparison_figures(
     quick: bool, progress, lo: float = 0.005, hi: float = 0.02, datasets=None, seeds=None
 ) -> tuple[list[Figure], list[float]]:
     """SNH against the best of UG, AG and PrivTree for query sides in ``[lo, hi]`` (fractions
-    of the side; SNH and IDENTITY@ParamSelect are told the range). Target (issue 19): ratio
+    of the side; SNH and IDENTITY@ParamSelect are told the range). Target: ratio
     <= 1.0 in the band 0.5-2% with data-point centres on the synthetic cities; uniform
     centres, SF cabs and other bands are informative (BENCHMARKS.md says why)."""
     band_judged = (lo, hi) == (0.005, 0.02)

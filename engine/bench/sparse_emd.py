@@ -60,7 +60,7 @@ Figure 2 (trends, epsilon = 10 as in the paper): one check-in region with 1000 u
 Many users (informative): EMD against ``w`` at 100,000 users (polycentric city, 256 x 256,
 epsilon 1, 3 seeds), far from the paper's n = 200, for the help text of ``w``.
 
-Top-t default (issue 22, informative except one target): ``laplace_topt_gauss`` with its default
+Top-t default (informative except one target): ``laplace_topt_gauss`` with its default
 rule (t = 0: the cells above the noise, at least the paper's 0.01%) against the paper's fixed
 0.01% on check-in regions of 200 users at every epsilon (cells kept, four metrics), and with
 20,000 users at eps = 10, where the default must beat a uniform map in MSE.
@@ -544,7 +544,7 @@ def many_users(progress, seeds: int = 3) -> list[Figure]:
 
 
 def topt_default(n_regions: int, emd_cells: int, progress) -> list[Figure]:
-    """Issue 22: the top-t baseline's default rule (t = 0: cells above the noise, at least the
+    """The top-t baseline's default rule (t = 0: cells above the noise, at least the
     paper's 0.01%) against the paper's fixed 0.01%, in the paper's setting (check-in regions,
     200 users, 256 x 256, 2 trials per region) and with 20,000 users (polycentric city,
     eps = 10, MSE as a ratio to a uniform map; medians of 3 seeds)."""

@@ -1,4 +1,4 @@
-"""A city of a kind the synthetic presets do not cover, built from a stated recipe (issue 22).
+"""A city of a kind the synthetic presets do not cover, built from a stated recipe.
 
 ``street_grid_city``: a Manhattan-like street grid with a few very hot venues. Every
 user has one location and one age:

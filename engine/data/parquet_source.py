@@ -1,5 +1,5 @@
 """Datasets larger than memory: a (Geo)Parquet directory read with dask.dataframe, partition
-by partition (issue 20).
+by partition.
 
 What is read. A directory (or one file) of Parquet files holding one location per row, in
 WGS84: longitude and latitude columns (``lon``/``lat`` by default), or GeoParquet's primary

@@ -229,7 +229,7 @@ class Mechanism:
     needs: ClassVar[tuple[str, ...]] = ()  # dataset attributes required, e.g. ("value",)
     # the neighbouring relation the guarantee is stated for: one of RELATIONS; every mechanism sets it
     neighbouring: ClassVar[str] = ""
-    # What a Release may hold (issue 23): keys of ``Release.diagnostics`` / ``Release.extras`` whose
+    # What a Release may hold: keys of ``Release.diagnostics`` / ``Release.extras`` whose
     # values are DP outputs (computed from the noisy values and public parameters; for mechanisms
     # without a privacy claim, their released outputs), and keys that follow from the side
     # information the ledger declares (e.g. the number of clients); the names "ledger" (its steps and

@@ -542,7 +542,7 @@ def _paper_heatmap_scores(t: np.ndarray, release) -> dict:
     ``diagnostics["sigma_cells"] > 0``: the sparse EMD family and its Laplace baselines), the
     truth smoothed by the same filter. ``heatmap_sigma_cells`` says which map was scored: the
     filter width in cells, 0 (no filter) when SIM/CC/KL are on the unsmoothed maps. On the unsmoothed
-    estimate a sparse release scores SIM 0.002-0.08 and KL ~ 20 (issue 22), not the paper's measures."""
+    estimate a sparse release scores SIM 0.002-0.08 and KL ~ 20, not the paper's measures."""
     heat = getattr(release, "extras", {}).get("heatmap")
     sigma = float(getattr(release, "diagnostics", {}).get("sigma_cells", 0.0) or 0.0)
     if heat is None or sigma <= 0 or np.shape(heat) != t.shape:

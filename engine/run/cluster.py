@@ -1,4 +1,4 @@
-"""Runs on a Dask cluster (issue 20): sweeps as one task per run, and the setting the dashboard reads.
+"""Runs on a Dask cluster: sweeps as one task per run, and the setting the dashboard reads.
 
 A cluster is named as ``local:N`` (a :class:`distributed.LocalCluster` of N worker processes
 on this machine, bound to 127.0.0.1) or ``tcp://HOST:PORT`` (the scheduler of a cluster started

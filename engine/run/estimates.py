@@ -1,4 +1,4 @@
-"""How long a run should take, before it starts (issue 18).
+"""How long a run should take, before it starts.
 
 :func:`estimate_seconds` predicts the wall time of :func:`engine.run.runner.run` for a configuration
 (data preparation, mechanism and metrics; the dashboard needs about one more second to draw the

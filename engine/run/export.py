@@ -1,5 +1,5 @@
 """What leaves the workbench: the private grid as GeoTIFF, GeoJSON or CSV, and a release folder
-(those files and a JSON manifest) for a Release-mode run (issue 23).
+(those files and a JSON manifest) for a Release-mode run.
 
 Two kinds of export, after the run's mode (``RunConfig.mode``):
 

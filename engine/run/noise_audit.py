@@ -1,4 +1,4 @@
-"""Raw-output distinguishers of the noise samplers (issue 23 part 6).
+"""Raw-output distinguishers of the noise samplers.
 
 Two black-box attacks on the released numbers themselves, not on a statistic of the map
 (that is :mod:`engine.run.audit`'s job), each run on neighbouring datasets D0 (the others) and

@@ -95,7 +95,7 @@ def prepare(config: RunConfig, dataset=None):
 
 
 def release_truth(ds, domain, params: dict) -> np.ndarray:
-    """The true map in the unit the release counts, for every metric (issue 22): each person
+    """The true map in the unit the release counts, for every metric: each person
     counts once (a user's locations share weight 1, the user-level unit; identical to
     location counts without user ids) unless the mechanism counts records (``unit =
     "record"``), whose truth is the plain location count. Scoring a record-unit release

@@ -35,7 +35,7 @@ grid with Laplace).
 The samplers OpenDP lacks are built, in secure mode, from exact constructions on
 fair bits of the operating system's CSPRNG (``os.urandom``) and OpenDP's discrete
 Laplace; no float rounding decides an outcome, and nothing comes from the seeded
-stream (issue 23):
+stream:
 
 * Bernoulli(p) for a float ``p`` (:func:`secure_bernoulli`): with ``i`` the position
   of the first 1 in a stream of fair bits (``P(i) = 2^-i``), output the i-th binary

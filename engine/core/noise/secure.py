@@ -1,4 +1,4 @@
-"""Secure-mode exact samplers on fair bits of the operating system's CSPRNG (issue 23):
+"""Secure-mode exact samplers on fair bits of the operating system's CSPRNG:
 Bernoulli, uniform integers, binomial, and the acceptance step of lattice planar Laplace.
 No floating-point rounding decides an outcome and nothing is seeded; the constructions
 are described in :mod:`engine.core.noise`."""

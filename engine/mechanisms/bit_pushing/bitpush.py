@@ -92,7 +92,7 @@ Departures from the paper (each also noted where it is coded):
   says "below an absolute threshold"; Section 4.2 varies it "as a multiple of
   the expected amount of DP noise" (Figure 4a: 0.05-0.2 works well; Figure 4b
   draws 0.05 on the bit means at eps = 2). Read as an absolute threshold alone
-  (this module until issue 22), a bit whose true mean is below it is zeroed at
+  (an earlier version of this module), a bit whose true mean is below it is zeroed at
   every epsilon: ages >= 64 (bit mean 0.03-0.10) vanished from mean ages and the
   error stopped falling with epsilon. Here a bit is squashed when its mean is
   below BOTH the absolute threshold (default 0.1, the middle of Figure 4a's

@@ -1,7 +1,7 @@
 """What the central baselines share (see the package docstring for the threat model and the unit of
 privacy): the ``unit`` parameter and :func:`bound_contributions` (user- or record-level bounding), the
 curator's communication and server view, binning and spreading helpers, the noisy total, the
-closed-form standard errors of Laplace counts (issue 16) and :data:`CENTRAL_KEYS`."""
+closed-form standard errors of Laplace counts and :data:`CENTRAL_KEYS`."""
 
 from __future__ import annotations
 
@@ -374,7 +374,7 @@ TOTAL_PARAMS = (
 )
 
 
-# ======================================================= standard errors (issue 16)
+# ======================================================= standard errors
 # ``Release.extras["stderr"]``: the standard deviation of each released cell (``density``'s grid and
 # unit) from the noise's known scale, where it is exact; NaN where no noise-based margin applies.
 # ``extras["stderr_cells"]``: per cell (or one number for all), how many output cells share its noise

@@ -98,7 +98,7 @@ class UniformGrid(Mechanism):
     2.06x a peer implementation's error at 10^6 points, epsilon 0.1). By the paper's own
     error model a m + b/m (see :func:`snap_to_divisor`) the snapped size costs at most a
     factor (sqrt 2 + 1/sqrt 2)/2 = 1.061 in model error against the paper's m (1.025 for
-    10 -> 8). Until issue 17 UG also had AG's floor of 10 and snapped 10 up to 16 (1.113);
+    10 -> 8). A floor of 10 like AG's would snap 10 up to 16 (1.113);
     unsnapped, that floor never binds in the central benchmark (N eps >= 1,000), so its
     ``align`` off rows are unchanged. With ``align`` off, m is the paper's and ``cap_to_grid``
     caps it at 2^L, cells finer than the released map only adding noise (DPBench's grids
@@ -106,7 +106,7 @@ class UniformGrid(Mechanism):
     by overlap area. Both are public quantities. Under ``user``
     N counts users, not locations, in Guideline 1 (it is the total the noise competes with).
 
-    Standard error (issue 16): ``extras["stderr"]`` is each output cell's standard deviation
+    Standard error: ``extras["stderr"]`` is each output cell's standard deviation
     given the released grid size m: sqrt(2)/eps_cells for a UG cell, spread with it, i.e.
     sqrt(2)/(eps_cells q) for an aligned UG cell of q output cells, and in general
     sqrt(2)/eps_cells x sqrt(sum of squared overlap fractions) (:func:`grid_stderr`). Exact:
@@ -286,7 +286,7 @@ class AdaptiveGrid(Mechanism):
     sub-cells are spread by overlap area. Under ``user`` N and N' count users (user mass),
     not locations.
 
-    Standard error (issue 16): none in closed form; the dashboard estimates it from repeated
+    Standard error: none in closed form; the dashboard estimates it from repeated
     seeded runs. Step 3 is an inverse-variance average of the two levels, and with the sub-grid
     fixed in advance a sub-cell's variance would follow (s2^2 - s2^4/(k s2^2 + s1^2) for k
     sub-cells and level variances s1^2, s2^2). But m2 is chosen from the same noisy first-level

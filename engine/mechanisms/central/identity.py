@@ -163,7 +163,7 @@ class Identity(Mechanism):
     Departures: top-t keeps ceil(t% of the cells), at least one cell (the paper does
     not say how t% of a cell count is rounded).
 
-    Standard error (issue 16): ``extras["stderr"]`` is sqrt(2)/epsilon in every cell, the
+    Standard error: ``extras["stderr"]`` is sqrt(2)/epsilon in every cell, the
     standard deviation of the Laplace(1/epsilon) draw, exact and the same whatever the data
     (in secure mode OpenDP's Laplace, rounded to a fine float lattice: the same to within that
     rounding). Cells that clipping or top-t set to 0 get NaN: their 0 is a choice made on the
@@ -343,7 +343,7 @@ class Uniform(Mechanism):
 
     Departures: a negative noisy total is set to zero (post-processing).
 
-    Standard error (issue 16): with ``total = noisy``, ``extras["stderr"]`` is sqrt(2)/epsilon
+    Standard error: with ``total = noisy``, ``extras["stderr"]`` is sqrt(2)/epsilon
     spread over the C cells, sqrt(2)/(epsilon C) per cell (the one Laplace draw moves every cell
     together: ``stderr_cells`` = C), NaN when the noisy total was set to 0; with ``total = public``
     0 (no noise). The release's error is mostly its bias (the map is flat), which no SE shows.

@@ -105,7 +105,7 @@ class PrivTree(Mechanism):
     parameters. Negative noisy leaf counts are kept. Under ``user`` the locations
     beyond each user's sampled one are not used.
 
-    Standard error (issue 16): ``extras["stderr"]`` is, per output cell, sqrt(2)/eps_count
+    Standard error: ``extras["stderr"]`` is, per output cell, sqrt(2)/eps_count
     divided by the number of output cells of its leaf: the standard deviation of the leaf's
     Laplace count spread uniformly, given the released tree. Exact given the tree: the leaf
     counts' noise is drawn after the tree is built and independently of its split draws. The
@@ -489,7 +489,7 @@ class Hierarchical(Mechanism):
     cells (``height`` below the run's depth) are spread uniformly; the geometric split for
     b > 2 is our generalisation of Cormode et al.'s.
 
-    Standard error (issue 16): ``extras["stderr"]`` is each leaf's standard deviation after
+    Standard error: ``extras["stderr"]`` is each leaf's standard deviation after
     constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public tree
     alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
     consistency), divided by the output cells of a leaf when leaves are coarser. Exact: the tree

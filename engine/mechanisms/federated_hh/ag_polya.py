@@ -51,7 +51,7 @@ class AdaptiveGridPolya(Mechanism):
     hot spots into their neighbours, as for the central ``ag``); m2 is capped so
     sub-cells are no finer than output pixels; N' <= 0 gives m2 = 1.
 
-    Standard error (issue 16): with ``consistency`` off, the second query's Pólya standard
+    Standard error: with ``consistency`` off, the second query's Pólya standard
     deviation per sub-cell over its pixels, exact given the released sub-grid (its noise is
     drawn after m2 is fixed; ``_stderr_extras``). None with consistency (the default): m2 is
     chosen from the first-level count the inference reuses (see the central ``ag``)."""
@@ -133,7 +133,7 @@ class AdaptiveGridPolya(Mechanism):
         rects = ag_subcell_rects(owner, offsets, m2, m1, n)
         density = spread_rects(rects, est2, n)
         extras = {}
-        if not params["consistency"] and _exact_sum(ss2, params):  # issue 16 (sub-cells: blocks of whole pixels)
+        if not params["consistency"] and _exact_sum(ss2, params):  # sub-cells: blocks of whole pixels
             inv_cells = spread_rects(rects, np.ones(total_cells), n)  # 1 / the pixels of each pixel's sub-cell
             extras = {"stderr": ss2.noise_std * inv_cells, "stderr_cells": np.rint(1.0 / inv_cells).astype(np.int64)}
         ledger = Ledger()

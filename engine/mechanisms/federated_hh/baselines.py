@@ -142,7 +142,7 @@ def _distributed_release(
     bits = _bits(p)
     diag = dict(diag)
     diag["warnings"] = list(warnings)
-    if "stderr" in (extras or {}):  # issue 16
+    if "stderr" in (extras or {}):
         diag.setdefault("stderr_basis", "the Pólya sum's noise per released cell, spread over its pixels")
     return Release(
         density=density,
@@ -164,7 +164,7 @@ class FlatOneHot(Mechanism):
     through SecAgg shards; one sub-query with the whole budget, sensitivity 1.
     Threat model and guarantee as ``adaptive_hh`` (aggregate-only server,
     epsilon-DP). Users with several locations report their most visited cell.
-    Standard error (issue 16): the Pólya sum's standard deviation per raster cell over its
+    Standard error: the Pólya sum's standard deviation per raster cell over its
     pixels, exact and data-independent (``_stderr_extras``; none with dropouts or wrapping)."""
 
     key = "flat_onehot"
@@ -325,7 +325,7 @@ class HierarchicalOneHot(_HierarchicalBase):
     noisy count exceeds k noise standard deviations. Each level is simulated as
     its own secure sum (the same law as one appended vector).
 
-    Standard error (issue 16): with ``selection = 'level'`` the Pólya sum's standard deviation
+    Standard error: with ``selection = 'level'`` the Pólya sum's standard deviation
     of that level's cells over their pixels, exact (``_stderr_extras``). None with the
     threshold rule: a coarse cell is released because its own noisy count fell below the
     threshold, so given the chosen leaves its noise is a truncated draw, not the Pólya law."""
@@ -365,7 +365,7 @@ class HierarchicalOneHot(_HierarchicalBase):
         ids, vals, t = self._choose(params, D, first, est, sd)
         density, ids = _leaves_release_density(ids, vals, D)
         extras = {"level_counts": noisy}  # noisy counts per level, Morton order (for oracle sweeps)
-        if params["selection"] == "level":  # issue 16: one level, released whatever its values
+        if params["selection"] == "level":  # one level, released whatever its values
             lv = int(node_level(ids[:1])[0])
             extras.update(_stderr_extras(sums[lv], params, sums[lv].noise_std, _level_lut(D, lv), D))
         elements = sum(4**lv for lv in levels)
@@ -410,7 +410,7 @@ class CountMinHierarchical(_HierarchicalBase):
     minimum of the noise, about -2 noise standard deviations for 20 rows, in every
     cell. The deep cells that the split threshold opens at large epsilon lose their
     mass, and the normalised map piles onto the few hot cells, so the error rose with
-    epsilon (issue 22: street grid with hot venues, 20k users, 256²: 0.99x, 1.7x, 4.2x
+    epsilon (street grid with hot venues, 20k users, 256²: 0.99x, 1.7x, 4.2x
     a uniform map's MSE at eps 1, 3, 10; at eps 10 the released cells summed to -500
     for 20,000 users, 5,950 positive and -6,451 negative, and the 10 hottest cells got
     2.65x their share). Hash collisions at width 2,000 are not the cause: with the same

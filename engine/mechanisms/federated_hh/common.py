@@ -102,7 +102,7 @@ def _degradation_warning(eff: float, eps: float) -> str | None:
 def _spend(ledger: Ledger, step: str, eps: float, ss, base: str) -> None:
     """Book a sharded sum. Under excess dropout its released shards carry weaker noise than
     planned, and the ledger books what was actually spent, the sub-query's effective epsilon
-    (worst shard), keeping the planned epsilon beside it and flagging the note (issue 23)."""
+    (worst shard), keeping the planned epsilon beside it and flagging the note."""
     eff = ss.effective_epsilon
     if eff > eps * (1 + 1e-9):
         ledger.spend(
@@ -204,7 +204,7 @@ def _exact_sum(ss, p: dict) -> bool:
 
 
 def _stderr_extras(ss, p: dict, sd: float, lut: np.ndarray, depth: int) -> dict:
-    """``extras["stderr"]`` / ``["stderr_cells"]`` (issue 16; conventions in :mod:`.central`) of a
+    """``extras["stderr"]`` / ``["stderr_cells"]`` (conventions in :mod:`.central`) of a
     release that spreads each node's noisy sum uniformly over the pixels ``lut`` gives it: ``sd``
     (the count's noise standard deviation, in users) over the node's pixels. The sum of the
     clients' Pólya shares over the released shards is ``Polya(A, r) - Polya(A, r)``, ``A`` the sum

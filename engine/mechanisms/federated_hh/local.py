@@ -71,7 +71,7 @@ class LocalGridRR(Mechanism):
     several locations report their most visited cell. Secure mode: both
     encodings are drawn exactly on OS entropy (``ctx.noise``; engine.core.noise).
 
-    Standard error (issue 16): a cell with c of the U users gets ``Bin(c, p) + Bin(U - c, q)``
+    Standard error: a cell with c of the U users gets ``Bin(c, p) + Bin(U - c, q)``
     reports (one per user for k-RR; for OUE each user's bit of the cell), so the unbiased
     estimate has variance ``U q (1 - q)/(p - q)^2 + c (1 - p - q)/(p - q)``. It depends on the
     true c; ``extras["stderr"]`` plugs in the released estimate clipped at 0 (post-processing of
@@ -134,7 +134,7 @@ class LocalGridRR(Mechanism):
         block = 4 ** (D - lv)
         density = est[_pixel_codes_at(D, lv)] / block
         var = U * q * (1 - q) / (p - q) ** 2 + np.clip(est, 0.0, None) * (1 - p - q) / (p - q)
-        stderr = np.sqrt(var)[_pixel_codes_at(D, lv)] / block  # issue 16: plug-in, see the docstring
+        stderr = np.sqrt(var)[_pixel_codes_at(D, lv)] / block  # plug-in, see the docstring
         ledger = Ledger()
         ledger.spend(
             "local reports", eps, composition="parallel", group="users", note="each user randomises its own report"

@@ -237,7 +237,7 @@ class AdaptiveHH(Mechanism):
     interval and the CI-width split rule are this workbench's reading of
     Appendix B, which leaves them open.
 
-    Add/remove user (``relation = 'add/remove'``; issue 23 part 3; not in the paper).
+    Add/remove user (``relation = 'add/remove'``; not in the paper).
     Under zero-out the exact client count U is public and read three times: by the
     schedule (Eq. 7, ``sigma~`` grows with U), by the shard layout (``ceil(U/S_max)``
     shards, Algorithm 1 line 7) and by the Pólya shapes (``1/N`` with N from each shard's
@@ -528,7 +528,7 @@ class AdaptiveHH(Mechanism):
                 "id_encoding": "(1 << 2*level) | quadtree path (x bit then y bit per level, MSB first)",
             },
         }
-        # issue 16: the final counts carry fresh noise, drawn after the tree was fixed, so their SE given the
+        # the final counts carry fresh noise, drawn after the tree was fixed, so their SE given the
         # released tree is the Pólya sum's (ss: the last sub-query's sum). Not with several locations per user:
         # their stochastic rounding adds a data-dependent variance
         if private and not clients.multi:

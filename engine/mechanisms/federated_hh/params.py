@@ -220,7 +220,7 @@ RELATION_CHOICES = ("zero-out", "add/remove")
 
 
 def _relation_params() -> tuple[Param, ...]:
-    """Adaptive HH's neighbouring relation (issue 23 part 3) and, under add/remove, where the
+    """Adaptive HH's neighbouring relation and, under add/remove, where the
     planned number of clients comes from (see AdaptiveHH's docstring, "Add/remove user")."""
     return (
         Param(

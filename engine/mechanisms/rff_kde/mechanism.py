@@ -32,7 +32,7 @@ The numerics live beside this module (:mod:`.kde`, :mod:`.attack`, :mod:`.curve`
   (``attack_users``), the literal printed form of Eq. 16 (with its extra 1/K_i, see
   :mod:`.attack`), the 0-feature baseline and the utility (Spearman against the
   full-data KDE, Section 4.2.1).
-* No per-cell standard error in closed form (issue 16): the random features' error at a cell and
+* No per-cell standard error in closed form: the random features' error at a cell and
   the geo-indistinguishable displacements' smoothing both depend on where the users are, and the
   surface is rescaled by the data's own total, so the spread is not a function of public scales;
   the dashboard estimates it from repeated seeded runs.
@@ -466,7 +466,7 @@ class GeoIndKDE(Mechanism):
     of reports the server received (declared side information).
 
     Departures: as :class:`FederatedKDE` (density scaling, attack grid). The paper (and
-    this mechanism before issue 23) noised every check-in at ``eps``, which protects one
+    an earlier version of this mechanism) noised every check-in at ``eps``, which protects one
     check-in, not a person (a person with k check-ins at ``k eps d``). Noise: seeded numpy
     (Andres et al.'s polar method); in secure mode the lattice construction of
     :mod:`engine.core.noise` (exact, on OS entropy: locations snapped to a lattice of step at

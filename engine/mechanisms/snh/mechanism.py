@@ -84,7 +84,7 @@ Departures from the paper (and from the reference code, szeighami/SNH):
   with a cosine decay to 5%, and the sin layer's weights scaled by 2.5 (higher initial
   frequencies: a small network trained briefly otherwise underfits the city's structure);
   ``quality`` = 1,500 steps of batch 1,024 (the former default: twice the training work, within the
-  seed-to-seed spread of ``fast`` on the synthetic cities, BENCHMARKS.md, issue 18).
+  seed-to-seed spread of ``fast`` on the synthetic cities, BENCHMARKS.md).
 * Model utilisation extends to rectangles and to sizes outside ``[l, u]``: a rectangle is
   clipped to the domain and cut into ``a x b`` near-square pieces of side close to
   ``clip(min side, l, u)``; each piece is answered by the Section 4.3 rule with
@@ -100,7 +100,7 @@ Departures from the paper (and from the reference code, szeighami/SNH):
 * The density grid (heatmap) is the model's answer for every output cell taken as a
   range query (Section 4.3 rule), clipped at 0.
 
-**Does SNH add anything beyond its grid?** (issue 22 item 6; ``scripts/snh_vs_grid.py``, BENCHMARKS.md)
+**Does SNH add anything beyond its grid?** (``scripts/snh_vs_grid.py``, BENCHMARKS.md)
 The training targets of Algorithm 1 are IDENTITY@ParamSelect's own answers at the grid corners, so a
 network that fits them exactly answers as IDENTITY does: on the polycentric and sprawl cities at eps 0.2,
 n 100k, data-point centres, rho 202 m, the zero-loss fit of the targets is 1.00-1.01x IDENTITY on the same
@@ -373,7 +373,7 @@ class IdentityParamSelect(Mechanism):
     two are compared on the same post-processing; the paper does not say whether its
     IDENTITY clips. Noisy cells themselves are never clipped (that would bias sums up).
 
-    Standard error (issue 16): each output cell's answer is a sum of the rho-grid's independent
+    Standard error: each output cell's answer is a sum of the rho-grid's independent
     Laplace(1/eps) counts weighted by overlap, so ``extras["stderr"]`` is sqrt(2)/eps x sqrt(sum
     of the squared overlap fractions) (``central.grid_stderr``), exact given rho; NaN in the cells
     whose answer was clipped to 0. SNH itself has none in closed form (its density comes from

@@ -49,7 +49,7 @@ def level_epsilons(
 
 
 def w_rule(n_users: float, depth: int) -> int:
-    """The default ``w`` for ``n_users`` users (issue 22): ``max(20, round(20 n / 200))``, at most
+    """The default ``w`` for ``n_users`` users: ``max(20, round(20 n / 200))``, at most
     every cell of the finest level. Section 4 runs w = 20 for n = 200 users, i.e. about 10 users
     per kept cell; the rule keeps that ratio, so the w kept cells of a level carry counts the
     level's Laplace noise does not swamp, as they do in the paper's setting. With a fixed w

@@ -53,7 +53,7 @@ class _LaplaceGaussBase(Mechanism):
     )
 
     def _release(self, data, domain, epsilon, params, ctx, top_t):
-        """Standard error (issue 16), with ``density = "estimate"``: sqrt(2)/epsilon in every cell
+        """Standard error, with ``density = "estimate"``: sqrt(2)/epsilon in every cell
         that kept its noisy count, NaN in the cells zeroed (negative, or outside the top t), as for
         ``identity`` with clipping. None for the filtered heatmap: the filter averages the zeroed
         (clipped) counts, whose spread has no closed form; the dashboard estimates it from runs."""

@@ -40,7 +40,7 @@ What is implemented, by section:
 * Section 4 "Baselines" ([LXD+19]): Laplace noise per cell of ``s``, negatives zeroed,
   optionally only the top ``t%`` cells kept, then the same Gaussian heatmap.
 
-Standard error per cell (issue 16): the Laplace baselines with ``density = "estimate"`` carry
+Standard error per cell: the Laplace baselines with ``density = "estimate"`` carry
 one in closed form (``extras["stderr"]``). Algorithm 1's release has none: which cells are kept
 (top w per level) and the L1 reconstruction's solution are non-linear functions of the noise and
 the data, so the dashboard estimates the spread from repeated seeded runs.

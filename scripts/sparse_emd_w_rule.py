@@ -1,5 +1,5 @@
-"""Issue 22 item 4: sparse EMD at w = 20 vs the default w_rule vs the Laplace baseline on the street-grid
-city (20,000 users, 256 x 256), MSE and EMD (m) of the released estimate. Run: python scripts/issue22_sparse_emd_w.py"""
+"""Sparse EMD at w = 20 vs the default w_rule vs the Laplace baseline on the street-grid
+city (20,000 users, 256 x 256), MSE and EMD (m) of the released estimate. Run: python scripts/sparse_emd_w_rule.py"""
 
 import numpy as np
 
