@@ -27,7 +27,7 @@ pytestmark = pytest.mark.browser
 def test_explore_run_draws_both_maps(page, app_url, tmp_path):
     watch = Watch(page)
     open_explore(page, app_url)
-    assert page.locator("h1", has_text="Explore a private heatmap").is_visible()
+    assert page.locator("h3", has_text="Explore a private heatmap").is_visible()
     assert page.get_by_text("SYNTHETIC DATA").first.is_visible()
     run_and_wait_maps(page)
     assert page.locator(MAPS).count() >= 1  # one deck holds both maps (linked views)

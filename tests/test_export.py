@@ -288,7 +288,7 @@ def test_report_escapes_the_data_and_shows_reported_margins(synthetic_run):
     p.feed(doc)
     assert "script" not in p.tags and not any(t == "a" for t, _, _ in p.refs)  # no link without a link given
     assert "&lt;script" in doc and "&lt;b&gt;x&lt;/b&gt;" in doc
-    assert "Margins of error" in doc and "cell stderr" in doc
+    assert "Margins of error" in doc and ">cell<" in doc
     assert ("cell_stderr", 2.0, 10.0) in report.margins(rel)  # beside the release's own "stderr"
     assert ">3.92<" in doc  # the 95 % margin of the median standard error, 1.96 x 2
 

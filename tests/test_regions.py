@@ -229,7 +229,7 @@ def test_regional_margins_cover_90_to_99_percent(key, data, polygon_file):
         assert_mean_within(cover, 0.90, 0.99 if key == "laplace_regions" else 1.0, f"{key} {data} {spec}")
 
 
-@pytest.mark.parametrize("key", ["ag", "sparse_emd", "snh", "identity_topt"])
+@pytest.mark.parametrize("key", ["ag", "sparse_emd", "snh"])
 def test_no_margin_where_there_is_no_closed_form(key):
     ds = _dataset(datasets()["smooth"])
     m = region_margins(release(key, ds, 0), key, build("h3:7", DOMAIN, CRS))

@@ -139,7 +139,7 @@ def _cold_start(browser, cache: str) -> tuple[float, float, float]:
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         page.add_init_script(WEBGL_PROBE)
         page.goto(srv.url + "/?d.n=20000&res=128")
-        page.wait_for_selector("h1:has-text('Explore a private heatmap')", timeout=60_000)
+        page.wait_for_selector("h3:has-text('Explore a private heatmap')", timeout=60_000)
         page.wait_for_selector(".st-key-run_explore button", timeout=60_000)
         page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stSelectbox"]', timeout=60_000)
         usable = time.perf_counter() - srv.t0

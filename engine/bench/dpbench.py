@@ -66,7 +66,7 @@ def load_shapes(names=DATASETS, folder: Path = DPBENCH_DIR, progress=print) -> d
     for name in names:
         f = Path(folder) / f"{name}_256_256.npy"
         if f.exists():
-            h = np.load(f).astype(np.float64)
+            h = np.load(f, allow_pickle=False).astype(np.float64)
             if h.shape != (256, 256) or h.sum() <= 0 or (h < 0).any():
                 raise ValueError(f"{f}: expected a 256 x 256 histogram of non-negative counts")
             shapes[name] = h / h.sum()
