@@ -45,7 +45,7 @@ options.toggle(
 )
 if cfg is not None:
     with top[3].popover(
-        f"ε ledger: {budget.store().spent(budget.dataset_ident(cfg)):g} of {ctl.release_limit:g}",
+        f"ε ledger: {budget.spent_label(cfg)} of {ctl.release_limit:g}",
         icon=":material/account_balance:",
         width="stretch",
     ):

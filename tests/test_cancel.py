@@ -56,7 +56,7 @@ def secure(mechanism: str, depth: int) -> RunConfig:
 
 # Secure mode sends at least one value per leaf cell through OpenDP (about 10-60 us each):
 # Laplace per cell, a noisy quadtree, discrete Laplace per cell and SecAgg shard.
-HEAVY = ["identity", "hierarchical", "flat_onehot"]
+HEAVY = ["identity", "flat_onehot"]  # hierarchical sizes its tree from a noisy count: too quick to cancel
 
 
 @pytest.mark.parametrize("mechanism", HEAVY)

@@ -91,7 +91,7 @@ def test_dashboard_setting(tmp_path, monkeypatch, client):
     monkeypatch.delenv(SETTING_ENV, raising=False)
     assert scheduler_setting() is None
     none = cluster_from_setting()
-    assert none.client is None and "in this process" in none.description
+    assert none.client is None and "in the app's own process" in none.description
     address = client.scheduler.address  # the fixture's LocalCluster, tcp://127.0.0.1:PORT
     (tmp_path / ".streamlit").mkdir()
     (tmp_path / ".streamlit" / "secrets.toml").write_text(f'{SECRETS_KEY} = "{address}"\n')

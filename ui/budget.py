@@ -117,9 +117,25 @@ _HIDDEN = (
 )
 
 
-def remaining(cfg: RunConfig, limit: float) -> float:
-    """ε the dataset can still spend under ``limit``."""
-    return max(0.0, limit - store().spent(dataset_ident(cfg)))
+def spent_label(cfg: RunConfig) -> str:
+    """The ε released on the dataset so far, or "unavailable" when the ledger cannot be read (a full or
+    read-only folder: the page goes on, the meter says why)."""
+    from engine.core.errors import EngineError
+
+    try:
+        return f"{store().spent(dataset_ident(cfg)):g}"
+    except EngineError:
+        return "unavailable"
+
+
+def remaining(cfg: RunConfig, limit: float) -> float | None:
+    """ε the dataset can still spend under ``limit``; None when the ledger cannot be read."""
+    from engine.core.errors import EngineError
+
+    try:
+        return max(0.0, limit - store().spent(dataset_ident(cfg)))
+    except EngineError:
+        return None
 
 
 def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> None:
