@@ -46,7 +46,7 @@ def test_uploaded_user_id_file_maps_people_on_both_sides(page, app_url, tmp_path
         '[data-testid="stFileUploaderDropzoneInput"]',
         files=[{"name": "people.csv", "mimeType": "text/csv", "buffer": user_id_csv()}],
     )
-    page.wait_for_selector("text=Real data people.csv", timeout=60_000)
+    page.wait_for_selector("text=Real data people.csv", timeout=150_000)
     page.wait_for_selector(".st-key-run_explore button:not([disabled])", timeout=60_000)
     run_and_wait_maps(page)
     page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=60_000)
