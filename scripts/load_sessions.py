@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from browser_support import CHROMIUM, MAPS, READY  # noqa: E402
+from tests.browser_support import CHROMIUM, MAPS, READY  # noqa: E402
 
 SEED0 = int(time.time()) % 1_000_000 * 100  # seeds of their own: no session is served from an earlier cache
 RUNNING = '[data-testid="stApp"][data-test-script-state="running"]'
@@ -119,7 +119,7 @@ def main() -> int:
         import contextlib
         import tempfile
 
-        from browser_support import serve
+        from tests.browser_support import serve
 
         class _Factory:  # serve() wants pytest's tmp_path_factory
             def mktemp(self, name):

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
 
 def _hwm() -> int:
@@ -39,10 +39,9 @@ def _points_fc(n: int) -> bytes:
 
 
 def main() -> int:
-    from test_upload_limits import multipoint_geojson, parquet_dictionary_bomb, points_csv
-
     from engine.data.files import load_file
     from engine.data.files.isolate import load_file_isolated
+    from tests.test_upload_limits import multipoint_geojson, parquet_dictionary_bomb, points_csv
 
     kind, mode = sys.argv[1], sys.argv[2]
     name, make = {
