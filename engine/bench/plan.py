@@ -178,11 +178,12 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
         ),
         Figure(
             "plan_public_inputs_spread",
-            sp,
+            sp if math.isfinite(sp) else None,
             "x",
             "informative",
             None,
             "largest max/min of one measured figure across the four presets, whose public inputs are the same: "
-            "above 4, no prediction from public inputs alone is within 2 of all",
+            "above 4, no prediction from public inputs alone is within 2 of all"
+            + ("" if math.isfinite(sp) else " (needs two presets: not measured with --quick)"),
         ),
     ]
