@@ -320,37 +320,26 @@ def block_sums(grid: np.ndarray, k: int) -> np.ndarray:
     return grid.reshape(n // k, k, n // k, k).sum(axis=(1, 3))
 
 
-def block_stderr(stderr: np.ndarray, k: int, cells=None) -> np.ndarray | None:
-    """Standard error of each k x k block's sum, from the cells' standard errors and ``cells`` (the release's
-    ``extras["stderr_cells"]``: per cell, or one number, how many cells share its noise draw, in dyadic
-    squares): a block inside such a square moves with it (its cells' errors add up), a block holding whole
-    squares sums independent ones, so the variance is the sum over the block of stderr^2 x min(cells, k^2).
-    None for blocks when the release does not say how its cells correlate; NaN where a cell has no margin."""
-    se = np.asarray(stderr, dtype=np.float64)
-    if k == 1:
-        return se
-    if cells is None:
-        return None
-    c = np.broadcast_to(np.asarray(cells, dtype=np.float64), se.shape)
-    return np.sqrt(block_sums(se**2 * np.minimum(c, k * k), k))
+def hover_block(n: int) -> int:
+    """Cells per side of the hover's blocks on a grid of ``n`` a side (at most ``HOVER_MAX`` blocks a side)."""
+    return max(1, n // HOVER_MAX)
 
 
 def hover_layer(
     truth: np.ndarray,
     private: np.ndarray,
-    stderr: np.ndarray | None,
+    margin95: np.ndarray | None,
     frame: Frame,
     layer_id: str,
     unit: str,
-    stderr_cells=None,
 ) -> tuple[pdk.Layer, dict]:
-    """Near-invisible cells that carry, for the tooltip, each cell's true and private value (and, when the
-    noise has a closed form, the private value's 95 % margin: :func:`block_stderr`). Over ``HOVER_MAX`` cells
-    per side, cells are summed into blocks. Returns the layer and the Deck tooltip."""
-    n = truth.shape[0]
-    k = max(1, n // HOVER_MAX)
+    """Near-invisible cells that carry, for the tooltip, each cell's true and private value and, when the
+    release has one, the private value's 95 % margin (``margin95``: one per hover block, as
+    :func:`engine.regions.margins.block_margins` gives, NaN where there is none). Over ``HOVER_MAX`` cells per
+    side, cells are summed into blocks (:func:`hover_block`). Returns the layer and the Deck tooltip."""
+    k = hover_block(truth.shape[0])
     t, p = block_sums(np.asarray(truth, float), k), block_sums(np.asarray(private, float), k)
-    e = None if stderr is None else block_stderr(stderr, k, stderr_cells)
+    e = None if margin95 is None else np.asarray(margin95, dtype=np.float64).reshape(t.shape)
     m = t.shape[0]
     cell = frame.domain.side / m
     jj, ii = np.nonzero((t != 0) | (p != 0))
@@ -366,7 +355,7 @@ def hover_layer(
         if e is None:
             data += [{"g": q, "t": f"{a:.3g}", "p": f"{b:.3g}"} for q, a, b in zip(ll, tv, pv)]
         else:
-            ev = (1.96 * e[jj, ii]).tolist()
+            ev = e[jj, ii].tolist()
             data += [
                 {"g": q, "t": f"{a:.3g}", "p": f"{b:.3g}", "e": f" ± {m:.2g}" if math.isfinite(m) else ""}
                 for q, a, b, m in zip(ll, tv, pv, ev)
@@ -387,7 +376,11 @@ def hover_layer(
     margin = "{e}" if e is not None else ""
     tip = {
         "html": f"<b>this {what}</b><br/>true: {{t}} {unit}<br/>private: {{p}}{margin} {unit}"
-        + ("<br/>± : the 95 % margin of error" if e is not None else ""),
+        + (
+            "<br/>± : the 95 % margin of error (the noise, and where people may sit in a larger released unit)"
+            if e is not None
+            else ""
+        ),
         "style": {"fontSize": "12px", "backgroundColor": "#222", "color": "white"},
     }
     return layer, tip

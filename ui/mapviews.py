@@ -11,7 +11,7 @@ import streamlit as st
 
 from engine.core.errors import DataError
 
-from . import colors, geo, maps, viewport
+from . import colors, drawn, geo, maps, viewport
 from .colors import ColourScale
 from .diverging import DiffScale
 from .text import plain
@@ -92,10 +92,9 @@ def paired_chart(
     display,
     rects=None,
     titles=("True locations", "Private map"),
-    stderr=None,
+    margin95=None,
     unit: str = "",
     px: int = 460,
-    stderr_cells=None,
     height: int = 520,
     container=None,
     context=None,
@@ -108,28 +107,32 @@ def paired_chart(
     a, b = c.columns(2)
     a.html(f'<div class="map-title" style="{ONE_LINE}">{html.escape(titles[0])}</div>')
     b.html(f'<div class="map-title" style="{ONE_LINE}">{html.escape(titles[1])}</div>')
-    shifted = maps.Shifted(fr, fr.domain.side * (1 + maps.GAP))
-    # the public context goes under the heatmaps, whose empty cells are then left transparent
-    under = geo.context_layers(fr, context, f"{key}_true") + geo.context_layers(shifted, context, f"{key}_private")
-    bg = None if under else maps.EMPTY
-    layers = [maps.region_layer(fr), maps.region_layer(shifted, layer_id="region_private")] if under else []
-    layers += under + [maps.heat_layer(truth, scale, fr, f"{key}_true_heat", background=bg)]
-    if grid is None:
-        layers += [] if under else [maps.region_layer(shifted)]
-    else:
-        layers.append(maps.heat_layer(grid, scale, shifted, f"{key}_private_heat", background=bg))
-    if rects is not None and len(rects) and display.outlines:
-        layers.append(maps.outline_layer(rects, shifted, f"{key}_cells"))
     note = colors.swamp_note(scale, grid)
-    if note is not None:
-        layers.append(maps.note_layer(shifted, note[0], key))
-    layers += geo.frame_layers(fr, key) + geo.frame_layers(shifted, f"{key}_private")
-    tooltip = None
-    if grid is not None:
-        hover, tooltip = maps.hover_layer(truth, grid, stderr, fr, key, unit, stderr_cells)
-        layers.append(hover)
-    view = maps.paired_view(fr, zoom, pan, px)
-    chart = c.pydeck_chart(maps.deck(layers, view, False, tooltip=tooltip), height=height, key=key)
+
+    def build():
+        shifted = maps.Shifted(fr, fr.domain.side * (1 + maps.GAP))
+        # the public context goes under the heatmaps, whose empty cells are then left transparent
+        under = geo.context_layers(fr, context, f"{key}_true") + geo.context_layers(shifted, context, f"{key}_private")
+        bg = None if under else maps.EMPTY
+        layers = [maps.region_layer(fr), maps.region_layer(shifted, layer_id="region_private")] if under else []
+        layers += under + [maps.heat_layer(truth, scale, fr, f"{key}_true_heat", background=bg)]
+        if grid is None:
+            layers += [] if under else [maps.region_layer(shifted)]
+        else:
+            layers.append(maps.heat_layer(grid, scale, shifted, f"{key}_private_heat", background=bg))
+        if rects is not None and len(rects) and display.outlines:
+            layers.append(maps.outline_layer(rects, shifted, f"{key}_cells"))
+        if note is not None:
+            layers.append(maps.note_layer(shifted, note[0], key))
+        layers += geo.frame_layers(fr, key) + geo.frame_layers(shifted, f"{key}_private")
+        tooltip = None
+        if grid is not None:
+            hover, tooltip = maps.hover_layer(truth, grid, margin95, fr, key, unit)
+            layers.append(hover)
+        return maps.deck(layers, maps.paired_view(fr, zoom, pan, px), False, tooltip=tooltip)
+
+    parts = ("paired", truth, grid, scale, fr, zoom, pan, px, key, display.outlines, rects, margin95, unit, context)
+    chart = c.pydeck_chart(drawn.deck(parts, build), height=height, key=key)
     if note is not None:
         c.caption(f":material/warning: {titles[1]}: {note[1]}")
     return chart

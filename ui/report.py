@@ -167,11 +167,11 @@ def _ledger(result) -> dict:
 def cli_command(config) -> str | None:
     """The command line that reruns the configuration (None for the user's own file, which
     the command line cannot name)."""
-    from engine.data.registry import sources
+    from engine.data.registry import source
     from engine.mechanisms import load_all
 
     load_all()
-    src = sources().get(config.dataset)
+    src = source(config.dataset)
     if src is None or src.kind == "file":
         return None
     parts = ["python", "-m", "engine", "run", "--dataset", config.dataset, "--mechanism", config.mechanism]

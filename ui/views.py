@@ -17,7 +17,7 @@ from engine.run.config import RunConfig
 from engine.run.export import side_information
 from engine.run.runner import load_dataset, prepare
 
-from . import colors, explain, export, geo, maps, relations, state, tables, uploads, viewport
+from . import colors, drawn, explain, export, geo, maps, relations, state, tables, uploads, viewport
 from .colors import ColourScale
 from .relations import mech_label
 from .text import plain
@@ -191,26 +191,31 @@ def heat_chart(
     c = container or st
     if title:  # a fixed-height title keeps small multiples aligned when labels wrap
         c.html(f'<div class="map-title">{html.escape(title)}</div>')
-    under = geo.context_layers(fr, context, key)
-    layers = [] if display.basemap or not under else [maps.region_layer(fr)]
-    layers += under
-    if grid is None:
-        layers += [] if display.basemap or under else [maps.region_layer(fr)]
-    elif display.basemap:  # empty cells transparent over the basemap; the outline shows even with no tiles
-        layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", opacity=0.8))
-        layers.append(maps.outline_layer(np.array([fr.domain.bounds]), fr, f"{key}_region", (90, 90, 100, 220)))
-    else:  # one opaque bitmap draws the whole region (transparent where the context shows through)
-        layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", background=None if under else maps.EMPTY))
-    if rects is not None and len(rects) and display.outlines:
-        layers.append(maps.outline_layer(rects, fr, f"{key}_cells"))
-    layers += list(extra_layers) + geo.frame_layers(fr, key, places=4 if height < 400 else 6)
+    note = colors.swamp_note(scale, grid)
+
+    def build():
+        under = geo.context_layers(fr, context, key)
+        layers = [] if display.basemap or not under else [maps.region_layer(fr)]
+        layers += under
+        if grid is None:
+            layers += [] if display.basemap or under else [maps.region_layer(fr)]
+        elif display.basemap:  # empty cells transparent over the basemap; the outline shows even with no tiles
+            layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", opacity=0.8))
+            layers.append(maps.outline_layer(np.array([fr.domain.bounds]), fr, f"{key}_region", (90, 90, 100, 220)))
+        else:  # one opaque bitmap draws the whole region (transparent where the context shows through)
+            layers.append(maps.heat_layer(grid, scale, fr, f"{key}_heat", background=None if under else maps.EMPTY))
+        if rects is not None and len(rects) and display.outlines:
+            layers.append(maps.outline_layer(rects, fr, f"{key}_cells"))
+        layers += list(extra_layers) + geo.frame_layers(fr, key, places=4 if height < 400 else 6)
+        if note is not None:
+            layers.append(maps.note_layer(fr, note[0], key))
+        return maps.deck(layers, view, display.basemap)
+
     if display.basemap:
         viewport.basemap_watch(f"{key}_basemap")
-    note = colors.swamp_note(scale, grid)
-    if note is not None:
-        layers.append(maps.note_layer(fr, note[0], key))
+    parts = ("heat", grid, scale, fr, view.__dict__, key, display, rects, tuple(extra_layers), height, context)
     chart = c.pydeck_chart(
-        maps.deck(layers, view, display.basemap),
+        drawn.deck(parts, build),
         height=height,
         key=key,
         on_select=on_select,
@@ -219,6 +224,21 @@ def heat_chart(
     if note is not None:
         c.caption(f":material/warning: {note[1]}")
     return chart
+
+
+def hover_margins(res, cfg: RunConfig, fr: maps.Frame) -> np.ndarray | None:
+    """The 95 % margin of each of the linked map's hover blocks (noise and spreading, from the release alone),
+    or None when the release has no closed form."""
+
+    def compute():
+        from engine.regions.margins import block_margins
+
+        if (res.release.extras or {}).get("stderr") is None and "region_counts" not in (res.release.extras or {}):
+            return None
+        m = block_margins(res.release, cfg.mechanism, fr.crs, maps.hover_block(res.release.domain.n)).margin95
+        return None if np.isnan(m).all() else m
+
+    return drawn.derived(res.release, f"hover-margins:{cfg.mechanism}:{fr.crs}", compute)
 
 
 def legend(scale: ColourScale, note: str = "", container=None, shared: bool = True) -> None:
@@ -565,7 +585,12 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
     if (result.release.extras or {}).get("stderr") is not None:  # closed form: count the spreading too
         from engine.regions import cell_margins
 
-        moe = cell_margins(result.release, cfg.mechanism, fr.crs).margin95.reshape(moe.shape)
+        cells = drawn.derived(
+            result.release,
+            f"cell-margins:{cfg.mechanism}:{fr.crs}",
+            lambda: cell_margins(result.release, cfg.mechanism, fr.crs),
+        )
+        moe = cells.margin95.reshape(moe.shape)
         how += (
             "; a cell inside a larger released unit (a UG cell, a leaf, a node) adds how unevenly the unit's people "
             "may sit in it, which the release cannot tell (engine/regions/margins.py)"

@@ -21,11 +21,14 @@ class CacheUnavailable(EngineError):
     """The cache folder cannot be created: what only speeds things up goes without it; the ledger refuses."""
 
 
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "data" / "cache"  # resolved once: pages ask on every rerun
+
+
 def cache_dir() -> Path:
     """Run/download cache folder (``HEATMAP_CACHE_DIR`` or ``data/cache``). The first use of a
     folder in a process removes what interrupted writers left there (:func:`clean_cache_dir`)."""
     root = os.environ.get("HEATMAP_CACHE_DIR")
-    path = Path(root) if root else Path(__file__).resolve().parents[2] / "data" / "cache"
+    path = Path(root) if root else DEFAULT_DIR
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -152,6 +152,7 @@ def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp) 
     return polygon_regions(load_polygons(arg, id_column=id_col, name_column=name_column), domain, crs, spec)
 
 
+@lru_cache(maxsize=8)  # a page redraws a result's margins on every rerun: a million cell names at 1024 a side
 def grid_regions(domain: Domain, crs: str) -> Regions:
     from scipy import sparse
 
@@ -160,6 +161,26 @@ def grid_regions(domain: Domain, crs: str) -> Regions:
     ids = tuple(f"{a}-{b}" for a, b in zip(ix.tolist(), iy.tolist()))
     names = tuple(f"cell ({a}, {b})" for a, b in zip(ix.tolist(), iy.tolist()))
     return Regions("grid", "grid", ids, names, domain, crs, sparse.identity(n * n, format="csr"), None, np.ones(n * n))
+
+
+@lru_cache(maxsize=8)
+def block_regions(domain: Domain, crs: str, k: int) -> Regions:
+    """Squares of ``k`` x ``k`` cells (``k`` dividing the grid's side): the blocks a map's hover reports."""
+    from scipy import sparse
+
+    if k == 1:
+        return grid_regions(domain, crs)
+    n = domain.n
+    if k < 1 or n % k:
+        raise ParamError(f"a block of {k} cells does not divide a grid of {n}")
+    m = n // k
+    iy, ix = np.divmod(np.arange(n * n), n)
+    block = (iy // k) * m + ix // k
+    A = sparse.csr_matrix((np.ones(n * n), (block, np.arange(n * n))), shape=(m * m, n * n))
+    by, bx = np.divmod(np.arange(m * m), m)
+    ids = tuple(f"{a}-{b}" for a, b in zip(bx.tolist(), by.tolist()))
+    names = tuple(f"block ({a}, {b}) of {k} x {k} cells" for a, b in zip(bx.tolist(), by.tolist()))
+    return Regions("blocks", f"blocks:{k}", ids, names, domain, crs, A, None, np.ones(m * m))
 
 
 def auto_resolution(domain: Domain) -> int:

@@ -79,8 +79,16 @@ def sources() -> dict[str, Source]:
     return out
 
 
+def source(key: str) -> Source | None:
+    """One source (its ``offline`` re-checked), or None: without checking every other source's cache."""
+    _ensure_loaded()
+    src = _SOURCES.get(key)
+    check = None if src is None else src.extra.get("cached")
+    return replace(src, offline=bool(check())) if callable(check) else src
+
+
 def get_source(key: str) -> Source:
-    src = sources().get(key)
+    src = source(key)
     if src is None:
         raise DataError(f"unknown dataset {key!r}; known: {', '.join(sorted(sources()))}")
     return src

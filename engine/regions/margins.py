@@ -194,8 +194,11 @@ def region_margins(release, key: str, regions) -> Margins:
         return Margins(units.count.copy(), LAPLACE95 * units.sigma, units.sigma.copy(), np.zeros(R), units.basis)
     F = (regions.weights @ units.S).tocsr()  # share of each unit in each region
     sig = units.sigma
+    node_var = _tree_block_var(release, regions) if units.var_of is not None else None
     if units.var_of is None or regions.kind == "grid":  # one cell's variance is its own, correlated or not
         noise = np.asarray(F.multiply(F) @ np.nan_to_num(sig**2, nan=0.0)).ravel()
+    elif node_var is not None:
+        noise = node_var
     else:
         noise = np.array([_row_var(regions, units, r) for r in range(R)])
     touched_nan = np.asarray((F != 0).astype(np.float64) @ np.isnan(sig).astype(np.float64)).ravel() > 0
@@ -225,6 +228,38 @@ def spread_share(f: np.ndarray) -> np.ndarray:
     return np.where((f == 0.0) | (f == 1.0), 0.0, out)
 
 
+def _tree_block_var(release, regions) -> np.ndarray | None:
+    """The noise variance of every block of ``k`` x ``k`` cells when each block is one node of the
+    hierarchical tree (or lies inside one leaf, which it then takes a share of): the constrained inference's
+    per-node variance (:func:`constrained_inference_variance`) in one pass. None when the blocks are not
+    the tree's nodes (the general path solves one inference per region)."""
+    from ..mechanisms.central.trees import constrained_inference_variance, tree_levels
+
+    diag = release.diagnostics
+    if regions.kind != "blocks" or "height" not in diag or "epsilon_per_level" not in diag:
+        return None
+    k = int(regions.spec.split(":")[1])
+    n, height, b = release.domain.n, int(diag["height"]), int(diag["branching"])
+    m, f = 1 << height, n >> height
+    variances = [2.0 / e**2 if e > 0 else math.inf for e in diag["epsilon_per_level"]]
+    shapes = [g.shape[0] for g in tree_levels(np.zeros((m, m)), b)]
+    H = len(shapes) - 1
+    inside = [-(-m // b ** (H - d)) for d in range(H + 1)]
+    if not math.isfinite(variances[H]):
+        return None
+    vf = constrained_inference_variance(shapes, variances, b, inside)
+    per = n // k  # blocks per side
+    if k <= f:  # inside one leaf: (k^2 / f^2) of the leaf's estimate
+        leaf = vf[H][:m, :m].repeat(f // k, axis=0).repeat(f // k, axis=1)
+        return (leaf[:per, :per] * (k * k / (f * f)) ** 2).ravel()
+    j, span = 0, k // f  # leaves per block side: a node j levels up when span = b^j
+    while b**j < span:
+        j += 1
+    if b**j != span or k % f:
+        return None
+    return vf[H - j][:per, :per].ravel().copy()
+
+
 def _row_var(regions, units, r: int) -> float:
     dense = np.zeros(regions.weights.shape[1])
     a = regions.weights.getrow(r)
@@ -234,6 +269,13 @@ def _row_var(regions, units, r: int) -> float:
 
 def _same(a, b) -> bool:
     return a.shape == b.shape and (a != b).nnz == 0
+
+
+def block_margins(release, key: str, crs: str, k: int) -> Margins:
+    """The 95 % margin of every square of ``k`` x ``k`` cells (row-major blocks), as a map's hover sums them."""
+    from ..data.regions import block_regions
+
+    return region_margins(release, key, block_regions(release.domain, crs, k))
 
 
 def cell_margins(release, key: str, crs: str = "") -> Margins:

@@ -263,9 +263,9 @@ def run_many(
 
 
 def _is_out_of_core_source(key: str) -> bool:
-    from ..data.registry import sources
+    from ..data.registry import source
 
-    src = sources().get(key)
+    src = source(key)
     return src is not None and bool(src.extra.get("out_of_core"))
 
 

@@ -133,11 +133,11 @@ def _points(config, n_points: int | None, ds=None) -> int:
         if ds is not None:
             n_points = len(ds)
         else:
-            from ..data.registry import sources
+            from ..data.registry import source
             from ..mechanisms import load_all
 
             load_all()
-            src = sources().get(config.dataset)
+            src = source(config.dataset)
             n_param = next((p for p in getattr(src, "params", ()) if p.name == "n"), None)
             n_points = int(config.dataset_options.get("n", n_param.default if n_param else DEFAULT_POINTS))
     if config.n_users:

@@ -104,11 +104,11 @@ def fingerprint_source(key: str, options: dict) -> str:
       resolved with the source's defaults. Options a source lists in ``extra["not_people"]``
       (e.g. John Snow's unit, a download mirror) say how to read or show the same people and
       do not open another ledger."""
-    from ..data.registry import sources
+    from ..data.registry import source
     from ..mechanisms import load_all
 
     load_all()
-    src = sources().get(key)
+    src = source(key)
     resolved = src.schema().resolve(options) if src is not None else dict(options)
     if src is not None and src.kind == "file":
         if key == "file" and resolved.get("path"):

@@ -71,11 +71,11 @@ def load_dataset(key: str, options: dict):
 
 def _users_own_file(key: str) -> bool:
     """True for sources that are the user's own data (kind ``file``: uploads and paths)."""
-    from ..data.registry import sources
+    from ..data.registry import source
     from ..mechanisms import load_all
 
     load_all()
-    src = sources().get(key)
+    src = source(key)
     return src is None or src.kind == "file"
 
 
