@@ -394,3 +394,27 @@ def test_hover_block_margins_cover_the_true_block_counts(data, key):
             inside = np.abs(m.estimate - truth.ravel()) <= m.margin95
             hits.append(inside[np.isfinite(m.margin95)].mean())
         assert 0.90 <= np.mean(hits) <= 0.99, f"{key}: coverage {np.mean(hits):.3f}"
+
+
+@pytest.mark.parametrize("branching,depth,k", [(6, 6, 2), (2, 6, 4), (4, 7, 2), (4, 7, 8), (2, 7, 32), (6, 6, 4)])
+def test_hierarchical_block_variances_from_the_tree_equal_one_inference_per_block(data, branching, depth, k):
+    """Blocks inside one leaf, equal to a leaf, or equal to a node higher up: the per-node variances of the
+    constrained inference give each block's noise variance in one pass, equal to solving one inference for
+    the block (the general path). A block that is no node (2 leaves a side under 6 x 6 branching) takes the
+    general path."""
+    from engine.data.regions import block_regions
+    from engine.regions import margins as M
+
+    r = release("hierarchical", data[0], depth=depth, seed=3, height=5, branching=branching)
+    regions = block_regions(r.domain, CRS, k)
+    fast = M._tree_block_var(r, regions)
+    f = r.domain.n >> 5  # cells a leaf side
+    span = k // f
+    if k > f and round(math.log(span, branching)) != math.log(span, branching):
+        assert fast is None
+        return
+    assert fast is not None and fast.shape == (len(regions),)
+    units = M.units_of(r, "hierarchical")
+    some = np.random.default_rng(0).choice(len(regions), min(12, len(regions)), replace=False)
+    slow = np.array([M._row_var(regions, units, i) for i in some])
+    assert np.allclose(fast[some], slow, rtol=1e-9), (fast[some], slow)

@@ -141,23 +141,48 @@ def _region_units(release) -> Units:
     return Units(S, sigma, counts, release.diagnostics.get("stderr_basis", ""), own=A)
 
 
+@dataclass(frozen=True)
+class _Tree:
+    """The hierarchical release's public tree: ``m`` leaves a side of ``f`` cells, branching ``b`` per axis,
+    levels' sides ``shapes`` (root first, ``H`` the leaves' level), noise ``variances`` and the nodes meeting
+    the domain per level (``inside``)."""
+
+    n: int
+    m: int
+    f: int
+    b: int
+    shapes: list
+    variances: list
+    H: int
+    inside: list
+
+    @classmethod
+    def of(cls, release) -> _Tree | None:
+        from ..mechanisms.central.trees import tree_levels
+
+        diag = release.diagnostics
+        n, height, b = release.domain.n, int(diag["height"]), int(diag["branching"])
+        m = 1 << height
+        variances = [2.0 / e**2 if e > 0 else math.inf for e in diag["epsilon_per_level"]]
+        shapes = [g.shape[0] for g in tree_levels(np.zeros((m, m)), b)]
+        H = len(shapes) - 1
+        if not math.isfinite(variances[H]):
+            return None
+        return cls(n, m, n >> height, b, shapes, variances, H, [-(-m // b ** (H - d)) for d in range(H + 1)])
+
+
 def _hierarchical_var(release):
     """The noise variance of ``a . density`` for weights ``a`` over cells, exact for the constrained
     inference: its estimate is the weighted least-squares one, of covariance (X'WX)^-1 over the
     leaves, and ``(X'WX)^-1 a`` is the constrained inference of noisy counts ``a x var_leaf`` at the
     leaves and 0 elsewhere, so the variance is ``a . CI(that)`` (public tree and budgets only)."""
     from ..core.grid import downsample
-    from ..mechanisms.central.trees import constrained_inference, tree_levels
+    from ..mechanisms.central.trees import constrained_inference
 
-    diag = release.diagnostics
-    n, depth, b = release.domain.n, int(diag["height"]), int(diag["branching"])
-    m, f = 1 << depth, n >> int(diag["height"])
-    variances = [2.0 / e**2 if e > 0 else math.inf for e in diag["epsilon_per_level"]]
-    shapes = [g.shape[0] for g in tree_levels(np.zeros((m, m)), b)]
-    H = len(shapes) - 1
-    inside = [-(-m // b ** (H - d)) for d in range(H + 1)]
-    if not math.isfinite(variances[H]):
+    t = _Tree.of(release)
+    if t is None:
         return None
+    n, m, f, b, shapes, variances, H, inside = t.n, t.m, t.f, t.b, t.shapes, t.variances, t.H, t.inside
 
     def var(a_cells: np.ndarray) -> float:
         a = np.asarray(a_cells, dtype=np.float64).reshape(n, n)
@@ -233,21 +258,14 @@ def _tree_block_var(release, regions) -> np.ndarray | None:
     hierarchical tree (or lies inside one leaf, which it then takes a share of): the constrained inference's
     per-node variance (:func:`constrained_inference_variance`) in one pass. None when the blocks are not
     the tree's nodes (the general path solves one inference per region)."""
-    from ..mechanisms.central.trees import constrained_inference_variance, tree_levels
+    from ..mechanisms.central.trees import constrained_inference_variance
 
     diag = release.diagnostics
-    if regions.kind != "blocks" or "height" not in diag or "epsilon_per_level" not in diag:
+    t = _Tree.of(release) if regions.kind == "blocks" and "epsilon_per_level" in diag else None
+    if t is None:
         return None
-    k = int(regions.spec.split(":")[1])
-    n, height, b = release.domain.n, int(diag["height"]), int(diag["branching"])
-    m, f = 1 << height, n >> height
-    variances = [2.0 / e**2 if e > 0 else math.inf for e in diag["epsilon_per_level"]]
-    shapes = [g.shape[0] for g in tree_levels(np.zeros((m, m)), b)]
-    H = len(shapes) - 1
-    inside = [-(-m // b ** (H - d)) for d in range(H + 1)]
-    if not math.isfinite(variances[H]):
-        return None
-    vf = constrained_inference_variance(shapes, variances, b, inside)
+    k, n, m, f, b, H = int(regions.spec.split(":")[1]), t.n, t.m, t.f, t.b, t.H
+    vf = constrained_inference_variance(t.shapes, t.variances, b, t.inside)
     per = n // k  # blocks per side
     if k <= f:  # inside one leaf: (k^2 / f^2) of the leaf's estimate
         leaf = vf[H][:m, :m].repeat(f // k, axis=0).repeat(f // k, axis=1)
