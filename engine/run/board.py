@@ -307,10 +307,14 @@ class Board:
 
 
 def _warmup() -> None:
+    from ..data.files.isolate import warm
+    from ..data.geography import land_share, nearest_place_km
     from .runner import run
 
     try:
         cfg = RunConfig(dataset="synthetic:monocentric", dataset_options={"n": 2000}, depth=4, mechanism="identity")
         run(cfg, use_cache=False)
+        warm()  # the upload parser's forkserver and the gazetteer: a first upload no longer waits for them
+        nearest_place_km([0.0], [51.5]), land_share([0.0], [51.5])
     except Exception:  # a warm-up failure only costs speed
         pass

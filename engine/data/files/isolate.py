@@ -65,6 +65,14 @@ def _context():
         return _CTX
 
 
+def warm() -> None:
+    """Start the forkserver and its imports now (seconds), so the first upload does not wait for them."""
+    from multiprocessing import forkserver
+
+    _context()
+    forkserver.ensure_running()
+
+
 def _status_bytes(field: str, pid: int | str = "self") -> int:
     """A memory figure (``VmRSS``, ``VmSize``) of a process from /proc, in bytes; 0 once it has gone."""
     try:
