@@ -170,3 +170,20 @@ def test_a_slow_parse_is_stopped(monkeypatch):
     monkeypatch.setenv("HEATMAP_PARSE_SECONDS_PER_MB", "0.001")
     with pytest.raises(DataError, match="took longer than"):
         load_file_isolated(points_csv(200_000), "slow.csv")
+
+
+def test_the_parser_child_never_runs_the_callers_main_script(tmp_path, monkeypatch):
+    """A child re-imports its parent's ``__main__``: in the dashboard that is the page Streamlit runs, in a test
+    run an AppTest script that fails outside its runner. The parser starts its child under a bare ``__main__``,
+    so a main script that raises (here, on import) costs nothing, and the caller's ``__main__`` is put back."""
+    import sys
+    import types
+
+    script = tmp_path / "page.py"
+    script.write_text("raise SystemExit('the caller main script ran in the parser child')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    ds = load_file_isolated(b"lon,lat\n0.1,51.5\n0.2,51.6\n", "points.csv")
+    assert len(ds) == 2
+    assert sys.modules["__main__"] is main

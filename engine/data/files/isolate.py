@@ -20,8 +20,10 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import resource
+import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 from ...core.errors import DataError, ParamError
@@ -132,6 +134,24 @@ def _wait(parent, proc, mem: int, seconds: float):
             return "time", ""
 
 
+_BARE_MAIN = types.ModuleType("__main__")  # no file: a child started under it imports nothing of the caller's
+_START_LOCK = threading.Lock()
+
+
+def _start(proc) -> None:
+    """Start the child with a bare ``__main__``: a child re-imports its parent's main script, which in a
+    dashboard is the page Streamlit is running (its top level runs again in the child, slowly) and in a test
+    may be a script that fails outside its runner."""
+    with _START_LOCK:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = _BARE_MAIN
+        try:
+            proc.start()
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
 def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
     """:func:`engine.data.files.load_file` run in a child process under memory and time limits
     (see the module docstring); same arguments, same Dataset or DataError/ParamError."""
@@ -156,7 +176,7 @@ def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
         args=(child, source, filename, kwargs, {k: os.environ[k] for k in _ENV if k in os.environ}, mem, seconds),
         daemon=True,
     )
-    proc.start()
+    _start(proc)
     child.close()
     try:
         kind, payload = _wait(parent, proc, mem, seconds)
