@@ -120,7 +120,8 @@ def test_a_guessed_upload_key_is_an_unknown_dataset(page, app_url):
     watch = Watch(page)
     page.goto(app_url + "/?ds=upload:AAAAAAAAAAAAAAAAAAAAAAAA&run=1&res=32")
     page.wait_for_selector(READY, timeout=60_000)
-    page.wait_for_timeout(500)
+    # the page may first draw while the browser reports its size, then rerun: wait for the message itself
+    page.wait_for_selector("text=unknown dataset", timeout=60_000)
     body = page.inner_text("body")
     assert "unknown dataset" in body and "not run" in body
     assert "computed in" not in body  # nothing ran (a run's caption says how long it took)

@@ -48,15 +48,18 @@ def launch(
     if autorun and state.url_value("run") == "1" and not st.session_state.get(auto) and ctl.ready and configs:
         st.session_state[auto] = True
         if state.url_warnings():
-            # a link with invalid parameters would run the defaults in their place: it must not spend ε
-            c.warning("This link has invalid parameters (see above), so it was not run: check them and press Run.")
+            # a link with invalid parameters would run the defaults in their place: it must not spend ε (the
+            # note stays until a click: the page's automatic reruns must not wipe it)
+            st.session_state[auto] = "invalid"
         elif any(cfg.mode == "release" for cfg in configs):
             # a release publishes and spends the dataset's ε for good: only a click may do that, never a link
             st.session_state[auto] = "held"
         else:
             clicked = True
-    if clicked and st.session_state.get(auto) == "held":
+    if clicked and st.session_state.get(auto) in ("held", "invalid"):
         st.session_state[auto] = True
+    elif st.session_state.get(auto) == "invalid":
+        c.warning("This link has invalid parameters (see above), so it was not run: check them and press Run.")
     elif st.session_state.get(auto) == "held" and any(cfg.mode == "release" for cfg in configs):
         c.info(f"This link opens Release mode: press {button} to publish the release and spend its ε.")
     if clicked:

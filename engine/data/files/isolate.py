@@ -17,6 +17,7 @@ Limits: ``HEATMAP_PARSE_MEMORY_FACTOR`` (default 4) times the file plus ``HEATMA
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import resource
@@ -72,7 +73,8 @@ def warm() -> None:
     from multiprocessing import forkserver
 
     _context()
-    forkserver.ensure_running()
+    with _bare_main():
+        forkserver.ensure_running()
 
 
 def _status_bytes(field: str, pid: int | str = "self") -> int:
@@ -134,22 +136,28 @@ def _wait(parent, proc, mem: int, seconds: float):
             return "time", ""
 
 
-_BARE_MAIN = types.ModuleType("__main__")  # no file: a child started under it imports nothing of the caller's
+_BARE_MAIN = types.ModuleType("__main__")  # no file: a process started under it imports nothing of the caller's
 _START_LOCK = threading.Lock()
 
 
-def _start(proc) -> None:
-    """Start the child with a bare ``__main__``: a child re-imports its parent's main script, which in a
-    dashboard is the page Streamlit is running (its top level runs again in the child, slowly) and in a test
-    may be a script that fails outside its runner."""
+@contextlib.contextmanager
+def _bare_main():
+    """Start processes under a bare ``__main__``: the forkserver and each child re-import their parent's main
+    script, which in a dashboard is the page Streamlit is running (its imports run again, slowly) and in a
+    test may be a script that fails outside its runner."""
     with _START_LOCK:
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = _BARE_MAIN
         try:
-            proc.start()
+            yield
         finally:
             if main is not None:
                 sys.modules["__main__"] = main
+
+
+def _start(proc) -> None:
+    with _bare_main():
+        proc.start()
 
 
 def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
