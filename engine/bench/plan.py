@@ -148,33 +148,20 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
     pilot = [r for r in rows if not r["exact"] and r["proxy"] == "pilot"]
     synth = [r for r in rows if not r["exact"] and r["proxy"] == "synthetic"]
     sp = spread(rows)
+
+    def worst(name, rows, target, what):
+        w = _worst(rows)
+        judged = {"<= 1.25": w <= 1.25, "<= 2": w <= 2}.get(target)
+        return Figure(name, w, "x", target, judged, f"{note} {len(rows)} {what}", extra={"rows": rows})
+
     return [
-        Figure(
-            "plan_closed_form_worst_factor",
-            _worst(closed),
-            "x",
-            "<= 1.25",
-            _worst(closed) <= 1.25,
-            f"{note} {len(closed)} closed-form figures",
-            extra={"rows": closed},
-        ),
-        Figure(
-            "plan_simulated_pilot_worst_factor",
-            _worst(pilot),
-            "x",
-            "<= 2",
-            _worst(pilot) <= 2,
-            f"{note} {len(pilot)} simulated figures, proxy from a pilot release",
-            extra={"rows": pilot},
-        ),
-        Figure(
+        worst("plan_closed_form_worst_factor", closed, "<= 1.25", "closed-form figures"),
+        worst("plan_simulated_pilot_worst_factor", pilot, "<= 2", "simulated figures, proxy from a pilot release"),
+        worst(
             "plan_simulated_synthetic_worst_factor",
-            _worst(synth),
-            "x",
+            synth,
             "informative",
-            None,
-            f"{note} {len(synth)} simulated figures, synthetic proxy only (see spread)",
-            extra={"rows": synth},
+            "simulated figures, synthetic proxy only (see spread)",
         ),
         Figure(
             "plan_public_inputs_spread",
