@@ -21,11 +21,11 @@ FAMILY_TEXT = {
 
 # SNH against its own grid and the best of UG, AG and PrivTree at the paper's eps 0.2 (BENCHMARKS.md, "snh").
 SNH_EVIDENCE = (
-    "on the four synthetic cities at ε 0.2 (100,000 points, query sides 0.5-2%) SNH's error was 0.72-0.75x the "
-    "best of UG, AG and PrivTree with query centres on data points but 0.92-1.11x with uniform centres (against "
-    "the grids' former aligned sizes, which were up to 1.5x worse here), and its own noisy grid answered "
-    "directly (IDENTITY@ParamSelect) is within 4% of SNH: the network adds no accuracy to its grid, only "
-    "compact answers"
+    "on the four synthetic cities at ε 0.2 (100,000 points, query sides 0.5-2%), against UG and AG at the sizes "
+    "their error model chooses, SNH's error was 0.73-0.82x the best of UG, AG and PrivTree with query centres on "
+    "data points but 1.03-1.15x with uniform centres (1.43x and 1.71x on SF cabs, where PrivTree is best); its own "
+    "noisy grid answered directly (IDENTITY@ParamSelect) was 0.95-1.02x SNH's error with data-point centres and "
+    "1.04-1.16x with uniform centres: the network adds little accuracy to its grid, mostly compact answers"
 )
 
 # Which mechanism for what, from this project's own measurements (BENCHMARKS.md; the command behind each row).
