@@ -11,6 +11,7 @@ import streamlit as st
 
 from ui import boot, state
 from ui.jobs import board
+from ui.slots import render_slot
 
 HERE = Path(__file__).parent
 
@@ -57,7 +58,8 @@ def main() -> None:
     pg = st.navigation(sections, position="sidebar")
     boot.mark_routed()
     st.sidebar.markdown("**Private location heatmaps** · a workbench for differentially private maps")
-    pg.run()
+    with render_slot():
+        pg.run()
     board().warm_up()  # after the page, so it does not compete with the first render
 
 

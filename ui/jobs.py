@@ -7,6 +7,7 @@ when they finish. Engine work never calls ``st.*``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import streamlit as st
@@ -15,7 +16,7 @@ from engine.run.board import Board
 from engine.run.config import RunConfig
 from engine.run.groups import Group, Session
 
-from . import uploads
+from . import slots, uploads
 from .session import session_id
 
 POLL_S = 0.3  # fragment refresh while something runs, on a quiet server
@@ -50,7 +51,8 @@ def session() -> Session:
 def submit_group(
     name: str, configs: list[RunConfig], label: str = "", wait: bool = True, light: bool = False, cluster=None
 ) -> Group:
-    return session().submit_group(name, configs, label=label, wait=wait, light=light, cluster=cluster)
+    with slots.given_up() if wait else contextlib.nullcontext():  # a fast run is waited for, off the slots
+        return session().submit_group(name, configs, label=label, wait=wait, light=light, cluster=cluster)
 
 
 def get_group(name: str) -> Group | None:
