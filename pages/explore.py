@@ -35,8 +35,8 @@ if cfg is not None:
 # 1440 x 900 window under it (secondary controls sit in popovers)
 top = st.columns([1.5, 2.1, 1.6, 1.6], vertical_alignment="bottom")
 g = run.launch("explore", configs, ctl, label="Explore", container=top[0])
-# no map yet (a file to upload): the browser's report of its room would rerun the page while a file may be
-# arriving, and Streamlit can lose the upload's own rerun in that merge
+# no map to draw (a file still to upload, or settings in error): the browser's report of its room would rerun
+# the page while a file may be arriving, and Streamlit can lose the upload's own rerun in that merge
 room = viewport.room("explore_room", container=top[0]) if cfg is not None else viewport.Room()
 mode = mapviews.mode_picker(top[1])
 options = top[2].popover("Zoom, context, baselines", icon=":material/tune:", width="stretch")
