@@ -29,8 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from streamlit_client import StreamlitSession  # noqa: E402
-
+from scripts.streamlit_client import StreamlitSession, first_after  # noqa: E402
 from tests.browser_support import CHROMIUM, MAPS, READY  # noqa: E402
 
 SEED0 = int(time.time()) % 1_000_000 * 100  # seeds of their own: no session is served from an earlier cache
@@ -62,11 +61,7 @@ async def _answer(page, frames: list, click) -> tuple[float, float]:
     await asyncio.sleep(0.3)  # let a rerun that ended just now deliver its last messages
     t = time.perf_counter()
     await click()
-    while not any(x > t for x, _ in frames):
-        if time.perf_counter() - t > 120:
-            raise TimeoutError("the server sent nothing within 120 s of the click")
-        await asyncio.sleep(0.005)
-    return t, min(x for x, _ in frames if x > t) - t
+    return t, await first_after(frames, t, 120, "no message from the server") - t
 
 
 class _Barrier:
@@ -132,8 +127,8 @@ async def protocol_session(url: str, i: int, barrier: _Barrier, out: list) -> No
         rec["maps_sent_s"] = maps - t0
         rec["run_to_idle_s"] = await s.idle_after(maps) - t0
         stage = "New seed"
-        _, rec["seed_answer_s"] = await _protocol_answer(s, "new_seed")
-        await s.idle_after(time.perf_counter() - 0.001)
+        t1, rec["seed_answer_s"] = await _protocol_answer(s, "new_seed")
+        await s.idle_after(t1)
         if s.errors:
             raise RuntimeError(f"the page showed an exception: {s.errors[0][:200]}")
     except Exception as exc:

@@ -32,7 +32,7 @@ class StreamlitSession:
         self.frames: list[tuple[float, bool]] = []  # (arrival, carries the marker)
         self.running = False
         self.runs_finished = 0
-        self.idle_times: list[float] = []  # when the server said the script stopped running
+        self.idle_times: list[tuple[float, bool]] = []  # when the server said the script stopped running
         self.errors: list[str] = []  # exceptions the page showed
         self._idle = asyncio.Event()
         self._timers: dict[str, tuple[float, asyncio.Task]] = {}
@@ -86,30 +86,16 @@ class StreamlitSession:
 
     async def idle_after(self, t: float, timeout: float = 300) -> float:
         """The first time after ``t`` the server said the script stopped running (a fragment's run counts)."""
-        end = time.perf_counter() + timeout
-        while not any(x > t for x in self.idle_times):
-            if time.perf_counter() > end:
-                raise TimeoutError(f"the script still ran {timeout:g} s later")
-            await asyncio.sleep(0.005)
-        return min(x for x in self.idle_times if x > t)
+        return await first_after(self.idle_times, t, timeout, "the script still running", closed=self._closed)
 
     async def first_frame_after(self, t: float, timeout: float = 120) -> float:
-        return await self._frame_after(t, timeout, marked=False)
+        return await first_after(self.frames, t, timeout, "no message", closed=self._closed)
 
     async def marked_frame_after(self, t: float, timeout: float = 300) -> float:
-        return await self._frame_after(t, timeout, marked=True)
+        return await first_after(self.frames, t, timeout, "no marked message", marked=True, closed=self._closed)
 
-    async def _frame_after(self, t: float, timeout: float, marked: bool) -> float:
-        end = time.perf_counter() + timeout
-        while True:
-            hits = [x for x, m in self.frames if x > t and (m or not marked)]
-            if hits:
-                return min(hits)
-            if self._reader is not None and self._reader.done():
-                raise ConnectionError("the server closed the session")
-            if time.perf_counter() > end:
-                raise TimeoutError(f"no {'marked ' if marked else ''}message within {timeout:g} s")
-            await asyncio.sleep(0.005)
+    def _closed(self) -> bool:
+        return self._reader is not None and self._reader.done()
 
     async def _read(self) -> None:
         async for data in self._ws:
@@ -127,7 +113,7 @@ class StreamlitSession:
         elif kind == "session_status_changed":
             self.running = msg.session_status_changed.script_is_running
             if not self.running:
-                self.idle_times.append(time.perf_counter())
+                self.idle_times.append((time.perf_counter(), True))
                 self._idle.set()
         elif kind == "script_finished":
             self.runs_finished += 1
@@ -157,3 +143,18 @@ class StreamlitSession:
         while True:
             await asyncio.sleep(interval)
             await self.rerun(fragment_id=fragment_id, auto=True)
+
+
+async def first_after(events: list, t: float, timeout: float, what: str, marked: bool = False, closed=None) -> float:
+    """The first time later than ``t`` in ``events``, a list of (time, marked) that grows as messages arrive
+    (only marked ones with ``marked``); waits for it, at most ``timeout`` seconds."""
+    end = time.perf_counter() + timeout
+    while True:
+        hits = [x for x, m in events if x > t and (m or not marked)]
+        if hits:
+            return min(hits)
+        if closed is not None and closed():
+            raise ConnectionError("the server closed the session")
+        if time.perf_counter() > end:
+            raise TimeoutError(f"{what} within {timeout:g} s")
+        await asyncio.sleep(0.005)

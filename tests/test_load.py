@@ -41,7 +41,8 @@ def test_a_protocol_session_runs_what_a_browser_runs(app_url):
     """The protocol client's Run is a real run: its maps come back, the Run button is there and enabled when
     idle, and its first page shows no exception."""
     from load_sessions import QUERY, SENT
-    from streamlit_client import StreamlitSession
+
+    from scripts.streamlit_client import StreamlitSession
 
     async def go():
         s = StreamlitSession(app_url, QUERY.format(seed=4242), marker=SENT)
