@@ -54,11 +54,13 @@ SEPARATORS = (
 @dataclass(frozen=True)
 class Secrets:
     """What identifies a private input: ``counts`` (label -> whole number), ``degrees`` and ``metres`` (label ->
-    coordinate), ``texts`` (label -> a path, name or hash: searched as it is, case-insensitively)."""
+    coordinate), ``means`` (label -> an exact mean of an attribute), ``texts`` (label -> a path, name or hash:
+    searched as it is, case-insensitively)."""
 
     counts: dict[str, int]
     degrees: dict[str, float]
     metres: dict[str, float] = field(default_factory=dict)
+    means: dict[str, float] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
 
 
@@ -71,9 +73,9 @@ EXTREMES = (  # west, east, south, north: four people far from the rest, with te
 
 
 def private_city(folder: Path, name: str, people: int = 1987, seed: int = 5) -> Path:
-    """A CSV of ``people`` people (``user_id,lon,lat``), most with several records, around a made-up place at
-    negative coordinates, written with ten decimals. Four people far from the rest hold the extreme
-    coordinates (:data:`EXTREMES`), so that no public frame or DP quantile lands on them by chance."""
+    """A CSV of ``people`` people (``user_id,lon,lat,value``: an age on each record), most with several records,
+    around a made-up place at negative coordinates, written with ten decimals. Four people far from the rest hold
+    the extreme coordinates (:data:`EXTREMES`), so that no public frame or DP quantile lands on them by chance."""
     rng = np.random.default_rng(seed)
     k = np.r_[rng.integers(2, 5, people // 3), rng.integers(1, 4, people - people // 3)]  # records per person
     who = np.repeat(np.arange(people), k)
@@ -82,8 +84,9 @@ def private_city(folder: Path, name: str, people: int = 1987, seed: int = 5) -> 
     pts[first[[0, 7, 11, 13]]] = EXTREMES
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    rows = [f"v{u:05d},{a:.10f},{b:.10f}" for u, (a, b) in zip(who, pts)]
-    path.write_text("user_id,lon,lat\n" + "\n".join(rows) + "\n")
+    age = rng.integers(18, 91, people)[who]
+    rows = [f"v{u:05d},{a:.10f},{b:.10f},{v}" for u, (a, b), v in zip(who, pts, age)]
+    path.write_text("user_id,lon,lat,value\n" + "\n".join(rows) + "\n")
     return path
 
 
@@ -110,12 +113,13 @@ def region_file(folder: Path, name: str) -> Path:
     return path
 
 
-def _points(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(person index of each row, lon/lat of each row) of a :func:`private_city` file, read without the engine."""
+def _points(path: Path, column: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(person index of each row, lon/lat of each row or its ``column``) of a :func:`private_city` file, read
+    without the engine."""
     import pandas as pd
 
     df = pd.read_csv(path)
-    return pd.factorize(df["user_id"])[0], df[["lon", "lat"]].to_numpy(np.float64)
+    return pd.factorize(df["user_id"])[0], df[column or ["lon", "lat"]].to_numpy(np.float64)
 
 
 def _to_local(lonlat: np.ndarray, crs: str) -> np.ndarray:
@@ -143,9 +147,12 @@ def _hash_forms(label: str, data: bytes) -> dict[str, str]:
 def secrets_of(path: Path, crs: str | None = None, folders=(), texts: dict | None = None) -> Secrets:
     """The statistics that identify the private file ``path`` (read here, not by the engine): its people and
     records, its extreme longitudes and latitudes, and with ``crs`` (the release's local CRS) its extreme x and y
-    in metres; its path, folder, name, stem and hashes, the server ``folders`` (the test's temporary folder, the
-    system's, the repository, the cache), and ``texts`` (label -> anything else that names it)."""
+    in metres; the total and the means of its ``value`` column; its path, folder, name, stem and hashes, the
+    server ``folders`` (the test's temporary folder, the system's, the repository, the cache), and ``texts``
+    (label -> anything else that names it)."""
     who, ll = _points(path)
+    value = _points(path, "value")[1]
+    share = 1.0 / np.bincount(who)[who]  # each person's records weighted to total 1
     deg = {"west": ll[:, 0].min(), "east": ll[:, 0].max(), "south": ll[:, 1].min(), "north": ll[:, 1].max()}
     metres = {}
     if crs:
@@ -158,9 +165,17 @@ def secrets_of(path: Path, crs: str | None = None, folders=(), texts: dict | Non
     named |= {f"server folder {f}": f.rstrip(os.sep) + os.sep for f in server if f}
     named |= texts or {}
     return Secrets(
-        counts={"people": int(who.max()) + 1, "records": int(who.size)},
+        counts={
+            "number of people": int(who.max()) + 1,
+            "number of records": int(who.size),
+            "total of the values": int(value.sum()),
+        },
         degrees={k: float(v) for k, v in deg.items()},
         metres={k: float(v) for k, v in metres.items()},
+        means={
+            "value over the records": float(value.mean()),
+            "value over the people": float((value * share).sum() / share.sum()),
+        },
         texts=named,
     )
 
@@ -378,11 +393,14 @@ def _patterns(secrets: Secrets):
     numeric: dict[str, str] = {}
     binary: dict[bytes, str] = {}
     for label, n in secrets.counts.items():
-        numeric |= {f: f"the number of {label} ({n:,})" for f in integer_forms(n)}
-        binary |= {b: f"the number of {label} ({n:,}) in binary" for b in binary_forms(float(n))}
+        numeric |= {f: f"the {label} ({n:,})" for f in integer_forms(n)}
+        binary |= {b: f"the {label} ({n:,}) in binary" for b in binary_forms(float(n))}
     for label, v in secrets.degrees.items():
         numeric |= {f: f"the {label}most coordinate ({v!r}°)" for f in coordinate_forms(v)}
         binary |= {b: f"the {label}most coordinate ({v!r}°) in binary" for b in binary_forms(v)}
+    for label, v in secrets.means.items():
+        numeric |= {f: f"the true mean of the {label} ({v!r})" for f in coordinate_forms(v)}
+        binary |= {b: f"the true mean of the {label} ({v!r}) in binary" for b in binary_forms(v)}
     for label, v in secrets.metres.items():
         numeric |= {f: f"the {label} in metres ({v!r})" for f in coordinate_forms(v, range(0, 4))}
         binary |= {b: f"the {label} in metres ({v!r}) in binary" for b in binary_forms(v)}
