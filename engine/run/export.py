@@ -186,8 +186,9 @@ def manifest(result, release_key: str | None = None) -> dict:
     """The JSON manifest of a Release-mode run: what was released and under which guarantee.
 
     Holds the engine version, the mechanism and its guarantee (neighbouring relation
-    included), the parameters (the mechanism's, resolved with their defaults; ε; the grid;
-    the dataset's source and options, a file's path left out), the ledger, the side
+    included), the parameters (the mechanism's, resolved with their defaults, a polygon file
+    by its base name and hash; ε; the grid; the dataset's source and options, the analyst's
+    own file by neither its path nor its name, :func:`dataset_name`), the ledger, the side
     information it declares (plus the region when it was read off the data), and the frame
     (CRS, domain, region). Nothing else computed from the data: no count, metric, diagnostic
     or seed. ``release_key``: the budget store's key of this release, when it was booked."""
