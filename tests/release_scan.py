@@ -39,15 +39,8 @@ from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 ALPHA = 1e-3  # false-alarm rate of the statistical check, per release
-SEPARATORS = (
-    ",",
-    " ",
-    "\u2009",
-    "\u202f",
-    "\u00a0",
-    "'",
-    "_",
-)  # thousands: comma, spaces (normal, thin, narrow, no-break)
+# thousands separators: comma, spaces (normal, thin, narrow no-break, no-break), apostrophe, underscore
+SEPARATORS = (",", " ", "\u2009", "\u202f", "\u00a0", "'", "_")
 
 
 # ------------------------------------------------------------------ the private input and its statistics
@@ -241,7 +234,7 @@ def parts(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
         yield from _decoded(name, data)
     except AssertionError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any library's error means the file went unread
+    except Exception as exc:  # any library's error: the file went unread
         raise AssertionError(f"the release scan could not read {name}: {type(exc).__name__}: {exc}") from exc
 
 
