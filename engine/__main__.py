@@ -230,7 +230,12 @@ def _release_regions(args, cfg):
     if not args.regions:
         return None
     from .data.regions import build
+    from .mechanisms import get
     from .run.runner import load_dataset
+
+    cls = get(cfg.mechanism)
+    if "value" in cls.needs:  # an attribute mean has no regional count: refused before any budget is spent
+        raise ParamError(f"--regions reports counts, and {cls.label or cls.key} releases an attribute mean")
 
     ds = load_dataset(cfg.dataset, cfg.dataset_options)
     return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
@@ -344,8 +349,8 @@ def _cmd_release(args) -> int:
     created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     bk = Bookkeeper()
-    regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
     try:
+        regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
         res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
     except BaseException:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind

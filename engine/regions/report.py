@@ -45,7 +45,7 @@ class RegionReport:
         """How the table was made, for a manifest or a JSON record."""
         return {
             "kind": self.regions.kind,
-            "spec": _public_spec(self.regions.spec),
+            "spec": self.regions.public_spec,
             "count": len(self.regions),
             "margin_basis": self.margins.basis,
             "straddling_cells": "a cell crossing a region's boundary is split by area (its people taken as evenly "
@@ -88,13 +88,6 @@ class RegionReport:
             path = Path(tmp) / "regions.gpkg"
             gdf.to_file(path, driver="GPKG", layer="regions")
             return path.read_bytes()
-
-
-def _public_spec(spec: str) -> str:
-    """A file's name, not its path (a server path says nothing about the release)."""
-    from pathlib import PurePath
-
-    return spec if spec == "grid" or spec.startswith("h3:") else PurePath(spec).name
 
 
 def true_counts(dataset, regions, unit: str = "user") -> np.ndarray:

@@ -174,10 +174,12 @@ class Entry:
 
 def release_key(config) -> str:
     """The budget's key of a release of ``config``: ``config.key()`` in evaluate mode (the same
-    configuration, seed included, is the same release); in release mode a new key at every
-    call (``<config key>/<random>``), since each run is a fresh release of the same people."""
+    configuration, seed included, is the same release); in release mode a new random key at every
+    call (``release/<random>``), since each run is a fresh release of the same people. A release's
+    manifest prints its key, so it is not derived from the configuration, which holds the path of
+    the analyst's file: a hash of it would confirm a guessed path."""
     if config.mode == "release":
-        return f"{config.key()}/{secrets.token_hex(8)}"
+        return f"release/{secrets.token_hex(16)}"
     return config.key()
 
 

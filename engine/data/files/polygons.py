@@ -5,8 +5,9 @@ with an id column and a name column chosen by the caller or found by name (``id`
 
 from __future__ import annotations
 
+import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ class PolygonFile:
     name_column: str | None
     notes: tuple[str, ...]
     fields: tuple[str, ...] = ()  # every attribute column of the file (for an id or name picker)
+    sha256: str = ""  # of the file's bytes: with its base name, how a release names this public input
 
 
 def load_polygons(
@@ -86,7 +88,7 @@ def load_polygons(
         raise DataError(f"{name} is too large to read into memory") from None
     except Exception:
         raise c.refuse("its contents could not be parsed") from None
-    return _named(gdf, used, c)
+    return replace(_named(gdf, used, c), sha256=hashlib.sha256(data).hexdigest())
 
 
 def _named(gdf, used: dict, c: _Ctx) -> PolygonFile:

@@ -91,7 +91,7 @@ class LaplaceRegions(Mechanism):
             eps,
             composition="parallel",
             group="regions",
-            note=f"Laplace(1/eps) per region ({len(regions):,} regions, {regions.spec}); {bounded.short}",
+            note=f"Laplace(1/eps) per region ({len(regions):,} regions, {regions.public_spec}); {bounded.short}",
         )
         A = regions.weights
         cells = np.asarray(A.sum(axis=1)).ravel()  # each region's area in cells (inside the map)
@@ -102,7 +102,7 @@ class LaplaceRegions(Mechanism):
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
-                "regions": regions.spec,
+                "regions": regions.public_spec,
                 "region_count": len(regions),
                 "stderr_basis": "Laplace(1/eps) per region: sqrt(2)/eps; a cell's share of each region's count",
             }
@@ -119,7 +119,7 @@ class LaplaceRegions(Mechanism):
                 "region_sd": LAPLACE_SD / eps,
                 "region_ids": tuple(regions.ids),
                 "region_weights": (A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data.astype(np.float64)),
-                "regions": regions.spec,
+                "regions": regions.public_spec,  # restates the parameter for a release: never a server path
                 "stderr": stderr,
             },
         )
