@@ -84,6 +84,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import stats
 
+from ..core.epsilon import check_epsilon
 from ..core.errors import ParamError
 from ..core.grid import Domain
 from ..data.dataset import Dataset, DatasetMeta
@@ -480,9 +481,7 @@ def audit(
     cls = get(mechanism) if isinstance(mechanism, str) else mechanism
     if cls.neighbouring not in RELATIONS:
         raise ParamError(f"{cls.key or cls.__name__} does not state its neighbouring relation")
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
+    eps = check_epsilon(epsilon)
     if not 0 < alpha < 1:
         raise ParamError(f"alpha must be in (0, 1) (got {alpha})")
     if relation is not None and relation not in RELATIONS:

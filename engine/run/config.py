@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..core.epsilon import check_epsilon
 from ..core.errors import ParamError
 
 CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
 ROOT = Path(__file__).resolve().parents[2]
-MIN_EPS, MAX_EPS = 1e-4, 100.0
 MODES = ("evaluate", "release")
 # Fresh seeds stay below 2^31: the dashboard's seed field and URL take at most 2^31 - 1 (and a
 # browser holds integers exactly only to 2^53). An Evaluate seed is shown and exported, so its
@@ -105,8 +105,9 @@ class RunConfig:
         return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
     def validate(self) -> None:
-        if not (isinstance(self.epsilon, (int, float)) and MIN_EPS <= float(self.epsilon) <= MAX_EPS):
-            raise ParamError(f"epsilon must be between {MIN_EPS} and {MAX_EPS} (got {self.epsilon})")
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)):
+            raise ParamError(f"epsilon must be a number (got {self.epsilon!r})")
+        check_epsilon(self.epsilon)
         if not (isinstance(self.depth, int) and 1 <= self.depth <= 10):
             raise ParamError(f"resolution depth must be 1..10 (2x2 to 1024x1024 cells), got {self.depth}")
         if self.n_users is not None and (not isinstance(self.n_users, int) or self.n_users < 1):

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.epsilon import EPS_MAX, EPS_MIN
 from ..core.errors import Cancelled, ParamError
 from ..core.grid import Domain
 from ..data.dataset import Dataset, DatasetMeta
@@ -52,7 +53,6 @@ DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions",
 SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
 SIMULATED_RUNS = 5
 MIN_USERS, MAX_USERS = 1, 5_000_000
-EPS_LO, EPS_HI = 1e-3, 100.0
 SEARCH_STEPS = 12  # bisection steps of smallest_epsilon
 PLAN_SECONDS = 60.0  # default of HEATMAP_PLAN_SECONDS: the wall time one plan may take
 
@@ -399,9 +399,9 @@ def smallest_epsilon(
     proxy: Proxy | None = None,
     deadline: Deadline | None = None,
 ) -> float | None:
-    """The smallest ε in [EPS_LO, EPS_HI] whose predicted margin (:func:`target_value`) is at most
+    """The smallest ε in [EPS_MIN, EPS_MAX] whose predicted margin (:func:`target_value`) is at most
     ``target``: bisection on log ε (margins shrink as ε grows; the proxy's seeds are the same at every ε,
-    so a simulated curve is smooth). None when even EPS_HI misses it or the mechanism has no margin."""
+    so a simulated curve is smooth). None when even EPS_MAX misses it or the mechanism has no margin."""
     if not (isinstance(target, (int, float)) and target > 0 and math.isfinite(target)):
         raise ParamError(f"the target margin must be a positive number (got {target})")
 
@@ -409,12 +409,12 @@ def smallest_epsilon(
         p = predict(mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy, deadline=deadline)
         return target_value(p)
 
-    hi_v = value(EPS_HI)
+    hi_v = value(EPS_MAX)
     if not math.isfinite(hi_v) or hi_v > target:
         return None
-    lo, hi = math.log(EPS_LO), math.log(EPS_HI)
-    if value(EPS_LO) <= target:
-        return EPS_LO
+    lo, hi = math.log(EPS_MIN), math.log(EPS_MAX)
+    if value(EPS_MIN) <= target:
+        return EPS_MIN
     for _ in range(steps):
         mid = (lo + hi) / 2
         if value(math.exp(mid)) <= target:
@@ -567,7 +567,9 @@ def describe(plan: Plan) -> str:
             f"{_fmt(p.region_median):>19} {_fmt(p.region_p90):>12} {_fmt(p.range_rel_error):>15}  {p.method}"
         )
     for m, e in plan.suggested.items():
-        lines.append(f"smallest epsilon meeting the target for {m}: {'none up to 100' if e is None else f'{e:g}'}")
+        lines.append(
+            f"smallest epsilon meeting the target for {m}: {f'none up to {EPS_MAX:g}' if e is None else f'{e:g}'}"
+        )
     if plan.budget is not None:
         b = plan.budget
         lines.append(f"ledger: {b['spent']:g} spent of the limit {b['limit']:g}; {b['remaining']:g} remains")

@@ -190,13 +190,6 @@ def _noise_source(rng) -> NoiseSource:
     raise TypeError("rng must be a numpy Generator or an engine.core.noise.NoiseSource")
 
 
-def _check_eps(epsilon: float) -> float:
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
-    return eps
-
-
 def _split(eps: float, frac: float) -> tuple[float, float]:
     """Split eps into (frac * eps, rest) whose floating-point sum never exceeds eps."""
     a = frac * eps

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import DataError, ParamError
 from ...core.grid import downsample
 from ...core.params import Param
@@ -21,7 +22,6 @@ from .common import (
     _base_diagnostics,
     _bin_square,
     _cells_to_metres,
-    _check_eps,
     _grid_rects,
     _points,
     _server_view,
@@ -141,7 +141,7 @@ class UniformGrid(Mechanism):
     side_information_keys = ("total_used", "m", "m_uncapped", "aligned", "ug_cell_side_m", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         noise = ctx.noise
         bounded = bound_contributions(data, domain, params["unit"])
         hist, xy, w = None, None, None
@@ -337,7 +337,7 @@ class AdaptiveGrid(Mechanism):
     side_information_keys = ("total_used", "m1", "aligned")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         noise = ctx.noise
         alpha = float(params["alpha"])
         bounded = bound_contributions(data, domain, params["unit"])

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.params import Param
 from ..base import Mechanism, Release, register
@@ -18,7 +19,6 @@ from .common import (
     TOTAL_PARAMS,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _noise_source,
     _server_view,
     blank_postprocessed,
@@ -50,7 +50,7 @@ def laplace_baseline(
     L1 sensitivity of ``sensitivity`` (1 for counts, or for per-user distributions
     summing to 1 under add/remove-one-user). ``rng``: numpy Generator or NoiseSource.
     """
-    eps = _check_eps(eps)
+    eps = check_epsilon(eps)
     noise = _noise_source(rng)
     truth = np.asarray(truth, dtype=np.float64)
     noisy = noise.add_laplace(truth, float(sensitivity) / eps)
@@ -198,7 +198,7 @@ class Identity(Mechanism):
     dp_outputs = ("cells_kept", "stderr")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         truth = bounded.data.true_histogram(domain)
         raw = laplace_baseline(truth, eps, ctx.noise, clip=False)
@@ -286,7 +286,7 @@ class IdentityTopT(Identity):
     def run(self, data, domain, epsilon, params, ctx):
         if float(params["top_t"]) > 0:
             return super().run(data, domain, epsilon, params, ctx)
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         tt = topt_release(bounded.data.true_histogram(domain), eps, ctx.noise)
         se, se_cells = tt.stderr()
@@ -366,7 +366,7 @@ class Uniform(Mechanism):
     side_information_keys = ("total_used",)
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         n_true = float(bounded.data.true_histogram(domain).sum())
         ledger = Ledger()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.params import Param
 from ...data.regions import build
@@ -13,7 +14,6 @@ from .common import (
     LAPLACE_SD,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     bound_contributions,
     curator_communication,
@@ -70,7 +70,7 @@ class LaplaceRegions(Mechanism):
     side_information_keys = ("region_ids", "region_weights", "regions")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         regions = build(params["regions"], domain, data.crs)
         if regions.overlapping():
             raise ParamError(

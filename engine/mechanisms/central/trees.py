@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.grid import downsample, pyramid
 from ...core.params import Param
@@ -18,7 +19,6 @@ from .common import (
     UNIT_PARAM,
     _base_diagnostics,
     _cells_to_metres,
-    _check_eps,
     _noise_source,
     _server_view,
     _split,
@@ -143,7 +143,7 @@ class PrivTree(Mechanism):
     dp_outputs = ("leaves", "leaves_per_depth", "leaf_depth", "stderr", "stderr_cells")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         noise = ctx.noise
         L = domain.depth if params["max_depth"] == 0 else min(int(params["max_depth"]), domain.depth)
         share = float(params["split_share"])
@@ -549,7 +549,7 @@ class Hierarchical(Mechanism):
     dp_outputs += ("epsilon_per_level", "stderr")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         noise = ctx.noise
         bounded = bound_contributions(data, domain, params["unit"])
         truth = bounded.data.true_histogram(domain)

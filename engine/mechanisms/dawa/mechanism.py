@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.params import Param
 from ..base import Mechanism, Release, register
@@ -12,7 +13,6 @@ from ..central.common import (
     LAPLACE_SD,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     bound_contributions,
     curator_communication,
@@ -184,7 +184,7 @@ class Dawa(Mechanism):
     partition_noise = 1.0  # multiplies the partition's noise scale (the audit's weakened copy lowers it)
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         ratio = float(params["ratio"])
         eps1, eps2 = ratio * eps, (1.0 - ratio) * eps
         bounded = bound_contributions(data, domain, params["unit"])

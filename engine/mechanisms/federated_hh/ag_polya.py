@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.grid import Domain
 from ...core.params import Param
 from ..base import Mechanism, register
@@ -16,7 +17,6 @@ from .baselines import _distributed_release
 from .common import (
     PAPER,
     THREAT_DISTRIBUTED,
-    _check_eps,
     _check_secagg,
     _degradation_warning,
     _exact_sum,
@@ -87,7 +87,7 @@ class AdaptiveGridPolya(Mechanism):
         from ..central.common import ag_subcell_rects, spread_rects
         from ..central.grids import ag_level1_size, ag_level2_sizes, snap_to_divisor
 
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         alpha = float(params["alpha"])
         eps1 = alpha * eps
         eps2 = eps - eps1

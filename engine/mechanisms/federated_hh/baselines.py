@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.grid import morton_of_pixels
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
@@ -15,7 +16,6 @@ from .common import (
     THREAT_DISTRIBUTED,
     VIEW_DISTRIBUTED,
     _bits,
-    _check_eps,
     _check_secagg,
     _degradation_warning,
     _note_clients,
@@ -198,7 +198,7 @@ class FlatOneHot(Mechanism):
     )
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         D = domain.depth
         level = int(params["level"]) or D
         level = min(level, D)
@@ -337,7 +337,7 @@ class HierarchicalOneHot(_HierarchicalBase):
     params = _selection_params() + _secagg_params()
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         D = domain.depth
         first, levels = self._levels(params, D)
         codes, U, notes = _single_location_codes(data, domain, ctx.rng)
@@ -442,7 +442,7 @@ class CountMinHierarchical(_HierarchicalBase):
     )
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         D = domain.depth
         first, levels = self._levels(params, D)
         codes, U, notes = _single_location_codes(data, domain, ctx.rng)

@@ -32,13 +32,6 @@ VIEW_DISTRIBUTED = (
 )
 
 
-def _check_eps(epsilon) -> float:
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
-    return eps
-
-
 def _check_secagg(p: dict, n_clients: int) -> None:
     q = int(p.get("clip_bits", 0))
     if q == 1:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.noise import rr_kary_unbias_counts, rr_keep_probability, unary_encoding_pq, unary_encoding_unbias
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
 from .baselines import _pixel_codes_at, _single_location_codes
-from .common import PAPER, _check_eps
+from .common import PAPER
 
 
 # ==================================================================== local DP
@@ -113,7 +114,7 @@ class LocalGridRR(Mechanism):
     )
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         D = domain.depth
         lv = min(int(params["level"]), D)
         K = 4**lv

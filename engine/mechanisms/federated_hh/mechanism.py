@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import EngineError
 from ...core.grid import morton_of_pixels
 from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
@@ -42,7 +43,6 @@ from .common import (
     VIEW_DISTRIBUTED,
     _add_remove_plan,
     _bits,
-    _check_eps,
     _check_secagg,
     _degradation_warning,
     _last_share,
@@ -330,7 +330,7 @@ class AdaptiveHH(Mechanism):
         p = params
         D = domain.depth
         private = self.private
-        eps_total = _check_eps(epsilon) if private else math.inf
+        eps_total = check_epsilon(epsilon) if private else math.inf
         prop = p["attribute"] == "flag"
         # add/remove user (class docstring): nothing that reaches the release reads the exact U
         addrem = private and p.get("relation", "zero-out") == "add/remove"

@@ -116,11 +116,12 @@ import time
 
 import numpy as np
 
+from ...core.epsilon import check_epsilon
 from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
 from ..central.common import LAPLACE_SD, UNIT_PARAM, blank_postprocessed, curator_communication, grid_stderr
 from .answers import GridAnswerer
-from .collection import _check_eps, _server_view, collect_step
+from .collection import _server_view, collect_step
 from .training import fit_snh
 
 
@@ -333,7 +334,7 @@ class SNH(Mechanism):
     )
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         fit = fit_snh(data, domain, eps, params, ctx)
         model, ledger, diag = fit["model"], fit["ledger"], fit["diagnostics"]
         ctx.progress(0.96, "density grid from the model")
@@ -399,7 +400,7 @@ class IdentityParamSelect(Mechanism):
     side_information_keys = ("rho_m", "rho_frac", "rho_choice", "grid_cells_per_side", "stderr")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         got = collect_step(data, domain, eps, params, ctx, "noisy grid (Section 4.1)")
         ledger = got["ledger"]
         grid = got["grid"]
