@@ -452,8 +452,8 @@ class GeoIndKDE(Mechanism):
     each reported location is moved by planar Laplace noise with density
     ``eps'^2/(2 pi) exp(-eps' |z|)``, ``eps' = eps / m`` (``eps`` PER METRE; expected
     displacement ``2/eps'`` metres), then runs Algorithm 1 from the noisy location. The
-    run's epsilon is read per km by default (``epsilon_unit``), so the workbench's epsilon
-    range 0.01-10 spans city-scale displacements (200 km to 200 m); ``per metre`` reads it
+    run's epsilon is read per km by default (``epsilon_unit``), so the dashboard slider's stops,
+    0.01-10, span city-scale displacements (200 km to 200 m); ``per metre`` reads it
     as the paper states it.
     Threat model: malicious server seeing each user's kernel surface, hence its noisy
     location. Guarantee, per person (the user-level unit of the other mechanisms):
