@@ -23,12 +23,11 @@ from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.common import CENTRAL_KEYS, PRIVACY_UNIT, bound_contributions, spread_rects
 from engine.mechanisms.central.grids import ag_level1_size, snap_to_divisor, ug_size
 from engine.mechanisms.central.identity import laplace_baseline, top_t_count, topt_threshold
+from engine.mechanisms.central.privtree import privtree_decompose, privtree_params
 from engine.mechanisms.central.trees import (
     constrained_inference,
     hb_branching,
     hierarchical_budget,
-    privtree_decompose,
-    privtree_params,
     tree_error_model,
     tree_levels,
 )
