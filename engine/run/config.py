@@ -30,7 +30,7 @@ from .. import __version__
 from ..core.epsilon import check_epsilon
 from ..core.errors import ParamError
 
-CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
+CACHE_VERSION = 3  # the format of a disk cache entry (engine.run.result_cache)
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("evaluate", "release")
 # Fresh seeds stay below 2^31: the dashboard's seed field and URL take at most 2^31 - 1 (and a
@@ -175,6 +175,7 @@ class RunResult:
             "communication": rel.communication.to_dict(),
             "server_view": rel.server_view.description,
             "diagnostics": _jsonable(rel.diagnostics),
+            "warnings": list(rel.warnings),
         }
 
 
