@@ -157,8 +157,8 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
     params = _options(args.param, "mechanism parameter")
-    if getattr(args, "regions", None) and mechanism == "laplace_regions":
-        params.setdefault("regions", args.regions)  # the regions reported are the regions counted
+    if getattr(args, "regions", None) and "regions" in {p.name for p in get(mechanism).params}:
+        params.setdefault("regions", args.regions)  # a mechanism that counts regions counts the ones reported
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)

@@ -4,7 +4,7 @@
 
 ROOT is a checkout of this project (e.g. a `git worktree` of an older commit), so two trees are compared
 with the same script. Each mechanism: one warm-up run (its first in the process: imports, compilation,
-the dataset), then the median of 3 seeded runs (SNH: 1) of ``engine.run.runner.run`` with the default
+the dataset), then the median of 3 seeded runs (1 when the first took over SLOW_S: SNH) of ``engine.run.runner.run`` with the default
 ``RunConfig`` (polycentric city, 100,000 locations), its own timings (mechanism, metrics, total).
 """
 
@@ -25,12 +25,13 @@ from engine.run.runner import run  # noqa: E402
 reg = registry()
 mechs = sys.argv[3:] or [k for k in sorted(reg) if "value" not in getattr(reg[k], "needs", ())]
 res = {}
+SLOW_S = 10.0  # a mechanism whose first run took longer is timed once more, not 3 times (SNH trains networks)
 for m in mechs:
-    reps = 1 if m == "snh" else 3
     try:
         t = time.perf_counter()
         run(RunConfig(mechanism=m, seed=99), use_cache=False)
         first = time.perf_counter() - t
+        reps = 1 if first > SLOW_S else 3
         rows = [run(RunConfig(mechanism=m, seed=100 + s), use_cache=False).timings for s in range(reps)]
         res[m] = {"first_s": first, "reps": reps, "load": os.getloadavg()[0]}
         for k in ("mechanism_s", "metrics_s", "total_s"):

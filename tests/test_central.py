@@ -260,7 +260,7 @@ def test_ug_grid_size_formula(city):
         assert rel.diagnostics["m"] == (min(m, dom.n) if cap else m)
         assert ug_size(n, eps, 10, None) == m
         # the noisy UG counts are all released, spread by area: mass is conserved
-        assert rel.density.sum() == pytest.approx(rel.extras["grid_counts"].sum())
+        assert rel.density.sum() == pytest.approx(rel.measurements.grid.sum())
         assert rel.partition.shape == (rel.diagnostics["m"] ** 2, 4)
 
 
@@ -269,7 +269,7 @@ def test_ug_cells_spread_over_output_cells(city):
     rel = run_mech("ug", data, dom, 0.05, total="public", align="off")  # m = 10 on a 64 grid: not aligned
     m = rel.diagnostics["m"]
     assert m == 10
-    g = rel.extras["grid_counts"]
+    g = rel.measurements.grid
     # output cell fully inside UG cell (0, 0) gets that cell's count / (6.4^2)
     assert rel.density[0, 0] == pytest.approx(g[0, 0] / (dom.n / m) ** 2)
     # output cell 6 straddles UG cells 0 and 1 along x (edges 6.4): 0.4 and 0.6 of its area
@@ -1121,8 +1121,8 @@ def test_secure_mode_runs_end_to_end(key, params):
     if key == "ug" and params:
         # public total: the grid counts minus the true counts have E|noise| = 1/eps = 1
         # (6 standard errors, sd of |Laplace(1)| = 1; false-alarm rate ~2e-9)
-        exact = run_mech(key, data, dom, 1.0, noiseless=True, **params).extras["grid_counts"]
-        resid = (rel.extras["grid_counts"] - exact).ravel()
+        exact = run_mech(key, data, dom, 1.0, noiseless=True, **params).measurements.grid
+        resid = (rel.measurements.grid - exact).ravel()
         assert abs(np.abs(resid).mean() - 1.0) < 6 / math.sqrt(resid.size)
     # the total mass is near the number of points (Laplace noise sums, generous 8-sigma band)
     assert abs(rel.density.sum() - len(data)) < 8 * math.sqrt(2 * (2 * dom.n**2 + 10))

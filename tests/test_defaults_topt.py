@@ -98,7 +98,8 @@ def test_topt_default_keeps_the_cells_above_the_noise_and_fills_the_rest():
     steps = {e.step: e.epsilon for e in rel.ledger.entries}
     assert steps == pytest.approx({"total count": TOPT_TOTAL_SHARE, "cell counts": eps_cells})
     assert rel.ledger.total() == pytest.approx(1.0)
-    assert np.all(rel.extras["stderr_cells"][~kept] == (~kept).sum())
+    rest = rel.noise.label[~kept.ravel()]  # the cells not kept share one draw: one unit
+    assert np.all(rest == rest[0]) and not np.isin(rest[0], rel.noise.label[kept.ravel()])
 
 
 def test_topt_default_is_the_uniform_map_where_nothing_stands_out():

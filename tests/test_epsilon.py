@@ -31,7 +31,7 @@ def _sources():
 
 
 def _names_epsilon(e: ast.expr) -> bool:
-    return bool(re.search(r"(^|[._(])(eps|epsilon)\)?$", ast.unparse(e)))
+    return bool(re.search(r"(^|[._(])(eps|epsilon)(_[a-z]+)?\)?$", ast.unparse(e)))
 
 
 def _is_number(e: ast.expr) -> bool:
@@ -40,6 +40,15 @@ def _is_number(e: ast.expr) -> bool:
     if isinstance(e, ast.Constant):
         return isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
     return isinstance(e, ast.Name) and e.id.isupper()  # a module constant such as EPS_MAX
+
+
+def _refuses(node: ast.AST) -> bool:
+    """A raise of an input error (an internal invariant raises something else)."""
+    if not isinstance(node, ast.Raise) or node.exc is None:
+        return False
+    exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    name = exc.attr if isinstance(exc, ast.Attribute) else getattr(exc, "id", "")
+    return name in ("ParamError", "ValueError", "TypeError", "ArgumentTypeError")
 
 
 def epsilon_checks(tree: ast.AST) -> list[int]:
@@ -55,7 +64,7 @@ def epsilon_checks(tree: ast.AST) -> list[int]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.If):
             continue
-        if not any(isinstance(b, ast.Raise) for stmt in node.body for b in ast.walk(stmt)):
+        if not any(_refuses(b) for stmt in node.body for b in ast.walk(stmt)):
             continue
         for c in ast.walk(node.test):
             if isinstance(c, ast.Compare):

@@ -164,7 +164,7 @@ def test_identity_cells_cover_exactly_95_percent():
     truth = true_counts(ds, regions)
     cover = []
     for s in range(200):
-        m = region_margins(release("identity", ds, s), "identity", regions)
+        m = region_margins(release("identity", ds, s), regions)
         assert np.allclose(m.margin95, LAPLACE95 * math.sqrt(2.0))
         cover.append((np.abs(m.estimate - truth) <= m.margin95).mean())
     assert_mean_within(cover, 0.95, 0.95, "identity cells")
@@ -183,7 +183,7 @@ def test_whole_leaves_of_privtree_have_the_exact_noise_margin():
         geoms = shapely.box(rects[:, 0], rects[:, 1], rects[:, 2], rects[:, 3])
         regions = Regions("file", "leaves", tuple(map(str, range(len(geoms)))), (), DOMAIN, CRS,
                           area_weights(geoms, DOMAIN), geoms, np.ones(len(geoms)))  # fmt: skip
-        m = region_margins(r, "privtree", regions)
+        m = region_margins(r, regions)
         assert np.array_equal(m.spread_sd, np.zeros(len(regions)))
         truth = true_counts(ds, regions)
         cover.append((np.abs(m.estimate - truth) <= m.margin95).mean())
@@ -198,12 +198,12 @@ def test_hierarchical_region_variance_is_the_spread_over_runs(polygon_file):
     regions = build(str(polygon_file), dom, CRS)
     runs = [release("hierarchical", ds, s, domain=dom) for s in range(300)]
     est = np.stack([regions.aggregate(r.density) for r in runs])
-    var = region_margins(runs[0], "hierarchical", regions).noise_sd ** 2
+    var = region_margins(runs[0], regions).noise_sd ** 2
     dev2 = ((est - est.mean(axis=0)) ** 2).sum(axis=1) * 300 / 299
     ratio, se = dev2.mean() / var.sum(), dev2.std(ddof=1) / math.sqrt(300) / var.sum()
     assert abs(ratio - 1) <= Z * se, (ratio, se)
     independent = sum(
-        (regions.weights.toarray() ** 2 * (runs[0].extras["stderr"].ravel() ** 2)).sum(axis=1)
+        (regions.weights.toarray() ** 2 * (runs[0].noise.cell_sd(dom.n).ravel() ** 2)).sum(axis=1)
     )  # what ignoring the correlations would say
     assert abs(independent / var.sum() - 1) > 0.05
 
@@ -223,7 +223,7 @@ def test_regional_margins_cover_90_to_99_percent(key, data, polygon_file):
         cover = []
         for s in range(60):
             r = release(key, ds, s, **({"regions": spec} if key == "laplace_regions" else {}))
-            m = region_margins(r, key, regions)
+            m = region_margins(r, regions)
             assert np.isfinite(m.margin95).all()
             cover.append((np.abs(m.estimate - truth) <= m.margin95).mean())
         assert_mean_within(cover, 0.90, 0.99 if key == "laplace_regions" else 1.0, f"{key} {data} {spec}")
@@ -232,7 +232,7 @@ def test_regional_margins_cover_90_to_99_percent(key, data, polygon_file):
 @pytest.mark.parametrize("key", ["ag", "sparse_emd", "snh"])
 def test_no_margin_where_there_is_no_closed_form(key):
     ds = _dataset(datasets()["smooth"])
-    m = region_margins(release(key, ds, 0), key, build("h3:7", DOMAIN, CRS))
+    m = region_margins(release(key, ds, 0), build("h3:7", DOMAIN, CRS))
     if key == "identity_topt":  # cells set to 0 after the noise: no margin for the regions holding them
         assert np.isnan(m.margin95).any()
     else:

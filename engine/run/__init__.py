@@ -10,7 +10,8 @@ dashboard, the benchmarks). It never imports Streamlit.
 * ``uploads.py``: each session's uploaded files, private to it;
 * ``ledger.py``: the per-dataset privacy ledger (SQLite: releases, and evaluations listed apart);
   ``booking.py``: the one booking protocol every door follows; ``limits.py``: the operator's limit;
-* ``sweeps.py``: sweep configurations and their statistics; ``margins.py``: margins of error;
+* ``sweeps.py``: sweep configurations and their statistics, and the repeated releases behind a margin
+  (the margins themselves: :mod:`engine.regions.margins`);
 * ``estimates.py``: run-time estimates; ``cluster.py``: runs on a Dask cluster;
 * ``export.py``: release files and manifest; ``audit.py``, ``noise_audit.py``: empirical privacy audits.
 """

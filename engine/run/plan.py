@@ -19,15 +19,17 @@ release's 95 % margins come from its DP outputs and public parameters alone
 median and worst tenth (90th percentile) per cell and per region, and the proxy's relative
 range-query error (SNH's metric, :func:`engine.metrics.range_query_errors`).
 
-For mechanisms whose margins do not depend on where people are (:func:`exact`: the noise has a closed
-form fixed by ε, the grid and the user count, and no released unit is split), one proxy run gives the
-exact figure ("closed form"). For the others (UG's blocks, PrivTree's or Adaptive HH's leaves, cells
-that straddle a region's boundary: their margins grow with the counts of the units a region cuts) the
-figure is simulated over several proxy draws, and the real data's differs by where its people are.
-BENCHMARKS.md ("plan") measures by how much: with a synthetic proxy alone, the same public inputs can
-meet figures more than 4 times apart, so no plan from public inputs alone is within a factor 2 of all;
-a pilot release brings it within 2. Mechanisms without a closed form (AG, Sparse EMD, SNH, the kernel
-density estimates) get no margin, said so, and the simulated range-query error only.
+What the planner may do is the mechanism's to say (``Mechanism.planner`` and ``Mechanism.planning``,
+:data:`engine.mechanisms.capabilities.PLANNING`). For mechanisms whose margins do not depend on where
+people are ("exact": the noise has a closed form fixed by ε, the grid and the user count, and no released
+unit is split), one proxy run gives the exact figure ("closed form"). For the others ("simulated": UG's
+blocks, PrivTree's or Adaptive HH's leaves, cells that straddle a region's boundary: their margins grow
+with the counts of the units a region cuts) the figure is simulated over several proxy draws, and the
+real data's differs by where its people are. BENCHMARKS.md ("plan") measures by how much: with a
+synthetic proxy alone, the same public inputs can meet figures more than 4 times apart, so no plan from
+public inputs alone is within a factor 2 of all; a pilot release brings it within 2. The others ("none":
+AG, Sparse EMD, SNH, the kernel density estimates, Adaptive HH on data whose people may have several
+locations...) get no margin, said so, and the simulated range-query error only.
 """
 
 from __future__ import annotations
@@ -47,10 +49,6 @@ from ..data.dataset import Dataset, DatasetMeta
 from .published import released_map
 
 PROXY_PRESET = "polycentric"
-# margins fixed by epsilon, the grid and the user count alone: one proxy run is the exact answer
-DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect"})
-# with a margin whose size depends on where people are (simulated on the proxy)
-SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
 SIMULATED_RUNS = 5
 MIN_USERS, MAX_USERS = 1, 5_000_000
 SEARCH_STEPS = 12  # bisection steps of smallest_epsilon
@@ -59,13 +57,15 @@ PLAN_SECONDS = 60.0  # default of HEATMAP_PLAN_SECONDS: the wall time one plan m
 
 @dataclass(frozen=True)
 class Frame:
-    """The public frame a plan is made over: the region (``meta.bbox``), its local CRS, and the side
-    information the frame itself declares (a region read off the data)."""
+    """The public frame a plan is made over: the region (``meta.bbox``), its local CRS, the side information the
+    frame itself declares (a region read off the data), and whether the dataset has user ids (its schema: a
+    person may then have several locations)."""
 
     meta: DatasetMeta
     crs: str
     label: str
     side_information: tuple[str, ...] = ()
+    user_ids: bool = False
 
     def domain(self, depth: int) -> Domain:
         from ..data.projection import bbox_to_local
@@ -178,7 +178,7 @@ def frame_from(ds: Dataset) -> Frame:
     side = ()
     if ds.meta.bbox_from_data:
         side = ("the region: the bounding box of the locations, read off the data (as a release of it declares)",)
-    return Frame(ds.meta, ds.crs, ds.meta.name, side)
+    return Frame(ds.meta, ds.crs, ds.meta.name, side, ds.user_id is not None)
 
 
 @lru_cache(maxsize=4)
@@ -276,14 +276,26 @@ def _proxy_dataset(frame: Frame, xy: np.ndarray, name: str) -> Dataset:
     return Dataset(xy=xy, lonlat=to_lonlat(xy[:, 0], xy[:, 1], frame.crs), crs=frame.crs, meta=meta)
 
 
-def exact(mechanism: str, regions=None) -> bool:
+def planning(mechanism: str, regions=None, params: dict | None = None, user_ids: bool = False) -> tuple[str, str]:
+    """What the planner may do for ``mechanism`` (``Mechanism.planning``): "exact", "simulated" or "none", and
+    why where it predicts no margin."""
+    from ..mechanisms import get
+
+    cls = get(mechanism)
+    return cls.planning(cls.schema().resolve(dict(params or {})), regions, user_ids)
+
+
+def exact(mechanism: str, regions=None, params: dict | None = None, user_ids: bool = False) -> bool:
     """Whether one proxy run gives the exact predicted margins: the mechanism's noise is fixed by public
     inputs and no released unit is split (the grid's cells, or regions of its own)."""
-    if mechanism == "laplace_regions":  # its own regions are its units; cells split them
-        return regions is not None and regions.kind != "grid"
-    if mechanism not in DATA_FREE:
-        return False
-    return regions is None or regions.kind == "grid"
+    return planning(mechanism, regions, params, user_ids)[0] == "exact"
+
+
+def plannable() -> list[str]:
+    """The mechanisms whose margins the planner predicts (exactly or by simulation)."""
+    from ..mechanisms import registry
+
+    return [k for k, cls in registry().items() if cls.planner != "none"]
 
 
 def _regions(frame: Frame, depth: int, spec: str | None, polygons=None):
@@ -292,14 +304,6 @@ def _regions(frame: Frame, depth: int, spec: str | None, polygons=None):
     from ..data.regions import build
 
     return build(spec or "upload", frame.domain(depth), frame.crs, polygons=polygons)
-
-
-def margin_stats(m: np.ndarray) -> tuple[float, float]:
-    """Median and 90th percentile (the worst tenth) of the finite margins; NaN when none."""
-    m = m[np.isfinite(m)]
-    if m.size == 0:
-        return math.nan, math.nan
-    return float(np.median(m)), float(np.quantile(m, 0.9))
 
 
 def predict(
@@ -318,14 +322,13 @@ def predict(
     """Predicted 95 % margins of one release (see the module docstring). ``regions``: a built
     :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only). Past
     ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError."""
-    from ..mechanisms import get
-    from ..regions.margins import cell_margins, region_margins
+    from ..regions.margins import cell_margins, region_margins, summary
     from .config import RunConfig
     from .runner import run
 
-    get(mechanism)  # an unknown mechanism fails here
+    mode, why = planning(mechanism, regions, params, frame.user_ids)  # an unknown mechanism fails here
     proxy = proxy or synthetic_proxy()
-    closed = exact(mechanism, regions)
+    closed = mode == "exact"
     runs = 1 if closed else int(runs or SIMULATED_RUNS)
     rows, basis = [], ""
     for r in range(runs):
@@ -347,14 +350,12 @@ def predict(
             if deadline is None:
                 raise
             raise deadline.stop(mechanism, epsilon) from None
-        cm = cell_margins(res.release, mechanism, frame.crs)
-        row = [*margin_stats(cm.margin95)]
-        basis = cm.basis
-        if regions is not None:
-            rm = region_margins(res.release, mechanism, regions)
-            row += [*margin_stats(rm.margin95)]
+        if mode == "none":
+            row, basis = [math.nan] * 4, why
         else:
-            row += [math.nan, math.nan]
+            cm = cell_margins(res.release, frame.crs)
+            row, basis = [*summary(cm.margin95)], cm.basis
+            row += [*summary(region_margins(res.release, regions).margin95)] if regions is not None else [math.nan] * 2
         row.append(float(res.metrics.get("range_rel_error", math.nan)))
         rows.append(row)
     med = [_median(col) for col in np.array(rows, dtype=np.float64).T]
@@ -469,14 +470,15 @@ def what_was_read(dataset: str | None, options: dict, frame: Frame | None, key: 
     return f"read {name}'s {parts[0]}{''.join(f' and its {p}' for p in parts[1:])}; no location entered the prediction"
 
 
-def _cost(m, epsilons, users, depth, params, regions, runs, target) -> tuple[float, int]:
+def _cost(m, epsilons, users, depth, params, regions, runs, target, user_ids=False) -> tuple[float, int]:
     """Seconds the plan of mechanism ``m`` should take (the engine's cost model, :mod:`engine.run.estimates`)
     and the proxy runs it makes; 0 s when the model cannot tell."""
     from .config import RunConfig
     from .estimates import estimate_seconds
 
-    per_call = 1 if exact(m, regions) else int(runs or SIMULATED_RUNS)
-    searched = 0 if target is None else (2 + SEARCH_STEPS if m in DATA_FREE | SIMULATED else 1)
+    mode, _ = planning(m, regions, params, user_ids)
+    per_call = 1 if mode == "exact" else int(runs or SIMULATED_RUNS)
+    searched = 0 if target is None else (2 + SEARCH_STEPS if mode != "none" else 1)
     n = per_call * (len(epsilons) + searched)
     cfg = RunConfig(
         dataset=f"synthetic:{PROXY_PRESET}",
@@ -518,7 +520,7 @@ def make_plan(
     frame = frame or default_frame()
     regions = _regions(frame, depth, regions_spec, polygons)
     for m in mechanisms:
-        need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target)
+        need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target, frame.user_ids)
         if need > deadline.seconds:
             raise ParamError(
                 f"planning {m} would take about {need:,.0f} s here ({n} proxy runs of about {need / n:,.1f} s), over "

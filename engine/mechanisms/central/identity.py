@@ -14,6 +14,8 @@ from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..capabilities import AuditPlan, NoiseCase
+from ..noise_model import Measurements, NoiseModel
 from .common import (
     LAPLACE_SD,
     TOTAL_PARAMS,
@@ -91,15 +93,20 @@ class TopTRelease:
     eps_total: float
     threshold: float
 
-    def stderr(self) -> tuple[np.ndarray, np.ndarray]:
-        """(per-cell SE, cells sharing its draw): a kept cell's Laplace(1/eps_cells); a filled cell's
-        share of the remainder ``n_hat - kept mass`` (the total's draw and the kept cells' draws,
-        given which cells were kept), spread over the ``rest`` cells that share it."""
+    def noise_model(self) -> NoiseModel:
+        """The release's units: each kept cell, with its Laplace(1/eps_cells); and the cells not kept together,
+        which share the remainder ``n_hat - kept mass`` (the total's draw and the kept cells' draws, given
+        which cells were kept). A remainder of 0 is a choice made on the noise: those cells are blank."""
         rest = int(self.raw.size - np.count_nonzero(self.kept))
         var_rest = LAPLACE_SD**2 / self.eps_total**2 + np.count_nonzero(self.kept) * LAPLACE_SD**2 / self.eps_cells**2
         se_fill = math.sqrt(var_rest) / max(rest, 1) if self.fill > 0 else math.nan
         se = np.where(self.kept, LAPLACE_SD / self.eps_cells, se_fill)
-        return se, np.where(self.kept, 1, max(rest, 1))
+        label = np.where(self.kept.ravel(), np.arange(self.kept.size), -1)  # the cells not kept: one unit
+        basis = (
+            "kept cells: Laplace(1/eps_cells), sqrt(2)/eps_cells; the others: the noisy remainder of the total over "
+            "the cells that share it"
+        )
+        return NoiseModel.of_cells(self.density, se, basis, label=label)
 
 
 def topt_threshold(n_cells: int, eps: float, sensitivity: float = 1.0) -> float:
@@ -163,17 +170,20 @@ class Identity(Mechanism):
     Departures: top-t keeps ceil(t% of the cells), at least one cell (the paper does
     not say how t% of a cell count is rounded).
 
-    Standard error: ``extras["stderr"]`` is sqrt(2)/epsilon in every cell, the
-    standard deviation of the Laplace(1/epsilon) draw, exact and the same whatever the data
-    (in secure mode OpenDP's Laplace, rounded to a fine float lattice: the same to within that
-    rounding). Cells that clipping or top-t set to 0 get NaN: their 0 is a choice made on the
-    noisy value, biased towards 0, not noisy around the truth, so no noise-based margin applies.
+    Noise model (``Release.noise``): every cell is a unit of standard deviation sqrt(2)/epsilon,
+    the Laplace(1/epsilon) draw's, exact and the same whatever the data (in secure mode OpenDP's
+    Laplace, rounded to a fine float lattice: the same to within that rounding); the cells' noises
+    are independent. Cells that clipping or top-t set to 0 are blank: their 0 is a choice made on
+    the noisy value, biased towards 0, not noisy around the truth, so no noise-based margin applies.
     A kept cell's SE is its noise's; keeping selects draws above a threshold, so over repeated
     runs a cell whose truth is near the threshold also spreads by being kept or not.
-    ``stderr_cells`` = 1: the cells' noises are independent.
     """
 
     key = "identity"
+    margin = "closed form"
+    margin_note = "Laplace(1/eps) per cell"
+    planner = "exact"
+    noise_cases = (NoiseCase("identity", float_attack=True),)
     label = "Identity (Laplace per cell)"
     family = "central"
     guarantee = "user-level epsilon-DP (central) under add/remove user; add/remove record with unit = record"
@@ -195,7 +205,7 @@ class Identity(Mechanism):
             label="top t (%)",
         ),
     )
-    dp_outputs = ("cells_kept", "stderr")
+    dp_outputs = ("cells_kept", "noise", "measurements")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = check_epsilon(epsilon)
@@ -219,9 +229,9 @@ class Identity(Mechanism):
                 "clip_negatives": bool(params["clip_negatives"]),
                 "top_t_percent": top_t,
                 "cells_kept": kept,
-                "stderr_basis": "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none",
             }
         )
+        basis = "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none"
         return Release(
             density=noisy,
             domain=domain,
@@ -229,7 +239,8 @@ class Identity(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy histogram"),
             diagnostics=diag,
-            extras={"stderr": stderr, "stderr_cells": 1},
+            noise=NoiseModel.of_cells(noisy, stderr, basis),
+            measurements=Measurements(grid=raw, cell_m=domain.cell, scale=1.0 / eps),
         )
 
     def _cells_kept(self, noisy: np.ndarray, eps: float, top_t: float) -> tuple[int, float | None]:
@@ -274,6 +285,10 @@ class IdentityTopT(Identity):
     """
 
     key = "identity_topt"
+    planner = "none"
+    # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
+    audit_plan = AuditPlan(runs=100_000)
+    noise_cases = ()
     label = "Identity + top-t% threshold (Ghazi et al. baseline)"
     summary = "Laplace noise per cell; keep the cells that stand out of the noise, spread the rest of the total evenly."
     params = (
@@ -281,7 +296,7 @@ class IdentityTopT(Identity):
         Param("clip_negatives", "bool", True, "set negative noisy counts to zero (post-processing)"),
         Param("top_t", "float", 0.0, TOPT_RULE_HELP, min=0.0, max=100.0, label="top t (%)"),
     )
-    dp_outputs = ("cells_kept", "stderr", "stderr_cells", "fill", "top_t_percent")
+    dp_outputs = ("cells_kept", "noise", "measurements", "fill", "top_t_percent")
 
     def run(self, data, domain, epsilon, params, ctx):
         if float(params["top_t"]) > 0:
@@ -289,7 +304,6 @@ class IdentityTopT(Identity):
         eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         tt = topt_release(bounded.data.true_histogram(domain), eps, ctx.noise)
-        se, se_cells = tt.stderr()
         ledger = Ledger()
         ledger.spend("total count", tt.eps_total, note=f"Laplace count; its remainder fills the rest; {bounded.short}")
         ledger.spend(
@@ -310,8 +324,6 @@ class IdentityTopT(Identity):
                 "cells_kept": kept,
                 "threshold": tt.threshold,
                 "fill": tt.fill,
-                "stderr_basis": "kept cells: Laplace(1/eps_cells), sqrt(2)/eps_cells; the others: the noisy "
-                "remainder of the total over the cells that share it",
             }
         )
         return Release(
@@ -321,7 +333,8 @@ class IdentityTopT(Identity):
             communication=curator_communication(),
             server_view=_server_view("the noisy histogram and the noisy total"),
             diagnostics=diag,
-            extras={"stderr": se, "stderr_cells": se_cells},
+            noise=tt.noise_model(),
+            measurements=Measurements(grid=tt.raw, cell_m=domain.cell, scale=1.0 / tt.eps_cells),
         )
 
 
@@ -343,13 +356,16 @@ class Uniform(Mechanism):
 
     Departures: a negative noisy total is set to zero (post-processing).
 
-    Standard error: with ``total = noisy``, ``extras["stderr"]`` is sqrt(2)/epsilon
-    spread over the C cells, sqrt(2)/(epsilon C) per cell (the one Laplace draw moves every cell
-    together: ``stderr_cells`` = C), NaN when the noisy total was set to 0; with ``total = public``
-    0 (no noise). The release's error is mostly its bias (the map is flat), which no SE shows.
+    Noise model: with ``total = noisy``, one unit, the whole map: sqrt(2)/epsilon spread over the
+    C cells, sqrt(2)/(epsilon C) per cell (the one Laplace draw moves every cell together), none
+    when the noisy total was set to 0; with ``total = public`` 0 (no noise). The release's error is
+    mostly its bias (the map is flat), which the spreading term of its margin covers.
     """
 
     key = "uniform"
+    margin = "closed form"
+    margin_note = "one Laplace(1/eps) total spread over the cells"
+    planner = "exact"
     label = "Uniform (total spread evenly)"
     family = "central"
     guarantee = (
@@ -362,7 +378,7 @@ class Uniform(Mechanism):
     paper = "DPBench (Hay et al. 2016)"
     equations = "DPBench data-independent baseline (Uniform)"
     params = (UNIT_PARAM, TOTAL_PARAMS[0])
-    dp_outputs = ("total_used", "stderr")
+    dp_outputs = ("total_used", "noise")
     side_information_keys = ("total_used",)
 
     def run(self, data, domain, epsilon, params, ctx):
@@ -380,17 +396,17 @@ class Uniform(Mechanism):
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update({"total_used": n_used, "total": params["total"]})
         if params["total"] == "public":
-            sd = 0.0
-            diag["stderr_basis"] = "no noise: the true total spread evenly"
+            sd, basis = 0.0, "no noise: the true total spread evenly"
         else:
             sd = LAPLACE_SD / eps / cells if n_used > 0 else math.nan
-            diag["stderr_basis"] = "one Laplace(1/eps) total spread over every cell: sqrt(2)/(eps x cells)"
+            basis = "one Laplace(1/eps) total spread over every cell: sqrt(2)/(eps x cells)"
+        density = np.full((domain.n, domain.n), n_used / cells)
         return Release(
-            density=np.full((domain.n, domain.n), n_used / cells),
+            density=density,
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
             server_view=_server_view("the total count"),
             diagnostics=diag,
-            extras={"stderr": np.full((domain.n, domain.n), sd), "stderr_cells": cells},
+            noise=NoiseModel.of_cells(density, sd, basis, label=np.zeros(cells, dtype=np.int64)),
         )

@@ -13,6 +13,7 @@ from ...core.epsilon import check_epsilon
 from ...core.grid import pyramid
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..noise_model import NoiseModel
 from .common import (
     LAPLACE_SD,
     UNIT_PARAM,
@@ -102,16 +103,17 @@ class PrivTree(Mechanism):
     parameters. Negative noisy leaf counts are kept. Under ``user`` the locations
     beyond each user's sampled one are not used.
 
-    Standard error: ``extras["stderr"]`` is, per output cell, sqrt(2)/eps_count
-    divided by the number of output cells of its leaf: the standard deviation of the leaf's
-    Laplace count spread uniformly, given the released tree. Exact given the tree: the leaf
-    counts' noise is drawn after the tree is built and independently of its split draws. The
-    tree itself depends on the data (and its own noise), so over repeated runs a cell's value
-    also moves with the tree; that part is not in the SE. ``stderr_cells`` = the cells of the
-    cell's leaf.
+    Noise model (``Release.noise``): the leaves are the released units, each of standard
+    deviation sqrt(2)/eps_count (its Laplace count, spread uniformly over its output cells), given
+    the released tree. Exact given the tree: the leaf counts' noise is drawn after the tree is built
+    and independently of its split draws. The tree itself depends on the data (and its own noise),
+    so over repeated runs a cell's value also moves with the tree; that part is not in the SE.
     """
 
     key = "privtree"
+    margin = "closed form"
+    margin_note = "Laplace(1/eps) per leaf, given the released tree"
+    planner = "simulated"
     label = "PrivTree (Zhang et al.)"
     family = "central"
     guarantee = (
@@ -137,7 +139,7 @@ class PrivTree(Mechanism):
             label="max depth",
         ),
     )
-    dp_outputs = ("leaves", "leaves_per_depth", "leaf_depth", "stderr", "stderr_cells")
+    dp_outputs = ("leaves", "leaves_per_depth", "leaf_depth", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = check_epsilon(epsilon)
@@ -201,9 +203,9 @@ class PrivTree(Mechanism):
                 "max_depth": int(L),
                 "leaves": int(sum(n_leaves)),
                 "leaves_per_depth": n_leaves,
-                "stderr_basis": "Laplace(1/eps) per leaf count, spread over the leaf's cells, given the tree",
             }
         )
+        basis = "Laplace(1/eps) per leaf count, spread over the leaf's cells, given the tree"
         return Release(
             density=grid,
             domain=domain,
@@ -212,9 +214,6 @@ class PrivTree(Mechanism):
             server_view=_server_view("the PrivTree partition and its noisy leaf counts"),
             partition=_cells_to_metres(rects_arr, domain),
             diagnostics=diag,
-            extras={
-                "leaf_depth": depth_grid,
-                "stderr": LAPLACE_SD / eps_count / leaf_cells,
-                "stderr_cells": leaf_cells,
-            },
+            extras={"leaf_depth": depth_grid},
+            noise=NoiseModel.of_blocks(grid, LAPLACE_SD / eps_count / leaf_cells, leaf_cells, basis),
         )

@@ -5,6 +5,7 @@ quadtree with the uniform or geometric budget (Cormode et al., ICDE 2012) as opt
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from ...core.errors import ParamError
 from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..noise_model import NoiseModel, part
 from .common import (
     UNIT_PARAM,
     _base_diagnostics,
@@ -219,6 +221,55 @@ def constrained_inference_variance(shapes, variances, b: int = 2, inside=None) -
     return out
 
 
+@part
+@dataclass(frozen=True)
+class TreeCovariance:
+    """The covariance of the hierarchical release's leaves, which only its public tree fixes: a map of ``n`` cells
+    a side, leaves a ``2^height`` grid, branching ``b`` per axis and the levels' noise ``variances`` (root first,
+    the root's after its count merged in; inf: a level not measured). The constrained inference's estimate is
+    the weighted least-squares one, of covariance (X'WX)^-1 over the leaves."""
+
+    n: int
+    height: int
+    b: int
+    variances: tuple[float, ...]
+
+    def _tree(self):
+        m = 1 << self.height
+        shapes = [g.shape[0] for g in tree_levels(np.zeros((m, m)), self.b)]
+        H = len(shapes) - 1
+        return m, self.n >> self.height, shapes, H, [-(-m // self.b ** (H - d)) for d in range(H + 1)]
+
+    def variance(self, cell_weights: np.ndarray) -> float:
+        """The noise variance of ``a . density`` for weights ``a`` over the cells: ``(X'WX)^-1 a`` is the
+        constrained inference of noisy counts ``a x var_leaf`` at the leaves and 0 elsewhere, so the variance
+        is ``a . CI(that)``."""
+        m, f, shapes, H, inside = self._tree()
+        a = np.asarray(cell_weights, dtype=np.float64).reshape(self.n, self.n)
+        a = downsample(a, f) / (f * f) if f > 1 else a
+        y = [np.zeros((s, s)) for s in shapes]
+        y[H][:m, :m] = a * self.variances[H]
+        sa = constrained_inference(y, list(self.variances), self.b, inside)[H][:m, :m]
+        return float((a * sa).sum())
+
+    def block_variance(self, k: int) -> np.ndarray | None:
+        """The noise variance of every block of ``k`` x ``k`` cells (row-major) when each block is one node of the
+        tree or lies inside one leaf (a share of it), in one pass (:func:`constrained_inference_variance`); None
+        when the blocks are not the tree's nodes."""
+        m, f, shapes, H, inside = self._tree()
+        vf = constrained_inference_variance(shapes, list(self.variances), self.b, inside)
+        per = self.n // k  # blocks per side
+        if k <= f:  # inside one leaf: (k^2 / f^2) of the leaf's estimate
+            leaf = vf[H][:m, :m].repeat(f // k, axis=0).repeat(f // k, axis=1)
+            return (leaf[:per, :per] * (k * k / (f * f)) ** 2).ravel()
+        j, span = 0, k // f  # leaves per block side: a node j levels up when span = b^j
+        while self.b**j < span:
+            j += 1
+        if self.b**j != span or k % f:
+            return None
+        return vf[H - j][:per, :per].ravel().copy()
+
+
 @register
 class Hierarchical(Mechanism):
     """Hierarchical histogram with constrained inference, by default HB (Qardaji, Yang, Li,
@@ -290,16 +341,19 @@ class Hierarchical(Mechanism):
     cells (``height`` below the run's depth) are spread uniformly; the geometric split for
     b > 2 is our generalisation of Cormode et al.'s.
 
-    Standard error: ``extras["stderr"]`` is each leaf's standard deviation after
-    constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public tree
-    alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
-    consistency), divided by the output cells of a leaf when leaves are coarser. Exact: the tree
-    does not depend on the data and the estimate is linear in the noisy counts. Consistency makes
-    neighbouring leaves' errors correlated (siblings negatively), so no ``stderr_cells``: the
-    SE of a sum of leaves is not the sum of theirs.
+    Noise model (``Release.noise``): the leaves are the released units, each with its standard
+    deviation after constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public
+    tree alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
+    consistency), spread over its output cells when leaves are coarser. Exact: the tree does not
+    depend on the data and the estimate is linear in the noisy counts. Consistency makes neighbouring
+    leaves' errors correlated (siblings negatively), so the SE of a sum of leaves is not the sum of
+    theirs: :class:`TreeCovariance` gives the variance of any sum of cells.
     """
 
     key = "hierarchical"
+    margin = "closed form"
+    margin_note = "the constrained inference's covariance, from the public tree and budgets"
+    planner = "exact"
     label = "Hierarchical histogram + consistency (HB: Qardaji et al.; Hay et al.)"
     family = "central"
     guarantee = "user-level epsilon-DP (central) under add/remove user; add/remove record with unit = record"
@@ -347,7 +401,7 @@ class Hierarchical(Mechanism):
         Param("consistency", "bool", True, "apply constrained inference (off: the raw noisy leaves)"),
     )
     dp_outputs = ("raw_leaves", "height", "branching", "tree_height", "padded_side", "levels", "height_rule_total")
-    dp_outputs += ("epsilon_per_level", "stderr")
+    dp_outputs += ("epsilon_per_level", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = check_epsilon(epsilon)
@@ -395,6 +449,11 @@ class Hierarchical(Mechanism):
         else:
             var = np.full((m, m), variances[H])
         stderr = np.sqrt(var) if f == 1 else np.sqrt(var).repeat(f, axis=0).repeat(f, axis=1) / (f * f)
+        # the leaves are the released units; consistency makes them share draws (siblings negatively)
+        cov = TreeCovariance(domain.n, depth, b, tuple(float(v) for v in variances))
+        shared = params["consistency"] and math.isfinite(variances[H])
+        basis = "Laplace(1/eps_d) per node, through the (linear) constrained inference"
+        noise_model = NoiseModel.of_blocks(density, stderr, f * f, basis, covariance=cov if shared else None)
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
@@ -409,7 +468,6 @@ class Hierarchical(Mechanism):
                 "height_rule_total": n_hat,
                 "epsilon_per_level": [float(e) for e in eps_levels],
                 "consistency": bool(params["consistency"]),
-                "stderr_basis": "Laplace(1/eps_d) per node, through the (linear) constrained inference",
             }
         )
         return Release(
@@ -419,5 +477,6 @@ class Hierarchical(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy counts of every tree node"),
             diagnostics=diag,
-            extras={"raw_leaves": noisy[H][:m, :m], "stderr": stderr},
+            extras={"raw_leaves": noisy[H][:m, :m]},
+            noise=noise_model,
         )

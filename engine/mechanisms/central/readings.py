@@ -1,0 +1,11 @@
+"""What a release of the central baselines reports, for the scripts and benchmarks (typed access to its
+diagnostics, which only this package reads)."""
+
+from __future__ import annotations
+
+
+def grid_size(release) -> int | None:
+    """The cells per side of a grid baseline's grid: UG's m, AG's first level m1 (None for the others)."""
+    d = release.diagnostics
+    m = d.get("m", d.get("m1"))
+    return None if m is None else int(m)
