@@ -103,10 +103,13 @@ def prepared(cfg: RunConfig):
     """(sampled dataset, domain, true counts) exactly as the run of ``cfg`` sees them."""
     d = cfg.to_dict()
     # one entry per sample: it depends on the data, the grid and the users drawn, not on the mechanism or ε
-    # (nor on the seed when everyone is kept: sessions with their own seeds share it)
-    d["mechanism"], d["params"], d["epsilon"], d["metrics"] = "identity", {}, 1.0, []
-    if not cfg.n_users:
-        d["seed"] = 0
+    # (nor on the seed when everyone is kept: sessions with their own seeds share it), unless a DP frame or count
+    # chooses the grid: those draw from the seed with a share of ε, under the mechanism's neighbouring relation
+    d["metrics"] = []
+    if not cfg.budgeted_share:
+        d["mechanism"], d["params"], d["epsilon"] = "identity", {}, 1.0
+        if not cfg.n_users:
+            d["seed"] = 0
     cj = json.dumps(d, sort_keys=True, default=str)
     if not cfg.dataset.startswith(uploads.PREFIX):
         return _prepared(cj)
@@ -343,9 +346,17 @@ def ledger_block(result, container=None) -> None:
         c.markdown(rel)
     side = side_information(result)
     if side:
-        c.markdown("**Side information** (read from the data without spending ε):")
+        c.markdown("**Side information** (read from the data, or stated, without spending ε):")
         for s in side:
             c.markdown(f"- :material/warning: {s}")
+    ev = getattr(result, "evaluation", None) or {}
+    if "people_exact" in ev:  # Evaluate only: the exact values behind the frame and grid's DP outputs
+        c.caption(
+            f"Evaluation only: the frame holds {ev['people_exact']:,} (exact); the DP count drew "
+            f"{ev['people_dp_count']:,}. A release shows neither."
+        )
+    if "frame_left_out" in ev:
+        c.caption(f"Evaluation only: {ev['frame_left_out']:,} fall outside the DP frame and are left out of the map.")
 
 
 def communication_block(result, container=None) -> None:
@@ -435,7 +446,8 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
 
 
 def stem(cfg: RunConfig) -> str:
-    return f"{cfg.mechanism}_eps{cfg.epsilon:g}_seed{cfg.seed}_{2**cfg.depth}px"
+    side = "auto" if cfg.resolution == "auto" else 2**cfg.depth
+    return f"{cfg.mechanism}_eps{cfg.epsilon:g}_seed{cfg.seed}_{side}px"
 
 
 def share_url(params: dict) -> str:
