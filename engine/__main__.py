@@ -72,6 +72,23 @@ def _int_in(lo: int, hi: int | None = None):
     return parse
 
 
+def _depth(text: str) -> int | str:
+    return "auto" if text.strip().lower() == "auto" else _int_in(1, 10)(text)
+
+
+def _fraction(hi: float):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number (got {text!r})") from None
+        if not 0 < v <= hi:
+            raise argparse.ArgumentTypeError(f"must be above 0 and at most {hi:g} (got {text.strip()})")
+        return v
+
+    return parse
+
+
 def _key_value(text: str) -> tuple[str, str]:
     k, sep, v = text.partition("=")
     if not sep or not k.strip():
@@ -151,6 +168,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     from .data.registry import get_source
     from .mechanisms import get, load_all
     from .run.config import RunConfig
+    from .run.frame import grid_fields
 
     load_all()
     src = get_source(args.dataset)
@@ -174,10 +192,10 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
         params=params,
         epsilon=epsilon,
         n_users=args.users,
-        depth=args.depth,
         seed=seed,
         secure=mode == "release" or args.secure,
         mode=mode,
+        **grid_fields(args.depth, args.people, args.count_share, args.frame, args.frame_share, args.frame_quantile),
     )
 
 
@@ -225,15 +243,16 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
     return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
 
 
-def _release_regions(args, cfg):
-    """The regions of ``--regions`` over the release's public map (None without it)."""
+def _release_regions(args, cfg, domain=None):
+    """The regions of ``--regions`` over the release's map (None without it): its ``domain``, or before the run
+    the dataset's region at the configured depth (a bad region file then costs no budget)."""
     if not args.regions:
         return None
     from .data.regions import build
     from .run.runner import load_dataset
 
     ds = load_dataset(cfg.dataset, cfg.dataset_options)
-    return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
+    return build(args.regions, domain or ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
 
 
 def _on_cluster(args, configs, keep=None) -> list:
@@ -351,6 +370,8 @@ def _cmd_release(args) -> int:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
             out.rmdir()
         raise
+    if regions is not None and (cfg.resolution == "auto" or cfg.frame == "dp"):  # a frame or grid the run chose
+        regions = _release_regions(args, cfg, res.release.domain)
     # once a grid exists the booking stays, even if writing it fails half way
     paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
@@ -365,6 +386,7 @@ def _cmd_release(args) -> int:
 
 def _cmd_plan(args) -> int:
     from .run import plan as P
+    from .run.frame import auto_depth
 
     if args.users is not None and args.users > P.MAX_USERS:
         raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
@@ -386,7 +408,7 @@ def _cmd_plan(args) -> int:
         args.epsilon,
         users,
         frame=frame,
-        depth=args.depth or 8,
+        depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
         regions_spec=args.regions,
         params={m: params for m in args.mechanism},
         target=args.target_margin,
@@ -464,7 +486,7 @@ def _add_plan_parser(sub) -> None:
     )
     pl.add_argument("--mechanism", type=_names, default=["identity"], help="comma-separated mechanism keys")
     pl.add_argument("--epsilon", type=_epsilons, default=[1.0], help="comma-separated epsilons")
-    pl.add_argument("--depth", type=_int_in(1, 10), default=None, help="2^depth cells per side (default 8)")
+    pl.add_argument("--depth", type=_depth, default=None, help="2^depth cells per side (default 8), or auto (--users)")
     pl.add_argument("--regions", default=None, metavar="SPEC", help="grid | h3:RES | PATH[:ID_COLUMN]")
     who = pl.add_mutually_exclusive_group(required=True)
     who.add_argument("--users", type=_int_in(1), default=None, help="a public bound on the users (side information)")
@@ -503,7 +525,12 @@ def main(argv=None) -> int:
             "--url", type=_url, help="download address of an online dataset (operators only; the dashboard has none)"
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
-        sp.add_argument("--depth", type=_int_in(1, 10), default=8, help="2^depth cells per side (1..10)")
+        sp.add_argument("--depth", type=_depth, default=8, help="2^depth cells per side (1..10), or auto")
+        sp.add_argument("--people", type=_int_in(1), help="with --depth auto: a public number of people you state")
+        sp.add_argument("--count-share", type=_fraction(0.5), help="with --depth auto: ε share of the DP count (0.05)")
+        sp.add_argument("--frame", choices=("region", "dp"), default="region", help="dp: fit it by DP quantiles")
+        sp.add_argument("--frame-share", type=_fraction(0.5), help="with --frame dp: its share of ε (0.1)")
+        sp.add_argument("--frame-quantile", type=_fraction(0.49), help="with --frame dp: quantiles q, 1-q (0.01)")
         sp.add_argument(
             "--regions",
             type=_regions,

@@ -185,3 +185,23 @@ def choose(data, region: Domain, config, relation: str, rng: np.random.Generator
             out.evaluation.update(people_exact=true, people_dp_count=noisy)
     out.domain = out.domain.with_depth(depth)
     return out
+
+
+def grid_fields(depth, people=None, count_share=None, frame="region", frame_share=None, frame_quantile=None) -> dict:
+    """The RunConfig fields for a resolution (a depth, or ``"auto"``) and a frame as the command line states
+    them, with this module's default shares; an option that does not apply is refused."""
+    from ..core.errors import ParamError
+
+    auto = depth == "auto"
+    if not auto and (people is not None or count_share is not None):
+        raise ParamError("--people and --count-share choose an automatic resolution: give --depth auto with them")
+    if people is not None and count_share is not None:
+        raise ParamError("give --people (a public number) or --count-share (a DP count), not both")
+    if frame != "dp" and (frame_share is not None or frame_quantile is not None):
+        raise ParamError("--frame-share and --frame-quantile fit a DP frame: give --frame dp with them")
+    out = {"depth": 8 if auto else int(depth), "frame": frame}
+    if auto:
+        out.update(resolution="auto", people=people, count_share=0.0 if people else (count_share or COUNT_SHARE))
+    if frame == "dp":
+        out.update(frame_share=frame_share or FRAME_SHARE, frame_quantile=frame_quantile or FRAME_QUANTILE)
+    return out
