@@ -51,19 +51,25 @@ def test_release_mode_shows_and_publishes_no_exact_count_of_an_upload():
     assert at.sidebar.select_slider(key="cfg.res").value == "auto"
     assert not spelled(sidebar_text(at)), spelled(sidebar_text(at))  # the Plan panel's page included
     assert "Users (a public bound you state)" in [w.label for w in at.number_input]
+    at.sidebar.selectbox(key="cfg.frame").set_value("dp").run()  # a DP frame too: its step and its statement
     at.button(key="run_explore").click().run()
     wait_jobs(at)
     assert not spelled(sidebar_text(at))
+    assert "**Frame**: the square around DP quantiles 1 % and 99 % of the people's coordinates" in texts(at)
     key = at.session_state["_groups"]["explore"]["keys"][0]
     res = board().result(key, at.session_state["_sid"])
     doc = json.dumps(manifest(res))
     page = release_report(res, scale_for(np.clip(res.release.density, 0, None), res.release.domain, Display()))
     assert not spelled(doc) and not spelled(page), (spelled(doc), spelled(page))
-    entries = res.release.ledger.entries
-    assert entries[0].step == "count of the people (automatic resolution)"
-    assert entries[0].epsilon == pytest.approx(0.05 * res.config.epsilon)
-    assert res.release.ledger.total() == pytest.approx(res.config.epsilon)  # the count and the mechanism sum to ε
-    assert "count of the people" in doc and "count of the people" in page  # the step is stated in both
+    frame, count = res.release.ledger.entries[:2]
+    assert frame.step == "frame: DP quantiles of the coordinates" and frame.epsilon == pytest.approx(
+        0.1 * res.config.epsilon
+    )
+    assert count.step == "count of the people (automatic resolution)"
+    assert count.epsilon == pytest.approx(0.05 * res.config.epsilon)
+    assert res.release.ledger.total() == pytest.approx(res.config.epsilon)  # the steps and the mechanism sum to ε
+    for text in (doc, page):  # both steps and the frame are stated in the files
+        assert "count of the people" in text and "the square around DP quantiles" in text
     # Evaluate may show the exact count, labelled as evaluation
     at.sidebar.radio(key="cfg.mode").set_value("evaluate").run()
     assert f"Evaluation only: your file holds {N:,} people" in texts(at)

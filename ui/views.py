@@ -14,7 +14,7 @@ from engine.core.errors import DataError
 from engine.mechanisms import registry
 from engine.run import margins
 from engine.run.config import RunConfig
-from engine.run.export import side_information
+from engine.run.export import region_frame, side_information
 from engine.run.runner import load_dataset, prepare
 
 from . import colors, drawn, explain, export, geo, maps, relations, state, tables, uploads, viewport
@@ -344,6 +344,7 @@ def ledger_block(result, container=None) -> None:
     rel = relations.relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
+    c.markdown(f"**Frame**: {region_frame(result.dataset_meta)}.")
     side = side_information(result)
     if side:
         c.markdown("**Side information** (read from the data, or stated, without spending ε):")
