@@ -134,3 +134,19 @@ def test_evaluate_predicts_release_and_draws_from_the_seed():
     a, b = prepare_run(cfg, ds), prepare_run(cfg, ds)
     assert a.domain == b.domain and a.setup.evaluation == b.setup.evaluation  # the page's truth and the run agree
     assert a.setup.evaluation["people_exact"] == N
+
+
+def test_the_command_line_releases_an_automatic_grid_without_the_count(tmp_path, capsys):
+    from engine.__main__ import main
+
+    path = tmp_path / "people.csv"
+    path.write_bytes(csv_bytes(N, seed=4))
+    out = tmp_path / "rel"
+    argv = ["release", "--dataset", "file", "--data-opt", f"path={path}", "--depth", "auto", "--out", str(out)]
+    assert main([*argv, "--mechanism", "hierarchical", "--frame", "dp"]) == 0
+    printed = capsys.readouterr().out
+    doc = json.loads((out / "manifest.json").read_text())
+    steps = [e["step"] for e in doc["ledger"]["entries"]]
+    assert steps[:2] == ["frame: DP quantiles of the coordinates", "count of the people (automatic resolution)"]
+    assert doc["ledger"]["total_epsilon"] == pytest.approx(1.0)
+    assert not spelled(json.dumps(doc)) and not spelled(printed)

@@ -212,7 +212,7 @@ def run(
         ctx.evaluation.update(prep.setup.evaluation)
     if releasing:  # nothing computed from the truth outside the mechanism
         timings["total_s"] = time.perf_counter() - t0
-        record_cost(config, timings["total_s"], len(ds))
+        record_cost(replace(config, depth=domain.depth), timings["total_s"], len(ds))
         if progress:
             progress(1.0, "done")
         return RunResult(config, release, None, {}, timings, None, None, ds.meta, crs=ds.crs)
@@ -233,7 +233,7 @@ def run(
     )
     timings["metrics_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
-    record_cost(config, timings["total_s"], len(ds))
+    record_cost(replace(config, depth=domain.depth), timings["total_s"], len(ds))
     res = RunResult(
         config=config,
         release=release,
