@@ -157,8 +157,8 @@ def choose(data, region: Domain, config, relation: str, rng: np.random.Generator
     """The frame and grid of ``config`` over ``data`` (already inside ``region``, the dataset's public
     square, and sampled): the module docstring's steps in order, frame first (the count is of the people
     inside it). ``secure``: OpenDP on fresh entropy (Release); otherwise ``rng``."""
-    noise = NoiseSource(rng, secure=secure)
     out = Setup(data, region)
+    noise = NoiseSource(rng, secure=secure) if config.budgeted_share else None  # only a step that spends ε draws
     eps = float(config.epsilon)
     unit, _ = _step_units(relation)
     if config.frame == "dp":
