@@ -18,6 +18,8 @@ import sys
 from dataclasses import replace
 
 from . import progress
+from .cli_grid import add_options as add_grid_options
+from .cli_grid import depth as grid_depth
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -67,23 +69,6 @@ def _int_in(lo: int, hi: int | None = None):
         if v < lo or (hi is not None and v > hi):
             bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
             raise argparse.ArgumentTypeError(f"must be {bound} (got {v})")
-        return v
-
-    return parse
-
-
-def _depth(text: str) -> int | str:
-    return "auto" if text.strip().lower() == "auto" else _int_in(1, 10)(text)
-
-
-def _fraction(hi: float):
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number (got {text!r})") from None
-        if not 0 < v <= hi:
-            raise argparse.ArgumentTypeError(f"must be above 0 and at most {hi:g} (got {text.strip()})")
         return v
 
     return parse
@@ -165,10 +150,10 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     """The run's configuration, its dataset options and mechanism parameters checked against
     their schemas (coerced, so the cache key is stable) before anything runs. A release has
     no seed and always uses secure noise."""
+    from .cli_grid import config_fields
     from .data.registry import get_source
     from .mechanisms import get, load_all
     from .run.config import RunConfig
-    from .run.frame import grid_fields
 
     load_all()
     src = get_source(args.dataset)
@@ -185,9 +170,10 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)
+    data_opts = src.schema().resolve(data_opts)
     return RunConfig(
         dataset=args.dataset,
-        dataset_options=src.schema().resolve(data_opts),
+        dataset_options=data_opts,
         mechanism=mechanism,
         params=params,
         epsilon=epsilon,
@@ -195,7 +181,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
         seed=seed,
         secure=mode == "release" or args.secure,
         mode=mode,
-        **grid_fields(args.depth, args.people, args.count_share, args.frame, args.frame_share, args.frame_quantile),
+        **config_fields(args, src, data_opts),
     )
 
 
@@ -244,8 +230,7 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
 
 
 def _release_regions(args, cfg, domain=None):
-    """The regions of ``--regions`` over the release's map (None without it): its ``domain``, or before the run
-    the dataset's region at the configured depth (a bad region file then costs no budget)."""
+    """``--regions`` over the release's ``domain``, or before the run over the dataset's (None without it)."""
     if not args.regions:
         return None
     from .data.regions import build
@@ -486,7 +471,9 @@ def _add_plan_parser(sub) -> None:
     )
     pl.add_argument("--mechanism", type=_names, default=["identity"], help="comma-separated mechanism keys")
     pl.add_argument("--epsilon", type=_epsilons, default=[1.0], help="comma-separated epsilons")
-    pl.add_argument("--depth", type=_depth, default=None, help="2^depth cells per side (default 8), or auto (--users)")
+    pl.add_argument(
+        "--depth", type=grid_depth, default=None, help="2^depth cells per side (default 8), or auto (--users)"
+    )
     pl.add_argument("--regions", default=None, metavar="SPEC", help="grid | h3:RES | PATH[:ID_COLUMN]")
     who = pl.add_mutually_exclusive_group(required=True)
     who.add_argument("--users", type=_int_in(1), default=None, help="a public bound on the users (side information)")
@@ -525,12 +512,7 @@ def main(argv=None) -> int:
             "--url", type=_url, help="download address of an online dataset (operators only; the dashboard has none)"
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
-        sp.add_argument("--depth", type=_depth, default=8, help="2^depth cells per side (1..10), or auto")
-        sp.add_argument("--people", type=_int_in(1), help="with --depth auto: a public number of people you state")
-        sp.add_argument("--count-share", type=_fraction(0.5), help="with --depth auto: ε share of the DP count (0.05)")
-        sp.add_argument("--frame", choices=("region", "dp"), default="region", help="dp: fit it by DP quantiles")
-        sp.add_argument("--frame-share", type=_fraction(0.5), help="with --frame dp: its share of ε (0.1)")
-        sp.add_argument("--frame-quantile", type=_fraction(0.49), help="with --frame dp: quantiles q, 1-q (0.01)")
+        add_grid_options(sp, _int_in(1))
         sp.add_argument(
             "--regions",
             type=_regions,

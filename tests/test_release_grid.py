@@ -150,3 +150,13 @@ def test_the_command_line_releases_an_automatic_grid_without_the_count(tmp_path,
     assert steps[:2] == ["frame: DP quantiles of the coordinates", "count of the people (automatic resolution)"]
     assert doc["ledger"]["total_epsilon"] == pytest.approx(1.0)
     assert not spelled(json.dumps(doc)) and not spelled(printed)
+
+
+def test_the_command_line_uses_a_catalogues_published_size(capsys):
+    from engine.__main__ import main
+
+    assert main(["run", "--data-opt", "n=3000", "--depth", "auto", "--no-cache", "--seed", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["people"] == 3000 and out["config"]["count_share"] == 0.0
+    assert [e["step"] for e in out["ledger"]["entries"]] == ["cell counts"]  # nothing spent on a public size
+    assert "3,000 people: a public number" in out["ledger"]["side_information"][0]

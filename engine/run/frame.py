@@ -176,7 +176,7 @@ def choose(data, region: Domain, config, relation: str, rng: np.random.Generator
             depth = auto_depth(config.people)
             out.declared.append(
                 f"the resolution, {2**depth} × {2**depth}, chosen automatically from {config.people:,} {unit}: a "
-                "public number given with the run, not read off the data"
+                "public number given with the run (a catalogue's published size, or a bound the analyst states)"
             )
         else:
             noisy, true, entry = dp_count(out.data, eps * config.count_share, relation, noise)
@@ -187,9 +187,12 @@ def choose(data, region: Domain, config, relation: str, rng: np.random.Generator
     return out
 
 
-def grid_fields(depth, people=None, count_share=None, frame="region", frame_share=None, frame_quantile=None) -> dict:
+def grid_fields(
+    depth, people=None, count_share=None, frame="region", frame_share=None, frame_quantile=None, published=None
+) -> dict:
     """The RunConfig fields for a resolution (a depth, or ``"auto"``) and a frame as the command line states
-    them, with this module's default shares; an option that does not apply is refused."""
+    them, with this module's default shares; an option that does not apply is refused. ``published``: the
+    public number of people of a catalogue dataset, which an automatic resolution uses unless told otherwise."""
     from ..core.errors import ParamError
 
     auto = depth == "auto"
@@ -201,6 +204,7 @@ def grid_fields(depth, people=None, count_share=None, frame="region", frame_shar
         raise ParamError("--frame-share and --frame-quantile fit a DP frame: give --frame dp with them")
     out = {"depth": 8 if auto else int(depth), "frame": frame}
     if auto:
+        people = people if people is not None or count_share is not None else published
         out.update(resolution="auto", people=people, count_share=0.0 if people else (count_share or COUNT_SHARE))
     if frame == "dp":
         out.update(frame_share=frame_share or FRAME_SHARE, frame_quantile=frame_quantile or FRAME_QUANTILE)
