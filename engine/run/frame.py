@@ -34,6 +34,7 @@ from ..core.accounting import LedgerEntry
 from ..core.errors import DataError
 from ..core.grid import Domain
 from ..core.noise import NoiseSource, quantile_scale
+from ..data.dataset import Dataset
 
 PER_CELL = 2.0  # the automatic grid aims at this many people per cell on average over the region
 AUTO_SIDES = (16, 512)
@@ -94,6 +95,10 @@ def _values(data, unit: str) -> np.ndarray:
     return np.column_stack([np.bincount(inv, weights=data.xy[:, k], minlength=u) / counts for k in (0, 1)])
 
 
+def _of(unit: str) -> str:
+    return "'s" if unit == "people" else "'"
+
+
 def _pct(q: float) -> str:
     return f"{100 * q:g} %"
 
@@ -101,7 +106,7 @@ def _pct(q: float) -> str:
 def dp_frame(data, region: Domain, epsilon: float, q: float, relation: str, noise: NoiseSource):
     """The square around DP quantiles ``q`` and ``1 - q`` of each coordinate (module docstring), kept inside
     ``region`` where it fits; with its ledger entry and the sentence that states it."""
-    if not hasattr(data, "subset"):
+    if not isinstance(data, Dataset):
         raise DataError("a DP frame reads every location: read the Parquet folder into memory (in_memory=true)")
     unit, d_in = _step_units(relation)
     scale = quantile_scale(q, epsilon / 4, d_in)
@@ -124,7 +129,7 @@ def dp_frame(data, region: Domain, epsilon: float, q: float, relation: str, nois
     else:
         dom = region
     text = (
-        f"the square around DP quantiles {_pct(q)} and {_pct(1 - q)} of the {unit}'s coordinates on each axis "
+        f"the square around DP quantiles {_pct(q)} and {_pct(1 - q)} of the {unit}{_of(unit)} coordinates on each axis "
         f"(exponential mechanism over {CANDIDATES + 1} public candidates per axis, ε {epsilon:g} in all), within "
         f"the dataset's region; {unit} outside it are left out of the map"
     )
