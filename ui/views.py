@@ -353,11 +353,11 @@ def ledger_block(result, container=None) -> None:
     ev = getattr(result, "evaluation", None) or {}
     if "people_exact" in ev:  # Evaluate only: the exact values behind the frame and grid's DP outputs
         c.caption(
-            f"Evaluation only: the frame holds {ev['people_exact']:,} (exact); the DP count drew "
+            f"Evaluation only: the exact count for the grid is {ev['people_exact']:,}; the DP count drew "
             f"{ev['people_dp_count']:,}. A release shows neither."
         )
     if "frame_left_out" in ev:
-        c.caption(f"Evaluation only: {ev['frame_left_out']:,} fall outside the DP frame and are left out of the map.")
+        c.caption(f"Evaluation only: the DP frame leaves {ev['frame_left_out']:,} of the data out of the map (exact).")
 
 
 def communication_block(result, container=None) -> None:
