@@ -159,4 +159,4 @@ def test_the_command_line_uses_a_catalogues_published_size(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["config"]["people"] == 3000 and out["config"]["count_share"] == 0.0
     assert [e["step"] for e in out["ledger"]["entries"]] == ["cell counts"]  # nothing spent on a public size
-    assert "3,000 people: a public number" in out["ledger"]["side_information"][0]
+    assert out["ledger"]["side_information"] == []  # nor anything to declare

@@ -109,6 +109,8 @@ def prepare_run(config: RunConfig, dataset=None) -> Prepared:
         raise EngineError("no location of this dataset falls inside its region")
     ds = ds.sample_users(config.n_users, np.random.default_rng(sample_seq))
     setup = frame.choose(ds, region, config, neighbouring_of(config), np.random.default_rng(frame_seq), releasing)
+    if not _users_own_file(config.dataset):  # a catalogue's published size is public: nothing to declare
+        setup.declared.clear()
     if setup.frame is not None:  # the manifest and the pages say which frame the map is on
         meta = ds.meta
         extra = {**meta.extra, "search_region": region_frame(meta), "region_frame": setup.frame}
