@@ -65,7 +65,8 @@ def auto_depth(n_people: int | None) -> int:
 class Setup:
     """What :func:`choose` decided: the data inside the frame, the domain, the ledger steps it spent, what
     the frame is (None: the dataset's region), the public inputs it declares, and (Evaluate only) the exact
-    values behind its DP outputs."""
+    values behind its DP outputs. The runner keeps ``declared`` for the analyst's own file only (a catalogue's
+    size is public)."""
 
     data: object
     domain: Domain
@@ -181,7 +182,7 @@ def choose(data, region: Domain, config, relation: str, rng: np.random.Generator
             depth = auto_depth(config.people)
             out.declared.append(
                 f"the resolution, {2**depth} × {2**depth}, chosen automatically from {config.people:,} {unit}: a "
-                "public number given with the run (a catalogue's published size, or a bound the analyst states)"
+                "public number given with the run (a bound the analyst states), not read off the data"
             )
         else:
             noisy, true, entry = dp_count(out.data, eps * config.count_share, relation, noise)
