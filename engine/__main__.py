@@ -18,6 +18,8 @@ import sys
 from dataclasses import replace
 
 from . import progress
+from .cli_grid import add_options as add_grid_options
+from .cli_grid import depth as grid_depth
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -148,6 +150,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     """The run's configuration, its dataset options and mechanism parameters checked against
     their schemas (coerced, so the cache key is stable) before anything runs. A release has
     no seed and always uses secure noise."""
+    from .cli_grid import config_fields
     from .data.registry import get_source
     from .mechanisms import get, load_all
     from .run.config import RunConfig
@@ -167,17 +170,18 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)
+    data_opts = src.schema().resolve(data_opts)
     return RunConfig(
         dataset=args.dataset,
-        dataset_options=src.schema().resolve(data_opts),
+        dataset_options=data_opts,
         mechanism=mechanism,
         params=params,
         epsilon=epsilon,
         n_users=args.users,
-        depth=args.depth,
         seed=seed,
         secure=mode == "release" or args.secure,
         mode=mode,
+        **config_fields(args, src, data_opts),
     )
 
 
@@ -225,8 +229,8 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
     return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
 
 
-def _release_regions(args, cfg):
-    """The regions of ``--regions`` over the release's public map (None without it)."""
+def _release_regions(args, cfg, domain=None):
+    """``--regions`` over the release's ``domain``, or before the run over the dataset's (None without it)."""
     if not args.regions:
         return None
     from .data.regions import build
@@ -238,7 +242,7 @@ def _release_regions(args, cfg):
         raise ParamError(f"--regions reports counts, and {cls.label or cls.key} releases an attribute mean")
 
     ds = load_dataset(cfg.dataset, cfg.dataset_options)
-    return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
+    return build(args.regions, domain or ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
 
 
 def _on_cluster(args, configs, keep=None) -> list:
@@ -356,6 +360,8 @@ def _cmd_release(args) -> int:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
             out.rmdir()
         raise
+    if regions is not None and (cfg.resolution == "auto" or cfg.frame == "dp"):  # a frame or grid the run chose
+        regions = _release_regions(args, cfg, res.release.domain)
     # once a grid exists the booking stays, even if writing it fails half way
     paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
@@ -370,6 +376,7 @@ def _cmd_release(args) -> int:
 
 def _cmd_plan(args) -> int:
     from .run import plan as P
+    from .run.frame import auto_depth
 
     if args.users is not None and args.users > P.MAX_USERS:
         raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
@@ -391,7 +398,7 @@ def _cmd_plan(args) -> int:
         args.epsilon,
         users,
         frame=frame,
-        depth=args.depth or 8,
+        depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
         regions_spec=args.regions,
         params={m: params for m in args.mechanism},
         target=args.target_margin,
@@ -469,7 +476,9 @@ def _add_plan_parser(sub) -> None:
     )
     pl.add_argument("--mechanism", type=_names, default=["identity"], help="comma-separated mechanism keys")
     pl.add_argument("--epsilon", type=_epsilons, default=[1.0], help="comma-separated epsilons")
-    pl.add_argument("--depth", type=_int_in(1, 10), default=None, help="2^depth cells per side (default 8)")
+    pl.add_argument(
+        "--depth", type=grid_depth, default=None, help="2^depth cells per side (default 8), or auto (--users)"
+    )
     pl.add_argument("--regions", default=None, metavar="SPEC", help="grid | h3:RES | PATH[:ID_COLUMN]")
     who = pl.add_mutually_exclusive_group(required=True)
     who.add_argument("--users", type=_int_in(1), default=None, help="a public bound on the users (side information)")
@@ -508,7 +517,7 @@ def main(argv=None) -> int:
             "--url", type=_url, help="download address of an online dataset (operators only; the dashboard has none)"
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
-        sp.add_argument("--depth", type=_int_in(1, 10), default=8, help="2^depth cells per side (1..10)")
+        add_grid_options(sp, _int_in(1))
         sp.add_argument(
             "--regions",
             type=_regions,

@@ -37,7 +37,7 @@ def overview(cfg, ctl) -> None:
             "Locations": f"{len(ds):,}" + (" (sample)" if cfg.n_users else ""),
             "Users": f"{ds.n_users:,}",
             "Region (lon/lat box)": bbox,
-            "Region side": f"{domain.side / 1000:,.2f} km (square, {2**cfg.depth} × {2**cfg.depth} cells of "
+            "Region side": f"{domain.side / 1000:,.2f} km (square, {domain.n} × {domain.n} cells of "
             f"{domain.cell:,.0f} m)",
             "Attributes": ", ".join(attribute_names(ds)) or "none",
         }

@@ -177,8 +177,9 @@ def side_information(result) -> list[str]:
     region when it was read off the data. One list for the CLI, the manifest and the pages."""
     side = list(result.release.ledger.side_information)
     meta = result.dataset_meta
-    if getattr(meta, "bbox_from_data", False):
-        side.append(f"the region: {region_frame(meta)}, {REGION_FROM_DATA}")
+    if getattr(meta, "bbox_from_data", False):  # a DP frame was searched for within that region
+        region = (getattr(meta, "extra", None) or {}).get("search_region") or region_frame(meta)
+        side.append(f"the region: {region}, {REGION_FROM_DATA}")
     return side
 
 

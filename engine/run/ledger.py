@@ -195,14 +195,16 @@ def neighbouring_of(config) -> str:
 
 
 def entry_for(config, key: str | None = None, note: str = "") -> Entry:
-    """The entry a run of ``config`` books: its ε (0 for a mechanism that spends none), its
-    mechanism and neighbouring relation, its mode; ``key`` defaults to :func:`release_key`."""
+    """The entry a run of ``config`` books: its ε (for a mechanism that spends none, only what its frame and
+    grid spend, :mod:`engine.run.frame`), its mechanism and neighbouring relation, its mode; ``key`` defaults
+    to :func:`release_key`."""
     from ..mechanisms import get
 
     cls = get(config.mechanism)
+    eps = float(config.epsilon)
     return Entry(
         release_key=key or release_key(config),
-        epsilon=float(config.epsilon) if cls.uses_epsilon else 0.0,
+        epsilon=eps if cls.uses_epsilon else eps * config.budgeted_share,
         mechanism=config.mechanism,
         neighbouring=neighbouring_of(config),
         mode=config.mode,
