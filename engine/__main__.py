@@ -8,8 +8,6 @@ exits 2. Every list, number and ``key=value`` pair is checked before any work st
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import itertools
 import json
 import math
@@ -18,6 +16,7 @@ import sys
 from dataclasses import replace
 
 from . import progress
+from .core.csvtext import csv_text
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -202,12 +201,9 @@ def _cmd_run(args) -> int:
     if args.format == "json":
         print(json.dumps(out, indent=2, default=float))
     elif report is not None:
-        print(report.to_csv(), end="")
+        print(report.as_csv(), end="")
     else:
-        w = csv.writer(sys.stdout)
-        w.writerow(["metric", "value"])
-        for k, v in res.metrics.items():
-            w.writerow([k, v])
+        print(csv_text(list(res.metrics.items()), ["metric", "value"]), end="")
     return 0
 
 
@@ -281,12 +277,7 @@ def _cmd_sweep(args) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
     else:
-        buf = io.StringIO()
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        w = csv.DictWriter(buf, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-        print(buf.getvalue(), end="")
+        print(csv_text(rows, dict.fromkeys(k for r in rows for k in r)), end="")
     return 0
 
 
