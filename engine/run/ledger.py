@@ -7,9 +7,11 @@ release in an embedded SQLite database (standard-library :mod:`sqlite3`), as Tum
 and OpenDP's sessions keep one budget per dataset rather than per user interface.
 
 * A dataset is named by a fingerprint of its people, shared by every session and door: for a
-  file (uploaded, or read by path) the people read from it (:mod:`engine.run.people`: their
-  rounded locations and which belong to one user, whatever the format, order or other columns);
-  for a registry source its key and the options that select people (:func:`fingerprint_source`).
+  file (uploaded, or read by path) the people read from it (:mod:`engine.run.people`: how many
+  locations each person has and their centroid, whatever the format, order, other columns or last
+  digits); for a registry source its key and the options that select people (:func:`fingerprint_source`).
+  A people fingerprint names several ledger keys (``"A|B|C"``, :func:`engine.run.people.ledger_keys`):
+  a run is booked under the first, and the dataset's total counts every release the keys hold.
 * A run is named by its key (:func:`release_key`): in Evaluate the configuration's key, so
   showing the same run again (cached, or recomputed from the same seed) is booked once; in
   Release a new key per run, as every run draws fresh noise and is a new release.
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..core.errors import EngineError, ParamError
+from .people import ledger_keys
 
 ENV = "HEATMAP_LEDGER_DB"
 FILE_NAME = "ledger.sqlite3"
@@ -144,6 +147,12 @@ def _file_people(src, options: dict) -> str:
             _PEOPLE.pop(next(iter(_PEOPLE)))
         _PEOPLE[memo] = fp
     return fp
+
+
+def _reads(fp: str) -> tuple[str, list[str]]:
+    """The SQL condition selecting the rows of every ledger ``fp`` reads, and its parameters."""
+    keys = ledger_keys(fp)
+    return f"fingerprint IN ({', '.join('?' * len(keys))})", keys
 
 
 def fingerprint_config(config) -> str:
@@ -264,8 +273,10 @@ class BudgetStore:
             con.close()
 
     def _spent(self, con, fp: str) -> float:
-        sql = f"SELECT COALESCE(SUM(epsilon), 0.0) FROM {self.table} WHERE fingerprint = ?"
-        return float(con.execute(sql, (fp,)).fetchone()[0])
+        where, keys = _reads(fp)
+        # a release is counted once, should two of the keys hold it
+        sql = f"SELECT COALESCE(SUM(e), 0.0) FROM (SELECT MAX(epsilon) AS e FROM {self.table} WHERE {where} "
+        return float(con.execute(sql + "GROUP BY release_key)", keys).fetchone()[0])
 
     def _new(self, con, fp: str, entries: Iterable[Entry]) -> list[Entry]:
         """The entries not booked yet (each key once)."""
@@ -275,14 +286,16 @@ class BudgetStore:
                 raise ParamError(f"expected budget entries, got {type(e).__name__}")
             if e.release_key in out:
                 continue
+            where, keys = _reads(fp)
             booked = con.execute(
-                f"SELECT 1 FROM {self.table} WHERE fingerprint = ? AND release_key = ?", (fp, e.release_key)
+                f"SELECT 1 FROM {self.table} WHERE {where} AND release_key = ?", (*keys, e.release_key)
             ).fetchone()
             if booked is None:
                 out[e.release_key] = e
         return list(out.values())
 
     def _insert(self, con, fp: str, entries: list[Entry]) -> None:
+        fp = ledger_keys(fp)[0]  # booked under the first key
         con.executemany(
             f"INSERT OR IGNORE INTO {self.table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
@@ -298,13 +311,17 @@ class BudgetStore:
 
     def entries(self, fp: str) -> list[Entry]:
         """Dataset ``fp``'s releases, oldest first."""
+        where, keys = _reads(fp)
         with self._tx() as con:
             rows = con.execute(
                 f"SELECT release_key, epsilon, mechanism, neighbouring, mode, time, note FROM {self.table} "
-                "WHERE fingerprint = ? ORDER BY time, release_key",
-                (fp,),
+                f"WHERE {where} ORDER BY time, release_key",
+                keys,
             ).fetchall()
-        return [Entry(*row) for row in rows]
+        first: dict[str, Entry] = {}  # a release once, should two of the keys hold it
+        for row in rows:
+            first.setdefault(row[0], Entry(*row))
+        return list(first.values())
 
     def cost(self, fp: str, entries: Iterable[Entry]) -> float:
         """The ε booking ``entries`` would add (releases already booked cost nothing)."""
@@ -340,5 +357,7 @@ class BudgetStore:
         """Unbook a release that never left the engine (its run failed or was cancelled after
         :meth:`try_spend`). Returns whether it was booked."""
         with self._tx() as con:
-            cur = con.execute(f"DELETE FROM {self.table} WHERE fingerprint = ? AND release_key = ?", (fp, key))
+            cur = con.execute(
+                f"DELETE FROM {self.table} WHERE fingerprint = ? AND release_key = ?", (ledger_keys(fp)[0], key)
+            )
             return cur.rowcount > 0
