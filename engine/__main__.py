@@ -180,17 +180,31 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     )
 
 
+def _evaluations():
+    """The booking protocol of the Evaluate commands: as on the dashboard, an evaluation goes on unbooked when the
+    ledger cannot be written (a read-only or full cache folder), with one note on stderr saying so."""
+    from .run.booking import Bookkeeper, Tolerant
+
+    told = []
+
+    def note(exc) -> None:
+        if not told:
+            told.append(exc)
+            print(f"note: {exc}; evaluation runs go on unbooked (a release would be refused)", file=sys.stderr)
+
+    return Tolerant(Bookkeeper, note)
+
+
 def _cmd_run(args) -> int:
-    from .run.booking import Bookkeeper
     from .run.config import fresh_seed
     from .run.runner import run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     if args.cluster:
-        res, _ = Bookkeeper().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        res, _ = _evaluations().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res, _ = Bookkeeper().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        res, _ = _evaluations().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -244,7 +258,6 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
-    from .run.booking import Bookkeeper
     from .run.cluster import sweep_row
     from .run.runner import run
 
@@ -256,7 +269,7 @@ def _cmd_sweep(args) -> int:
     base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
     configs = [replace(base[m], epsilon=e, seed=s) for m, e, s in itertools.product(mechs, epss, seeds)]
     # evaluation runs publish nothing: booked in the dataset's evaluations, listed apart from its releases
-    bk = Bookkeeper()
+    bk = _evaluations()
     if args.cluster:  # one task per run; the same rows as below
         bookings = bk.record(configs, note="python -m engine sweep")
         try:

@@ -50,6 +50,11 @@ ENV = "HEATMAP_LEDGER_DB"
 FILE_NAME = "ledger.sqlite3"
 TOLERANCE = 1e-9  # relative slack on the limit, for sums of floats like 0.1 + 0.2
 
+
+class LedgerUnavailable(EngineError):
+    """The ledger's file cannot be opened or written (a read-only or full disk, a lock held too long)."""
+
+
 TABLES = ("releases", "evaluations")  # what counts against a limit; Evaluate runs, listed apart
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
@@ -232,20 +237,25 @@ class BudgetStore:
 
     Every call opens its own connection, so a store object may be shared by threads, and
     several objects, processes or restarts see one ledger. ``timeout``: seconds a writer waits
-    for another's transaction before giving up with an :class:`~engine.core.errors.EngineError`.
+    for another's transaction before giving up with an :class:`LedgerUnavailable`.
     ``table``: ``"releases"`` (what a dataset's limit counts) or ``"evaluations"`` (Evaluate runs, which
     publish nothing: kept in the same file, listed apart)."""
 
     def __init__(self, path: str | os.PathLike | None = None, timeout: float = 30.0, table: str = "releases"):
         if table not in TABLES:
             raise ParamError(f"unknown ledger table {table!r}; choose from {', '.join(TABLES)}")
-        self.path = Path(path) if path is not None else default_path()
+        from ..core.cache import CacheUnavailable
+
+        try:
+            self.path = Path(path) if path is not None else default_path()
+        except CacheUnavailable as exc:
+            raise LedgerUnavailable(f"the privacy ledger's folder is unavailable: {exc}") from None
         self.timeout = float(timeout)
         self.table = table
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EngineError(f"cannot create the folder of the privacy ledger {self.path} ({exc})") from None
+            raise LedgerUnavailable(f"cannot create the folder of the privacy ledger {self.path} ({exc})") from None
         with self._tx() as con:
             con.execute(_SCHEMA.format(table=table))
 
@@ -256,7 +266,7 @@ class BudgetStore:
         try:
             con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as exc:
-            raise EngineError(f"cannot open the privacy ledger {self.path} ({exc})") from None
+            raise LedgerUnavailable(f"cannot open the privacy ledger {self.path} ({exc})") from None
         try:
             con.execute("BEGIN IMMEDIATE")
             try:
@@ -266,9 +276,9 @@ class BudgetStore:
                 raise
             con.execute("COMMIT")
         except sqlite3.OperationalError as exc:
-            raise EngineError(f"the privacy ledger {self.path} is busy or unwritable ({exc})") from None
+            raise LedgerUnavailable(f"the privacy ledger {self.path} is busy or unwritable ({exc})") from None
         except sqlite3.DatabaseError as exc:
-            raise EngineError(f"the privacy ledger {self.path} is not a readable ledger ({exc})") from None
+            raise LedgerUnavailable(f"the privacy ledger {self.path} is not a readable ledger ({exc})") from None
         finally:
             con.close()
 
