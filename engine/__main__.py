@@ -8,8 +8,6 @@ exits 2. Every list, number and ``key=value`` pair is checked before any work st
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import itertools
 import json
 import math
@@ -20,6 +18,7 @@ from dataclasses import replace
 from . import progress
 from .cli_grid import add_options as add_grid_options
 from .cli_grid import depth as grid_depth
+from .core.csvtext import csv_text
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -185,17 +184,31 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     )
 
 
+def _evaluations():
+    """The booking protocol of the Evaluate commands: as on the dashboard, an evaluation goes on unbooked when the
+    ledger cannot be written (a read-only or full cache folder), with one note on stderr saying so."""
+    from .run.booking import Bookkeeper, Tolerant
+
+    told = []
+
+    def note(exc) -> None:
+        if not told:
+            told.append(exc)
+            print(f"note: {exc}; evaluation runs go on unbooked (a release would be refused)", file=sys.stderr)
+
+    return Tolerant(Bookkeeper, note)
+
+
 def _cmd_run(args) -> int:
-    from .run.booking import Bookkeeper
     from .run.config import fresh_seed
     from .run.runner import run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     if args.cluster:
-        res, _ = Bookkeeper().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        res, _ = _evaluations().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res, _ = Bookkeeper().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        res, _ = _evaluations().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -206,12 +219,9 @@ def _cmd_run(args) -> int:
     if args.format == "json":
         print(json.dumps(out, indent=2, default=float))
     elif report is not None:
-        print(report.to_csv(), end="")
+        print(report.as_csv(), end="")
     else:
-        w = csv.writer(sys.stdout)
-        w.writerow(["metric", "value"])
-        for k, v in res.metrics.items():
-            w.writerow([k, v])
+        print(csv_text(list(res.metrics.items()), ["metric", "value"]), end="")
     return 0
 
 
@@ -257,7 +267,6 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
-    from .run.booking import Bookkeeper
     from .run.cluster import sweep_row
     from .run.runner import run
 
@@ -269,7 +278,7 @@ def _cmd_sweep(args) -> int:
     base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
     configs = [replace(base[m], epsilon=e, seed=s) for m, e, s in itertools.product(mechs, epss, seeds)]
     # evaluation runs publish nothing: booked in the dataset's evaluations, listed apart from its releases
-    bk = Bookkeeper()
+    bk = _evaluations()
     if args.cluster:  # one task per run; the same rows as below
         bookings = bk.record(configs, note="python -m engine sweep")
         try:
@@ -290,12 +299,7 @@ def _cmd_sweep(args) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
     else:
-        buf = io.StringIO()
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        w = csv.DictWriter(buf, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-        print(buf.getvalue(), end="")
+        print(csv_text(rows, dict.fromkeys(k for r in rows for k in r)), end="")
     return 0
 
 

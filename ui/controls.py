@@ -413,12 +413,16 @@ def multi_mechanisms(
     keys = mechanism_keys(kind)
 
     def _check(v):
-        vals = list(dict.fromkeys(state.parse_list(v)))  # a mechanism named twice runs once
+        named = state.parse_list(v)
+        vals = list(dict.fromkeys(named))  # a mechanism named twice runs once
         bad = [x for x in vals if x not in keys]
         if bad:
             raise ValueError(f"unknown mechanism(s) {', '.join(bad)}")
         if max_n is not None and len(vals) > max_n:
             raise ValueError(f"{len(vals)} mechanisms, but this page compares at most {max_n}")
+        twice = [x for x in vals if named.count(x) > 1]
+        if twice:
+            state.warn(f"URL parameter '{url_name}' names {', '.join(twice)} more than once: each runs once")
         return vals
 
     state.seed(key, default if default is not None else default_set(), url_name, _check)

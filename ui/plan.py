@@ -142,7 +142,7 @@ def _show(res: dict, cfg: RunConfig, remaining: float | None, unit: str, target)
             st.caption(f"{cfg.mechanism} has no closed-form margin; the plan shows its simulated range-query error.")
     for m, e in plan.suggested.items():
         if e is None:
-            st.warning(f"{m}: no ε up to 100 meets ±{target:g} {unit}.")
+            st.warning(f"{m}: no ε up to {P.EPS_HI:g} meets ±{target:g} {unit}.")
         else:
             st.write(f"**{m}**: the smallest ε giving ±{target:g} {unit} per {what} is **{e:g}**.")
             if m == cfg.mechanism:

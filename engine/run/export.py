@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.csvtext import csv_text
 from ..core.errors import ParamError
 from ..data.projection import to_lonlat
 from .uploads import PREFIX
@@ -101,7 +102,7 @@ def csv_grid(density: np.ndarray, domain, crs: str, stamp: str | None = None) ->
             "per_km2": d / (domain.cell**2 / 1e6),
         }
     )
-    return (f"# evaluation: {stamp}\n" if stamp else "") + df.to_csv(index=False)
+    return csv_text(df, stamp=stamp)
 
 
 def geotiff_grid(
