@@ -160,3 +160,23 @@ def test_the_command_line_uses_a_catalogues_published_size(capsys):
     assert out["config"]["people"] == 3000 and out["config"]["count_share"] == 0.0
     assert [e["step"] for e in out["ledger"]["entries"]] == ["cell counts"]  # nothing spent on a public size
     assert out["ledger"]["side_information"] == []  # nor anything to declare
+
+
+def test_the_data_page_shows_no_statistic_of_an_upload_in_release_mode():
+    """The Data page has no Mode of its own: in a session switched to Release it keeps the public card and
+    shows neither counts nor density (before, it listed the upload's exact locations and users)."""
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"baselines": "0"})
+    at.run()
+    upload(at, "people.csv", csv_bytes(N, seed=4))
+    at.sidebar.radio(key="cfg.mode").set_value("release").run()
+    at.switch_page("pages/data.py").run()
+    assert not at.exception
+    assert "Release mode: the data's counts, density and attributes are not shown" in texts(at)
+    shown = texts(at) + "\n" + "\n".join(str(t.value) for t in at.table)
+    assert not spelled(shown), spelled(shown)
+    assert not at.get("deck_gl_json_chart")  # no density map
+    at.switch_page("pages/explore.py").run()
+    at.sidebar.radio(key="cfg.mode").set_value("evaluate").run()
+    at.switch_page("pages/data.py").run()
+    assert f"{N:,}" in "\n".join(str(t.value) for t in at.table)  # Evaluate still inspects the data

@@ -534,7 +534,8 @@ def sidebar(
     )
     grid_box = sb.container()  # filled once the mode is known: Evaluate may show what Release may not
     state.seed("cfg.mode", "evaluate", "mode", state.one_of({m: m for m in MODES}))
-    mode = "evaluate"
+    # a page without mechanisms has no Mode of its own: it shows what the session's mode allows
+    mode = state.get("cfg.mode") if state.get("cfg.mode") in MODES else "evaluate"
     if mechanisms != "none":
         mode = sb.radio(
             "Mode",
