@@ -35,7 +35,7 @@ def log_grid(lo: float, hi: float, extra=()) -> list[float]:
 def param_widget(p: Param, key: str, url_name: str | None = None, container=None) -> tuple[Any, str | None]:
     """Render the widget for ``p``; return (coerced value, error message or None)."""
     c = container or st
-    state.seed(key, p.default, url_name, coerce=p.coerce)
+    state.seed(key, p.default, url_name, coerce=p.coerce_remote)
     label, help_ = p.title.capitalize(), p.help or None
     try:
         if p.kind == "bool":
@@ -75,7 +75,7 @@ def param_widget(p: Param, key: str, url_name: str | None = None, container=None
         state.put(key, p.default)
         return p.default, f"{p.title}: {exc}"
     try:
-        return p.coerce(raw), None
+        return p.coerce_remote(raw), None
     except EngineError as exc:
         return p.default, str(exc)
 
