@@ -104,7 +104,7 @@ def load_context_isolated(data: bytes, filename: str) -> Context:
     from .files.isolate import run_isolated
 
     advice = "simplify it (fewer vertices) or keep the layer's main roads"
-    return run_isolated(load_context, (bytes(data), filename), len(data), _short(filename), advice=advice)[0]
+    return run_isolated(load_context, (bytes(data), filename), len(data), _short(filename), advice=advice).result
 
 
 def _check_before_decoding(data: bytes, name: str) -> None:

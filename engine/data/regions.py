@@ -215,7 +215,7 @@ def _isolated(fn, args: tuple, size: int, name: str) -> Regions:
     from .files.polygons import ADVICE
 
     work = "read and weigh against the map's cells"
-    return run_isolated(fn, args, size, _short(name), work=work, advice=f"{ADVICE}, or choose a coarser grid")[0]
+    return run_isolated(fn, args, size, _short(name), work=work, advice=f"{ADVICE}, or choose a coarser grid").result
 
 
 @lru_cache(maxsize=8)  # a page redraws a result's margins on every rerun: a million cell names at 1024 a side
@@ -400,8 +400,9 @@ def _overlap_note(weights) -> list[str]:
     if not over.any():
         return []
     excess = float((total[over] - 1.0).sum())
+    amount = f"{excess:,.1f}" if excess >= 0.1 else f"{excess:.1g}"
     return [
-        f"Some regions overlap one another: about {excess:,.3g} cells' area (over {int(over.sum()):,} cells) lies in "
+        f"Some regions overlap one another: about {amount} cells' area (over {int(over.sum()):,} cells) lies in "
         "more than one. A location inside several regions counts in each of them, so the regions' counts add up to "
         "more than the map's."
     ]

@@ -29,6 +29,7 @@ import threading
 import time
 import types
 from pathlib import Path
+from typing import NamedTuple
 
 from ...core.errors import DataError, ParamError
 from .common import MiB, MissingColumns, _env_number, _short, memory_budget
@@ -51,6 +52,7 @@ WATCH_S = 0.02  # how often the parent reads the child's resident memory
 _AS_SLACK = 2 << 30  # address space beyond the budget: thread stacks and allocator reservations, not memory
 _CTX_LOCK = threading.Lock()
 _CTX = None
+TALLY = {"runs": 0, "cpu_s": 0.0}  # children started by this process and the CPU those that finished used
 
 
 def time_budget(size: int) -> float:
@@ -94,6 +96,14 @@ def _status_bytes(field: str, pid: int | str = "self") -> int:
     return 0
 
 
+class Isolated(NamedTuple):
+    """What a child's work gave: its result, the child's peak memory growth (bytes) and CPU seconds."""
+
+    result: object
+    peak_bytes: int
+    cpu_s: float
+
+
 def _caller_env() -> dict:
     """The caller's limits: every ``HEATMAP_*`` variable (the forkserver kept the environment it started with)."""
     return {k: v for k, v in os.environ.items() if k.startswith("HEATMAP_")}
@@ -111,8 +121,9 @@ def _child(conn, fn, args, kwargs, env, mem_bytes, cpu_s) -> None:
         rss0 = _status_bytes("VmRSS")
         conn.send(("rss0", rss0))
         out = fn(*args, **kwargs)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
-        conn.send(("ok", (out, int(max(peak, 0)))))
+        use = resource.getrusage(resource.RUSAGE_SELF)  # a forked process counts from zero
+        peak = use.ru_maxrss * 1024 - rss0
+        conn.send(("ok", Isolated(out, int(max(peak, 0)), use.ru_utime + use.ru_stime)))
     except MissingColumns as exc:  # the caller offers the file's columns to choose from
         conn.send(("MissingColumns", (exc.available, str(exc))))
     except (DataError, ParamError) as exc:
@@ -170,15 +181,21 @@ READ_ADVICE = "convert it to CSV or GeoParquet, or upload a smaller file"
 
 def run_isolated(fn, args: tuple, size: int, name: str, kwargs=None, work: str = "read", advice: str = READ_ADVICE):
     """``fn(*args, **kwargs)`` in a child process under the memory and time budgets of a file of ``size`` bytes (see the
-    module docstring): ``(its result, the child's peak memory growth in bytes)``, or its DataError/ParamError.
+    module docstring): an :class:`Isolated` (its result, the child's peak memory growth and CPU time), or its
+    DataError/ParamError.
     ``fn`` is a module-level function (it is sent to the child by name). ``name`` and ``work`` ("read",
     "build the area weights of") make the message when the child is stopped, ``advice`` ends it."""
+    if mp.current_process().daemon:  # a daemonic process (a Dask worker, not the server) may not start one
+        use0 = time.process_time()
+        out = fn(*args, **(kwargs or {}))
+        return Isolated(out, 0, time.process_time() - use0)
     mem, seconds = memory_budget(size), time_budget(size)
     ctx = _context()
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(child, fn, args, kwargs or {}, _caller_env(), mem, seconds), daemon=True)
     _start(proc)
     child.close()
+    TALLY["runs"] += 1
     try:
         kind, payload = _wait(parent, proc, mem, seconds)
     except EOFError:  # the child died without a word: killed by its limits, or crashed
@@ -189,6 +206,7 @@ def run_isolated(fn, args: tuple, size: int, name: str, kwargs=None, work: str =
             proc.kill()
         proc.join(5)
     if kind == "ok":
+        TALLY["cpu_s"] += payload.cpu_s
         return payload
     if kind == "MissingColumns":
         raise MissingColumns(*payload)
@@ -218,9 +236,9 @@ def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
     kwargs.setdefault("max_points", env_points)
     source, name, size = _source(path_or_bytes, filename)
     size = min(size, kwargs["max_bytes"])  # a larger file is refused before it is parsed
-    ds, peak = run_isolated(load_file, (source, filename), size, name, kwargs)
-    ds.meta.extra["parse_peak_bytes"] = peak
-    return ds
+    done = run_isolated(load_file, (source, filename), size, name, kwargs)
+    done.result.meta.extra["parse_peak_bytes"] = done.peak_bytes
+    return done.result
 
 
 def _source(path_or_bytes, filename: str | None) -> tuple:

@@ -111,7 +111,7 @@ def load_polygons_isolated(path_or_bytes, filename: str | None = None, **kwargs)
     from .isolate import _source, run_isolated
 
     source, name, size = _source(path_or_bytes, filename)
-    return run_isolated(load_polygons, (source, filename), size, name, kwargs, advice=ADVICE)[0]
+    return run_isolated(load_polygons, (source, filename), size, name, kwargs, advice=ADVICE).result
 
 
 def _named(gdf, used: dict, c: _Ctx, digest: str, size: int) -> PolygonFile:
