@@ -93,18 +93,22 @@ def test_regions_that_share_a_boundary_count_a_person_on_it_once(people):
 
 
 def test_the_command_line_reports_each_regions_truth_and_the_overlap(tmp_path):
+    """Evaluate (``run``) lists each region's truth and the note; a release's manifest carries the note."""
     (tmp_path / "people.csv").write_bytes(_people_csv())
     outer, inner = (-0.3, 51.3, 0.1, 51.8), (-0.15, 51.45, 0.1, 51.8)
     (tmp_path / "overlap.geojson").write_bytes(geojson(box(*outer), box(*inner)))
     args = ["--dataset", "file", "--data-opt", f"path={tmp_path / 'people.csv'}", "--mechanism", "identity"]
-    p = subprocess.run(
-        [sys.executable, "-m", "engine", "run", *args, "--regions", str(tmp_path / "overlap.geojson"), "--no-cache"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert p.returncode == 0, p.stderr
-    doc = json.loads(p.stdout)
+    args += ["--regions", str(tmp_path / "overlap.geojson")]
+
+    def cli(*more):
+        p = subprocess.run([sys.executable, "-m", "engine", *more], capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    doc = json.loads(cli("run", *args, "--no-cache"))
     truth = [r["true"] for r in doc["regions"]]
     assert truth[1] > 0 and sum(truth) > doc["n_points"]  # the inner region's people count in both
     assert any("overlap one another" in note for note in doc["regions_info"]["notes"])
+    cli("release", *args, "--epsilon", "1", "--out", str(tmp_path / "rel"))
+    manifest = json.loads((tmp_path / "rel" / "manifest.json").read_text())
+    assert any("overlap one another" in note for note in manifest["regions"]["notes"])
