@@ -42,6 +42,7 @@ from .projection import to_local, to_lonlat
 
 MAX_H3 = 50_000
 KEPT = 16  # regions of uploaded files kept per process, by the file's digest and the map
+KEPT_BYTES = 256 << 20  # and at most this much of them (weights and outlines), the least recently used going first
 OVERLAP = 1e-6  # cells' area shared by regions before they are said to overlap
 BEND = 1e-4  # a projected edge is kept within this share of a cell of its course (straight in lon/lat)
 STRADDLE_NOTE = (
@@ -173,7 +174,7 @@ def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, p
         regions = _isolated(polygon_regions, (polygons, domain, crs, spec), polygons.size, polygons.name)
         with _KEPT_LOCK:
             _KEPT[key] = regions
-            while len(_KEPT) > KEPT:
+            while len(_KEPT) > KEPT or (len(_KEPT) > 1 and sum(map(_footprint, _KEPT.values())) > KEPT_BYTES):
                 _KEPT.popitem(last=False)
         return regions
     kind, arg, _ = parse_spec(spec)
@@ -189,6 +190,16 @@ def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, p
 
 _KEPT: OrderedDict = OrderedDict()
 _KEPT_LOCK = threading.Lock()
+
+
+def _footprint(regions: Regions) -> int:
+    """Bytes a kept Regions holds, about: its weights and its outlines' coordinates."""
+    import shapely
+
+    w = regions.weights
+    return int(
+        w.data.nbytes + w.indices.nbytes + w.indptr.nbytes + 16 * shapely.get_num_coordinates(regions.geoms).sum()
+    )
 
 
 @lru_cache(maxsize=16)
