@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -67,9 +67,15 @@ class Regions:
     geoms: np.ndarray | None = None
     inside: np.ndarray | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    sha256: str = ""  # of a polygon file's bytes
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def public_spec(self) -> str:
+        """How a release names these regions (:func:`public_spec`)."""
+        return public_spec(self.spec, self.sha256)
 
     def aggregate(self, density: np.ndarray) -> np.ndarray:
         """Each region's estimate from a grid of counts: ``A @ density``."""
@@ -158,6 +164,17 @@ def parse_spec(spec: str) -> tuple[str, str | int | None, str | None]:
         return "file", text, None
     path, _, col = text.rpartition(":")
     return "file", path, col or None
+
+
+def public_spec(spec: str, sha256: str = "") -> str:
+    """How a release names regions: ``grid`` and ``h3:RES`` as they are; a polygon file, a public input, by its
+    base name (and id column) and the SHA-256 of its bytes, which say which file and which version of it. Never
+    its path: a server's folders say nothing about the release."""
+    kind, arg, id_col = parse_spec(spec)
+    if kind != "file":
+        return str(spec).strip()
+    name = Path(str(arg)).name + (f":{id_col}" if id_col else "")
+    return f"{name} (sha256:{sha256})" if sha256 else name
 
 
 def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, polygons=None) -> Regions:
@@ -316,7 +333,8 @@ def polygon_regions(pf, domain: Domain, crs: str, spec: str) -> Regions:
     total = shapely.area(metric)
     if cut.any():  # the share of a region beyond the box, from areas on the sphere (equal-area lon/lat)
         total[cut] *= _sphere_area(pf.geoms[cut]) / np.maximum(_sphere_area(ll[cut]), 1e-300)
-    return _clipped(np.asarray(metric, dtype=object), pf.ids, pf.names, domain, crs, "file", spec, pf.notes, total)
+    reg = _clipped(np.asarray(metric, dtype=object), pf.ids, pf.names, domain, crs, "file", spec, pf.notes, total)
+    return replace(reg, sha256=pf.sha256)
 
 
 def lonlat_window(domain: Domain, crs: str) -> tuple[float, float, float, float]:

@@ -8,7 +8,6 @@ It never enters a release (:func:`regional_report` refuses a truth for a Release
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 
@@ -46,7 +45,7 @@ class RegionReport:
         """How the table was made, for a manifest or a JSON record."""
         return {
             "kind": self.regions.kind,
-            "spec": _public_spec(self.regions.spec),
+            "spec": self.regions.public_spec,
             "count": len(self.regions),
             "margin_basis": self.margins.basis,
             "straddling_cells": "a cell crossing a region's boundary is split by area (its people taken as evenly "
@@ -60,18 +59,13 @@ class RegionReport:
     def has_true(self) -> bool:
         return self.true is not None
 
-    def to_csv(self, stamp: str | None = None) -> str:
-        import csv
+    def as_csv(self, stamp: str | None = None) -> str:
+        """The table as CSV (``regions.csv``; names and ids from an uploaded file are neutralised for spreadsheets,
+        :mod:`engine.core.csvtext`); ``stamp``: a first line ``# evaluation: ...``."""
+        from ..core.csvtext import csv_text
 
-        buf = io.StringIO()
-        if stamp:
-            buf.write(f"# evaluation: {stamp}\n")
         cols = COLUMNS + (("true",) if self.has_true else ())
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for r in self.rows():
-            w.writerow({k: ("" if r[k] is None else r[k]) for k in cols})
-        return buf.getvalue()
+        return csv_text(self.rows(), cols, stamp)
 
     def to_gpkg(self, stamp: str | None = None) -> bytes:
         """The regions (WGS84, clipped to the map) with their columns, as a GeoPackage."""
@@ -89,13 +83,6 @@ class RegionReport:
             path = Path(tmp) / "regions.gpkg"
             gdf.to_file(path, driver="GPKG", layer="regions")
             return path.read_bytes()
-
-
-def _public_spec(spec: str) -> str:
-    """A file's name, not its path (a server path says nothing about the release)."""
-    from pathlib import PurePath
-
-    return spec if spec == "grid" or spec.startswith("h3:") else PurePath(spec).name
 
 
 def true_counts(dataset, regions, unit: str = "user") -> np.ndarray:

@@ -133,6 +133,8 @@ class _Ctx:
     order: str = ""  # how degrees were read, for the swap note ("" after a CRS conversion)
     roles: tuple = ATTRS  # the attribute columns a vector reader looks for
     fields: list = field(default_factory=list)  # the file's attribute columns, as read
+    unit: str = "locations"  # what max_points counts
+    setting: str = "HEATMAP_MAX_POINTS"  # the variable that sets max_points ("": a fixed limit)
     max_vertices: int = 0  # a file of regions (:func:`region_limits`); 0 for a file of locations
     max_parts: int = 0
 
@@ -140,11 +142,9 @@ class _Ctx:
         return DataError(f"{self.name} is not a readable {WHAT[self.kind]}: {why}")
 
     def too_many(self, n: int, what: str) -> DataError:
-        if self.polygons == "keep":
-            return DataError(f"{self.name} holds {n:,} {what}, over the limit of {self.max_points:,} regions per file")
+        setting = f" ({self.setting})" if self.setting else ""
         return DataError(
-            f"{self.name} holds {n:,} {what}, over the limit of {self.max_points:,} locations per file "
-            "(HEATMAP_MAX_POINTS)"
+            f"{self.name} holds {n:,} {what}, over the limit of {self.max_points:,} {self.unit} per file{setting}"
         )
 
     def check_region_size(self, vertices: int, parts: int, how: str = "") -> None:

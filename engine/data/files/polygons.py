@@ -41,6 +41,7 @@ class PolygonFile:
     name_column: str | None
     notes: tuple[str, ...]
     fields: tuple[str, ...] = ()  # every attribute column of the file (for an id or name picker)
+    sha256: str = ""  # of the file's bytes: with its base name, how a release names this public input
     name: str = "the regions"  # the file's name, for messages
     digest: str = ""  # the file's SHA-256 and the options read with: what the regions built from it are kept by
     size: int = 0  # bytes of the file: building its regions gets the memory and time a file this size gets
@@ -90,6 +91,7 @@ def load_polygons(
         raise DataError(f"{name} is empty")
     cols = {k: v for k, v in (("region_id", id_column), ("region_name", name_column)) if v}
     c = _Ctx(name, kind, cols, _check_crs(crs), "keep", layer, max_bytes, MAX_REGIONS, roles=REGION_ROLES)
+    c.unit, c.setting = "regions", ""  # the engine's fixed limit on regions: no setting raises it
     c.max_vertices, c.max_parts = region_limits()
     from . import READERS
 
@@ -101,9 +103,9 @@ def load_polygons(
         raise DataError(f"{name} is too large to read into memory") from None
     except Exception:
         raise c.refuse("its contents could not be parsed") from None
-    digest = hashlib.sha256(data)
-    digest.update(repr((id_column, name_column, layer, str(crs or ""))).encode())
-    return _named(gdf, used, c, digest.hexdigest(), len(data))
+    sha256 = hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256(repr((sha256, id_column, name_column, layer, str(crs or ""))).encode()).hexdigest()
+    return _named(gdf, used, c, sha256, digest, len(data))
 
 
 def load_polygons_isolated(path_or_bytes, filename: str | None = None, **kwargs) -> PolygonFile:
@@ -114,7 +116,7 @@ def load_polygons_isolated(path_or_bytes, filename: str | None = None, **kwargs)
     return run_isolated(load_polygons, (source, filename), size, name, kwargs, advice=ADVICE).result
 
 
-def _named(gdf, used: dict, c: _Ctx, digest: str, size: int) -> PolygonFile:
+def _named(gdf, used: dict, c: _Ctx, sha256: str, digest: str, size: int) -> PolygonFile:
     import shapely
 
     idc, namec = used.get("region_id"), used.get("region_name")
@@ -142,6 +144,7 @@ def _named(gdf, used: dict, c: _Ctx, digest: str, size: int) -> PolygonFile:
         namec,
         tuple(c.notes),
         tuple(c.fields),
+        sha256,
         c.name,
         digest,
         size,
