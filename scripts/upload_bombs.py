@@ -14,7 +14,7 @@ a 19 MB CSV of 1M points, which is valid and loads).
 (the command line's default depth) twice, as a page builds them on a run and on the rerun after; a context
 layer is read as the context uploader reads it. The files are tests/test_region_limits.py's: combs of 4,000
 and 40,000 vertices over London, one MultiPolygon of 100,000 specks, a context layer of 136 MB (6,000,000
-vertices) and 77 neighbourhoods of 90-320 vertices over Chicago (the issue's legitimate file). The page's
+vertices) and 77 neighbourhoods of 90-320 vertices over Chicago (a legitimate file). The page's
 functions are the isolated ones where the code has them, else the in-process ones (run it from a worktree of
 older code to measure that code). It reports the server's CPU seconds and peak memory growth and, where the
 work ran in a child, the child's CPU seconds.

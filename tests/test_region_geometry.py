@@ -46,8 +46,8 @@ def regions_of(people, data: bytes, name: str):
 
 def test_a_box_whose_edges_run_along_parallels_holds_everyone_inside_it(people):
     """10°W to 10°E, 51.1°N to 60°N: every person (51.3°N to 51.7°N) is inside. Projected by its corners alone,
-    its southern edge runs 50 km north of the 51.1°N parallel at London, across the map, and the box held 144
-    of the issue's 2,000 people."""
+    its southern edge would run 50 km north of the 51.1°N parallel at London, across the map, leaving most
+    people out."""
     lon, lat = people.lonlat[:, 0], people.lonlat[:, 1]
     assert lon.min() > -10 and lon.max() < 10 and lat.min() > 51.1 and lat.max() < 60
     regions = regions_of(people, geojson(box(-10, 51.1, 10, 60)), "box.geojson")
@@ -65,8 +65,9 @@ def test_a_polygon_covering_the_globe_is_clipped_to_the_map(people):
 
 
 def test_overlapping_regions_each_count_the_people_inside_them_and_say_so(people):
-    """A box and a smaller one inside it: the people of the inner one count in both (the issue's second region
-    got 0 of its 518), the counts add up to more than the people, and the regions' notes say why."""
+    """A box and a smaller one inside it: the people of the inner one count in both (given to the first region
+    holding them, the inner one would count none), the counts add up to more than the people, and the regions'
+    notes say why."""
     outer, inner = (-0.3, 51.3, 0.1, 51.8), (-0.15, 51.45, 0.1, 51.8)
     regions = regions_of(people, geojson(box(*outer), box(*inner)), "overlap.geojson")
     lon, lat = people.lonlat[:, 0], people.lonlat[:, 1]
