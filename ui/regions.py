@@ -33,9 +33,11 @@ class Choice:
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _read(data: bytes, name: str, id_column: str | None, name_column: str | None):
-    from engine.data.files.polygons import load_polygons
+    """The upload read in a bounded child process; its regions are built there too, once per map
+    (:func:`engine.data.regions.build` keeps them by the file's digest)."""
+    from engine.data.files.polygons import load_polygons_isolated
 
-    return load_polygons(data, name, id_column=id_column, name_column=name_column)
+    return load_polygons_isolated(data, name, id_column=id_column, name_column=name_column)
 
 
 def control(prefix: str, domain, container=None) -> Choice | None:

@@ -57,7 +57,8 @@ Layout: this module is the registry's ``file`` source; :mod:`.load` the entry po
 (:func:`~.isolate.load_file_isolated`, what the dashboard and the CLI use); one reader per format
 (:mod:`.tables` for CSV, :mod:`.geojson`, :mod:`.parquet`, :mod:`.gpkg`, :mod:`.shapefile`), the
 steps the vector readers share (:mod:`.vector`), CRS definitions (:mod:`.crs`) and the limits, type
-checks, reading context and column matching (:mod:`.common`).
+checks, reading context and column matching (:mod:`.common`); a file of regions (:mod:`.polygons`) and its
+edges carried to another CRS on course (:mod:`.reproject`).
 """
 
 from __future__ import annotations
