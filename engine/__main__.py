@@ -182,16 +182,17 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
 
 
 def _cmd_run(args) -> int:
-    from .run.booking import Bookkeeper
+    from .run.booking import STRICT, Bookkeeper
     from .run.config import fresh_seed
     from .run.runner import run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
+    bk = Bookkeeper(policy=STRICT)  # any ledger failure stops the command, before any noise
     if args.cluster:
-        res, _ = Bookkeeper().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res, _ = Bookkeeper().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -253,7 +254,7 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
-    from .run.booking import Bookkeeper
+    from .run.booking import STRICT, Bookkeeper
     from .run.cluster import sweep_row
     from .run.runner import run
 
@@ -265,7 +266,7 @@ def _cmd_sweep(args) -> int:
     base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
     configs = [replace(base[m], epsilon=e, seed=s) for m, e, s in itertools.product(mechs, epss, seeds)]
     # evaluation runs publish nothing: booked in the dataset's evaluations, listed apart from its releases
-    bk = Bookkeeper()
+    bk = Bookkeeper(policy=STRICT)  # any ledger failure stops the command, before any noise
     if args.cluster:  # one task per run; the same rows as below
         bookings = bk.record(configs, note="python -m engine sweep")
         try:
@@ -331,7 +332,7 @@ def _cmd_release(args) -> int:
     from the truth is printed."""
     from pathlib import Path
 
-    from .run.booking import Bookkeeper
+    from .run.booking import STRICT, Bookkeeper
     from .run.export import FILE_NAMES, MANIFEST, write_release
     from .run.runner import run
 
@@ -348,7 +349,7 @@ def _cmd_release(args) -> int:
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
     created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
-    bk = Bookkeeper()
+    bk = Bookkeeper(policy=STRICT)  # any ledger failure stops the command, before any noise
     try:
         regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
         res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
