@@ -51,7 +51,7 @@ with page(
     "engine's. The full suite's numbers are those recorded in BENCHMARKS.md; **Run the quick version** re-runs "
     "the suite's smaller smoke version here, in the background (the page stays usable; Cancel stops it). The "
     "server runs a few quick versions at a time for everyone; the others wait in a queue.",
-    url=False,
+    keep_url=False,
 ):
     queue = reproduce.queue()
     owner = uploads.owner()  # this session: its runs end when it goes

@@ -15,6 +15,8 @@ stops early calls :meth:`Page.stop`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import streamlit as st
 
 from engine.run.config import RunConfig
@@ -23,32 +25,22 @@ from . import boot, controls, jobs, release, run, state, views
 from .text import plain
 
 
+@dataclass
 class Page:
-    """One run of a page's script: its controls ``ctl`` (None without a sidebar), its URL ``url``, and, for a
-    compact header, ``aside`` (the right half of the title's row)."""
+    """One run of a page's script (see :func:`page` for the arguments): its controls ``ctl`` (None without a
+    sidebar), its URL ``url``, and, for a compact header, ``aside`` (the right half of the title's row)."""
 
-    def __init__(
-        self,
-        title: str,
-        blurb: str,
-        sidebar: dict | None = None,
-        release_only: str = "",
-        compact: bool = False,
-        url: bool = True,
-    ):
-        self.title, self.blurb, self.sidebar, self.release_only, self.compact = (
-            title,
-            blurb,
-            sidebar,
-            release_only,
-            compact,
-        )
-        self.keeps_url = url
-        self.ctl: controls.Controls | None = None
-        self.url: dict = {}
-        self.aside = None
-        self.current = False  # whether the last group :meth:`shown` returned is the one the settings ask for
-        self._configs: dict[str, list[RunConfig]] = {}
+    title: str
+    blurb: str
+    sidebar: dict | None = None
+    release_only: str = ""
+    compact: bool = False
+    keep_url: bool = True
+    ctl: controls.Controls | None = field(default=None, init=False)
+    url: dict = field(default_factory=dict, init=False)
+    aside: object = field(default=None, init=False)
+    current: bool = field(default=False, init=False)  # whether the group :meth:`shown` returned is the one asked for
+    _configs: dict[str, list[RunConfig]] = field(default_factory=dict, init=False, repr=False)
 
     def __enter__(self) -> Page:
         boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
@@ -73,7 +65,7 @@ class Page:
             self._sync()
 
     def _sync(self) -> None:
-        if self.keeps_url:
+        if self.keep_url:
             state.sync_url(self.url)
 
     def stop(self) -> None:
@@ -108,16 +100,9 @@ class Page:
         return show
 
 
-def page(
-    title: str,
-    blurb: str,
-    sidebar: dict | None = None,
-    release_only: str = "",
-    compact: bool = False,
-    url: bool = True,
-) -> Page:
-    """The page's frame (see the module's docstring). ``sidebar``: the keyword arguments of
-    :func:`ui.controls.sidebar` (None: no run controls); ``release_only``: what the page is called, when it
-    compares with the truth and so stops in Release mode; ``compact``: a one-line title; ``url``: whether the
-    page keeps its state in the URL."""
-    return Page(title, blurb, sidebar, release_only, compact, url)
+def page(title: str, blurb: str, **options) -> Page:
+    """The page's frame (see the module's docstring), titled ``title`` over ``blurb``. Options: ``sidebar``, the
+    keyword arguments of :func:`ui.controls.sidebar` (absent: no run controls); ``release_only``, what the page is
+    called when it compares with the truth and so stops in Release mode; ``compact``, a one-line title;
+    ``keep_url=False`` for a page that keeps no state in the URL."""
+    return Page(title, blurb, **options)
