@@ -13,7 +13,7 @@ with page(
 ) as p:
     ctl = p.ctl
     if ctl.ready:
-        datapage.overview(ctl.config("identity", params={}), ctl)
+        datapage.overview(ctl.config("identity", params={}), ctl, release=ctl.mode == "release")
     elif ctl.source is not None:
         datapage.source_card(ctl.source)
         st.info("This dataset is not on this machine yet: download it from the sidebar.", icon=":material/download:")

@@ -73,7 +73,7 @@ with page(
             if diff_scale is not None:
                 st.html(diff_scale.legend_html())
             else:
-                views.legend(scale, note=f"{2**on.cfg.depth} × {2**on.cfg.depth} cells of {fr.domain.cell:,.0f} m")
+                views.legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m")
             if res is not None:
                 st.caption(
                     f"run {on.cfg.key()[:8]} · seed {on.cfg.seed} · computed in {res.timings.get('total_s', 0):.2f} s"

@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from engine.core.csvtext import csv_text
 from ui import ranges, state, views
 from ui.page import page
 
@@ -76,7 +77,7 @@ with page(
             answers.insert(1, "rectangle x0 y0 x1 y1 [m, local CRS]", f"{x0:.0f} {y0:.0f} {x1:.0f} {y1:.0f}")
             st.download_button(
                 "These answers (CSV)",
-                answers.to_csv(index=False),
+                csv_text(answers),
                 "range_answers.csv",
                 "text/csv",
                 on_click="ignore",
@@ -125,7 +126,7 @@ with page(
         )
         b.download_button(
             "Workload errors, every query (CSV)",
-            df.to_csv(index=False),
+            csv_text(df),
             "range_workload.csv",
             "text/csv",
             on_click="ignore",

@@ -3,6 +3,7 @@ version run in the background."""
 
 import streamlit as st
 
+from engine.core.csvtext import csv_text
 from ui import reproduce, uploads
 from ui.page import page
 
@@ -80,7 +81,7 @@ with page(
             )
             b2.download_button(
                 "This table (CSV)",
-                df.to_csv(index=False),
+                csv_text(df),
                 file_name=f"reproduce_{paper.suite}.csv",
                 mime="text/csv",
                 on_click="ignore",

@@ -184,7 +184,7 @@ def _caption_and_downloads(rep, result, key: str) -> None:
     stamp = stamp_of(result)
     d1, d2 = st.columns(2)
     d1.download_button(
-        "Regions (CSV)", rep.to_csv(stamp), file_name="regions.csv", mime="text/csv", key=f"{key}_regions_csv"
+        "Regions (CSV)", rep.as_csv(stamp), file_name="regions.csv", mime="text/csv", key=f"{key}_regions_csv"
     )
     d2.download_button(
         "Regions (GeoPackage)",

@@ -17,7 +17,7 @@ import numpy as np
 import streamlit as st
 
 from engine.run.config import RunConfig
-from engine.run.export import dataset_name
+from engine.run.export import dataset_name, region_frame
 
 from . import export, maps, views
 from .colors import ColourScale
@@ -61,6 +61,7 @@ def release_report(result, scale: ColourScale) -> str:
         ["Citation", getattr(meta, "citation", "") or "–"],
         ["Licence", getattr(meta, "license", "") or "–"],
         ["Grid", f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)"],
+        ["Frame", region_frame(meta)],
     ]
     margins = [[m["name"], m["median"], m["margin"], m["largest"]] for m in _margins(result)]
     entries = [

@@ -6,8 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.core.errors import EngineError
-from engine.run.booking import LedgerUnavailable, Refused
+from engine.run.booking import Refused
 from engine.run.config import RunConfig
+from engine.run.ledger import LedgerUnavailable
 
 from . import budget, jobs, slots, state
 from .session import session_id

@@ -7,7 +7,6 @@ It never enters a release (:func:`regional_report` refuses a truth for a Release
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 
@@ -59,18 +58,13 @@ class RegionReport:
     def has_true(self) -> bool:
         return self.true is not None
 
-    def to_csv(self, stamp: str | None = None) -> str:
-        import csv
+    def as_csv(self, stamp: str | None = None) -> str:
+        """The table as CSV (``regions.csv``; names and ids from an uploaded file are neutralised for spreadsheets,
+        :mod:`engine.core.csvtext`); ``stamp``: a first line ``# evaluation: ...``."""
+        from ..core.csvtext import csv_text
 
-        buf = io.StringIO()
-        if stamp:
-            buf.write(f"# evaluation: {stamp}\n")
         cols = COLUMNS + (("true",) if self.has_true else ())
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for r in self.rows():
-            w.writerow({k: ("" if r[k] is None else r[k]) for k in cols})
-        return buf.getvalue()
+        return csv_text(self.rows(), cols, stamp)
 
     def to_gpkg(self, stamp: str | None = None) -> bytes:
         """The regions (WGS84, clipped to the map) with their columns, as a GeoPackage."""

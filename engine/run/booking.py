@@ -19,8 +19,9 @@ it the same way, in the dataset's ledger (:mod:`engine.run.ledger`):
 when it ends (:meth:`Bookkeeper.finish`).
 
 What a door does when the ledger itself cannot be opened or written (a full or read-only disk) is
-its :class:`LedgerPolicy`: :data:`STRICT` (the CLI) stops with the ledger's message; :data:`TOLERANT`
-(the server) lets an evaluation go on unbooked. A release is refused before any noise under both.
+its :class:`LedgerPolicy`: :data:`STRICT` (``python -m engine release``) stops with the ledger's
+message; a tolerant one (the server's :data:`TOLERANT`, the CLI's Evaluate commands with a note on
+stderr) lets an evaluation go on unbooked. A release is refused before any noise under every policy.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..core.errors import EngineError, ParamError
+from ..core.errors import EngineError
 from .config import RunConfig
-from .ledger import BudgetStore, Entry, entry_for, fingerprint_config, release_key
+from .ledger import BudgetStore, Entry, LedgerUnavailable, entry_for, fingerprint_config, release_key
 from .limits import lowered
 
 EXCESS_NOTE = "effective ε above the plan (dropout)"
@@ -48,31 +49,33 @@ class Refused(EngineError):
         )
 
 
-class LedgerUnavailable(EngineError):
-    """The ledger cannot be opened, read or written (its message names the file and why); nothing was booked."""
-
-
 _LOG = logging.getLogger(__name__)
+
+
+def _log(exc: LedgerUnavailable) -> None:
+    _LOG.warning("privacy ledger unavailable: %s", exc)  # the operator's log names the file
 
 
 @dataclass(frozen=True)
 class LedgerPolicy:
-    """What a door does when the ledger cannot be written. ``evaluate_unbooked``: an evaluation, which publishes
-    nothing, goes on unbooked (the operator's log says why) and a failed settlement is logged; otherwise the
-    failure stops the caller. A release is refused before any noise under every policy: its ε must be booked."""
+    """What a door does when the ledger cannot be written (:class:`~engine.run.ledger.LedgerUnavailable`).
+    ``evaluate_unbooked``: an evaluation, which publishes nothing, goes on unbooked and a settlement that cannot be
+    written is skipped, ``tell`` being told why; otherwise the failure stops the caller. A release is refused
+    before any noise under every policy: its ε must be booked."""
 
     name: str
     evaluate_unbooked: bool
+    tell: Callable[[LedgerUnavailable], None] = _log
 
     def unavailable(self, exc: LedgerUnavailable, fallback):
         """``fallback`` in place of what the ledger could not do, or ``exc`` raised."""
         if not self.evaluate_unbooked:
             raise exc
-        _LOG.warning("privacy ledger unavailable: %s", exc)  # the operator's log names the file
+        self.tell(exc)
         return fallback
 
 
-STRICT = LedgerPolicy("strict", evaluate_unbooked=False)  # the command line: any ledger failure stops it
+STRICT = LedgerPolicy("strict", evaluate_unbooked=False)  # a release's door: any ledger failure stops it
 TOLERANT = LedgerPolicy("tolerant", evaluate_unbooked=True)  # the server: evaluations go on without a ledger
 
 
@@ -138,13 +141,10 @@ class Bookkeeper:
         """``write()``; when the ledger cannot do it, the policy's ``fallback`` (never for a release's booking)."""
         try:
             return write()
-        except (Refused, ParamError):
-            raise
-        except EngineError as exc:
-            unavailable = LedgerUnavailable(str(exc))
+        except LedgerUnavailable as exc:
             if release:
-                raise unavailable from None
-            return self.policy.unavailable(unavailable, fallback)
+                raise
+            return self.policy.unavailable(exc, fallback)
 
     # ------------------------------------------------------------ reading
     def spent(self, cfg: RunConfig) -> float:
@@ -224,12 +224,15 @@ class Bookkeeper:
             self.unbook(booking)
 
     def run(self, cfg: RunConfig, run: Callable, limit: float | None = None, note: str = ""):
-        """Book, ``run(cfg)``, settle; unbook if the run raised. Returns (result, booking)."""
+        """Book, ``run(cfg)``, settle; unbook if the run raised. Returns (result, booking; None for an evaluation
+        the policy let go on unbooked)."""
         booking = self.book(cfg, limit, note)
         try:
             res = run(cfg)
         except BaseException:
-            self.unbook(booking)  # nothing was released
+            if booking is not None:
+                self.unbook(booking)  # nothing was released
             raise
-        self.settle(cfg, booking, res)
+        if booking is not None:
+            self.settle(cfg, booking, res)
         return res, booking

@@ -43,6 +43,7 @@ import numpy as np
 from ..core.errors import Cancelled, ParamError
 from ..core.grid import Domain
 from ..data.dataset import Dataset, DatasetMeta
+from .config import MAX_EPS, MIN_EPS
 from .published import released_map
 
 PROXY_PRESET = "polycentric"
@@ -52,7 +53,7 @@ DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions",
 SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
 SIMULATED_RUNS = 5
 MIN_USERS, MAX_USERS = 1, 5_000_000
-EPS_LO, EPS_HI = 1e-3, 100.0
+EPS_LO, EPS_HI = MIN_EPS, MAX_EPS  # the search for a target's ε covers every ε a run accepts
 SEARCH_STEPS = 12  # bisection steps of smallest_epsilon
 PLAN_SECONDS = 60.0  # default of HEATMAP_PLAN_SECONDS: the wall time one plan may take
 
@@ -567,7 +568,9 @@ def describe(plan: Plan) -> str:
             f"{_fmt(p.region_median):>19} {_fmt(p.region_p90):>12} {_fmt(p.range_rel_error):>15}  {p.method}"
         )
     for m, e in plan.suggested.items():
-        lines.append(f"smallest epsilon meeting the target for {m}: {'none up to 100' if e is None else f'{e:g}'}")
+        lines.append(
+            f"smallest epsilon meeting the target for {m}: {f'none up to {EPS_HI:g}' if e is None else f'{e:g}'}"
+        )
     if plan.budget is not None:
         b = plan.budget
         lines.append(f"ledger: {b['spent']:g} spent of the limit {b['limit']:g}; {b['remaining']:g} remains")

@@ -131,14 +131,16 @@ class _Ctx:
     order: str = ""  # how degrees were read, for the swap note ("" after a CRS conversion)
     roles: tuple = ATTRS  # the attribute columns a vector reader looks for
     fields: list = field(default_factory=list)  # the file's attribute columns, as read
+    unit: str = "locations"  # what max_points counts
+    setting: str = "HEATMAP_MAX_POINTS"  # the variable that sets max_points ("": a fixed limit)
 
     def refuse(self, why: str) -> DataError:
         return DataError(f"{self.name} is not a readable {WHAT[self.kind]}: {why}")
 
     def too_many(self, n: int, what: str) -> DataError:
+        setting = f" ({self.setting})" if self.setting else ""
         return DataError(
-            f"{self.name} holds {n:,} {what}, over the limit of {self.max_points:,} locations per file "
-            "(HEATMAP_MAX_POINTS)"
+            f"{self.name} holds {n:,} {what}, over the limit of {self.max_points:,} {self.unit} per file{setting}"
         )
 
 

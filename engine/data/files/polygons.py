@@ -78,6 +78,7 @@ def load_polygons(
         raise DataError(f"{name} is empty")
     cols = {k: v for k, v in (("region_id", id_column), ("region_name", name_column)) if v}
     c = _Ctx(name, kind, cols, _check_crs(crs), "keep", layer, max_bytes, MAX_REGIONS, roles=REGION_ROLES)
+    c.unit, c.setting = "regions", ""  # the engine's fixed limit on regions: no setting raises it
     from . import READERS
 
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.errors import DataError
+from ...core.errors import DataError, shown
 from .common import _Ctx, _is_wgs84
 from .tables import _attributes
 
@@ -55,7 +55,7 @@ def _set_crs(gdf, declared, c: _Ctx):
     }.get(c.kind, f"{c.name} without a CRS")
     if not in_degrees:
         raise DataError(
-            f"{kind}, and its coordinates are not degrees (x from {b[0]:,.0f} to {b[2]:,.0f}): the CRS is unknown. "
+            f"{kind}, and its coordinates are not degrees (x from {shown(b[0], 0)} to {shown(b[2], 0)}): the CRS is unknown. "
             "Give the file's CRS (e.g. EPSG:27700) or include it in the file (.prj for a Shapefile)."
         )
     if c.kind == "geojson":

@@ -63,7 +63,8 @@ class LaplaceRegions(Mechanism):
             "str",
             "h3:auto",
             "the regions counted: grid (each cell), h3:RES (H3 hexagons of resolution RES, 0-15), h3:auto (about "
-            "300 hexagons on the map) or the path of a polygon file, PATH[:ID_COLUMN]",
+            "300 hexagons on the map) or the path of a polygon file, PATH[:ID_COLUMN] (command line only)",
+            remote=r"grid|h3:(auto|\d{1,2})",
         ),
     )
     dp_outputs = ("region_counts", "stderr", "region_sd")
