@@ -37,11 +37,13 @@ def test_range_error_is_scored_against_the_release_unit(checkins, mech, params, 
     assert wrong > 0.6
 
 
+@pytest.mark.parametrize("grid", [{"depth": 4}, {"resolution": "auto", "count_share": 0.1}])
 @pytest.mark.parametrize("n_users", [None, 300])
 @pytest.mark.parametrize("unit", ["user", "record"])
-def test_the_true_map_shown_before_a_run_is_the_one_the_run_scores_against(unit, n_users):
+def test_the_true_map_shown_before_a_run_is_the_one_the_run_scores_against(unit, n_users, grid):
     """The dashboard's sample and true map before a run (ui.views.prepared, the runner's own preparation) are
-    the run's, for a person-level and a record-level release, with everyone or a sample of users."""
+    the run's, for a person-level and a record-level release, with everyone or a sample of users, on a fixed
+    grid or one a DP count chose."""
     from engine.run.runner import prepared
     from ui import views
 
@@ -50,13 +52,18 @@ def test_the_true_map_shown_before_a_run_is_the_one_the_run_scores_against(unit,
         dataset_options={"n": 800 * LOCS_PER_USER, "locations_per_user": LOCS_PER_USER},
         mechanism="ug",
         params={"unit": unit},
-        depth=5,
         n_users=n_users,
         seed=7,
+        **grid,
     )
     res = run(cfg, use_cache=False)
     ds, domain, truth = views.prepared(cfg)
-    assert np.array_equal(truth, res.truth) and domain.bounds == res.release.domain.bounds
+    assert np.array_equal(truth, res.truth) and (domain.bounds, domain.n) == (
+        res.release.domain.bounds,
+        res.release.domain.n,
+    )
     assert (len(ds), ds.n_users) == (res.n_points, res.n_users) == (len(ds), n_users or 800)
-    # one entry per sample and unit: another mechanism or epsilon counting the same unit shares it
-    assert prepared(replace(cfg, mechanism="identity", epsilon=3.0, params={"unit": unit}))[2] is truth
+    # one entry per sample and unit: another mechanism or epsilon counting the same unit shares it, unless a DP
+    # count chose the grid (it draws with a share of epsilon)
+    other = prepared(replace(cfg, mechanism="identity", epsilon=3.0, params={"unit": unit}))[2]
+    assert (other is truth) == (not cfg.budgeted_share)
