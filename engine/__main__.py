@@ -187,7 +187,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
 def _evaluations():
     """The booking protocol of the Evaluate commands: as on the dashboard, an evaluation goes on unbooked when the
     ledger cannot be written (a read-only or full cache folder), with one note on stderr saying so."""
-    from .run.booking import Bookkeeper, Tolerant
+    from .run.booking import Bookkeeper, LedgerPolicy
 
     told = []
 
@@ -196,7 +196,7 @@ def _evaluations():
             told.append(exc)
             print(f"note: {exc}; evaluation runs go on unbooked (a release would be refused)", file=sys.stderr)
 
-    return Tolerant(Bookkeeper, note)
+    return Bookkeeper(policy=LedgerPolicy("tolerant", evaluate_unbooked=True, tell=note))
 
 
 def _cmd_run(args) -> int:
@@ -205,10 +205,11 @@ def _cmd_run(args) -> int:
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
+    bk = _evaluations()
     if args.cluster:
-        res, _ = _evaluations().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res, _ = _evaluations().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -285,10 +286,12 @@ def _cmd_sweep(args) -> int:
             rows = _on_cluster(args, configs, keep=sweep_row)
         except BaseException:
             for b in bookings:
-                bk.unbook(b)
+                if b is not None:  # None: run unbooked, the ledger could not be written
+                    bk.unbook(b)
             raise
         for cfg, b, row in zip(configs, bookings, rows):
-            bk.settle(cfg, b, row)
+            if b is not None:
+                bk.settle(cfg, b, row)
     else:
         rows = []
         with progress.bar(len(configs), "sweep") as bar:
@@ -339,7 +342,7 @@ def _cmd_release(args) -> int:
     from the truth is printed."""
     from pathlib import Path
 
-    from .run.booking import Bookkeeper
+    from .run.booking import STRICT, Bookkeeper
     from .run.export import FILE_NAMES, MANIFEST, write_release
     from .run.runner import run
 
@@ -356,7 +359,7 @@ def _cmd_release(args) -> int:
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
     created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
-    bk = Bookkeeper()
+    bk = Bookkeeper(policy=STRICT)  # any ledger failure stops the command, before any noise
     try:
         regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
         res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")

@@ -11,7 +11,7 @@ import streamlit as st
 
 from engine.core.errors import DataError
 
-from . import colors, drawn, geo, maps, viewport
+from . import colors, drawn, geo, maps, state, viewport, views
 from .colors import ColourScale
 from .diverging import DiffScale
 from .text import plain
@@ -170,6 +170,58 @@ def diff_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, height: 
     layers += geo.frame_layers(fr, key)
     st.pydeck_chart(maps.deck(layers, fr.view(px=px)), height=height, key=key)
     return ds
+
+
+def pair(
+    mode: str,
+    truth,
+    grid,
+    scale: ColourScale,
+    fr: maps.Frame,
+    view,
+    display,
+    square: int,
+    rects=None,
+    title: str = "Private map",
+    noun: str = "locations",
+    margins=None,
+    context=None,
+):
+    """Explore's true and private maps in the chosen view ``mode`` (each ``square`` px; before a run the true map
+    alone); ``margins``: a function giving the private map's 95 % margin per cell, read only where hover shows it.
+    Returns the difference map's scale when that map is drawn (its legend replaces the maps')."""
+    height = square + 28  # the deck: the square and its margin
+    if mode == "swipe" and grid is not None:
+        swipe_view(truth, grid, scale, fr, square, "explore_swipe", title)
+    elif mode == "diff" and grid is not None:
+        return diff_view(truth, grid, scale, fr, square, height, "explore_diff", context)
+    elif not display.basemap:  # one deck for both maps: linked zoom and pan, hover values, scale bar
+        paired_chart(
+            truth,
+            grid,
+            scale,
+            fr,
+            state.get("view.zoom"),
+            views.AREAS[state.get("view.area")],
+            "explore",
+            display,
+            rects=rects,
+            titles=("True " + noun, title),
+            margin95=margins() if margins is not None else None,
+            unit=noun,
+            px=square,
+            height=height,
+            context=context,
+        )
+    else:  # a basemap puts each square on its real place: two maps sharing one view
+        m1, m2 = st.columns(2)
+        kw = dict(height=height, context=context)
+        views.heat_chart(truth, scale, fr, view, "explore_true", display, title="True " + noun, container=m1, **kw)
+        if grid is not None:
+            views.heat_chart(
+                grid, scale, fr, view, "explore_private", display, rects=rects, title=title, container=m2, **kw
+            )
+    return None
 
 
 def mode_picker(container=None) -> str:
