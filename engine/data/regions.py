@@ -140,9 +140,12 @@ def public_spec(spec: str, sha256: str = "") -> str:
     return f"{name} (sha256:{sha256})" if sha256 else name
 
 
-def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, polygons=None) -> Regions:
+def build(
+    spec: str, domain: Domain, crs: str, name_column: str | None = None, polygons=None, file_crs: str | None = None
+) -> Regions:
     """The regions of ``spec`` (:func:`parse_spec`) over ``domain`` (in the local CRS ``crs``).
-    ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload).
+    ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload); ``file_crs``: the
+    CRS of a polygon file that does not declare one (a Shapefile without its .prj).
     Built once per process for each spec, map and file version (a mechanism builds them on every run)."""
     if polygons is not None:
         return polygon_regions(polygons, domain, crs, spec)
@@ -154,11 +157,11 @@ def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, p
             stamp = (st.st_mtime_ns, st.st_size)
         except OSError:
             pass  # the reader says the file is missing
-    return _build(str(spec).strip(), domain, crs, name_column, stamp)
+    return _build(str(spec).strip(), domain, crs, name_column, stamp, file_crs or None)
 
 
 @lru_cache(maxsize=16)
-def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp) -> Regions:
+def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp, file_crs: str | None) -> Regions:
     kind, arg, id_col = parse_spec(spec)
     if kind == "grid":
         return grid_regions(domain, crs)
@@ -166,7 +169,8 @@ def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp) 
         return h3_regions(domain, crs, auto_resolution(domain) if arg == "auto" else int(arg))
     from .files.polygons import load_polygons
 
-    return polygon_regions(load_polygons(arg, id_column=id_col, name_column=name_column), domain, crs, spec)
+    pf = load_polygons(arg, id_column=id_col, name_column=name_column, crs=file_crs)
+    return polygon_regions(pf, domain, crs, spec)
 
 
 @lru_cache(maxsize=8)  # a page redraws a result's margins on every rerun: a million cell names at 1024 a side
