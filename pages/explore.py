@@ -31,9 +31,9 @@ if cfg is not None:
     if state.get("explore.baselines") and ctl.mode == "evaluate":  # context runs are evaluation only
         configs += [ctl.config(b, params={}) for b in base_keys]
 
-# a compact top: Run, the view's options and the ledger in one row, so both maps and their legend fit a
-# 1440 x 900 window under it (secondary controls sit in popovers)
-top = st.columns([1.5, 2.1, 1.6, 1.6], vertical_alignment="bottom")
+# a compact top: Run, the view's options and the ledger in one row (two in a narrow window), so both maps and their
+# legend fit a 1440 x 900 or 1024 x 768 window under it (secondary controls sit in popovers)
+top = mapviews.control_row(viewport.last_room("explore_room"))
 g = run.launch("explore", configs, ctl, label="Explore", container=top[0])
 # no map to draw (a file still to upload, or settings in error): the browser's report of its room would rerun
 # the page while a file may be arriving, and Streamlit can lose the upload's own rerun in that merge
@@ -68,7 +68,7 @@ res = rcfg = None
 if show is not None and show.configs[0].mode == "release":
     if run.is_current(show, configs):
         url["run"] = 1
-    release.release_view(show.results[0], show.configs[0], ctl.display)
+    release.release_view(show.results[0], show.configs[0], ctl.display, mapviews.release_px(room))
     state.sync_url(url)
     st.stop()
 if ctl.mode == "release":  # no truth on screen in Release mode, not even before a run
