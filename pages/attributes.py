@@ -29,7 +29,10 @@ if not with_value:
         icon=":material/bar_chart:",
     )
 cfg = ctl.config() if ctl.ready else None
-configs = [cfg] if cfg is not None else []
+missing = attributes.without_value(views.dataset(cfg)) if cfg is not None else None
+if missing:  # said before Run, which stays off: every mechanism here needs the attribute
+    st.info(plain(missing, 600), icon=":material/info:")
+configs = [cfg] if cfg is not None and not missing else []
 g = run.launch("attributes", configs, ctl, label="Attribute run")
 jobs.progress_panel(["attributes"], "Running")
 url = dict(ctl.url)

@@ -43,7 +43,12 @@ options = top[2].popover("Zoom, context, baselines", icon=":material/tune:", wid
 options.toggle(
     "Identity and Uniform on the same data, for context",
     **state.bind("explore.baselines"),
-    help="Two classic baselines run alongside (each is a release too, counted in the ledger).",
+    disabled=ctl.mode == "release",
+    help="Two classic baselines run on the same data, ε and seed. Like every evaluation, they are listed in the "
+    "ledger apart from releases and never count against the dataset's limit."
+    if ctl.mode == "evaluate"
+    else "Evaluate mode only: in Release mode a run publishes one map, booked against the dataset's limit, and no "
+    "baseline runs beside it.",
 )
 if cfg is not None:
     with top[3].popover(

@@ -574,13 +574,14 @@ def sidebar(
         fresh = st.session_state.setdefault("_fresh_seed", fresh_seed())
         if seed:
             sd = widgets.int_widget(
-                "Release seed",
+                "Noise seed",
                 "cfg.seed",
                 "seed",
                 fresh,
                 container=sb,
-                help="Drawn at random for this session; same seed, same release (to reproduce a run on purpose). "
-                "A new seed is a new release.",
+                help="The seed of this evaluation's noise (and of the users sampled), drawn at random for this session: "
+                "the same seed gives the same private map, to reproduce a run on purpose; a new seed is a new release. "
+                "Release mode has none.",
             )
             sb.button(
                 "New seed",
