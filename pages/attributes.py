@@ -7,6 +7,7 @@ from engine.mechanisms import registry
 from ui import attributes, controls, views
 from ui.colors import ColourScale
 from ui.page import page
+from ui.text import plain
 
 with_value = [k for k in controls.mechanism_keys() if "value" in registry()[k].needs]
 with page(
@@ -28,7 +29,11 @@ with page(
             "This page shows any release whose extras carry region_private_mean.",
             icon=":material/bar_chart:",
         )
-    configs = [ctl.config()] if ctl.ready else []
+    cfg = ctl.config() if ctl.ready else None
+    missing = attributes.without_value(views.dataset(cfg)) if cfg is not None else None
+    if missing:  # said before Run, which stays off: every mechanism here needs the attribute
+        st.info(plain(missing, 600), icon=":material/info:")
+    configs = [cfg] if cfg is not None and not missing else []
     g = p.launch("attributes", configs, label="Attribute run")
     show = p.shown("attributes", g)
     if show is not None:

@@ -14,15 +14,15 @@ with page(
 ) as p:
     ctl = p.ctl
     cfg, configs = explore.configs(ctl)
-    # a compact top: Run, the view's options and the ledger in one row, so both maps and their legend fit a
-    # 1440 x 900 window under it (secondary controls sit in popovers)
-    top = st.columns([1.5, 2.1, 1.6, 1.6], vertical_alignment="bottom")
+    # a compact top: Run, the view's options and the ledger in one row (two in a narrow window), so both maps and
+    # their legend fit a 1440 x 900 or 1024 x 768 window under it (secondary controls sit in popovers)
+    top = mapviews.control_row(viewport.last_room("explore_room"))
     g = p.launch("explore", configs, label="Explore", container=top[0])
     # no map to draw (a file still to upload, or settings in error): the browser's report of its room would rerun
     # the page while a file may be arriving, and Streamlit can lose the upload's own rerun in that merge
     room = viewport.room("explore_room", container=top[0]) if cfg is not None else viewport.Room()
     mode = mapviews.mode_picker(top[1])
-    options = explore.options(top[2])
+    options = explore.options(top[2], ctl.mode)
     if cfg is not None:
         explore.ledger(top[3], cfg, ctl)
     if not state.get("explore.baselines"):
@@ -32,7 +32,7 @@ with page(
     notices = st.container()
     show = p.shown("explore", g, notices=notices)
     if show is not None and show.configs[0].mode == "release":
-        release.release_view(show.results[0], show.configs[0], ctl.display)
+        release.release_view(show.results[0], show.configs[0], ctl.display, mapviews.release_px(room))
         p.stop()
     if ctl.mode == "release":  # no truth on screen in Release mode, not even before a run
         explore.before_release(cfg, ctl)

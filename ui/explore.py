@@ -29,13 +29,18 @@ def configs(ctl) -> tuple[RunConfig | None, list[RunConfig]]:
     return cfg, runs
 
 
-def options(container):
+def options(container, mode: str):
     """The popover of the view's secondary options (zoom, context, baselines); returned for the view controls."""
     pop = container.popover("Zoom, context, baselines", icon=":material/tune:", width="stretch")
     pop.toggle(
         "Identity and Uniform on the same data, for context",
         **state.bind("explore.baselines"),
-        help="Two classic baselines run alongside (each is a release too, counted in the ledger).",
+        disabled=mode == "release",
+        help="Two classic baselines run on the same data, ε and seed. Like every evaluation, they are listed in the "
+        "ledger apart from releases and never count against the dataset's limit."
+        if mode == "evaluate"
+        else "Evaluate mode only: in Release mode a run publishes one map, booked against the dataset's limit, and no "
+        "baseline runs beside it.",
     )
     return pop
 

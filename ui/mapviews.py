@@ -19,6 +19,7 @@ from .text import plain
 MODES = {"side": "Side by side", "swipe": "Swipe", "diff": "Private − true"}
 OVERHEAD = 400  # px above and below the maps at the top of Explore: header rows, map titles, legend
 ONE_LINE = "height:1.4em;-webkit-line-clamp:1"  # Explore's titles are short: one line keeps the maps up
+NARROW = 1000  # px of the main column under which Explore's controls take two rows
 
 
 def square_px(room: viewport.Room) -> int:
@@ -29,6 +30,27 @@ def square_px(room: viewport.Room) -> int:
     if room.sidebar:
         px = min(px, room.height - OVERHEAD)
     return int(max(260, min(px, 900)))
+
+
+RELEASE_OVERHEAD = 320  # px above and below Release mode's one map: header rows, its title, the deck's margins
+
+
+def release_px(room: viewport.Room) -> int:
+    """The side of Release mode's one map, left of its legend (three fifths of the column): with the sidebar open
+    it also leaves room for the header, so the map and its legend are seen without scrolling."""
+    px = room.width * 3 / 5 - 12
+    if room.sidebar:
+        px = min(px, room.height - RELEASE_OVERHEAD)
+    return int(max(260, min(px, 900)))
+
+
+def control_row(room: viewport.Room) -> list:
+    """Explore's controls above the maps (Run, the map view, two popovers): one row where the column is wide
+    enough for all four, else two rows, so no label is cut (the map views' names need about 330 px)."""
+    if room.width >= NARROW:
+        return st.columns([1.5, 2.1, 1.6, 1.6], vertical_alignment="bottom")
+    run, view = st.columns([1, 2.4], vertical_alignment="bottom")
+    return [run, view, *st.columns(2, vertical_alignment="bottom")]
 
 
 def context_for(dataset_key: str):

@@ -149,6 +149,7 @@ def view_controls(fr: maps.Frame, prefix: str = "view", container=None, px: int 
         ZOOMS,
         **state.bind(f"{prefix}.zoom"),
         format_func=lambda v: "whole region" if v == 0 else f"×{2**v:g}",
+        help=viewport.ZOOM_HELP,
     )
     a = c2.selectbox("Centre on", list(AREAS), **state.bind(f"{prefix}.area"))
     url = {}
