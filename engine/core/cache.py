@@ -1,15 +1,21 @@
 """The folder where the engine caches what it computes or fetches: runs (:mod:`engine.run`),
-downloads (:mod:`engine.data.online`), JAX's compiled code (SNH) and the release ledger
-(:mod:`engine.run.ledger`). ``HEATMAP_CACHE_DIR`` or ``data/cache`` in the project.
+downloads (:mod:`engine.data.online`), JAX's compiled code (SNH), the release ledger
+(:mod:`engine.run.ledger`) and arrays computed from public inputs alone (:func:`data_free`: HDMM's
+strategies, the workloads' lower bounds). ``HEATMAP_CACHE_DIR`` or ``data/cache`` in the project.
 
 The cache is an optimisation: a folder that is read-only or full costs the cache (runs are recomputed,
 entries are not stored), never a run. Only the ledger must be written, and Release refuses without it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from .errors import EngineError
 
@@ -51,6 +57,7 @@ def clean_cache_dir(path: Path, max_age: float = STALE_TMP_S) -> list[Path]:
     removed = []
     candidates = [*(path / "runs").glob("*.tmp"), *(path / "downloads").glob(".*.part*")]
     candidates += [*(path / "downloads" / "derived").glob(".*.part*"), *(path / "runs").glob("*.pkl")]
+    candidates += [*(path / DATA_FREE).glob("*/.*.tmp")]
     for p in candidates:
         try:
             if p.is_file() and (p.suffix == ".pkl" or p.lstat().st_mtime < cutoff):
@@ -59,3 +66,34 @@ def clean_cache_dir(path: Path, max_age: float = STALE_TMP_S) -> list[Path]:
         except OSError:
             pass  # another process removed it first, or it is not ours to remove
     return removed
+
+
+DATA_FREE = "data_free"  # cache_dir()'s folder of :func:`data_free`
+
+
+def data_free(kind: str, key: str, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Arrays computed from public inputs alone (parameters, the public domain, a public workload; never
+    data), kept in ``cache_dir()/data_free/<kind>/<key>.npz`` so that they are computed once per machine:
+    ``key`` must name every input. Read back without pickle; a missing, unreadable or unwritable cache
+    only costs the computation."""
+    try:
+        folder = cache_dir() / DATA_FREE / kind
+        folder.mkdir(parents=True, exist_ok=True)
+    except (CacheUnavailable, OSError):
+        return compute()
+    path = folder / f"{key}.npz"
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError):
+        pass  # absent, or a damaged entry: computed again and replaced
+    arrays = compute()
+    tmp = folder / f".{key}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)  # whole or absent: a concurrent reader never sees half a file
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    return arrays
