@@ -64,3 +64,26 @@ def _heat_ids(at):
     for c in at.get("deck_gl_json_chart"):
         for layer in json.loads(c.proto.json).get("layers", []):
             yield layer.get("id", "")
+
+
+def test_compare_shows_each_error_as_a_multiple_of_the_bound():
+    """HDMM, Identity and Uniform: the metrics table has the RMSE of the 200 squares over the SVD bound for those
+    squares at the run's ε, read off each run's own metrics; the matrix mechanisms (HDMM, Identity) are named as
+    bound by it and are above 1, Uniform (biased) is not named."""
+    at = open_app("compare", mechs="hdmm,identity,uniform", eps="1", seed="2")
+    click_run(at, "compare")
+    col = "Range RMSE ÷ bound ↓"
+    table = frame_with(at, col)
+    from ui.explain import fmt
+    from ui.jobs import board
+
+    groups = at.session_state["_groups"]["compare"]
+    first = {c["mechanism"]: board().result(k, at.session_state["_sid"]) for c, k in zip(groups["configs"], groups["keys"])
+             if c["seed"] == 2}  # fmt: skip
+    for label, shown in table[col].items():
+        key = next(k for k in first if label.lower().startswith(k[:4]))
+        assert shown.lstrip("★ ") == fmt("range_rmse_x_bound", first[key].metrics["range_rmse_x_bound"])
+    assert first["identity"].metrics["range_rmse_x_bound"] > 1 and first["hdmm"].metrics["range_rmse_x_bound"] > 1
+    note = next(c.value for c in at.caption if "Range RMSE ÷ bound" in c.value)
+    bound_by = note.split("Bound by it")[1].split(".")[0]
+    assert "HDMM" in bound_by and "Identity" in bound_by and "Uniform" not in bound_by

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from engine.core import cache
 from engine.core.grid import Domain
 from engine.core.workload import RangeWorkload, all_range_gram
 from engine.data.dataset import Dataset, DatasetMeta
@@ -201,9 +202,12 @@ def test_the_strategy_is_optimised_once_and_read_back_from_disk(tmp_path, monkey
     second = hm.strategy_for(w, 1)
     assert calls == [1]
     assert np.array_equal(first[0], second[0]) and np.array_equal(first[1], second[1])
-    assert list((tmp_path / "data_free" / "hdmm_strategy").glob("*.npz"))
+    assert list((tmp_path / "data_free" / "hdmm_strategy").glob("*.f64"))
     hm.strategy_for(w, 2)  # another p is another strategy
     assert calls == [1, 2]
+    cache._DATA_FREE_MEMO.clear()  # a new process: read back from the disk, not optimised again
+    third = hm.strategy_for(w, 1)
+    assert calls == [1, 2] and np.array_equal(first[0], third[0])
 
 
 @pytest.mark.parametrize("k", [2, 8])

@@ -9,6 +9,7 @@ entries are not stored), never a run. Only the ledger must be written, and Relea
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 import uuid
@@ -69,31 +70,72 @@ def clean_cache_dir(path: Path, max_age: float = STALE_TMP_S) -> list[Path]:
 
 
 DATA_FREE = "data_free"  # cache_dir()'s folder of :func:`data_free`
+_DATA_FREE_MEMO: dict[tuple, dict[str, np.ndarray]] = {}
+_DATA_FREE_MEMO_SIZE = 64
 
 
 def data_free(kind: str, key: str, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Arrays computed from public inputs alone (parameters, the public domain, a public workload; never
-    data), kept in ``cache_dir()/data_free/<kind>/<key>.npz`` so that they are computed once per machine:
-    ``key`` must name every input. Read back without pickle; a missing, unreadable or unwritable cache
-    only costs the computation."""
+    """Float arrays computed from public inputs alone (parameters, the public domain, a public workload; never
+    data), computed once per machine: kept in ``cache_dir()/data_free/<kind>/<key>.f64`` and in this process.
+    ``key`` must name every input. A missing, unreadable or unwritable cache only costs the computation.
+
+    The file is one line of JSON (each array's shape) and the arrays' float64 bytes: read without ``np.load``,
+    whose header parser (``ast``) is not safe beside another thread's ``ast.parse`` on Python 3.11 (a Streamlit
+    page compiling while a run reads its strategy raised "AST constructor recursion depth mismatch")."""
+    path = _data_free_path(kind, key)
+    memo = _DATA_FREE_MEMO.get((kind, key, path))
+    if memo is not None:
+        return memo
+    arrays = _read_f64(path)
+    if arrays is None:
+        arrays = {k: np.array(v, dtype=np.float64) for k, v in compute().items()}
+        _write_f64(path, arrays)
+    for v in arrays.values():
+        v.setflags(write=False)  # shared by every caller in the process
+    if len(_DATA_FREE_MEMO) >= _DATA_FREE_MEMO_SIZE:
+        _DATA_FREE_MEMO.pop(next(iter(_DATA_FREE_MEMO)))
+    _DATA_FREE_MEMO[(kind, key, path)] = arrays
+    return arrays
+
+
+def _data_free_path(kind: str, key: str) -> Path | None:
     try:
         folder = cache_dir() / DATA_FREE / kind
         folder.mkdir(parents=True, exist_ok=True)
     except (CacheUnavailable, OSError):
-        return compute()
-    path = folder / f"{key}.npz"
+        return None
+    return folder / f"{key}.f64"
+
+
+def _read_f64(path: Path | None) -> dict[str, np.ndarray] | None:
+    if path is None:
+        return None
     try:
-        with np.load(path, allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    except (OSError, ValueError, EOFError):
-        pass  # absent, or a damaged entry: computed again and replaced
-    arrays = compute()
-    tmp = folder / f".{key}.{uuid.uuid4().hex}.tmp"
+        with open(path, "rb") as f:
+            shapes = json.loads(f.readline())
+            raw = np.frombuffer(f.read(), dtype="<f8")
+    except (OSError, TypeError, ValueError):
+        return None  # absent, or a damaged entry: computed again and replaced
+    out, at = {}, 0
+    for name, shape in shapes.items():
+        size = int(np.prod(shape, dtype=np.int64))
+        if at + size > raw.size:
+            return None
+        out[name] = raw[at : at + size].reshape(shape).copy()
+        at += size
+    return out if at == raw.size else None
+
+
+def _write_f64(path: Path | None, arrays: dict[str, np.ndarray]) -> None:
+    if path is None:
+        return
+    tmp = path.parent / f".{path.stem}.{uuid.uuid4().hex}.tmp"
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            f.write(json.dumps({k: list(v.shape) for k, v in arrays.items()}).encode() + b"\n")
+            for v in arrays.values():
+                f.write(np.ascontiguousarray(v, dtype="<f8").tobytes())
         os.replace(tmp, path)  # whole or absent: a concurrent reader never sees half a file
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-    return arrays

@@ -26,10 +26,10 @@ from ..central.common import (
 from ..dawa.mechanism import workload_rects
 from .strategy import (
     INIT_SEED,
-    MAXITER,
     default_p,
     expected_error,
     gram_inverse,
+    iterations,
     kron_answers,
     kron_least_squares,
     optimise,
@@ -58,7 +58,7 @@ def strategy_p(domain: Domain, params: dict) -> int:
 def strategy_for(w: RangeWorkload, p: int) -> tuple[np.ndarray, np.ndarray]:
     """``(Θ_y, Θ_x)`` optimised for ``w`` with ``p`` extra rows per axis: computed once per machine from
     public inputs alone (:func:`engine.core.cache.data_free`)."""
-    name = f"{w.key()}|p={p}|iter={MAXITER}|seed={INIT_SEED}|v{STRATEGY_VERSION}"
+    name = f"{w.key()}|p={p}|iter={iterations(w.n, p)}|seed={INIT_SEED}|v{STRATEGY_VERSION}"
     key = hashlib.sha256(name.encode()).hexdigest()[:32]
 
     def compute():
