@@ -221,3 +221,18 @@ def test_block_variances_in_one_pass_equal_one_per_block(k):
     regions = block_regions(dom, "", k)
     each = [var_of(regions.weights.getrow(i).toarray().ravel()) for i in range(len(regions))]
     assert np.allclose(block_margins(r, "hdmm", "", k).noise_sd ** 2, each, rtol=1e-10)
+
+
+def test_the_planner_gives_hdmm_its_closed_form():
+    """HDMM's margins are fixed by ε, the grid and its public strategy: one proxy run is the exact prediction, the
+    per-cell 95 % margins the Laplace quantile of its Kronecker standard errors, whatever the user count."""
+    from engine.regions.margins import LAPLACE95
+    from engine.run import plan as P
+
+    ty, tx = hm.strategy_for(RangeWorkload.all_ranges(32), 2)
+    sd = np.sqrt(2.0 / 0.8**2 * np.outer(np.diag(gram_inverse(ty)), np.diag(gram_inverse(tx))))
+    for users in (500, 20_000):
+        p = P.predict("hdmm", 0.8, P.default_frame(), P.stated_users(users), depth=5)
+        assert p.method == "closed form" and p.runs == 1
+        assert p.cell_median == pytest.approx(np.median(LAPLACE95 * sd))
+        assert p.cell_p90 == pytest.approx(np.quantile(LAPLACE95 * sd, 0.9))
