@@ -87,3 +87,24 @@ def test_compare_shows_each_error_as_a_multiple_of_the_bound():
     note = next(c.value for c in at.caption if "Range RMSE ÷ bound" in c.value)
     bound_by = note.split("Bound by it")[1].split(".")[0]
     assert "HDMM" in bound_by and "Identity" in bound_by and "Uniform" not in bound_by
+
+
+def test_range_queries_workload_shows_the_rmse_over_the_bound_of_its_squares():
+    """The workload table's RMSE ÷ bound is the RMSE it shows over the bound of the page's own squares at the run's
+    ε (recomputed here); above 1,000 squares the bound is not computed, and the caption says so."""
+    from engine.core.workload import RangeWorkload
+    from engine.metrics.lower_bound import rmse_bound
+    from engine.run.config import RunConfig
+    from engine.run.runner import prepare
+    from ui.ranges import workload_squares
+
+    at = open_app("ranges", mechs="identity,hdmm", seed="3", eps="1")
+    click_run(at, "ranges")
+    table = frame_with(at, "RMSE ÷ bound")
+    dom = prepare(RunConfig(dataset_options={"n": 3000, "seed": 0}, depth=5, seed=3))[1]
+    w = RangeWorkload.rectangles(dom.rect_to_cells(workload_squares(dom, 500, (2, 10), 3)), dom.n)
+    assert np.allclose(table["RMSE ÷ bound"], table["RMSE"] / rmse_bound(w, 1.0))
+    assert (table["RMSE ÷ bound"] > 1).all()
+    at.slider(key="rq.count").set_value(2000).run()
+    assert "RMSE ÷ bound" not in frame_with(at, "queries").columns
+    assert "at most 1,000 squares" in texts(at)
