@@ -105,10 +105,13 @@ class Hdmm(Mechanism):
     hdmm`` checks it empirically.
 
     Departures: the paper's p-Identity optimisation starts from a random Θ; here its seed is a fixed public
-    constant (the strategy is then the same on every machine, and cacheable). The squares workload counts a
-    square's partly covered cells whole (DAWA's convention), while the pages answer them by area. The
-    paper's marginals and union-of-Kronecker strategies (OPT_M, OPT_+) are not offered: for one 2-D range
-    workload OPT_⊗ is the paper's own choice.
+    constant (the strategy is then the same on every machine, and cacheable), a second start from contiguous
+    blocks is run too and the better kept, or the identity (Θ = 0) when neither beats it (from the random start
+    alone a 16-cell axis with p = 1 ends 4 % above the identity's error); L-BFGS-B stops after at most 2,000
+    iterations, fewer on large grids (50 at 1,024 cells, p = 64: about 4 % above convergence). The squares
+    workload counts a square's partly covered cells whole (DAWA's convention), while the pages answer them by
+    area. The paper's marginals and union-of-Kronecker strategies (OPT_M, OPT_+) are not offered: for one 2-D
+    range workload OPT_⊗ is the paper's own choice.
 
     Standard error: the least-squares estimate has covariance ``(2 / ε^2) M_y (x) M_x`` with
     ``M = (A_i^T A_i)^-1`` (public), so a cell's variance is ``(2 / ε^2) M_y[iy, iy] M_x[ix, ix]``
