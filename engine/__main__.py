@@ -8,8 +8,6 @@ exits 2. Every list, number and ``key=value`` pair is checked before any work st
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import itertools
 import json
 import math
@@ -18,6 +16,9 @@ import sys
 from dataclasses import replace
 
 from . import progress
+from .cli_grid import add_options as add_grid_options
+from .cli_grid import depth as grid_depth
+from .core.csvtext import csv_text
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -148,6 +149,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     """The run's configuration, its dataset options and mechanism parameters checked against
     their schemas (coerced, so the cache key is stable) before anything runs. A release has
     no seed and always uses secure noise."""
+    from .cli_grid import config_fields
     from .data.registry import get_source
     from .mechanisms import get, load_all
     from .run.config import RunConfig
@@ -167,31 +169,46 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)
+    data_opts = src.schema().resolve(data_opts)
     return RunConfig(
         dataset=args.dataset,
-        dataset_options=src.schema().resolve(data_opts),
+        dataset_options=data_opts,
         mechanism=mechanism,
         params=params,
         epsilon=epsilon,
         n_users=args.users,
-        depth=args.depth,
         seed=seed,
         secure=mode == "release" or args.secure,
         mode=mode,
+        **config_fields(args, src, data_opts),
     )
 
 
+def _evaluations():
+    """The booking protocol of the Evaluate commands: as on the dashboard, an evaluation goes on unbooked when the
+    ledger cannot be written (a read-only or full cache folder), with one note on stderr saying so."""
+    from .run.booking import Bookkeeper, Tolerant
+
+    told = []
+
+    def note(exc) -> None:
+        if not told:
+            told.append(exc)
+            print(f"note: {exc}; evaluation runs go on unbooked (a release would be refused)", file=sys.stderr)
+
+    return Tolerant(Bookkeeper, note)
+
+
 def _cmd_run(args) -> int:
-    from .run.booking import Bookkeeper
     from .run.config import fresh_seed
     from .run.runner import run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     if args.cluster:
-        res, _ = Bookkeeper().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        res, _ = _evaluations().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res, _ = Bookkeeper().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        res, _ = _evaluations().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -202,12 +219,9 @@ def _cmd_run(args) -> int:
     if args.format == "json":
         print(json.dumps(out, indent=2, default=float))
     elif report is not None:
-        print(report.to_csv(), end="")
+        print(report.as_csv(), end="")
     else:
-        w = csv.writer(sys.stdout)
-        w.writerow(["metric", "value"])
-        for k, v in res.metrics.items():
-            w.writerow([k, v])
+        print(csv_text(list(res.metrics.items()), ["metric", "value"]), end="")
     return 0
 
 
@@ -225,15 +239,20 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
     return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
 
 
-def _release_regions(args, cfg):
-    """The regions of ``--regions`` over the release's public map (None without it)."""
+def _release_regions(args, cfg, domain=None):
+    """``--regions`` over the release's ``domain``, or before the run over the dataset's (None without it)."""
     if not args.regions:
         return None
     from .data.regions import build
+    from .mechanisms import get
     from .run.runner import load_dataset
 
+    cls = get(cfg.mechanism)
+    if "value" in cls.needs:  # an attribute mean has no regional count: refused before any budget is spent
+        raise ParamError(f"--regions reports counts, and {cls.label or cls.key} releases an attribute mean")
+
     ds = load_dataset(cfg.dataset, cfg.dataset_options)
-    return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
+    return build(args.regions, domain or ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
 
 
 def _on_cluster(args, configs, keep=None) -> list:
@@ -248,7 +267,6 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
-    from .run.booking import Bookkeeper
     from .run.cluster import sweep_row
     from .run.runner import run
 
@@ -260,7 +278,7 @@ def _cmd_sweep(args) -> int:
     base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
     configs = [replace(base[m], epsilon=e, seed=s) for m, e, s in itertools.product(mechs, epss, seeds)]
     # evaluation runs publish nothing: booked in the dataset's evaluations, listed apart from its releases
-    bk = Bookkeeper()
+    bk = _evaluations()
     if args.cluster:  # one task per run; the same rows as below
         bookings = bk.record(configs, note="python -m engine sweep")
         try:
@@ -281,12 +299,7 @@ def _cmd_sweep(args) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
     else:
-        buf = io.StringIO()
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        w = csv.DictWriter(buf, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-        print(buf.getvalue(), end="")
+        print(csv_text(rows, dict.fromkeys(k for r in rows for k in r)), end="")
     return 0
 
 
@@ -344,13 +357,15 @@ def _cmd_release(args) -> int:
     created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
     bk = Bookkeeper()
-    regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
     try:
+        regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
         res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
     except BaseException:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
             out.rmdir()
         raise
+    if regions is not None and (cfg.resolution == "auto" or cfg.frame == "dp"):  # a frame or grid the run chose
+        regions = _release_regions(args, cfg, res.release.domain)
     # once a grid exists the booking stays, even if writing it fails half way
     paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
@@ -365,6 +380,7 @@ def _cmd_release(args) -> int:
 
 def _cmd_plan(args) -> int:
     from .run import plan as P
+    from .run.frame import auto_depth
 
     if args.users is not None and args.users > P.MAX_USERS:
         raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
@@ -386,7 +402,7 @@ def _cmd_plan(args) -> int:
         args.epsilon,
         users,
         frame=frame,
-        depth=args.depth or 8,
+        depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
         regions_spec=args.regions,
         params={m: params for m in args.mechanism},
         target=args.target_margin,
@@ -464,7 +480,9 @@ def _add_plan_parser(sub) -> None:
     )
     pl.add_argument("--mechanism", type=_names, default=["identity"], help="comma-separated mechanism keys")
     pl.add_argument("--epsilon", type=_epsilons, default=[1.0], help="comma-separated epsilons")
-    pl.add_argument("--depth", type=_int_in(1, 10), default=None, help="2^depth cells per side (default 8)")
+    pl.add_argument(
+        "--depth", type=grid_depth, default=None, help="2^depth cells per side (default 8), or auto (--users)"
+    )
     pl.add_argument("--regions", default=None, metavar="SPEC", help="grid | h3:RES | PATH[:ID_COLUMN]")
     who = pl.add_mutually_exclusive_group(required=True)
     who.add_argument("--users", type=_int_in(1), default=None, help="a public bound on the users (side information)")
@@ -503,7 +521,7 @@ def main(argv=None) -> int:
             "--url", type=_url, help="download address of an online dataset (operators only; the dashboard has none)"
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
-        sp.add_argument("--depth", type=_int_in(1, 10), default=8, help="2^depth cells per side (1..10)")
+        add_grid_options(sp, _int_in(1))
         sp.add_argument(
             "--regions",
             type=_regions,

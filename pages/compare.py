@@ -45,6 +45,15 @@ if show is not None:
     else:
         st.info("Settings changed since this comparison: showing the previous one. Press **Run** to update.")
     relations.relations_notice([c for c, _ in ok])
+    apart = [c.mechanism for c, r in ok if r.release.domain != ok[0][1].release.domain]
+    if apart:  # a DP frame or grid drawn under another neighbouring relation (its own noise): another grid
+        st.warning(
+            f"{', '.join(map(views.mech_label, apart))}: fitted {'its' if len(apart) == 1 else 'their'} frame or grid "
+            "under another neighbouring relation, so the maps are on other grids and are left out here: compare them "
+            "with a fixed resolution and the dataset's region, or one by one in Explore.",
+            icon=":material/grid_off:",
+        )
+        ok = [(c, r) for c, r in ok if c.mechanism not in apart]
     first = ok[0][1]
     fr = views.frame(ok[0][0], first.release.domain)
     scale = views.scale_for(

@@ -18,7 +18,7 @@ for e in ctl.errors:
 url = dict(ctl.url)
 if ctl.ready:
     cfg = ctl.config("identity", params={})
-    datapage.overview(cfg, ctl)
+    datapage.overview(cfg, ctl, release=ctl.mode == "release")
 elif ctl.source is not None:
     datapage.source_card(ctl.source)
     st.info("This dataset is not on this machine yet: download it from the sidebar.", icon=":material/download:")

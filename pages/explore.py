@@ -162,7 +162,7 @@ if show is not None or cfg is not None:
             st.caption(cap)
         if res is None:
             st.info("Press **Run** to release a private heatmap of these locations.", icon=":material/play_arrow:")
-        note = f"{2**view_cfg.depth} × {2**view_cfg.depth} cells of {fr.domain.cell:,.0f} m"
+        note = f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m"
         if diff_scale is not None:
             st.html(diff_scale.legend_html())
         else:

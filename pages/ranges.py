@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from engine.core.csvtext import csv_text
 from ui import boot, controls, jobs, ranges, release, run, state, views
 from ui.text import plain
 
@@ -84,7 +85,7 @@ if show is not None:
         answers.insert(1, "rectangle x0 y0 x1 y1 [m, local CRS]", f"{x0:.0f} {y0:.0f} {x1:.0f} {y1:.0f}")
         st.download_button(
             "These answers (CSV)",
-            answers.to_csv(index=False),
+            csv_text(answers),
             "range_answers.csv",
             "text/csv",
             on_click="ignore",
@@ -143,7 +144,7 @@ if show is not None:
     )
     b.download_button(
         "Workload errors, every query (CSV)",
-        df.to_csv(index=False),
+        csv_text(df),
         "range_workload.csv",
         "text/csv",
         on_click="ignore",

@@ -4,6 +4,7 @@ import os
 
 import streamlit as st
 
+from engine.core.csvtext import csv_text
 from engine.run import sweeps
 from ui import boot, budget, controls, explain, jobs, relations, release, run, state, sweep, tables, views, widgets
 from ui.text import plain
@@ -157,7 +158,7 @@ if show is not None:
         )
     st.download_button(
         "All trial results (CSV)",
-        df.to_csv(index=False),
+        csv_text(df),
         file_name="tradeoff_trials.csv",
         mime="text/csv",
         on_click="ignore",

@@ -174,11 +174,11 @@ def test_declared_side_information_reaches_the_ledger_in_both_modes():
     assert cfg(side_information=(note,)).key() != cfg().key()  # a declared choice is part of the run
 
 
-def test_the_resolution_read_off_an_upload_is_declared_in_release_as_in_evaluate():
-    """The automatic resolution of an upload is chosen from its number of people (side information): the run
-    that uses it declares it in Evaluate's ledger and in Release's manifest alike."""
+def test_an_uploads_automatic_resolution_follows_one_rule_in_both_modes():
+    """The automatic resolution of an upload is a DP count in both modes: Evaluate's run books the same step
+    as Release's, and the release's manifest states it."""
     from streamlit.testing.v1 import AppTest
-    from test_app import APP, texts
+    from test_app import APP
     from test_sessions import csv_bytes, upload
 
     from engine.run.export import manifest
@@ -188,16 +188,16 @@ def test_the_resolution_read_off_an_upload_is_declared_in_release_as_in_evaluate
     at.query_params.update({"baselines": "0", "seed": "3"})
     at.run()
     upload(at, "people.csv", csv_bytes(600, seed=4))
-    note = next(c.value for c in at.sidebar.caption if "chosen automatically" in c.value)
     for mode in ("evaluate", "release"):
         at.sidebar.radio(key="cfg.mode").set_value(mode).run()
         at.button(key="run_explore").click().run()
         wait_jobs(at)
-        assert note in texts(at), mode  # the run's ledger lists it
         key = at.session_state["_groups"]["explore"]["keys"][0]
         res = board().result(key, at.session_state["_sid"])
-        assert note in res.release.ledger.side_information, mode
-    assert note in manifest(res)["side_information"]  # the release's files carry it
+        first = res.release.ledger.entries[0]
+        assert first.step == "count of the people (automatic resolution)", mode
+        assert first.epsilon == pytest.approx(0.05 * res.config.epsilon), mode
+    assert manifest(res)["ledger"]["entries"][0]["step"] == first.step  # the release's files carry it
 
 
 def test_a_folder_dataset_is_fingerprinted_by_its_files(tmp_path):

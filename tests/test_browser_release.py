@@ -1,5 +1,5 @@
-"""In a real browser: a Release of an uploaded file exports DP outputs only, and two tabs on one
-dataset share one ledger."""
+"""In a real browser: the zip of a Release of an uploaded file passes the release scan (``release_scan.py``),
+and two tabs on one dataset share one ledger."""
 
 from __future__ import annotations
 
@@ -9,25 +9,29 @@ import re
 import zipfile
 
 import pytest
+import release_scan as R
 from browser_support import MAPS, READY, Watch, heat_pixels, save
-from test_browser_sessions import city_csv
 
 pytestmark = pytest.mark.browser
 
 
-def test_release_of_an_uploaded_file_exports_no_truth(page, app_url, tmp_path):
+def test_release_zip_downloaded_in_a_browser_holds_nothing_that_identifies_the_input(
+    page, app_url, tmp_path, tmp_path_factory
+):
+    """The release scan (``release_scan.py``) on the zip a browser downloads: a Release of an uploaded file with
+    the user's polygons holds no statistic, path, name or hash of the file, and no metric."""
     watch = Watch(page)
+    csv = R.private_city(tmp_path / "srv-private-qzx7", "clinic_visits_qzx.csv")
+    polygons = R.region_file(tmp_path / "srv-public-qzx7", "barrios_qzx.geojson")
     page.set_viewport_size({"width": 1440, "height": 1000})
-    page.goto(app_url + "/?ds=__upload__&mode=release&eps=1")
+    page.goto(app_url + "/?ds=__upload__&mode=release&eps=1&res=32")
     page.wait_for_selector(READY, timeout=60_000)
-    n = 1234
-    data = city_csv(5, n, 42)
     page.set_input_files(
         '[data-testid="stFileUploaderDropzoneInput"]',
-        files=[{"name": "patients.csv", "mimeType": "text/csv", "buffer": data}],
+        files=[{"name": csv.name, "mimeType": "text/csv", "buffer": csv.read_bytes()}],
     )
     page.wait_for_selector("text=The true map is not shown in this mode", timeout=60_000)
-    page.wait_for_selector(".st-key-run_explore button:not([disabled])", timeout=60_000)
+    page.wait_for_selector(".st-key-run_explore button:not([disabled])", timeout=150_000)
     assert page.locator(MAPS).count() == 0  # no true map in Release mode
     page.click(".st-key-run_explore button")
     page.wait_for_selector("text=Release mode: this map was drawn", timeout=120_000)
@@ -37,17 +41,34 @@ def test_release_of_an_uploaded_file_exports_no_truth(page, app_url, tmp_path):
     assert heat_pixels(page, 0) > 1_000
     body = page.inner_text("body")
     assert "How good is it?" not in body and "True locations" not in body
+    page.get_by_text("Regions", exact=True).first.click()
+    page.get_by_text("Your polygons", exact=True).click()
+    page.wait_for_selector("text=Upload a file of polygons", timeout=60_000)
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').last.set_input_files(
+        files=[{"name": polygons.name, "mimeType": "application/geo+json", "buffer": polygons.read_bytes()}]
+    )
+    page.wait_for_selector("text=Id column", timeout=60_000)
+    page.wait_for_selector(READY, timeout=60_000)
     save(page, tmp_path, "release_upload")
     page.get_by_role("tab", name="Download the release").click()
     with page.expect_download(timeout=60_000) as dl:
         page.get_by_role("button", name=re.compile("Release files")).click()
-    z = zipfile.ZipFile(io.BytesIO(open(dl.value.path(), "rb").read()))
-    text = "".join(z.read(name).decode("utf-8", "replace") for name in z.namelist() if not name.endswith(".tif"))
+    data = open(dl.value.path(), "rb").read()
+    z = zipfile.ZipFile(io.BytesIO(data))
     manifest = json.loads(z.read("manifest.json"))
     assert manifest["ledger"]["total_epsilon"] == pytest.approx(1.0)
+    text = "".join(z.read(name).decode("utf-8", "replace") for name in z.namelist() if name.endswith((".json", ".csv")))
     for banned in ('"seed"', "n_users", "n_points", '"metrics"', "emd_m", "truth", r"\bmse\b"):
         assert not re.search(banned, text), banned  # whole words: "themselves" holds no metric
-    assert not re.search(rf"\b{n}\b", text)  # the true number of locations appears nowhere
+    secrets = R.secrets_of(
+        csv,
+        manifest["grid"]["crs"],
+        folders=[tmp_path_factory.getbasetemp(), csv.parent, polygons.parent],
+        texts=R.ledger_fingerprint(csv),
+    )
+    found = R.scan({dl.value.suggested_filename: data}, secrets)
+    assert not found, "\n".join(map(str, found))
+    assert {"manifest.json", "heatmap.tif", "regions.csv", "regions.gpkg"} <= set(z.namelist())
     watch.check()
 
 

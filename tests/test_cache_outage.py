@@ -1,6 +1,6 @@
 """A full or read-only cache and ledger folder is not an outage.
 
-Evaluate runs go on without the cache (and without booking, which the page says); Release, the CLI's
+Evaluate runs go on without the cache (and without booking, which the page and the CLI say); Release, the CLI's
 included, refuses with a message that names the folder and the reason before any noise is drawn; the CLI
 books no ε before it knows it can write the release, and ``--out ''`` is refused.
 
@@ -78,6 +78,23 @@ def test_the_cli_runs_without_the_cache(outage, monkeypatch, capsys):
     assert main(["run", *CFG, "--seed", "1", "--depth", "5"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows["config"]["mechanism"] == "ug" and rows["mode"] == "evaluate"
+
+
+def test_the_cli_evaluates_without_a_ledger_and_says_so(outage, monkeypatch, capsys):
+    """As the dashboard does: ``run`` and ``sweep`` (Evaluate) go on unbooked, with one note on stderr."""
+    folder, why = outage
+    monkeypatch.setenv("HEATMAP_CACHE_DIR", str(folder))
+    monkeypatch.delenv("HEATMAP_LEDGER_DB")  # the ledger lives in the broken cache folder
+    assert main(["run", *CFG, "--seed", "1", "--depth", "5"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["mode"] == "evaluate"
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and str(folder) in notes[0] and why in notes[0] and "unbooked" in notes[0], err
+    assert "error" not in err
+    sweep = ["sweep", "--mechanisms", "ug,identity", "--epsilons", "1", "--seeds", "2", "--dataset", "synthetic:zong_a"]
+    assert main([*sweep, "--depth", "5", "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.strip().splitlines()) == 1 + 4 and err.count("note:") == 1 and "unbooked" in err
 
 
 def test_a_cli_release_without_a_ledger_is_refused_before_any_noise(outage, monkeypatch, capsys, tmp_path):

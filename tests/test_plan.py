@@ -76,6 +76,78 @@ def test_the_planner_never_reads_the_private_points():
     assert docs[0] == docs[1]
 
 
+def _people_file(path, rng, n: int):
+    """``n`` people inside one box whose four corners are people too: every such file has the same region frame."""
+    corners = np.array([[12.50, 55.60], [12.60, 55.60], [12.50, 55.70], [12.60, 55.70]])
+    inner = rng.uniform([12.51, 55.61], [12.59, 55.69], (n - 4, 2))
+    xy = np.vstack([corners, inner])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("lon,lat\n" + "".join(f"{x:.6f},{y:.6f}\n" for x, y in xy))
+    return path
+
+
+def _cli_plan(capsys, *args: str) -> str:
+    from engine.__main__ import main
+
+    assert main(["plan", *args]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
+def test_cli_plan_on_a_file_says_exactly_what_it_read(tmp_path, capsys):
+    from engine.data import load
+
+    path = _people_file(tmp_path / "people.csv", np.random.default_rng(1), 300)
+    frame = load("file", path=str(path)).meta.extra["region_frame"]
+    args = ["--dataset", "file", "--data-opt", f"path={path}", "--users", "300", "--depth", "4"]
+    said = (
+        f"read the file people.csv's region frame ({frame}) and its people fingerprint for the ledger; "
+        "no location entered the prediction"
+    )
+    out = _cli_plan(capsys, *args)
+    assert f"{said[0].upper()}{said[1:]}." in out.splitlines()
+    assert json.loads(_cli_plan(capsys, *args, "--json"))["read"] == said
+    assert "No dataset was read; no location entered the prediction." in _cli_plan(capsys, "--users", "300")
+
+
+def test_the_planner_on_a_file_reads_its_frame_and_fingerprint_and_no_location(tmp_path, monkeypatch, capsys):
+    """``plan --dataset file``: the file's coordinates are a tripwire everywhere but in the people fingerprint
+    (the ledger's key, which the plan declares); two files of other people in the same frame plan alike."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from engine.data import registry
+    from engine.mechanisms import load_all
+    from engine.run import people
+
+    load_all()
+    src = registry.source("file")
+
+    def tripwired(**options):
+        ds = src.loader(**options)
+        object.__setattr__(ds, "xy", ds.xy.view(Tripwire))
+        object.__setattr__(ds, "lonlat", ds.lonlat.view(Tripwire))
+        return ds
+
+    real, fingerprinted = people.fingerprint_people, []
+
+    def fingerprint(ds):
+        fingerprinted.append(len(ds.lonlat))
+        return real(SimpleNamespace(lonlat=ds.lonlat.view(np.ndarray), user_id=ds.user_id))
+
+    monkeypatch.setitem(registry._SOURCES, "file", replace(src, loader=tripwired))
+    monkeypatch.setattr(people, "fingerprint_people", fingerprint)
+    rng = np.random.default_rng(0)
+    docs = []
+    for name, n in (("a", 500), ("b", 37)):  # other people, other count: nothing may change
+        path = _people_file(tmp_path / name / "people.csv", rng, n)
+        args = ["--dataset", "file", "--data-opt", f"path={path}", "--users", "5000", "--depth", "5", "--json"]
+        out = _cli_plan(capsys, *args, "--mechanism", "identity,privtree", "--epsilon", "0.5,2", "--runs", "2")
+        docs.append(json.loads(out))
+    assert fingerprinted == [500, 37]  # the one read of the people, which the plan states
+    assert docs[0] == docs[1]
+    assert "people fingerprint for the ledger" in docs[0]["read"]
+
+
 def test_identity_margin_is_the_exact_laplace_quantile():
     f = P.default_frame()
     for eps in (0.5, 2.0):
@@ -101,6 +173,21 @@ def test_the_smallest_epsilon_meets_the_target_and_a_tenth_less_does_not():
     assert P.target_value(P.predict("identity", e, f, users, depth=5)) <= target
     assert P.target_value(P.predict("identity", 0.9 * e, f, users, depth=5)) > target
     assert P.smallest_epsilon("identity", 1e-3, f, users, depth=5) is None  # not even at eps 100
+
+
+def test_the_search_reaches_the_smallest_epsilon_a_run_accepts():
+    """A target met below ε 0.001 is found there, not at a floor of 0.001: every ε a run accepts (down to
+    MIN_EPS) is searched, so the suggestion never spends more than the target needs."""
+    from engine.run.config import MIN_EPS, RunConfig
+
+    f, users = P.default_frame(), P.stated_users(3000)
+    target = LN20 / 3e-4  # identity's cell margin is ln(20) / ε: met from ε = 0.0003
+    e = P.smallest_epsilon("identity", target, f, users, depth=5)
+    assert e == pytest.approx(3e-4, rel=0.01) and e < 1e-3
+    assert P.target_value(P.predict("identity", e, f, users, depth=5)) <= target
+    RunConfig(dataset="synthetic:zong_a", mechanism="identity", epsilon=e).validate()  # a run accepts it
+    # a target even the smallest ε meets: that ε
+    assert P.smallest_epsilon("identity", 2 * LN20 / MIN_EPS, f, users, depth=5) == MIN_EPS
 
 
 def test_stated_users_are_checked_and_declared():

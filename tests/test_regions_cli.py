@@ -98,3 +98,16 @@ def test_release_of_a_mechanism_without_margins_says_so(tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     assert man["margins"]["cells"].startswith("no margin")
     assert pd.read_csv(out / "regions.csv")["margin95"].isna().all()
+
+
+def test_release_of_an_attribute_mean_with_regions_is_refused_before_it_spends(tmp_path):
+    out = tmp_path / "rel"
+    p = cli("release", *SYNTH, "--mechanism", "bitpush_mean_ldp", "--regions", "h3:7", "--out", str(out), check=False)
+    assert p.returncode == 2 and "attribute mean" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists()  # no half-written release
+    assert (
+        budget_store.BudgetStore().spent(
+            budget_store.fingerprint_source("synthetic:monocentric", {"n": 3000, "seed": 4})
+        )
+        == 0
+    )

@@ -4,10 +4,10 @@ Cancel ends it."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
+import pytest
 from test_app import open_app
 
 from ui import reproduce
@@ -30,9 +30,30 @@ def test_every_paper_has_its_rows_and_command():
     assert codes == [p.command() for p in reproduce.PAPERS]
 
 
+@pytest.fixture(autouse=True)
+def _no_runs_left():
+    """The server's queue of quick runs outlives a test (it is cached like the server's): empty it after each."""
+    yield
+    q = reproduce.queue()
+    for r in q.active():
+        q.cancel(r)
+    t0 = time.time()
+    while q.active():
+        assert time.time() - t0 < 30, "a quick run did not end"
+        time.sleep(0.1)
+
+
+def _run(at, suite: str):
+    return reproduce.queue().runs(at.session_state["_sid"]).get(suite)
+
+
+def _bars(at) -> list:
+    return [(p.proto.value, p.proto.text) for p in at.get("progress")]
+
+
 def _wait(at, suite: str, timeout: float) -> None:
     t0 = time.time()
-    while at.session_state["repro.runs"][suite].state == "running":
+    while _run(at, suite).active:
         assert time.time() - t0 < timeout, "the quick reproduction did not finish"
         time.sleep(0.5)
         at.run()  # what the page's poller does in a browser
@@ -44,15 +65,16 @@ def test_a_quick_reproduction_runs_in_the_background_and_shows_the_suites_number
     t0 = time.time()
     at.button(key="repro.run.bit_pushing").click().run()
     assert time.time() - t0 < 10  # the page came back while the suite runs
-    run = at.session_state["repro.runs"]["bit_pushing"]
+    run = _run(at, "bit_pushing")
     assert run.state == "running"
-    assert at.button(key="repro.run.adaptive_hh").disabled  # one reproduction at a time
+    folder = run.folder
+    assert at.button(key="repro.run.adaptive_hh").disabled  # one reproduction at a time per session
     _wait(at, "bit_pushing", timeout=600)
-    assert run.state == "ok", run.failure()
-    figures = json.loads(run.out.read_text())
+    assert run.state == "ok", run.message
+    assert not folder.exists()  # the run's files went with it
     t = _table(at, "bit_pushing")
     for row, got in zip(reproduce.BY_SUITE["bit_pushing"].rows, t["Engine, this quick run"]):
-        assert got == reproduce.shown(figures[row.figure]["value"], row)
+        assert got == reproduce.shown(run.figures[row.figure]["value"], row)
     assert t["Engine, this quick run"].str.match(r"^[0-9.]+ ?(%|×)$").all()
     assert any("Quick run finished" in c.value for c in at.caption)
 
@@ -60,19 +82,74 @@ def test_a_quick_reproduction_runs_in_the_background_and_shows_the_suites_number
 def test_cancel_ends_the_suite():
     at = open_app("reproduce")
     at.button(key="repro.run.adaptive_hh").click().run()
-    run = at.session_state["repro.runs"]["adaptive_hh"]
+    run = _run(at, "adaptive_hh")
     assert run.state == "running"
+    pid = run.proc.pid
     at.button(key="repro.cancel.adaptive_hh").click().run()
     t0 = time.time()
-    while run.proc.poll() is None:
+    while run.active:
         assert time.time() - t0 < 20, "the suite did not stop"
         time.sleep(0.2)
     at.run()
-    assert run.state == "cancelled"
+    assert run.state == "cancelled" and not run.folder.exists()
     try:
-        os.killpg(run.proc.pid, 0)
+        os.killpg(pid, 0)
         alive = True
     except ProcessLookupError:
         alive = False
     assert not alive  # nothing the suite started is left
     assert any("cancelled" in c.value for c in at.caption)
+
+
+def test_the_page_shows_its_place_in_the_server_queue_and_a_moving_bar(tmp_path, monkeypatch):
+    """Two sessions ask for a quick run: the server runs one (its bar moves), the other's page says it waits
+    first in line; when the first ends, the second runs."""
+    from test_quickruns import Fakes
+
+    from engine.run import quickruns
+
+    fakes = Fakes(tmp_path)
+    monkeypatch.setattr(quickruns, "bench_command", fakes)
+    first, second = open_app("reproduce"), open_app("reproduce")
+    first.button(key="repro.run.sparse_emd").click().run()
+    second.button(key="repro.run.snh").click().run()
+    assert not first.exception and not second.exception
+    bar = _bars(second)
+    assert len(bar) == 1 and bar[0][0] == 0
+    assert bar[0][1] == "Queued: 1st in line · 1 quick run running on this server (at most 1 at a time)"
+    assert second.button(key="repro.cancel.snh")  # a queued run can be cancelled too
+    seen = []
+    for _ in range(3):
+        time.sleep(1.5)
+        first.run()
+        seen += [v for v, text in _bars(first) if text.startswith("Running the quick version")]
+    assert len(seen) == 3 and seen[0] < seen[1] < seen[2], seen  # the bar moves with the run
+    fakes.open("sparse_emd")
+    t0 = time.time()
+    while _run(second, "snh").state != "running":
+        assert time.time() - t0 < 30, "the queued run did not start"
+        time.sleep(0.1)
+    second.run()
+    assert any(text.startswith("Running the quick version") for _, text in _bars(second))
+
+
+def test_a_sessions_quick_run_ends_when_its_session_is_released(tmp_path, monkeypatch):
+    """The server releases a session whose tab has been closed for HEATMAP_SESSION_GRACE_S (the upload store's
+    reaper): the page's queue hears it, and the session's run ends and leaves no folder."""
+    from test_quickruns import Fakes
+
+    from engine.run import quickruns
+    from ui import uploads
+
+    monkeypatch.setattr(quickruns, "bench_command", Fakes(tmp_path))
+    at = open_app("reproduce")
+    at.button(key="repro.run.rff_kde").click().run()
+    run = _run(at, "rff_kde")
+    assert run.state == "running" and run.folder.is_dir()
+    uploads.store().release(at.session_state["_sid"])
+    t0 = time.time()
+    while run.active:
+        assert time.time() - t0 < 20, "the session's run did not end"
+        time.sleep(0.1)
+    assert run.state == "cancelled" and not run.folder.exists()
+    assert reproduce.queue().runs(at.session_state["_sid"]) == {}

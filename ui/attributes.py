@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pydeck as pdk
 
+from engine.core.csvtext import csv_text
+
 from . import maps
 from .colors import lut
 
@@ -99,4 +101,4 @@ def regions_csv(result, df: pd.DataFrame, vname: str) -> str:
     for i, name in enumerate(("x0", "y0", "x1", "y1")):
         out[f"{name} [m]"] = rects[:, i]
     out.insert(0, "mechanism", result.config.mechanism)
-    return out.to_csv(index=False)
+    return csv_text(out)

@@ -19,6 +19,7 @@ from engine.run.limits import release_limit
 
 from . import geocheck, state, uploads, widgets
 from .jobs import board
+from .resolution import GridChoice, grid_controls
 from .text import plain
 
 UPLOAD = "__upload__"
@@ -71,6 +72,7 @@ class Controls:
     display: Display = field(default_factory=Display)
     url: dict = field(default_factory=dict)
     side_information: list[str] = field(default_factory=list)  # what the page read off private data
+    grid: GridChoice = field(default_factory=GridChoice)  # the resolution and frame (ui/resolution.py)
 
     @property
     def release_limit(self) -> float:
@@ -96,11 +98,11 @@ class Controls:
             params=params,
             epsilon=float(self.epsilon),
             n_users=self.n_users,
-            depth=int(self.depth),
             seed=int(self.seed),
             secure=bool(self.secure),
             mode=self.mode,
             side_information=tuple(self.side_information),
+            **self.grid.config_fields(),
         )
         return replace(cfg, **overrides) if overrides else cfg
 
@@ -214,28 +216,6 @@ def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> 
     geocheck.remember(key, ds, filename, data)
     st.session_state.pop("_upload_pick", None)
     state.put("cfg.ds", key)
-
-
-def source_is_data(key: str) -> bool:
-    """A session's upload: its size is read off the private data (side information), not a catalogue's."""
-    return key.startswith(uploads.PREFIX)
-
-
-def _people(key: str, opts: dict, src, sampled: int | None) -> tuple[int | None, str]:
-    """How many people the automatic resolution may use, and where that number comes from."""
-    if sampled:
-        return sampled, "the number of users you chose to sample"
-    if key == UPLOAD or src is None or not getattr(src, "offline", True):
-        return None, ""
-    try:
-        if source_is_data(key):
-            up = uploads.get(key)
-            return (up.dataset.n_users if up else None), "read off your file without spending ε: side information"
-        from engine.run.runner import load_dataset
-
-        return load_dataset(key, opts).n_users, "the dataset's published size"
-    except EngineError:
-        return None, ""
 
 
 def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
@@ -433,12 +413,16 @@ def multi_mechanisms(
     keys = mechanism_keys(kind)
 
     def _check(v):
-        vals = list(dict.fromkeys(state.parse_list(v)))  # a mechanism named twice runs once
+        named = state.parse_list(v)
+        vals = list(dict.fromkeys(named))  # a mechanism named twice runs once
         bad = [x for x in vals if x not in keys]
         if bad:
             raise ValueError(f"unknown mechanism(s) {', '.join(bad)}")
         if max_n is not None and len(vals) > max_n:
             raise ValueError(f"{len(vals)} mechanisms, but this page compares at most {max_n}")
+        twice = [x for x in vals if named.count(x) > 1]
+        if twice:
+            state.warn(f"URL parameter '{url_name}' names {', '.join(twice)} more than once: each runs once")
         return vals
 
     state.seed(key, default if default is not None else default_set(), url_name, _check)
@@ -548,12 +532,10 @@ def sidebar(
         if users
         else 0
     )
-    depth, res_note = 8, ""
-    if resolution:
-        people, source = _people(ds, opts, src, int(n) if n else None)
-        depth, res_note = widgets.resolution_widget(container=sb, n_people=people, source=source)
+    grid_box = sb.container()  # filled once the mode is known: Evaluate may show what Release may not
     state.seed("cfg.mode", "evaluate", "mode", state.one_of({m: m for m in MODES}))
-    mode = "evaluate"
+    # a page without mechanisms has no Mode of its own: it shows what the session's mode allows
+    mode = state.get("cfg.mode") if state.get("cfg.mode") in MODES else "evaluate"
     if mechanisms != "none":
         mode = sb.radio(
             "Mode",
@@ -598,14 +580,14 @@ def sidebar(
             )
     elif mechanisms != "none":
         sb.caption("Release: OpenDP samplers with fresh OS entropy; no seed is drawn or recorded.")
+    grid = grid_controls(grid_box, ds, opts, src, int(n) if n else None, mode) if resolution else GridChoice()
     disp = display_controls(sb) if display else Display()
     url.update({"eps": eps if epsilon and eps != 1.0 else None, "n": n or None})
     if mode == "evaluate" and seed:
         url["seed"] = sd
     if mode != "evaluate":
         url["mode"] = mode
-    if resolution and state.get("cfg.res") != widgets.AUTO:
-        url["res"] = 2**depth
+    url.update(grid.url)
     if secure and mode == "evaluate":
         url["secure"] = True
     url.update(disp.url())
@@ -615,7 +597,7 @@ def sidebar(
         source=src,
         epsilon=float(eps),
         n_users=int(n) if n else None,
-        depth=int(depth),
+        depth=int(grid.depth),
         seed=int(sd),
         secure=bool(secure),
         mode=mode,
@@ -624,5 +606,5 @@ def sidebar(
         errors=errors,
         display=disp,
         url={k: v for k, v in url.items() if v is not None},
-        side_information=[res_note] if res_note and source_is_data(ds) else [],
+        grid=grid,
     )

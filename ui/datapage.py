@@ -20,7 +20,11 @@ def source_card(src) -> None:
     st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
 
 
-def overview(cfg, ctl) -> None:
+def overview(cfg, ctl, release: bool = False) -> None:
+    """The dataset's card and density. ``release``: the session is in Release mode, where no statistic of the
+    data reaches the screen: the card keeps its public description and frame, without counts or density."""
+    if release:
+        return _release_card(cfg)
     ds, domain, truth = views.prepared(cfg)
     meta = ds.meta
     views.data_badge(meta, len(ds), ds.n_users)
@@ -37,7 +41,7 @@ def overview(cfg, ctl) -> None:
             "Locations": f"{len(ds):,}" + (" (sample)" if cfg.n_users else ""),
             "Users": f"{ds.n_users:,}",
             "Region (lon/lat box)": bbox,
-            "Region side": f"{domain.side / 1000:,.2f} km (square, {2**cfg.depth} × {2**cfg.depth} cells of "
+            "Region side": f"{domain.side / 1000:,.2f} km (square, {domain.n} × {domain.n} cells of "
             f"{domain.cell:,.0f} m)",
             "Attributes": ", ".join(attribute_names(ds)) or "none",
         }
@@ -58,6 +62,20 @@ def overview(cfg, ctl) -> None:
         )
         views.legend(scale)
     attributes(ds)
+
+
+def _release_card(cfg) -> None:
+    meta = views.dataset(cfg).meta
+    st.markdown(f"### {plain(meta.name)}")
+    if meta.description and not str(meta.source).startswith("file:"):  # a file's description counts its rows
+        st.markdown(plain(meta.description, 2000))
+    rows = {"Source": meta.source, "Citation": meta.citation or "—", "Licence": meta.license or "—"}
+    st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
+    st.info(
+        "Release mode: the data's counts, density and attributes are not shown, as no statistic of the private "
+        "data reaches a Release-mode screen. Switch the Mode to Evaluate (Explore's sidebar) to inspect them.",
+        icon=":material/lock:",
+    )
 
 
 def attribute_names(ds) -> list[str]:

@@ -19,9 +19,9 @@ from PIL import Image, ImageDraw, ImageFont
 from PIL.PngImagePlugin import PngInfo
 
 from engine.run.export import EVALUATION as EVALUATION
+from engine.run.export import OWN_FILE, dataset_name, geotiff_grid, stamp_of
 from engine.run.export import csv_grid as csv_grid
 from engine.run.export import geojson_grid as geojson_grid
-from engine.run.export import geotiff_grid, stamp_of
 
 from .colors import ColourScale, lut
 
@@ -107,13 +107,13 @@ def release_title(result) -> str:
 def attribution(result) -> str:
     """The dataset's citation and licence, and who made the release."""
     meta = result.dataset_meta
-    name = getattr(meta, "name", "") or result.config.dataset
+    name = dataset_name(result)
     cite = getattr(meta, "citation", "")
     if getattr(meta, "synthetic", False):
         data = f"Synthetic data: {name}, no real person; its coordinates are fictitious (placed at sea)"
     else:
         data = f"Data: {name}"
-    if cite and cite != name:
+    if cite and name not in (cite, OWN_FILE):
         data += f" ({cite})"
     lic = getattr(meta, "license", "")
     by = "Private release" if result.release.ledger.total() > 0 else "Non-private reference"

@@ -45,7 +45,7 @@ def context_for(dataset_key: str):
 
 def _on_context() -> None:
     from engine.core.errors import EngineError
-    from engine.data.context import load_context
+    from engine.data.context import load_context_isolated
 
     f = st.session_state.get("context_file")
     st.session_state.pop("_context_error", None)
@@ -53,7 +53,7 @@ def _on_context() -> None:
         st.session_state.pop("context.layer", None)
         return
     try:
-        st.session_state["context.layer"] = load_context(f.getvalue(), f.name)
+        st.session_state["context.layer"] = load_context_isolated(f.getvalue(), f.name)
     except EngineError as exc:
         st.session_state["_context_error"] = str(exc)
     except Exception as exc:  # never a traceback for a user's file

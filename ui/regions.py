@@ -33,9 +33,11 @@ class Choice:
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _read(data: bytes, name: str, id_column: str | None, name_column: str | None):
-    from engine.data.files.polygons import load_polygons
+    """The upload read in a bounded child process; its regions are built there too, once per map
+    (:func:`engine.data.regions.build` keeps them by the file's digest)."""
+    from engine.data.files.polygons import load_polygons_isolated
 
-    return load_polygons(data, name, id_column=id_column, name_column=name_column)
+    return load_polygons_isolated(data, name, id_column=id_column, name_column=name_column)
 
 
 def control(prefix: str, domain, container=None) -> Choice | None:
@@ -184,7 +186,7 @@ def _caption_and_downloads(rep, result, key: str) -> None:
     stamp = stamp_of(result)
     d1, d2 = st.columns(2)
     d1.download_button(
-        "Regions (CSV)", rep.to_csv(stamp), file_name="regions.csv", mime="text/csv", key=f"{key}_regions_csv"
+        "Regions (CSV)", rep.as_csv(stamp), file_name="regions.csv", mime="text/csv", key=f"{key}_regions_csv"
     )
     d2.download_button(
         "Regions (GeoPackage)",
@@ -195,17 +197,18 @@ def _caption_and_downloads(rep, result, key: str) -> None:
     )
 
 
-def block(results, choice: Choice | None, scale, fr, key: str, unit: str, dataset=None, per_row: int = 2) -> None:
+def block(results, choice: Choice | None, scale, fr, key: str, unit: str, dataset=None, per_row: int = 2):
     """The regions section of a page for ``results`` (title, RunResult) pairs: the true regional map
-    (Evaluate), each result's private one, the first result's table, what its margins rest on, downloads."""
+    (Evaluate), each result's private one, the first result's table, what its margins rest on, downloads.
+    Returns the first result's regional table (None without regions, or when they could not be made)."""
     if choice is None:
         st.caption("Report over regions (grid cells, H3 hexagons or your own polygons) with the control above.")
-        return
+        return None
     try:
         reps = [(title, report(res, choice, dataset)) for title, res in results]
     except EngineError as exc:
         st.error(plain(str(exc), 400))
-        return
+        return None
     panels = [(f"{title}: private estimate", rep, "private") for title, rep in reps]
     if reps[0][1].true is not None:
         panels.insert(0, ("True count (evaluation only)", reps[0][1], "true"))
@@ -219,3 +222,4 @@ def block(results, choice: Choice | None, scale, fr, key: str, unit: str, datase
             icon=":material/info:",
         )
     _caption_and_downloads(reps[0][1], results[0][1], key)
+    return reps[0][1]

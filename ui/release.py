@@ -17,6 +17,7 @@ import numpy as np
 import streamlit as st
 
 from engine.run.config import RunConfig
+from engine.run.export import dataset_name, region_frame
 
 from . import export, maps, views
 from .colors import ColourScale
@@ -56,10 +57,11 @@ def release_report(result, scale: ColourScale) -> str:
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     led = _ledger(result)
     data = [
-        ["Name", getattr(meta, "name", "")],
+        ["Name", dataset_name(result)],
         ["Citation", getattr(meta, "citation", "") or "–"],
         ["Licence", getattr(meta, "license", "") or "–"],
         ["Grid", f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)"],
+        ["Frame", region_frame(meta)],
     ]
     margins = [[m["name"], m["median"], m["margin"], m["largest"]] for m in _margins(result)]
     entries = [
@@ -122,13 +124,16 @@ def release_view(result, cfg: RunConfig, display) -> None:
         from . import regions
 
         choice = regions.control("release", fr.domain)
-        regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
+        table = regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
+    chosen = None if table is None else table.regions
     t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
     views.ledger_block(result, t1)
     views.server_block(result, t2)
     t3.download_button(
-        "Release files (zip: GeoTIFF with margins, GeoParquet, CSV, manifest)",
-        lambda: release_zip(result),
+        "Release files (zip: GeoTIFF with margins, GeoParquet, CSV, "
+        + ("the regional table, " if chosen is not None else "")
+        + "manifest)",
+        lambda: release_zip(result, chosen),
         file_name=f"{cfg.mechanism}_release.zip",
         mime="application/zip",
         on_click="ignore",
@@ -157,7 +162,9 @@ def release_view(result, cfg: RunConfig, display) -> None:
     )
 
 
-def release_zip(result) -> bytes:
+def release_zip(result, regions=None) -> bytes:
+    """The release folder of :func:`engine.run.export.write_release` as a zip (with ``regions``, an
+    :class:`engine.data.regions.Regions`, its regional table)."""
     import io
     import tempfile
     import zipfile
@@ -166,7 +173,7 @@ def release_zip(result) -> bytes:
     from engine.run.export import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
-        paths = write_release(result, Path(tmp) / "release", formats=("geotiff", "geoparquet", "csv"))
+        paths = write_release(result, Path(tmp) / "release", formats=("geotiff", "geoparquet", "csv"), regions=regions)
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             for p in paths.values():

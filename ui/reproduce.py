@@ -2,24 +2,22 @@
 paper's numbers beside the engine's, and the suite's quick version run in the background.
 
 A reproduction runs the suite's own command line (``python -m engine bench SUITE --quick --json``) in a child
-process: the page shows exactly what the command prints, never blocks while it runs, and Cancel ends it (its
+process, through the server's queue of quick runs (:mod:`engine.run.quickruns`: at most
+``HEATMAP_REPRODUCE_RUNS`` at once for every session, a session's runs ended when it goes): the page shows
+exactly what the command prints, its place in the queue, never blocks while it runs, and Cancel ends it (its
 whole process group). The engine's numbers of the full suites are the ones recorded in BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import signal
-import subprocess
-import sys
-import tempfile
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
-ROOT = Path(__file__).resolve().parents[1]
+import streamlit as st
+
+from engine.run.quickruns import QuickRuns
+
+from . import uploads
 
 
 @dataclass(frozen=True)
@@ -40,6 +38,9 @@ class Paper:
     setting: str
     rows: tuple[Row, ...]
     quick: str  # what the quick version runs instead
+    quick_s: (
+        float  # seconds the quick version takes on an idle machine (its CPU time, 2026-11-28): the bar's first guess
+    )
 
     def command(self, quick: bool = False) -> str:
         return f"python -m engine bench {self.suite}{' --quick' if quick else ''} --json"
@@ -86,6 +87,7 @@ PAPERS = (
             ),
         ),
         "the same protocol with fewer means and repetitions",
+        10,
     ),
     Paper(
         "adaptive_hh",
@@ -135,6 +137,7 @@ PAPERS = (
             ),
         ),
         "two cities and two seeds instead of four and five",
+        25,
     ),
     Paper(
         "sparse_emd",
@@ -168,6 +171,7 @@ PAPERS = (
             ),
         ),
         "fewer runs per point (8 instead of 60)",
+        70,
     ),
     Paper(
         "rff_kde",
@@ -202,6 +206,7 @@ PAPERS = (
             ),
         ),
         "2 seeds and N = 20,000 only",
+        35,
     ),
     Paper(
         "snh",
@@ -227,6 +232,7 @@ PAPERS = (
             ),
         ),
         "one seed, the polycentric city only, a shorter SNH training",
+        55,
     ),
 )
 BY_SUITE = {p.suite: p for p in PAPERS}
@@ -266,74 +272,13 @@ def table(paper: Paper, figures: dict | None):
 
 
 # ----------------------------------------------------------- background runs
-@dataclass
-class Run:
-    """One quick reproduction running (or run) in a child process."""
-
-    suite: str
-    proc: subprocess.Popen
-    out: Path
-    err: Path
-    started: float = field(default_factory=time.time)
-    ended: float | None = None
-    cancelled: bool = False
-
-    @property
-    def state(self) -> str:
-        code = self.proc.poll()
-        if code is None:
-            return "running"
-        if self.ended is None:
-            self.ended = time.time()
-        if self.cancelled:
-            return "cancelled"
-        return "ok" if code == 0 else "error"
-
-    def elapsed(self) -> float:
-        return (self.ended or time.time()) - self.started
-
-    def last_line(self) -> str:
-        """The suite's latest progress message (it writes them to stderr)."""
-        try:
-            lines = [ln for ln in self.err.read_text(errors="replace").splitlines() if ln.strip()]
-        except OSError:
-            return ""
-        return lines[-1][:160] if lines else ""
-
-    def figures(self) -> dict | None:
-        if self.state != "ok":
-            return None
-        try:
-            return json.loads(self.out.read_text())
-        except (OSError, ValueError):
-            return None
-
-    def failure(self) -> str:
-        """Why the run failed, in a line (the last line of its error output)."""
-        return self.last_line() or f"the command exited with code {self.proc.returncode}"
-
-    def cancel(self) -> None:
-        if self.proc.poll() is None:
-            self.cancelled = True
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)  # the suite and anything it started
-            except ProcessLookupError:
-                pass
+@st.cache_resource(show_spinner=False)
+def queue() -> QuickRuns:
+    """The server's quick runs; a session released by the upload store takes its runs with it."""
+    q = QuickRuns()
+    uploads.store().on_release(q.drop_owner)
+    return q
 
 
-def start(suite: str) -> Run:
-    """Start ``python -m engine bench SUITE --quick --json`` in its own process group; returns at once."""
-    if suite not in BY_SUITE:
-        raise ValueError(f"no reproduction for suite {suite!r}")
-    folder = Path(tempfile.mkdtemp(prefix=f"reproduce_{suite}_"))
-    out, err = folder / "figures.json", folder / "progress.txt"
-    with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "engine", "bench", suite, "--quick", "--json"],
-            cwd=ROOT,
-            stdout=fo,
-            stderr=fe,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    return Run(suite, proc, out, err)
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.core.csvtext import csv_text
+
 from . import explain
 
 RANK_METRICS = ("emd_m", "l1", "mse", "sim", "cc", "spearman", "kl", "range_rel_error")
@@ -108,7 +110,7 @@ def metrics_csv(results: dict[str, object], sigma: float) -> str:
         row.update({_unit_name(k): r.metrics.get(k) for k in explain.ordered(keys)})
         row["sim_cc_kl_filter [cells]"] = sigma
         rows.append(row)
-    return pd.DataFrame(rows).to_csv(index=False)
+    return csv_text(rows)
 
 
 def seeds_csv(per_seed: dict[str, list[object]], sigma: float) -> str:
@@ -120,7 +122,7 @@ def seeds_csv(per_seed: dict[str, list[object]], sigma: float) -> str:
             row.update({_unit_name(k): r.metrics.get(k) for k in RANK_METRICS})
             row["sim_cc_kl_filter [cells]"] = sigma
             rows.append(row)
-    return pd.DataFrame(rows).to_csv(index=False)
+    return csv_text(rows)
 
 
 # ------------------------------------------------------------- like-for-like

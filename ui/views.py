@@ -14,7 +14,7 @@ from engine.core.errors import DataError
 from engine.mechanisms import registry
 from engine.run import margins
 from engine.run.config import RunConfig
-from engine.run.export import side_information
+from engine.run.export import region_frame, side_information
 from engine.run.runner import load_dataset, prepare
 
 from . import colors, drawn, explain, export, geo, maps, relations, state, tables, uploads, viewport
@@ -103,10 +103,13 @@ def prepared(cfg: RunConfig):
     """(sampled dataset, domain, true counts) exactly as the run of ``cfg`` sees them."""
     d = cfg.to_dict()
     # one entry per sample: it depends on the data, the grid and the users drawn, not on the mechanism or ε
-    # (nor on the seed when everyone is kept: sessions with their own seeds share it)
-    d["mechanism"], d["params"], d["epsilon"], d["metrics"] = "identity", {}, 1.0, []
-    if not cfg.n_users:
-        d["seed"] = 0
+    # (nor on the seed when everyone is kept: sessions with their own seeds share it), unless a DP frame or count
+    # chooses the grid: those draw from the seed with a share of ε, under the mechanism's neighbouring relation
+    d["metrics"] = []
+    if not cfg.budgeted_share:
+        d["mechanism"], d["params"], d["epsilon"] = "identity", {}, 1.0
+        if not cfg.n_users:
+            d["seed"] = 0
     cj = json.dumps(d, sort_keys=True, default=str)
     if not cfg.dataset.startswith(uploads.PREFIX):
         return _prepared(cj)
@@ -341,11 +344,20 @@ def ledger_block(result, container=None) -> None:
     rel = relations.relation_text(result.config, led["total_epsilon"])
     if rel:
         c.markdown(rel)
+    c.markdown(f"**Frame**: {region_frame(result.dataset_meta)}.")
     side = side_information(result)
     if side:
-        c.markdown("**Side information** (read from the data without spending ε):")
+        c.markdown("**Side information** (read from the data, or stated, without spending ε):")
         for s in side:
             c.markdown(f"- :material/warning: {s}")
+    ev = getattr(result, "evaluation", None) or {}
+    if "people_exact" in ev:  # Evaluate only: the exact values behind the frame and grid's DP outputs
+        c.caption(
+            f"Evaluation only: the exact count for the grid is {ev['people_exact']:,}; the DP count drew "
+            f"{ev['people_dp_count']:,}. A release shows neither."
+        )
+    if "frame_left_out" in ev:
+        c.caption(f"Evaluation only: the DP frame leaves {ev['frame_left_out']:,} of the data out of the map (exact).")
 
 
 def communication_block(result, container=None) -> None:
@@ -435,7 +447,8 @@ def export_block(result, scale: ColourScale, fr: maps.Frame, url: str, stem: str
 
 
 def stem(cfg: RunConfig) -> str:
-    return f"{cfg.mechanism}_eps{cfg.epsilon:g}_seed{cfg.seed}_{2**cfg.depth}px"
+    side = "auto" if cfg.resolution == "auto" else 2**cfg.depth
+    return f"{cfg.mechanism}_eps{cfg.epsilon:g}_seed{cfg.seed}_{side}px"
 
 
 def share_url(params: dict) -> str:

@@ -235,7 +235,8 @@ class Board:
         t = float((getattr(res, "timings", None) or {}).get("total_s", 0.0))
         if t > 0 and not getattr(res, "cached", False):
             hist = self._timings.setdefault(res.config.mechanism, [])
-            hist.append((int(res.config.depth), int(res.n_points or 0), t))
+            dom = getattr(getattr(res, "release", None), "domain", None)  # an automatic grid is the run's own
+            hist.append((int(dom.depth if dom is not None else res.config.depth), int(res.n_points or 0), t))
             del hist[:-50]
 
     def estimate(self, config: RunConfig) -> float | None:

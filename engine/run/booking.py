@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import EngineError
 from .config import RunConfig
-from .ledger import BudgetStore, Entry, entry_for, fingerprint_config, release_key
+from .ledger import BudgetStore, Entry, LedgerUnavailable, entry_for, fingerprint_config, release_key
 from .limits import lowered
 
 EXCESS_NOTE = "effective ε above the plan (dropout)"
@@ -136,11 +136,49 @@ class Bookkeeper:
 
     def run(self, cfg: RunConfig, run: Callable, limit: float | None = None, note: str = ""):
         """Book, ``run(cfg)``, settle; unbook if the run raised. Returns (result, booking)."""
-        booking = self.book(cfg, limit, note)
-        try:
-            res = run(cfg)
-        except BaseException:
-            self.unbook(booking)  # nothing was released
-            raise
-        self.settle(cfg, booking, res)
-        return res, booking
+        return _booked_run(self, cfg, run, self.book(cfg, limit, note))
+
+
+def _booked_run(bk, cfg: RunConfig, run: Callable, booking: Booking | None):
+    """Steps 2 to 4 of a run booked as ``booking`` (None: not booked)."""
+    try:
+        res = run(cfg)
+    except BaseException:
+        if booking is not None:
+            bk.unbook(booking)  # nothing was released
+        raise
+    if booking is not None:
+        bk.settle(cfg, booking, res)
+    return res, booking
+
+
+class Tolerant:
+    """The booking protocol on a ledger that may be unavailable (a full or read-only disk,
+    :class:`~engine.run.ledger.LedgerUnavailable`): evaluation goes on unbooked, and ``unavailable(exc)`` is told
+    why, instead of failing; booking a release still raises, so Release refuses before any noise is drawn. The
+    dashboard and the CLI's Evaluate commands (``run``, ``sweep``) book through it. ``make``: the bookkeeper,
+    made at each call (the ledger may be writable again by the next)."""
+
+    WITHOUT_LEDGER = {"evaluated": False, "record": [], "settle": 0.0, "unbook": None}
+
+    def __init__(self, make: Callable[[], Bookkeeper], unavailable: Callable[[EngineError], None]):
+        self._make, self._unavailable = make, unavailable
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            try:
+                return getattr(self._make(), name)(*args, **kwargs)
+            except LedgerUnavailable as exc:
+                if name not in self.WITHOUT_LEDGER:
+                    raise
+                self._unavailable(exc)
+                return self.WITHOUT_LEDGER[name]
+
+        return call
+
+    def run(self, cfg: RunConfig, run: Callable, note: str = ""):
+        """An Evaluate run booked, run and settled (:meth:`Bookkeeper.run`), unbooked when there is no ledger.
+        Returns (result, booking or None)."""
+        if cfg.mode == "release":
+            raise EngineError("a release is booked with Bookkeeper.run, which refuses it without a ledger")
+        return _booked_run(self, cfg, run, next(iter(self.record([cfg], note=note)), None))

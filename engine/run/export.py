@@ -25,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.csvtext import csv_text
 from ..core.errors import ParamError
 from ..data.projection import to_lonlat
+from .uploads import PREFIX
 
 EVALUATION = "contains non-private information about the data"
 FORMATS = ("geotiff", "geoparquet", "geojson", "csv")
@@ -100,7 +102,7 @@ def csv_grid(density: np.ndarray, domain, crs: str, stamp: str | None = None) ->
             "per_km2": d / (domain.cell**2 / 1e6),
         }
     )
-    return (f"# evaluation: {stamp}\n" if stamp else "") + df.to_csv(index=False)
+    return csv_text(df, stamp=stamp)
 
 
 def geotiff_grid(
@@ -176,8 +178,9 @@ def side_information(result) -> list[str]:
     region when it was read off the data. One list for the CLI, the manifest and the pages."""
     side = list(result.release.ledger.side_information)
     meta = result.dataset_meta
-    if getattr(meta, "bbox_from_data", False):
-        side.append(f"the region: {region_frame(meta)}, {REGION_FROM_DATA}")
+    if getattr(meta, "bbox_from_data", False):  # a DP frame was searched for within that region
+        region = (getattr(meta, "extra", None) or {}).get("search_region") or region_frame(meta)
+        side.append(f"the region: {region}, {REGION_FROM_DATA}")
     return side
 
 
@@ -185,8 +188,9 @@ def manifest(result, release_key: str | None = None) -> dict:
     """The JSON manifest of a Release-mode run: what was released and under which guarantee.
 
     Holds the engine version, the mechanism and its guarantee (neighbouring relation
-    included), the parameters (the mechanism's, resolved with their defaults; ε; the grid;
-    the dataset's source and options, a file's path left out), the ledger, the side
+    included), the parameters (the mechanism's, resolved with their defaults, a polygon file
+    by its base name and hash; ε; the grid; the dataset's source and options, the analyst's
+    own file by neither its path nor its name, :func:`dataset_name`), the ledger, the side
     information it declares (plus the region when it was read off the data), and the frame
     (CRS, domain, region). Nothing else computed from the data: no count, metric, diagnostic
     or seed. ``release_key``: the budget store's key of this release, when it was booked."""
@@ -203,11 +207,11 @@ def manifest(result, release_key: str | None = None) -> dict:
     dom = rel.domain
     params = {
         "mechanism": cfg.mechanism,
-        "mechanism_params": cls.schema().resolve(cfg.params),
+        "mechanism_params": _public_params(cls.schema().resolve(cfg.params), rel),
         "epsilon": float(cfg.epsilon),
         "depth": int(cfg.depth),
-        # a session's upload key is a server handle, not a name: the file is named under "dataset"
-        "dataset": "an uploaded file" if cfg.dataset.startswith("upload:") else cfg.dataset,
+        # a session's upload key is a server handle, not a name
+        "dataset": "an uploaded file" if cfg.dataset.startswith(PREFIX) else cfg.dataset,
         "dataset_options": {k: v for k, v in cfg.dataset_options.items() if k != "path"},
     }
     if cfg.n_users is not None:
@@ -242,8 +246,8 @@ def manifest(result, release_key: str | None = None) -> dict:
             "unit": "estimated count per cell" if rel.quantity == "counts" else "estimated attribute mean",
         },
         "dataset": {
-            "name": getattr(meta, "name", ""),
-            "source": getattr(meta, "source", ""),
+            "name": dataset_name(result),
+            "source": params["dataset"] if own_file(cfg) else getattr(meta, "source", ""),
             "citation": getattr(meta, "citation", ""),
             "license": getattr(meta, "license", ""),
             "synthetic": bool(getattr(meta, "synthetic", False)),
@@ -261,6 +265,40 @@ def manifest(result, release_key: str | None = None) -> dict:
     if release_key:
         doc["release_key"] = release_key
     return _finite(json.loads(json.dumps(doc, default=float)))
+
+
+OWN_FILE = "the analyst's own file (not named in a release)"
+
+
+def own_file(config) -> bool:
+    """Whether a run reads the analyst's own file: an upload, or a file source read by path."""
+    from ..data.registry import source
+
+    if config.dataset.startswith(PREFIX):
+        return True
+    src = source(config.dataset)
+    return src is not None and src.kind == "file"
+
+
+def dataset_name(result) -> str:
+    """The dataset's name as a file made from ``result`` gives it. A release of the analyst's own file names it
+    :data:`OWN_FILE`: its name, its path or a hash of its bytes would let anyone holding a candidate copy confirm
+    which file was released, and none of them is a DP output. An evaluation's files stay with the analyst and
+    name it."""
+    if result.config.mode == "release" and own_file(result.config):
+        return OWN_FILE
+    return getattr(result.dataset_meta, "name", "") or result.config.dataset
+
+
+def _public_params(params: dict, rel) -> dict:
+    """The mechanism's parameters as a release states them: a polygon file of regions by its base name and
+    content hash, as the mechanism restated it (``extras["regions"]``), never its server path."""
+    from ..data.regions import public_spec
+
+    if "regions" not in params:
+        return params
+    restated = (rel.extras or {}).get("regions")
+    return {**params, "regions": restated if isinstance(restated, str) else public_spec(params["regions"])}
 
 
 def region_frame(meta) -> str:

@@ -33,14 +33,18 @@ density estimates) get no margin, said so, and the simulated range-query error o
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import ParamError
+from ..core.errors import Cancelled, ParamError
 from ..core.grid import Domain
 from ..data.dataset import Dataset, DatasetMeta
+from .config import MAX_EPS, MIN_EPS
+from .published import released_map
 
 PROXY_PRESET = "polycentric"
 # margins fixed by epsilon, the grid and the user count alone: one proxy run is the exact answer
@@ -49,7 +53,9 @@ DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions",
 SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
 SIMULATED_RUNS = 5
 MIN_USERS, MAX_USERS = 1, 5_000_000
-EPS_LO, EPS_HI = 1e-3, 100.0
+EPS_LO, EPS_HI = MIN_EPS, MAX_EPS  # the search for a target's ε covers every ε a run accepts
+SEARCH_STEPS = 12  # bisection steps of smallest_epsilon
+PLAN_SECONDS = 60.0  # default of HEATMAP_PLAN_SECONDS: the wall time one plan may take
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,31 @@ class Users:
     n: int
     basis: str
     side_information: tuple[str, ...] = ()
+
+
+@dataclass
+class Deadline:
+    """A plan's time budget: ``seconds`` of wall time from its start (``HEATMAP_PLAN_SECONDS``)."""
+
+    seconds: float
+    start: float = field(default_factory=time.monotonic)
+
+    def expired(self) -> bool:
+        return time.monotonic() - self.start > self.seconds
+
+    def stop(self, mechanism: str, epsilon: float) -> ParamError:
+        return ParamError(
+            f"the plan was stopped at its time budget of {self.seconds:g} s (HEATMAP_PLAN_SECONDS) while simulating "
+            f"{mechanism} at ε {epsilon:g}: plan fewer mechanisms or ε values, fewer proxy runs or a coarser grid, "
+            "or raise the budget"
+        )
+
+
+def plan_seconds() -> float:
+    """The time budget of one plan: ``HEATMAP_PLAN_SECONDS`` (default :data:`PLAN_SECONDS`)."""
+    from .uploads import env_float
+
+    return env_float("HEATMAP_PLAN_SECONDS", PLAN_SECONDS)
 
 
 @dataclass
@@ -109,10 +140,12 @@ class Plan:
     side_information: list[str] = field(default_factory=list)
     budget: dict | None = None  # the dataset's ledger: spent, limit, remaining
     suggested: dict[str, float | None] = field(default_factory=dict)  # smallest ε meeting a target
+    read: str = "no dataset was read; no location entered the prediction"  # what was read of the dataset
 
     def to_dict(self) -> dict:
         return {
-            "kind": "release plan (predicted from public inputs only; no private location was read)",
+            "kind": "release plan (predicted from public inputs and declared side information)",
+            "read": self.read,
             "frame": self.frame,
             "proxy": self.proxy,
             "depth": self.depth,
@@ -166,35 +199,18 @@ def stated_users(n: int) -> Users:
     return Users(n, "a public bound the analyst states", (f"the number of users, about {n:,}, stated by the analyst",))
 
 
-def released_map(folder) -> tuple[np.ndarray, Domain, dict]:
-    """A published release's map (``heatmap.csv``), its domain and its manifest: DP outputs only."""
-    import json
-    from pathlib import Path
-
-    import pandas as pd
-
-    path = Path(folder)
-    try:
-        doc = json.loads((path / "manifest.json").read_text())
-        df = pd.read_csv(path / "heatmap.csv", comment="#")
-        g = doc["grid"]
-        dom = Domain(float(g["x0_m"]), float(g["y0_m"]), float(g["side_m"]), int(g["cells_per_side"]).bit_length() - 1)
-        grid = np.zeros((dom.n, dom.n))
-        grid[df["iy"].to_numpy(int), df["ix"].to_numpy(int)] = df["estimate"].to_numpy(float)
-    except (OSError, ValueError, KeyError, IndexError) as e:
-        raise ParamError(f"{path} is not a release folder with manifest.json and heatmap.csv ({e})") from None
-    if doc.get("mode") != "release" or doc.get("quantity", "counts") != "counts":
-        raise ParamError(f"{path}: only a Release of counts can be planned from (not an evaluation)")
-    return np.nan_to_num(grid), dom, doc
-
-
 def released_users(folder) -> Users:
     """The user count read off a release already published (its map's total: a DP output, so using it
     costs nothing more). ``folder``: the release's folder (manifest.json and heatmap.csv)."""
     grid, _, doc = released_map(folder)
     n = min(MAX_USERS, max(MIN_USERS, int(round(float(grid.sum())))))
-    key = doc.get("release_key", "unkeyed")
-    return Users(n, f"the total of release {key} (ε {doc['parameters']['epsilon']:g}, already booked)")
+    return Users(n, f"the total of release {_release_key(doc)} (ε {doc['parameters']['epsilon']:g}, already booked)")
+
+
+def _release_key(doc: dict) -> str:
+    from ..data.files.common import _short
+
+    return _short(doc.get("release_key", "unkeyed"), 60)
 
 
 @dataclass(frozen=True)
@@ -251,7 +267,7 @@ def synthetic_proxy(preset: str = PROXY_PRESET) -> Proxy:
 def released_proxy(folder) -> Proxy:
     """A published release's map as the proxy: where its (noisy, clipped) counts say people are."""
     grid, dom, doc = released_map(folder)
-    return Proxy(f"the map of release {doc.get('release_key', 'unkeyed')}", None, grid, dom)
+    return Proxy(f"the map of release {_release_key(doc)}", None, grid, dom)
 
 
 def _proxy_dataset(frame: Frame, xy: np.ndarray, name: str) -> Dataset:
@@ -298,9 +314,11 @@ def predict(
     runs: int | None = None,
     seed: int = 0,
     proxy: Proxy | None = None,
+    deadline: Deadline | None = None,
 ) -> Prediction:
     """Predicted 95 % margins of one release (see the module docstring). ``regions``: a built
-    :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only)."""
+    :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only). Past
+    ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError."""
     from ..mechanisms import get
     from ..regions.margins import cell_margins, region_margins
     from .config import RunConfig
@@ -312,6 +330,8 @@ def predict(
     runs = 1 if closed else int(runs or SIMULATED_RUNS)
     rows, basis = [], ""
     for r in range(runs):
+        if deadline is not None and deadline.expired():
+            raise deadline.stop(mechanism, epsilon)
         ds = proxy.sample(frame, users.n, seed=seed + r)
         cfg = RunConfig(
             dataset=f"synthetic:{PROXY_PRESET}",  # a label only: the proxy is given as the dataset
@@ -322,7 +342,12 @@ def predict(
             seed=seed + r,
             emd_max_cells=0,
         )
-        res = run(cfg, dataset=ds, use_cache=False)
+        try:
+            res = run(cfg, dataset=ds, use_cache=False, cancelled=deadline.expired if deadline else None)
+        except Cancelled:
+            if deadline is None:
+                raise
+            raise deadline.stop(mechanism, epsilon) from None
         cm = cell_margins(res.release, mechanism, frame.crs)
         row = [*margin_stats(cm.margin95)]
         basis = cm.basis
@@ -371,8 +396,9 @@ def smallest_epsilon(
     params: dict | None = None,
     regions=None,
     runs: int | None = None,
-    steps: int = 12,
+    steps: int = SEARCH_STEPS,
     proxy: Proxy | None = None,
+    deadline: Deadline | None = None,
 ) -> float | None:
     """The smallest ε in [EPS_LO, EPS_HI] whose predicted margin (:func:`target_value`) is at most
     ``target``: bisection on log ε (margins shrink as ε grows; the proxy's seeds are the same at every ε,
@@ -381,7 +407,8 @@ def smallest_epsilon(
         raise ParamError(f"the target margin must be a positive number (got {target})")
 
     def value(eps: float) -> float:
-        return target_value(predict(mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy))
+        p = predict(mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy, deadline=deadline)
+        return target_value(p)
 
     hi_v = value(EPS_HI)
     if not math.isfinite(hi_v) or hi_v > target:
@@ -404,16 +431,66 @@ def _ceil_3sf(x: float) -> float:
     return float(f"{math.ceil(x / scale - 1e-9) * scale:.3g}")
 
 
-def budget_of(dataset: str | None, options: dict) -> dict | None:
+def ledger_key(dataset: str | None, options: dict) -> str | None:
+    """The key of the dataset's ledger (:func:`engine.run.ledger.fingerprint_source`); None without a dataset."""
+    from .ledger import fingerprint_source
+
+    return None if dataset is None else fingerprint_source(dataset, options)
+
+
+def budget_of(dataset: str | None, options: dict, key: str | None = None) -> dict | None:
     """The dataset's ledger as a plan shows it: ε spent, the operator's limit, what remains."""
     if dataset is None:
         return None
-    from .ledger import BudgetStore, fingerprint_source
+    from .ledger import BudgetStore
     from .limits import release_limit
 
-    spent = BudgetStore().spent(fingerprint_source(dataset, options))
+    spent = BudgetStore().spent(key or ledger_key(dataset, options))
     limit = release_limit(dataset)
     return {"spent": spent, "limit": limit, "remaining": max(0.0, limit - spent)}
+
+
+def what_was_read(dataset: str | None, options: dict, frame: Frame | None, key: str | None) -> str:
+    """What a plan read of the dataset, in one sentence: its frame and its ledger's key, and that no location
+    entered the prediction (the proxy's people are drawn from public inputs)."""
+    if frame is None and dataset is None:
+        return "no dataset was read; no location entered the prediction"
+    path = options.get("path")
+    name = f"the file {Path(str(path)).name}" if path else f"the dataset {dataset or frame.meta.name}"
+    parts = []
+    if frame is not None:
+        meta = frame.meta
+        if meta.bbox_from_data:
+            parts.append(f"region frame ({meta.extra.get('region_frame', 'read off its locations')})")
+        else:
+            parts.append("public region")
+    if key is not None:
+        kind = {"people": "people fingerprint", "sha256": "content hash"}.get(key.split(":", 1)[0], "source options")
+        parts.append(f"{kind} for the ledger")
+    return f"read {name}'s {parts[0]}{''.join(f' and its {p}' for p in parts[1:])}; no location entered the prediction"
+
+
+def _cost(m, epsilons, users, depth, params, regions, runs, target) -> tuple[float, int]:
+    """Seconds the plan of mechanism ``m`` should take (the engine's cost model, :mod:`engine.run.estimates`)
+    and the proxy runs it makes; 0 s when the model cannot tell."""
+    from .config import RunConfig
+    from .estimates import estimate_seconds
+
+    per_call = 1 if exact(m, regions) else int(runs or SIMULATED_RUNS)
+    searched = 0 if target is None else (2 + SEARCH_STEPS if m in DATA_FREE | SIMULATED else 1)
+    n = per_call * (len(epsilons) + searched)
+    cfg = RunConfig(
+        dataset=f"synthetic:{PROXY_PRESET}",
+        mechanism=m,
+        params=dict(params or {}),
+        epsilon=float(epsilons[0]),
+        depth=int(depth),
+        emd_max_cells=0,
+    )
+    try:
+        return n * float(estimate_seconds(cfg, n_points=users.n)), n
+    except Exception:  # a model that cannot answer: the deadline still holds
+        return 0.0, n
 
 
 def make_plan(
@@ -430,11 +507,25 @@ def make_plan(
     options: dict | None = None,
     runs: int | None = None,
     proxy: Proxy | None = None,
+    seconds: float | None = None,
 ) -> Plan:
-    """Predictions for every mechanism at every ε; with ``target``, the smallest ε meeting it."""
+    """Predictions for every mechanism at every ε; with ``target``, the smallest ε meeting it. Within a time
+    budget of ``seconds`` (default :func:`plan_seconds`): a mechanism the cost model says would take longer is
+    refused before anything runs, and a plan that runs out of time stops, each with a ParamError."""
+    deadline = Deadline(plan_seconds() if seconds is None else float(seconds))
+    params = params or {}
+    key = ledger_key(dataset, options or {})
+    read = what_was_read(dataset, options or {}, frame, key)
     frame = frame or default_frame()
     regions = _regions(frame, depth, regions_spec, polygons)
-    params = params or {}
+    for m in mechanisms:
+        need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target)
+        if need > deadline.seconds:
+            raise ParamError(
+                f"planning {m} would take about {need:,.0f} s here ({n} proxy runs of about {need / n:,.1f} s), over "
+                f"the plan's time budget of {deadline.seconds:g} s (HEATMAP_PLAN_SECONDS): plan it at fewer ε values "
+                "or with fewer proxy runs, or raise the budget"
+            )
     proxy = proxy or synthetic_proxy()
     plan = Plan(
         frame=frame.label,
@@ -443,14 +534,16 @@ def make_plan(
         regions=regions_spec,
         users=users,
         side_information=[*users.side_information, *frame.side_information],
-        budget=budget_of(dataset, options or {}),
+        budget=budget_of(dataset, options or {}, key),
+        read=read,
     )
     for m in mechanisms:
         for e in epsilons:
-            plan.predictions.append(predict(m, e, frame, users, depth, params.get(m), regions, runs, proxy=proxy))
+            p = predict(m, e, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline)
+            plan.predictions.append(p)
         if target is not None:
             plan.suggested[m] = smallest_epsilon(
-                m, target, frame, users, depth, params.get(m), regions, runs, proxy=proxy
+                m, target, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline
             )
     return plan
 
@@ -465,6 +558,7 @@ def describe(plan: Plan) -> str:
     lines = [
         f"Plan for {where}a {1 << plan.depth} x {1 << plan.depth} grid over {plan.frame}; "
         f"{plan.users.n:,} users ({plan.users.basis}). Predicted from public inputs only.",
+        f"{plan.read[0].upper()}{plan.read[1:]}.",
         f"{'mechanism':<22} {'epsilon':>8} {'cell ±95% median':>17} {'worst tenth':>12} "
         f"{'region ±95% median':>19} {'worst tenth':>12} {'range rel. err':>15}  how",
     ]
@@ -474,7 +568,9 @@ def describe(plan: Plan) -> str:
             f"{_fmt(p.region_median):>19} {_fmt(p.region_p90):>12} {_fmt(p.range_rel_error):>15}  {p.method}"
         )
     for m, e in plan.suggested.items():
-        lines.append(f"smallest epsilon meeting the target for {m}: {'none up to 100' if e is None else f'{e:g}'}")
+        lines.append(
+            f"smallest epsilon meeting the target for {m}: {f'none up to {EPS_HI:g}' if e is None else f'{e:g}'}"
+        )
     if plan.budget is not None:
         b = plan.budget
         lines.append(f"ledger: {b['spent']:g} spent of the limit {b['limit']:g}; {b['remaining']:g} remains")

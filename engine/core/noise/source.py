@@ -14,6 +14,7 @@ from .samplers import (
     discrete_laplace,
     gaussian,
     laplace,
+    noisy_quantile,
     planar_laplace,
     polya,
     randomized_response,
@@ -176,6 +177,22 @@ class NoiseSource:
         if self.secure:
             return self._secure_add("dlap", t, xa, np.int64)
         return xa + discrete_laplace(self.rng, t, self._size(xa))
+
+    def quantile(self, values, candidates, alpha: float, scale: float) -> float:
+        """One of the public sorted ``candidates`` as the ``alpha``-quantile of ``values`` (the exponential
+        mechanism, :func:`noisy_quantile`; ε from :func:`quantile_epsilon`). Secure mode: the values go through
+        OpenDP's ``make_private_quantile`` (float64 values, symmetric distance, ``max_divergence``), which draws
+        the same law exactly. ``values`` must be finite."""
+        scale = _positive("quantile scale", scale)
+        xa = self._float_data(values).ravel()
+        if not self.secure:
+            return noisy_quantile(self.rng, xa, candidates, alpha, scale)
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
+        cands = [float(c) for c in candidates]
+        return float(dp.m.make_private_quantile(*space, dp.max_divergence(), cands, float(alpha), scale)(xa.tolist()))
 
     # ---- bare noise (to add to data, prefer the add_* forms above)
     def _secure_draw(self, kind: str, scale: float, size, dtype):

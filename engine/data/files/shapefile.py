@@ -121,6 +121,10 @@ def _shapefile_members(z: zipfile.ZipFile, c: _Ctx) -> dict:
             f"{c.name} would unpack to {_size(total)}, over the limit of {_size(budget)} ({EXPANSION} times the "
             "file limit)"
         )
+    if c.max_vertices:  # a file of regions: a record takes up to 84 bytes, a ring 4 and a vertex up to 32 (x, y, z, m)
+        rows = max((parts[".shx"].file_size - 100) // 8, 0)
+        most = 100 + 84 * rows + 33 * c.max_vertices
+        c.check_geometry_bytes(parts[".shp"].file_size, most, "its .shp file, from the zip's headers")
     return parts
 
 

@@ -8,7 +8,7 @@ import io
 
 import numpy as np
 
-from ...core.errors import DataError
+from ...core.errors import DataError, shown
 from .common import (
     _BLANK,
     _FALSE,
@@ -193,7 +193,7 @@ def _to_wgs84_table(lon, lat, used, c: _Ctx, where):
     big = (np.abs(lon) > 360) | (np.abs(lat) > 360)
     if big.all():
         raise DataError(
-            f"the coordinates are not degrees (x up to {np.abs(lon).max():,.0f}, y up to {np.abs(lat).max():,.0f}): "
+            f"the coordinates are not degrees (x up to {shown(np.abs(lon).max(), 0)}, y up to {shown(np.abs(lat).max(), 0)}): "
             "they look like a projected CRS in metres. Give the file's CRS (e.g. EPSG:27700 for British National "
             "Grid, EPSG:3857 for web Mercator) or convert them to WGS84 latitude/longitude."
         )
@@ -201,18 +201,18 @@ def _to_wgs84_table(lon, lat, used, c: _Ctx, where):
         i = int(np.argmax(big))
         raise DataError(
             f"the coordinates mix units: {int(ok.sum()):,} rows look like degrees but {where(i)} has "
-            f"({lon[i]:,.2f}, {lat[i]:,.2f}); a file must use one CRS throughout"
+            f"({shown(lon[i], 2)}, {shown(lat[i], 2)}); a file must use one CRS throughout"
         )
     i = int(np.argmax(~ok))
     if (np.abs(lat) > 90).mean() > 0.5 and (np.abs(lat) <= 180).all() and (np.abs(lon) <= 90).all():
         raise DataError(
-            f"latitude {lat[i]} at {where(i)} is beyond ±90 degrees while every longitude is within ±90: "
+            f"latitude {shown(lat[i])} at {where(i)} is beyond ±90 degrees while every longitude is within ±90: "
             f"the columns {_short(used['lat'], 40)!r} and {_short(used['lon'], 40)!r} look swapped "
             "(map them with columns=...)"
         )
     if np.abs(lat[i]) > 90:
-        raise DataError(f"latitude {lat[i]} at {where(i)} is beyond ±90 degrees")
-    raise DataError(f"longitude {lon[i]} at {where(i)} is beyond ±180 degrees")
+        raise DataError(f"latitude {shown(lat[i])} at {where(i)} is beyond ±90 degrees")
+    raise DataError(f"longitude {shown(lon[i])} at {where(i)} is beyond ±180 degrees")
 
 
 def _attributes(df, used, csv_strings: bool) -> dict:

@@ -63,7 +63,8 @@ class LaplaceRegions(Mechanism):
             "str",
             "h3:auto",
             "the regions counted: grid (each cell), h3:RES (H3 hexagons of resolution RES, 0-15), h3:auto (about "
-            "300 hexagons on the map) or the path of a polygon file, PATH[:ID_COLUMN]",
+            "300 hexagons on the map) or the path of a polygon file, PATH[:ID_COLUMN] (command line only)",
+            remote=r"grid|h3:(auto|\d{1,2})",
         ),
     )
     dp_outputs = ("region_counts", "stderr", "region_sd")
@@ -91,7 +92,7 @@ class LaplaceRegions(Mechanism):
             eps,
             composition="parallel",
             group="regions",
-            note=f"Laplace(1/eps) per region ({len(regions):,} regions, {regions.spec}); {bounded.short}",
+            note=f"Laplace(1/eps) per region ({len(regions):,} regions, {regions.public_spec}); {bounded.short}",
         )
         A = regions.weights
         cells = np.asarray(A.sum(axis=1)).ravel()  # each region's area in cells (inside the map)
@@ -102,7 +103,7 @@ class LaplaceRegions(Mechanism):
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
-                "regions": regions.spec,
+                "regions": regions.public_spec,
                 "region_count": len(regions),
                 "stderr_basis": "Laplace(1/eps) per region: sqrt(2)/eps; a cell's share of each region's count",
             }
@@ -119,7 +120,7 @@ class LaplaceRegions(Mechanism):
                 "region_sd": LAPLACE_SD / eps,
                 "region_ids": tuple(regions.ids),
                 "region_weights": (A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data.astype(np.float64)),
-                "regions": regions.spec,
+                "regions": regions.public_spec,  # restates the parameter for a release: never a server path
                 "stderr": stderr,
             },
         )

@@ -142,8 +142,10 @@ def choose_rho(data, domain: Domain, eps: float, params: dict, ledger: Ledger, a
 
     # data: the bounded contributions, so n is the number of users (unit = user) or of records
     n = float(len(data)) if data.weight is None else float(np.sum(data.weight))
+    # the note declares n without its value: a release prints its ledger's notes, and n is an exact count
     ledger.note_side_information(
-        f"ParamSelect: the data size n = {n:,.0f} is treated as public (Algorithm 3 of Zeighami et al.)"
+        f"ParamSelect: the data size n (the number of {params['unit']}s) is treated as public to choose the cell "
+        "width (Algorithm 3 of Zeighami et al.)"
     )
     ent = entropy_512(aux_pts, domain) if aux_pts is not None else None
     frac, info = predict_rho(n, eps, lo / domain.side, hi / domain.side, ent)
