@@ -94,7 +94,7 @@ with page(
         st.dataframe(tables.compare_table(results), width="stretch")
         st.caption(
             "★ best of the compared mechanisms · ↓ lower is better · ↑ higher is better. Every metric is computed "
-            "the same way for every mechanism. " + tables.smoothing_note(sigma)
+            "the same way for every mechanism. " + tables.smoothing_note(sigma) + " " + tables.bound_note(results)
         )
         st.subheader("Ranking")
         r1, r2, r3 = st.columns([1, 1, 2], vertical_alignment="bottom")

@@ -109,21 +109,21 @@ with page(
         p.url.update({"wq": count, "wsize": list(size)})
         results = {names[c.mechanism]: r for c, r in ok}
         df = ranges.workload_errors(r0.truth, results, domain, count, size, cfg0.seed)
+        squares = ranges.workload_squares(domain, count, size, cfg0.seed)
+        bounds = ranges.workload_bounds(domain, squares, {names[c.mechanism]: c for c, _ in ok})
         a, b = st.columns([3, 2])
         a.altair_chart(ranges.error_box(df), width="stretch")
         b.dataframe(
-            ranges.error_summary(df),
+            ranges.error_summary(df, bounds),
             width="stretch",
             column_config={
                 k: st.column_config.NumberColumn(f"{k} relative error", format="%.3f")
                 for k in ("mean", "median", "90th percentile")
             }
-            | {"queries": st.column_config.NumberColumn(format="%d")},
+            | {"queries": st.column_config.NumberColumn(format="%d")}
+            | {k: st.column_config.NumberColumn(format="%.2f") for k in ("RMSE", "RMSE ÷ bound")},
         )
-        b.caption(
-            "Relative error |answer − true| / max(true, 0.1 % of all locations) (SNH's measure). True answers from "
-            "the true histogram, counting partly covered cells by area."
-        )
+        b.caption(ranges.workload_caption(bounds))
         b.download_button(
             "Workload errors, every query (CSV)",
             csv_text(df),

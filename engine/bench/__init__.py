@@ -36,6 +36,7 @@ SUITES = (
     "dpbench",
     "plan",
     "frame",
+    "hdmm",
 )
 
 

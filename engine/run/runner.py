@@ -290,6 +290,7 @@ def run(
         emd_max_cells=config.emd_max_cells,
         extra=config.metrics,
         evaluation=ctx.evaluation,
+        epsilon=float(config.epsilon) if mech_cls.uses_epsilon else None,
     )
     timings["metrics_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
