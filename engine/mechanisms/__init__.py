@@ -31,6 +31,7 @@ FAMILY_MODULES = (
     "rff_kde",
     "snh",
     "dawa",
+    "hdg",
 )
 
 _loaded = False
