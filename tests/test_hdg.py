@@ -135,10 +135,11 @@ def test_post_processing_ends_non_negative_summing_to_one_and_nearly_consistent(
     true /= true.sum()
     noisy = [true.sum(0), true.sum(1), true.reshape(8, 8, 8, 8).sum((1, 3))]
     noisy = [v + rng.normal(0, 0.02, v.shape) for v in noisy]
-    fx, fy, f2 = post_process(*noisy, rounds=100)
+    fx, fy, f2, done = post_process(*noisy, rounds=1000, tol=1e-12)
     for f in (fx, fy, f2):
         assert (f >= 0).all() and f.sum() == pytest.approx(1.0)
     gap = np.abs(fx.reshape(8, 8).sum(1) - f2.sum(0)).sum() + np.abs(fy.reshape(8, 8).sum(1) - f2.sum(1)).sum()
+    assert done < 1000  # it converged
     raw = post_process(*noisy, rounds=0)
     raw_gap = np.abs(raw[0].reshape(8, 8).sum(1) - raw[2].sum(0)).sum()
     assert gap < 1e-9 < raw_gap

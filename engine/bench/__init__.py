@@ -35,6 +35,7 @@ SUITES = (
     "regions",
     "dpbench",
     "plan",
+    "local",
 )
 
 

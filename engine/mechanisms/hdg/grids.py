@@ -81,14 +81,20 @@ def consistency(fx: np.ndarray, fy: np.ndarray, f2: np.ndarray) -> None:
         f2 += np.expand_dims((t - t2) / g2, axis)
 
 
-def post_process(fx, fy, f2, rounds: int):
-    """Norm-Sub on every grid, then ``rounds`` times the consistency step followed by Norm-Sub (the
-    consistency step can make cells negative; Norm-Sub last, so every released cell is >= 0)."""
+def post_process(fx, fy, f2, rounds: int, tol: float = 0.0):
+    """Norm-Sub on every grid, then up to ``rounds`` times the consistency step followed by Norm-Sub (the
+    consistency step can make cells negative; Norm-Sub last, so every released cell is >= 0), stopping
+    once a round moves the three grids by less than ``tol`` in L1. Returns the grids and the rounds run."""
     fx, fy, f2 = norm_sub(fx), norm_sub(fy), norm_sub(f2)
-    for _ in range(rounds):
+    done = 0
+    while done < rounds:
+        done += 1
+        before = np.concatenate([fx, fy, f2.ravel()])
         consistency(fx, fy, f2)
         fx, fy, f2 = norm_sub(fx), norm_sub(fy), norm_sub(f2)
-    return fx, fy, f2
+        if np.abs(np.concatenate([fx, fy, f2.ravel()]) - before).sum() < tol:
+            break
+    return fx, fy, f2, done
 
 
 def _fit(sums: np.ndarray, target: np.ndarray) -> np.ndarray:

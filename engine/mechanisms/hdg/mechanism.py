@@ -113,7 +113,8 @@ class HDG(Mechanism):
     3. **Estimates.** Per cell, f = ((S/n_k) - q) / (p - q) from the support count S of its group's
        n_k users: unbiased, variance about 4 e^eps / (n_k (e^eps - 1)^2).
     4. **Post-processing.** Norm-Sub on every grid (negatives to 0, one constant subtracted from the
-       positive cells so the grid sums to 1), then ``consistency_rounds`` times: the consistency step
+       positive cells so the grid sums to 1), then up to ``consistency_rounds`` times (until a round moves
+       the grids by less than a thousandth of a user in L1): the consistency step
        (per attribute and 2-D column/row interval I, the weighted average
        T(I) = (T1/b + T2/g2) / (1/b + 1/g2) of the 1-D grid's b = g1/g2 cells and the 2-D grid's g2
        cells, each grid's cells in I moved by an equal share of the difference; :func:`.grids.consistency`)
@@ -195,7 +196,9 @@ class HDG(Mechanism):
             "frequency oracle: 'olh' optimized local hashing (the paper's), 'oue' optimized unary encoding",
             choices=ORACLES,
         ),
-        Param("consistency_rounds", "int", 100, "rounds of the consistency step, each followed by Norm-Sub", 0, 1000),
+        Param(
+            "consistency_rounds", "int", 100, "largest number of consistency steps, each followed by Norm-Sub", 0, 1000
+        ),
         Param("update_sweeps", "int", 100, "largest number of sweeps of the response matrix's update", 1, 10_000),
         Param(
             "attacker_prior",
@@ -205,7 +208,7 @@ class HDG(Mechanism):
             choices=("release", "uniform"),
         ),
     )
-    dp_outputs = ("grid_x", "grid_y", "grid_2d", "response_matrix", "update_sweeps")
+    dp_outputs = ("grid_x", "grid_y", "grid_2d", "response_matrix", "consistency_rounds_run", "update_sweeps")
     side_information_keys = ("users", "group_sizes", "g1", "g2", "g1_guideline", "g2_guideline", "communication")
 
     def run(self, data, domain, epsilon, params, ctx):
@@ -230,7 +233,8 @@ class HDG(Mechanism):
             support = ctx.noise.report_counts(np.bincount(cell[group == k], minlength=cells), n_k, p, q)
             est.append(unbias(support, n_k, p, q) / n_k)
         ctx.check_cancelled()
-        fx, fy, f2 = post_process(est[0], est[1], est[2].reshape(g2, g2), int(params["consistency_rounds"]))
+        rounds = int(params["consistency_rounds"])
+        fx, fy, f2, rounds = post_process(est[0], est[1], est[2].reshape(g2, g2), rounds, 1e-3 / users)
         ctx.progress(0.5, "the response matrix")
         m, sweeps = response_matrix(fx, fy, f2, int(params["update_sweeps"]), 1.0 / users)
         r = domain.n // g1
@@ -274,6 +278,7 @@ class HDG(Mechanism):
                 "oracle": params["oracle"],
                 "p": p,
                 "q": q,
+                "consistency_rounds_run": rounds,
                 "update_sweeps": sweeps,
                 "warnings": clients.notes,
             },
