@@ -162,7 +162,8 @@ class HDG(Mechanism):
     at random), renormalises the matrix to n after every cell's update (here: plain proportional
     fitting), builds the matrix at the full domain (here g1 x g1, the same matrix: every update is
     constant inside a g1 x g1 cell) and runs OUE (here OLH by default). Norm-Sub is computed exactly
-    (the projection onto the simplex) rather than by repeated subtraction. HDG needs at least 3 users
+    (the projection onto the simplex) rather than by repeated subtraction (they differ only when the
+    positive cells sum to less than the total: the repeated form never lifts a cell it has set to 0). HDG needs at least 3 users
     (one per group).
     """
 
