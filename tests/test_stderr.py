@@ -243,7 +243,7 @@ STDERR_KEYS = (
     "dawa",
     "hdmm",
 )
-NO_CLOSED_FORM = ("ag", "ag_polya", "hierarchical_onehot", "cms_hierarchical", "sparse_emd", "federated_rff_kde")
+NO_CLOSED_FORM = ("ag", "ag_polya", "hierarchical_onehot", "cms_hierarchical", "sparse_emd", "federated_rff_kde", "hdg")
 
 
 @pytest.mark.parametrize("key", STDERR_KEYS)

@@ -68,6 +68,14 @@ GUIDE = [
         "adaptive_hh",
     ),
     (
+        "No trusted party at all, not even secure aggregation: each phone randomises its own location (local DP)",
+        "HDG (hybrid-dimensional grids)",
+        "on four synthetic cities (10^4 to 10^6 users, ε 0.5 to 4) its range-query error is a median 0.58x the best "
+        "local DP grid's (lower in 45 of 48 settings; EMD 0.57x, lower in 43); Adaptive HH, which trusts secure "
+        "aggregation, has about a tenth of HDG's error",
+        "local",
+    ),
+    (
         "Where people are, judged by how far they would have to move (EMD), with few people per region",
         "Sparse EMD aggregation",
         "wins EMD and correlation against Laplace and both top-t baselines at every ε from 0.5 to 5; 16 of 16 "

@@ -37,6 +37,7 @@ SUITES = (
     "plan",
     "frame",
     "hdmm",
+    "local",
 )
 
 

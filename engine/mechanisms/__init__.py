@@ -32,6 +32,7 @@ FAMILY_MODULES = (
     "snh",
     "dawa",
     "hdmm",
+    "hdg",
 )
 
 _loaded = False

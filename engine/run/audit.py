@@ -166,6 +166,12 @@ PLANS: dict[str, Plan] = {
         note="a 2 x 2 map: the report is one of K = 4 cells (the default level is capped at the map's depth), so "
         "the randomized response's probabilities are large and the test has power",
     ),
+    "hdg": Plan(
+        depth=1,
+        base_users=2,
+        note="a 2 x 2 map (both grids' granularities capped at 2) and 2 others in the sink cell: 3 users, one per "
+        "group, so the person's report is its group's only one",
+    ),
     "bitpush_mean_ldp": _VALUE,
     "ldp_mean_baseline": _VALUE,
     "bitpush_mean": replace(_VALUE, runs=1000),
