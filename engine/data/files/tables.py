@@ -218,6 +218,11 @@ def _not_degrees(lon, lat) -> str:
     span = (
         f"x from {shown(lon.min(), 0)} to {shown(lon.max(), 0)}, y from {shown(lat.min(), 0)} to {shown(lat.max(), 0)}"
     )
+    if max(np.abs(lon).max(), np.abs(lat).max()) > 1e9:  # beyond any projection of the Earth, in metres or feet
+        return (
+            f"the coordinates ({span}) are not on the Earth in any CRS: no projection reaches a billion units "
+            "from its origin. Check that the columns hold coordinates"
+        )
     if min(np.abs(lon).max(), np.abs(lat).max()) > 1000:
         kind = "they look like a projected CRS in metres (EPSG:27700 for British National Grid, EPSG:3857 for web Mercator)"
     else:
