@@ -31,6 +31,11 @@ FAMILY_MODULES = (
     "rff_kde",
     "snh",
     "dawa",
+    "privelet",
+    "quadtree",
+    "ahp",
+    "mwem",
+    "dpcube",
 )
 
 _loaded = False
