@@ -118,6 +118,10 @@ def rect_labels(r) -> np.ndarray:
         ("flat_onehot", {"secagg_shard": 700}),
         ("hierarchical_onehot", {"selection": "level", "level": 3}),
         ("identity_paramselect", {"rho_m": 700.0, "aux": "none", "clip_answers": False}),
+        ("privelet", {}),
+        ("quadtree", {}),
+        ("quadtree", {"budget": "uniform", "height": 3}),
+        ("quadtree", {"post_processing": False}),
     ],
 )
 def test_closed_form_matches_the_spread_over_seeded_runs(data, key, params):
@@ -202,6 +206,19 @@ def test_dawa_is_exact_given_its_partition(data):
         assert_units_residuals(runs("dawa", d0, **params), truth, lambda r: r.extras["buckets"], f"dawa {params}")
 
 
+def test_ahp_and_dpcube_are_exact_given_their_clusters_or_partition(data):
+    """AHP's clusters come from the first share's noisy counts, its cluster totals from fresh noise: given the
+    clusters, each cluster's residual in units of its SE has mean square 1. DPCube without its consistency step
+    likewise given its kd-tree partition (with it, the released totals reuse the noisy cells that chose the
+    partition, and no SE is given)."""
+    d0, _ = data
+    truth = d0.true_histogram(Domain(0.0, 0.0, SIDE, 4))
+    for params in ({}, {"ratio": 0.5}):
+        assert_units_residuals(runs("ahp", d0, **params), truth, lambda r: r.extras["clusters"], f"ahp {params}")
+    assert_units_residuals(runs("dpcube", d0, consistency=False), truth, rect_labels, "dpcube without consistency")
+    assert "stderr" not in release("dpcube", d0).extras
+
+
 def test_kept_cells_have_the_noise_sd_and_zeroed_cells_none(data):
     """Clipping and top-t: a cell set to 0 after the noise has no SE (NaN); the cells dense enough to be
     kept in every run spread as the Laplace noise says."""
@@ -239,8 +256,20 @@ STDERR_KEYS = (
     "laplace_topt_gauss",
     "identity_paramselect",
     "dawa",
+    "privelet",
+    "quadtree",
+    "ahp",
 )
-NO_CLOSED_FORM = ("ag", "ag_polya", "hierarchical_onehot", "cms_hierarchical", "sparse_emd", "federated_rff_kde")
+NO_CLOSED_FORM = (
+    "ag",
+    "ag_polya",
+    "hierarchical_onehot",
+    "cms_hierarchical",
+    "sparse_emd",
+    "federated_rff_kde",
+    "mwem",
+    "dpcube",
+)
 
 
 @pytest.mark.parametrize("key", STDERR_KEYS)
@@ -269,6 +298,8 @@ def test_mechanisms_without_a_closed_form_leave_it_to_repeated_runs(data, key):
     [
         ("identity", {}),
         ("hierarchical", {}),
+        ("quadtree", {}),
+        ("privelet", {}),
         ("ug", {"total": "public"}),
         ("flat_onehot", {}),
         ("hierarchical_onehot", {"selection": "level"}),

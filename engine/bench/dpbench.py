@@ -1,5 +1,5 @@
 """``python -m engine bench dpbench [--quick] [--json]``: DPBench's protocol on DPBench's own 2-D data, every
-central mechanism and DAWA, ranked by average regret as DPComp ranks them.
+central mechanism, DAWA and the rest of DPBench's 2-D roster, ranked by average regret as DPComp ranks them.
 
 Protocol (Hay, Machanavajjhala, Miklau, Chen, Zhang, SIGMOD 2016; REFERENCE_NOTES section 6):
 
@@ -12,8 +12,9 @@ Protocol (Hay, Machanavajjhala, Miklau, Chen, Zhang, SIGMOD 2016; REFERENCE_NOTE
 * Workload. 2,000 random rectangles (two cell indices drawn uniformly per axis, DPBench's random range
   queries), one fixed set for every run (:func:`engine.bench.central.random_rectangles`).
 * Error. Scaled average per-query L1 error ``||Wx - W x_hat||_1 / (q ||x||_1)``, x the sample's histogram.
-* Methods. Every central baseline (``CENTRAL_KEYS``) and DAWA, at their defaults but ``unit = record``
-  (DPBench's unit; the sample has no user ids, so it is also one point per user).
+* Methods. Every central baseline (``CENTRAL_KEYS``), DAWA, and DPBench's other 2-D algorithms (Privelet,
+  QuadTree, AHP, MWEM, DPCube), at their defaults but ``unit = record`` (DPBench's unit; the sample has no user
+  ids, so it is also one point per user).
 * Trials. ``TRIALS`` per (dataset, scale, epsilon): fresh sample and noise per trial; a setting's error is
   the mean over its trials. At 10^7 points fewer trials (``TRIALS_LARGEST``) to keep the run near 15 min.
 * Ranking. Average regret (:func:`engine.metrics.regret.average_regret`): per setting, a method's error
@@ -49,7 +50,21 @@ TRIALS = 3
 TRIALS_LARGEST = 2
 QUICK = {"datasets": ("cabspottingS",), "scales": (1_000, 10_000, 1_000_000), "eps": (1.0,), "trials": 2}
 PARAMS = {"unit": "record"}  # DPBench is record-level; defaults otherwise
-METHODS = ("identity", "identity_topt", "uniform", "ug", "ag", "privtree", "hierarchical", "dawa")
+METHODS = (
+    "identity",
+    "identity_topt",
+    "uniform",
+    "ug",
+    "ag",
+    "privtree",
+    "hierarchical",
+    "dawa",
+    "privelet",
+    "quadtree",
+    "ahp",
+    "mwem",
+    "dpcube",
+)
 
 
 def absent_message(folder: Path = DPBENCH_DIR) -> str:
