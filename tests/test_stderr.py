@@ -358,6 +358,23 @@ def test_hover_block_margins_follow_the_cells_that_share_noise(data):
         assert_ratio_one(dev2, float((se**2).sum()), f"hover blocks {key} k={k}")
 
 
+def test_quadtree_block_margins_use_the_trees_covariance(data):
+    """QuadTree's least squares correlates its leaves, so a block's margin needs the tree's covariance (the
+    hierarchical baseline's path): the spread of block sums over seeded runs matches it, with leaves at the output
+    cells (blocks of 4 x 4), coarser leaves (height 4 on a 32 x 32 map, blocks of 8 x 8) and the raw leaves."""
+    from engine.regions.margins import block_margins
+    from ui.maps import block_sums
+
+    d0, _ = data
+    for params, k in [({}, 4), ({"height": 4}, 8), ({"post_processing": False}, 2)]:
+        rels = runs("quadtree", d0, n=200, depth=5, **params)
+        blocks = np.stack([block_sums(r.density, k) for r in rels])
+        se = block_margins(rels[0], "quadtree", CRS, k).noise_sd
+        assert np.isfinite(se).all()
+        dev2 = ((blocks - blocks.mean(axis=0)) ** 2).sum(axis=(1, 2)) * 200 / 199
+        assert_ratio_one(dev2, float((se**2).sum()), f"quadtree blocks {params} k={k}")
+
+
 def test_hover_shows_the_margin_and_skips_zeroed_cells():
     from ui.maps import Frame, hover_layer
 
