@@ -25,7 +25,7 @@ def geometric_budget(h: int, eps: float) -> np.ndarray:
     """Cormode et al.'s geometric budget written as the paper writes it, level i counted from the leaves
     (i = 0) to the root (i = h): eps_i = 2^((h - i)/3) eps (2^(1/3) - 1) / (2^((h + 1)/3) - 1). Returned root
     first (index d = h - i), the order of :func:`engine.mechanisms.central.trees.hierarchical_budget`, which
-    computes the same split (tests/test_dpbench_roster.py checks the two agree)."""
+    computes the same split (tests/test_quadtree.py checks the two agree)."""
     i = np.arange(h, -1, -1, dtype=np.float64)
     c = 2.0 ** (1.0 / 3.0)
     return 2.0 ** ((h - i) / 3.0) * eps * (c - 1.0) / (2.0 ** ((h + 1) / 3.0) - 1.0)
