@@ -1,5 +1,5 @@
 """``python -m engine bench dpbench [--quick] [--json]``: DPBench's protocol on DPBench's own 2-D data, every
-central mechanism and DAWA, ranked by average regret as DPComp ranks them.
+central mechanism, DAWA and the rest of DPBench's 2-D roster, ranked by average regret as DPComp ranks them.
 
 Protocol (Hay, Machanavajjhala, Miklau, Chen, Zhang, SIGMOD 2016; REFERENCE_NOTES section 6):
 
@@ -13,8 +13,9 @@ Protocol (Hay, Machanavajjhala, Miklau, Chen, Zhang, SIGMOD 2016; REFERENCE_NOTE
   queries), one fixed set for every run (:func:`engine.bench.central.random_rectangles`).
 * Error. Scaled average per-query L1 error ``||Wx - W x_hat||_1 / (q ||x||_1)``, x the sample's histogram; and,
   for the bound, the scaled root-mean-squared error ``||Wx - W x_hat||_2 / (sqrt(q) ||x||_1)``.
-* Methods. Every central baseline (``CENTRAL_KEYS``), DAWA and HDMM, at their defaults but ``unit = record``
-  (DPBench's unit; the sample has no user ids, so it is also one point per user).
+* Methods. Every central baseline (``CENTRAL_KEYS``), DAWA, HDMM and DPBench's other 2-D algorithms (Privelet,
+  QuadTree, AHP, MWEM, DPCube), at their defaults but ``unit = record`` (DPBench's unit; the sample has no user
+  ids, so it is also one point per user).
 * The bound. The SVD lower bound of the rectangles (:mod:`engine.metrics.lower_bound`): the least expected RMSE of
   any ε-DP matrix mechanism on them, data-free, scaled by ``||x||_1 = n`` like the errors. It is a bound on RMSE,
   not on L1 (a mechanism's mean absolute error is at most its RMSE, so no L1 floor follows from it): each method's
@@ -59,7 +60,22 @@ TRIALS = 3
 TRIALS_LARGEST = 2
 QUICK = {"datasets": ("cabspottingS",), "scales": (1_000, 10_000, 1_000_000), "eps": (1.0,), "trials": 2}
 PARAMS = {"unit": "record"}  # DPBench is record-level; defaults otherwise
-METHODS = ("identity", "identity_topt", "uniform", "ug", "ag", "privtree", "hierarchical", "dawa", "hdmm")
+METHODS = (
+    "identity",
+    "identity_topt",
+    "uniform",
+    "ug",
+    "ag",
+    "privtree",
+    "hierarchical",
+    "dawa",
+    "hdmm",
+    "privelet",
+    "quadtree",
+    "ahp",
+    "mwem",
+    "dpcube",
+)
 
 
 def absent_message(folder: Path = DPBENCH_DIR) -> str:

@@ -48,9 +48,24 @@ from .published import released_map
 
 PROXY_PRESET = "polycentric"
 # margins fixed by epsilon, the grid and the user count alone: one proxy run is the exact answer
-DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect", "hdmm"})
+DATA_FREE = frozenset(
+    {"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect", "hdmm", "quadtree"}
+)
 # with a margin whose size depends on where people are (simulated on the proxy)
-SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
+SIMULATED = frozenset(
+    {
+        "ug",
+        "privtree",
+        "adaptive_hh",
+        "hh_scheduled_fixed_t",
+        "flat_onehot",
+        "dawa",
+        "privelet",
+        "ahp",
+        "mwem",
+        "dpcube",
+    }
+)
 SIMULATED_RUNS = 5
 MIN_USERS, MAX_USERS = 1, 5_000_000
 EPS_LO, EPS_HI = MIN_EPS, MAX_EPS  # the search for a target's ε covers every ε a run accepts
