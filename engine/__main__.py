@@ -8,8 +8,6 @@ exits 2. Every list, number and ``key=value`` pair is checked before any work st
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import itertools
 import json
 import math
@@ -17,7 +15,10 @@ import os
 import sys
 from dataclasses import replace
 
-from . import progress
+from . import cli_data, progress
+from .cli_grid import add_options as add_grid_options
+from .cli_grid import depth as grid_depth
+from .core.csvtext import csv_text
 from .core.errors import EngineError, ParamError
 
 MAX_SEEDS = 1000  # seeds per sweep
@@ -72,16 +73,6 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not k.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
     return k.strip(), v.strip()
-
-
-def _regions(text: str) -> str:
-    from .data.regions import parse_spec
-
-    try:
-        parse_spec(text)
-    except ParamError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text.strip()
 
 
 def _cluster(text: str) -> str:
@@ -143,6 +134,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     """The run's configuration, its dataset options and mechanism parameters checked against
     their schemas (coerced, so the cache key is stable) before anything runs. A release has
     no seed and always uses secure noise."""
+    from .cli_grid import config_fields
     from .data.registry import get_source
     from .mechanisms import get, load_all
     from .run.config import RunConfig
@@ -159,34 +151,54 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     params = _options(args.param, "mechanism parameter")
     if getattr(args, "regions", None) and "regions" in {p.name for p in get(mechanism).params}:
         params.setdefault("regions", args.regions)  # a mechanism that counts regions counts the ones reported
+        if args.regions_crs:
+            params.setdefault("regions_crs", args.regions_crs)
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)
+    data_opts = src.schema().resolve(data_opts)
+    if src.kind == "file":  # the analyst's own file: warned of points at sea or swapped, as on the dashboard
+        cli_data.warn_about_file(args.dataset, data_opts)
     return RunConfig(
         dataset=args.dataset,
-        dataset_options=src.schema().resolve(data_opts),
+        dataset_options=data_opts,
         mechanism=mechanism,
         params=params,
         epsilon=epsilon,
         n_users=args.users,
-        depth=args.depth,
         seed=seed,
         secure=mode == "release" or args.secure,
         mode=mode,
+        **config_fields(args, src, data_opts),
     )
 
 
+def _evaluations():
+    """The booking protocol of the Evaluate commands: as on the dashboard, an evaluation goes on unbooked when the
+    ledger cannot be written (a read-only or full cache folder), with one note on stderr saying so."""
+    from .run.booking import Bookkeeper, LedgerPolicy
+
+    told = []
+
+    def note(exc) -> None:
+        if not told:
+            told.append(exc)
+            print(f"note: {exc}; evaluation runs go on unbooked (a release would be refused)", file=sys.stderr)
+
+    return Bookkeeper(policy=LedgerPolicy("tolerant", evaluate_unbooked=True, tell=note))
+
+
 def _cmd_run(args) -> int:
-    from .run.booking import Bookkeeper
     from .run.config import fresh_seed
     from .run.runner import run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
+    bk = _evaluations()
     if args.cluster:
-        res, _ = Bookkeeper().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res, _ = Bookkeeper().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -197,12 +209,9 @@ def _cmd_run(args) -> int:
     if args.format == "json":
         print(json.dumps(out, indent=2, default=float))
     elif report is not None:
-        print(report.to_csv(), end="")
+        print(report.as_csv(), end="")
     else:
-        w = csv.writer(sys.stdout)
-        w.writerow(["metric", "value"])
-        for k, v in res.metrics.items():
-            w.writerow([k, v])
+        print(csv_text(list(res.metrics.items()), ["metric", "value"]), end="")
     return 0
 
 
@@ -210,21 +219,18 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
     """The run's regional table for ``--regions`` (None without it); in Evaluate with the true counts."""
     if not getattr(args, "regions", None):
         return None
-    from .data.regions import build
     from .regions import regional_report
     from .run.runner import prepare
 
-    rel = res.release
-    regions = build(args.regions, rel.domain, res.crs, name_column=args.region_names)
+    regions = cli_data.regions(args, res.release.domain, res.crs)
     data = prepare(cfg)[0] if evaluate and cfg.mode == "evaluate" else None
     return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
 
 
-def _release_regions(args, cfg):
-    """The regions of ``--regions`` over the release's public map (None without it)."""
+def _release_regions(args, cfg, domain=None):
+    """``--regions`` over the release's ``domain``, or before the run over the dataset's (None without it)."""
     if not args.regions:
         return None
-    from .data.regions import build
     from .mechanisms import get
     from .run.runner import load_dataset
 
@@ -233,7 +239,7 @@ def _release_regions(args, cfg):
         raise ParamError(f"--regions reports counts, and {cls.label or cls.key} releases an attribute mean")
 
     ds = load_dataset(cfg.dataset, cfg.dataset_options)
-    return build(args.regions, ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
+    return cli_data.regions(args, domain or ds.public_domain(cfg.depth), ds.crs)
 
 
 def _on_cluster(args, configs, keep=None) -> list:
@@ -248,7 +254,6 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
-    from .run.booking import Bookkeeper
     from .run.cluster import sweep_row
     from .run.runner import run
 
@@ -260,17 +265,19 @@ def _cmd_sweep(args) -> int:
     base = {m: _config_from_args(args, m, epss[0], 0) for m in mechs}
     configs = [replace(base[m], epsilon=e, seed=s) for m, e, s in itertools.product(mechs, epss, seeds)]
     # evaluation runs publish nothing: booked in the dataset's evaluations, listed apart from its releases
-    bk = Bookkeeper()
+    bk = _evaluations()
     if args.cluster:  # one task per run; the same rows as below
         bookings = bk.record(configs, note="python -m engine sweep")
         try:
             rows = _on_cluster(args, configs, keep=sweep_row)
         except BaseException:
             for b in bookings:
-                bk.unbook(b)
+                if b is not None:  # None: run unbooked, the ledger could not be written
+                    bk.unbook(b)
             raise
         for cfg, b, row in zip(configs, bookings, rows):
-            bk.settle(cfg, b, row)
+            if b is not None:
+                bk.settle(cfg, b, row)
     else:
         rows = []
         with progress.bar(len(configs), "sweep") as bar:
@@ -281,12 +288,7 @@ def _cmd_sweep(args) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2, default=float))
     else:
-        buf = io.StringIO()
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        w = csv.DictWriter(buf, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-        print(buf.getvalue(), end="")
+        print(csv_text(rows, dict.fromkeys(k for r in rows for k in r)), end="")
     return 0
 
 
@@ -326,7 +328,7 @@ def _cmd_release(args) -> int:
     from the truth is printed."""
     from pathlib import Path
 
-    from .run.booking import Bookkeeper
+    from .run.booking import STRICT, Bookkeeper
     from .run.export import FILE_NAMES, MANIFEST, write_release
     from .run.runner import run
 
@@ -343,7 +345,7 @@ def _cmd_release(args) -> int:
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
     created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
-    bk = Bookkeeper()
+    bk = Bookkeeper(policy=STRICT)  # any ledger failure stops the command, before any noise
     try:
         regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
         res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
@@ -351,6 +353,8 @@ def _cmd_release(args) -> int:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
             out.rmdir()
         raise
+    if regions is not None and (cfg.resolution == "auto" or cfg.frame == "dp"):  # a frame or grid the run chose
+        regions = _release_regions(args, cfg, res.release.domain)
     # once a grid exists the booking stays, even if writing it fails half way
     paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
     report = {
@@ -365,6 +369,7 @@ def _cmd_release(args) -> int:
 
 def _cmd_plan(args) -> int:
     from .run import plan as P
+    from .run.frame import auto_depth
 
     if args.users is not None and args.users > P.MAX_USERS:
         raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
@@ -377,7 +382,10 @@ def _cmd_plan(args) -> int:
         from .mechanisms import load_all
 
         load_all()
-        options = get_source(args.dataset).schema().resolve(_options(args.data_opt, "dataset option"))
+        src = get_source(args.dataset)
+        options = src.schema().resolve(_options(args.data_opt, "dataset option"))
+        if src.kind == "file":
+            cli_data.warn_about_file(args.dataset, options)
     frame = P.frame_of(args.dataset, options) if args.dataset else None
     params = _options(args.param, "mechanism parameter")
     proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
@@ -386,8 +394,9 @@ def _cmd_plan(args) -> int:
         args.epsilon,
         users,
         frame=frame,
-        depth=args.depth or 8,
+        depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
         regions_spec=args.regions,
+        polygons=cli_data.polygon_file(args),
         params={m: params for m in args.mechanism},
         target=args.target_margin,
         dataset=args.dataset,
@@ -464,8 +473,10 @@ def _add_plan_parser(sub) -> None:
     )
     pl.add_argument("--mechanism", type=_names, default=["identity"], help="comma-separated mechanism keys")
     pl.add_argument("--epsilon", type=_epsilons, default=[1.0], help="comma-separated epsilons")
-    pl.add_argument("--depth", type=_int_in(1, 10), default=None, help="2^depth cells per side (default 8)")
-    pl.add_argument("--regions", default=None, metavar="SPEC", help="grid | h3:RES | PATH[:ID_COLUMN]")
+    pl.add_argument(
+        "--depth", type=grid_depth, default=None, help="2^depth cells per side (default 8), or auto (--users)"
+    )
+    cli_data.add_region_options(pl, "plan over regions", names=False)
     who = pl.add_mutually_exclusive_group(required=True)
     who.add_argument("--users", type=_int_in(1), default=None, help="a public bound on the users (side information)")
     who.add_argument("--users-from", default=None, metavar="FOLDER", help="a published release whose total to use")
@@ -503,15 +514,8 @@ def main(argv=None) -> int:
             "--url", type=_url, help="download address of an online dataset (operators only; the dashboard has none)"
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
-        sp.add_argument("--depth", type=_int_in(1, 10), default=8, help="2^depth cells per side (1..10)")
-        sp.add_argument(
-            "--regions",
-            type=_regions,
-            default=None,
-            metavar="SPEC",
-            help="also report over regions: grid (each cell), h3:RES (H3 hexagons), or PATH[:ID_COLUMN] (polygons)",
-        )
-        sp.add_argument("--region-names", default=None, metavar="COLUMN", help="the polygon file's name column")
+        add_grid_options(sp, _int_in(1))
+        cli_data.add_region_options(sp)
         if release:  # always secure, never cached, its own formats
             return
         sp.add_argument("--secure", action="store_true", help="OpenDP samplers")

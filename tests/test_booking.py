@@ -13,7 +13,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from test_app import open_app, wait_jobs
+from test_app import open_app, test_mechanisms, wait_jobs  # noqa: F401 (a fixture)
 
 from engine.core.accounting import Ledger
 from engine.core.errors import EngineError, ParamError
@@ -134,6 +134,26 @@ def test_a_dropout_run_books_the_same_ledger_through_the_cli_and_the_dashboard(t
     assert entries(tmp_path / "cli.sqlite3", "releases", fp) == entries(dash, "releases", fp) == []
 
 
+def test_a_run_that_ends_after_its_tab_closed_is_settled():
+    """The page starts a run and is never drawn again (its tab was closed); the run then ends cancelled on the
+    server: nothing was published, so its booking is taken back all the same, with no page to do it."""
+    import time
+
+    from ui.jobs import board
+
+    at = open_app(mech="_test_slow", baselines="0", seed="47")
+    at.button(key="run_explore").click().run()
+    group = at.session_state["_groups"]["explore"]
+    run = RunConfig.from_dict(group["configs"][0])
+    evaluations = BudgetStore(os.environ["HEATMAP_LEDGER_DB"], table="evaluations")
+    assert [e.release_key for e in evaluations.entries(fingerprint_config(run))] == [run.key()]
+    board().cancel(group["keys"][0], at.session_state["_sid"])  # no rerun of the page from here on
+    t0 = time.monotonic()
+    while evaluations.entries(fingerprint_config(run)):
+        assert time.monotonic() - t0 < 30, "the cancelled run is still booked"
+        time.sleep(0.1)
+
+
 def test_a_release_with_dropout_books_the_same_through_the_cli_and_the_dashboard(tmp_path):
     """Release mode draws secure noise, and secure aggregation withholds a shard short of its planned clients,
     so a release spends no more than planned: within the plan (20 % planned, 20 % dropping) both doors book
@@ -174,11 +194,11 @@ def test_declared_side_information_reaches_the_ledger_in_both_modes():
     assert cfg(side_information=(note,)).key() != cfg().key()  # a declared choice is part of the run
 
 
-def test_the_resolution_read_off_an_upload_is_declared_in_release_as_in_evaluate():
-    """The automatic resolution of an upload is chosen from its number of people (side information): the run
-    that uses it declares it in Evaluate's ledger and in Release's manifest alike."""
+def test_an_uploads_automatic_resolution_follows_one_rule_in_both_modes():
+    """The automatic resolution of an upload is a DP count in both modes: Evaluate's run books the same step
+    as Release's, and the release's manifest states it."""
     from streamlit.testing.v1 import AppTest
-    from test_app import APP, texts
+    from test_app import APP
     from test_sessions import csv_bytes, upload
 
     from engine.run.export import manifest
@@ -188,16 +208,16 @@ def test_the_resolution_read_off_an_upload_is_declared_in_release_as_in_evaluate
     at.query_params.update({"baselines": "0", "seed": "3"})
     at.run()
     upload(at, "people.csv", csv_bytes(600, seed=4))
-    note = next(c.value for c in at.sidebar.caption if "chosen automatically" in c.value)
     for mode in ("evaluate", "release"):
         at.sidebar.radio(key="cfg.mode").set_value(mode).run()
         at.button(key="run_explore").click().run()
         wait_jobs(at)
-        assert note in texts(at), mode  # the run's ledger lists it
         key = at.session_state["_groups"]["explore"]["keys"][0]
         res = board().result(key, at.session_state["_sid"])
-        assert note in res.release.ledger.side_information, mode
-    assert note in manifest(res)["side_information"]  # the release's files carry it
+        first = res.release.ledger.entries[0]
+        assert first.step == "count of the people (automatic resolution)", mode
+        assert first.epsilon == pytest.approx(0.05 * res.config.epsilon), mode
+    assert manifest(res)["ledger"]["entries"][0]["step"] == first.step  # the release's files carry it
 
 
 def test_a_folder_dataset_is_fingerprinted_by_its_files(tmp_path):

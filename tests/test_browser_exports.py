@@ -61,7 +61,7 @@ def test_exports_open_in_gis_and_offline(page, app_url, tmp_path, browser):
         b = src.bounds
         assert np.allclose([b.left, b.bottom, b.right, b.top], domain.bounds, atol=1e-6)
         assert CRS.from_user_input(src.crs.to_wkt()).equals(CRS.from_proj4(cfg_crs(cfg)))
-        assert src.width == src.height == 2**cfg.depth
+        assert src.width == src.height == 2**domain.depth  # the run's grid (an automatic resolution chooses it)
 
     html = open(download(page, "Report (HTML)").path(), encoding="utf-8").read()
     reader = browser.new_context(viewport={"width": 1280, "height": 1000})

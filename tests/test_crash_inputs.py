@@ -1,5 +1,5 @@
 """Inputs that crashed pages or were silently misread: weights near 1e308 (the legend's ticks), a link with
-more than seven mechanisms or one named twice (Compare and Range queries), blank user ids (merged into
+more than seven mechanisms or one named twice (Compare and Range queries; a repeat is said on the page), blank user ids (merged into
 one person)."""
 
 from __future__ import annotations
@@ -79,3 +79,8 @@ def test_a_link_with_too_many_or_repeated_mechanisms_does_not_crash(page, mechs)
     assert len(chosen) == len(set(chosen)) and 0 < len(chosen) <= 7
     if len(mechs.split(",")) > 7 and len(set(mechs.split(","))) > 7:
         assert "compares at most 7" in texts(at)
+    warned = [w.value for w in at.warning if "more than once" in w.value]
+    if len(set(mechs.split(","))) < len(mechs.split(",")):  # a repeat is said on the page, not dropped silently
+        assert warned == [f"URL parameter 'mechs' names {mechs.split(',')[0]} more than once: each runs once"]
+    else:
+        assert warned == []

@@ -152,7 +152,7 @@ def test_registered_file_source(pts, tmp_path):
     [
         (b"lat,lon\n51.5,-0.1\nabc,-0.2\n", "non-numeric value 'abc' at line 3"),
         (b"lat,lon\n51.5,-0.1\n,-0.2\n51.6,-0.3\n", "have no latitude .* line 3"),
-        (b"lat,lon\n51.5,-0.1\n95,-0.2\n", "latitude 95.0 at line 3 is beyond"),
+        (b"lat,lon\n51.5,-0.1\n95,-0.2\n", "latitude 95 at line 3 is beyond"),
         (b"lat,lon\n120,51.5\n130,51.6\n", "look swapped"),
         (b"lat,lon\n51.5,-0.1\n", "single location"),
         (b"lat,lon\n51.5,-0.1\n51.5,-0.1\n", "same point"),

@@ -167,13 +167,14 @@ def test_negative_range_answers_are_clipped_with_the_raw_value():
 
 
 def test_automatic_resolution_fits_the_data_and_says_what_it_used():
-    """The "auto" resolution from the public or declared number of people (about 2 per cell), shown,
-    overridable; for an upload the number is read off the file and the ledger says so."""
+    """The "auto" resolution from the public number of people (about 2 per cell), shown, overridable; for an
+    upload from a DP count, a step of the run's ledger (Evaluate also shows the exact number, as evaluation)."""
     from streamlit.testing.v1 import AppTest
     from test_app import APP, wait_jobs
     from test_sessions import csv_bytes, upload
 
-    from ui.widgets import auto_side
+    from engine.run.frame import auto_side
+    from ui.jobs import board
 
     assert auto_side(100_000) == 256 and auto_side(3000) == 32 and auto_side(578) == 16 and auto_side(None) == 256
     assert auto_side(10**9) == 512  # capped: a finer grid is a choice, not a default
@@ -187,11 +188,13 @@ def test_automatic_resolution_fits_the_data_and_says_what_it_used():
     assert at.query_params["res"] == "128"  # overridden, and the link says so
     at.sidebar.select_slider(key="cfg.res").set_value("auto").run()
     upload(at, "people.csv", csv_bytes(800))
-    assert "chosen automatically from 800 people (read off your file" in texts(at)
+    assert "automatic, from a DP count of the people (5 % of ε" in texts(at)
+    assert "Evaluation only: your file holds 800 people (16 × 16 without noise)" in texts(at)
     at.button(key="run_explore").click().run()
     wait_jobs(at)
-    ledger = [m.value for m in at.markdown if ":material/warning: Resolution" in m.value]
-    assert ledger and "read off your file without spending ε" in ledger[0]  # the ledger's side information
+    res = board().result(at.session_state["_groups"]["explore"]["keys"][0], at.session_state["_sid"])
+    assert res.release.ledger.entries[0].step == "count of the people (automatic resolution)"
+    assert res.release.domain.n == auto_side(res.evaluation["people_dp_count"])
 
 
 def test_methods_opens_with_a_guide_from_the_benches():

@@ -175,6 +175,22 @@ def test_the_smallest_epsilon_meets_the_target_and_a_tenth_less_does_not():
     assert P.smallest_epsilon("identity", 1e-3, f, users, depth=5) is None  # not even at eps 100
 
 
+def test_the_search_reaches_the_smallest_epsilon_a_run_accepts():
+    """A target met below ε 0.001 is found there, not at a floor of 0.001: every ε a run accepts (down to
+    EPS_MIN) is searched, so the suggestion never spends more than the target needs."""
+    from engine.core.epsilon import EPS_MIN
+    from engine.run.config import RunConfig
+
+    f, users = P.default_frame(), P.stated_users(3000)
+    target = LN20 / 3e-4  # identity's cell margin is ln(20) / ε: met from ε = 0.0003
+    e = P.smallest_epsilon("identity", target, f, users, depth=5)
+    assert e == pytest.approx(3e-4, rel=0.01) and e < 1e-3
+    assert P.target_value(P.predict("identity", e, f, users, depth=5)) <= target
+    RunConfig(dataset="synthetic:zong_a", mechanism="identity", epsilon=e).validate()  # a run accepts it
+    # a target even the smallest ε meets: that ε
+    assert P.smallest_epsilon("identity", 2 * LN20 / EPS_MIN, f, users, depth=5) == EPS_MIN
+
+
 def test_stated_users_are_checked_and_declared():
     u = P.stated_users(1234)
     assert u.n == 1234 and "1,234" in u.side_information[0]

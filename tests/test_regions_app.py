@@ -1,7 +1,7 @@
 """Regions on Explore and Compare (AppTest): the control, the regional maps (a polygon layer per map on the
 shared colour scale, coloured, outlined, hovering estimate ± 95 % margin and the true count in Evaluate),
-the table and the downloads. The upload with its column pickers is in tests/test_browser_regions.py (AppTest
-has no file upload)."""
+the table and the downloads; an uploaded polygon file read and weighed once, not again on a rerun. The upload
+with its column pickers, drawn, is in tests/test_browser_regions.py."""
 
 from __future__ import annotations
 
@@ -71,3 +71,33 @@ def test_release_mode_lists_regions_without_truth():
     layers = region_decks(at, "release")
     assert len(layers) == 1  # the private regional map only
     assert all("true:" not in r["tip"] and "(95 % margin)" in r["tip"] for r in layers[0]["data"])
+
+
+def test_an_uploaded_polygon_file_is_not_read_or_weighed_again_on_a_rerun():
+    """The file is read in the bounded child and its regions built there once for the map; a rerun of the page
+    (any widget, the poller) reads the cached file and finds its regions kept, starting no child."""
+    import shapely
+
+    from engine.data.files import isolate
+    from engine.run.runner import load_dataset
+
+    x0, y0, x1, y1 = load_dataset("synthetic:polycentric", {"n": 2000}).meta.bbox
+    xm = (x0 + x1) / 2
+    halves = [shapely.box(x0, y0, xm, y1), shapely.box(xm, y0, x1, y1)]
+    feats = [
+        {"type": "Feature", "properties": {"code": f"H{i}"}, "geometry": shapely.geometry.mapping(g)}
+        for i, g in enumerate(halves)
+    ]
+    data = json.dumps({"type": "FeatureCollection", "features": feats}).encode()
+    at = open_app(ds="synthetic:polycentric", **{"d.n": "2000"}, mech="identity", baselines="0", eps="1", seed="0")
+    click_run(at, "explore")
+    at.segmented_control(key="explore.regions.kind").set_value("Your polygons").run()
+    runs = isolate.TALLY["runs"]
+    at.file_uploader(key="explore.regions.file").upload("halves.geojson", data, "application/geo+json").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [r["tip"].count("true:") for r in region_decks(at, "explore")[1]["data"]] == [1, 1]  # two halves drawn
+    first = isolate.TALLY["runs"] - runs
+    assert first >= 2  # read (for the column pickers, then with the columns chosen) and weighed, in children
+    at.run()
+    at.run()
+    assert isolate.TALLY["runs"] - runs == first and len(region_decks(at, "explore")[1]["data"]) == 2

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
+from engine.core.csvtext import csv_text
 from engine.metrics import mean_distance_to_domain
 
 from . import explain, maps, state
@@ -84,14 +85,13 @@ def _resample(s: np.ndarray, n: int) -> np.ndarray:
 
 def figures_csv(res) -> str:
     """The run's attack figures as numbers (metres), one row, with what the run was."""
-    import pandas as pd
 
     c = res.config
     row = {"mechanism": c.mechanism, "dataset": c.dataset, "epsilon": c.epsilon, "seed": c.seed}
     for k in ("privacy_distance_m", "privacy_baseline_m", "privacy_ratio", "emd_m"):
         row[f"{k} [m]" if k.endswith("_m") else k] = res.metrics.get(k)
     row["users"] = res.n_users
-    return pd.DataFrame([row]).to_csv(index=False)
+    return csv_text([row])
 
 
 CURVE_BS = (0, 1, 2, 4, 8, 16, 50)
@@ -170,7 +170,7 @@ def curve_section(res, rcfg) -> None:
     )
     st.download_button(
         "The curve (CSV)",
-        df.to_csv(index=False),
+        csv_text(df),
         "privacy_utility_curve.csv",
         "text/csv",
         on_click="ignore",

@@ -12,12 +12,25 @@ import numpy as np
 import pandas as pd
 import pydeck as pdk
 
+from engine.core.csvtext import csv_text
 from engine.regions.margins import MEAN_RULE, mean_margins
 
 from . import maps
 from .colors import lut
 
 ERROR_BARS = f"Error bars: the 95 % margin, {MEAN_RULE}."
+
+
+def without_value(dataset) -> str | None:
+    """Why the page's mechanisms cannot run on ``dataset`` (it has no numeric attribute), or None. Read off the
+    dataset's columns, its schema: no statistic of the data."""
+    if dataset.value is not None:
+        return None
+    return (
+        f"{dataset.meta.name} has no numeric attribute, and the mechanisms of this page release the mean of one per "
+        "region (such as an age or a price), so there is nothing to run. A file gives it in a column named value; "
+        "the synthetic cities (age) and the Berlin listings (price) carry one."
+    )
 
 
 def has_regions(result) -> bool:
@@ -96,4 +109,4 @@ def regions_csv(result, df: pd.DataFrame, vname: str) -> str:
     for i, name in enumerate(("x0", "y0", "x1", "y1")):
         out[f"{name} [m]"] = rects[:, i]
     out.insert(0, "mechanism", result.config.mechanism)
-    return out.to_csv(index=False)
+    return csv_text(out)

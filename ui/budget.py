@@ -17,7 +17,7 @@ import time
 import streamlit as st
 
 from engine.core.errors import EngineError
-from engine.run.booking import Bookkeeper, Refused
+from engine.run.booking import TOLERANT, Bookkeeper
 from engine.run.config import RunConfig
 from engine.run.ledger import BudgetStore, default_path, fingerprint_source
 
@@ -51,32 +51,11 @@ UNAVAILABLE = (
 )
 
 
-class _Tolerant:
-    """The bookkeeper for the pages: when the ledger cannot be opened or written (a full or read-only disk),
-    evaluation goes on unbooked (the meter says so) instead of failing; booking a release still raises, so
-    Release refuses before any noise is drawn."""
-
-    _WITHOUT_LEDGER = {"evaluated": False, "record": [], "settle": 0.0, "unbook": None}
-
-    def __getattr__(self, name):
-        def call(*args, **kwargs):
-            try:
-                return getattr(Bookkeeper(store(), dataset_ident, store("evaluations")), name)(*args, **kwargs)
-            except Refused:
-                raise
-            except EngineError as exc:
-                if name not in self._WITHOUT_LEDGER:
-                    raise
-                _LOG.warning("privacy ledger unavailable: %s", exc)  # the operator's log names the file
-                return self._WITHOUT_LEDGER[name]
-
-        return call
-
-
 def bookkeeper() -> Bookkeeper:
-    """The booking protocol on the server's ledger, with this session's uploads (tolerant of a ledger that
-    cannot be written, see :class:`_Tolerant`)."""
-    return _Tolerant()
+    """The booking protocol on the server's ledger, with this session's uploads, under the server's policy: when
+    the ledger cannot be written (a full or read-only disk) an evaluation goes on unbooked (the meter says so)
+    and a release is refused before any noise is drawn (:data:`engine.run.booking.TOLERANT`)."""
+    return Bookkeeper(ident=dataset_ident, policy=TOLERANT, opener=store)
 
 
 def mark_mine(key: str) -> None:
@@ -143,7 +122,7 @@ def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> N
     here), with its releases and, apart, the evaluation runs, which publish nothing and count against nothing."""
     c = container or st
     try:
-        bk = Bookkeeper(store(), dataset_ident, store("evaluations"))
+        bk = bookkeeper()
         entries, evaluations = bk.releases(cfg), bk.evaluation_runs(cfg)
     except EngineError as exc:
         _LOG.warning("privacy ledger unavailable: %s", exc)

@@ -19,6 +19,7 @@ from engine.run.limits import release_limit
 
 from . import geocheck, state, uploads, widgets
 from .jobs import board
+from .resolution import GridChoice, grid_controls
 from .text import plain
 
 UPLOAD = "__upload__"
@@ -71,6 +72,7 @@ class Controls:
     display: Display = field(default_factory=Display)
     url: dict = field(default_factory=dict)
     side_information: list[str] = field(default_factory=list)  # what the page read off private data
+    grid: GridChoice = field(default_factory=GridChoice)  # the resolution and frame (ui/resolution.py)
 
     @property
     def release_limit(self) -> float:
@@ -96,11 +98,11 @@ class Controls:
             params=params,
             epsilon=float(self.epsilon),
             n_users=self.n_users,
-            depth=int(self.depth),
             seed=int(self.seed),
             secure=bool(self.secure),
             mode=self.mode,
             side_information=tuple(self.side_information),
+            **self.grid.config_fields(),
         )
         return replace(cfg, **overrides) if overrides else cfg
 
@@ -169,6 +171,15 @@ def _on_pick() -> None:
         _load_upload(pick["name"], pick["data"], cols)
 
 
+def _on_crs() -> None:
+    """Read the file the uploader still holds (one it could not read, such as one without its CRS) again in the
+    CRS now given."""
+    if st.session_state.get("_upload_pick") is not None:
+        _on_pick()
+    elif st.session_state.get("upload_file") is not None and st.session_state.get("_upload_error"):
+        _on_upload()
+
+
 def swap_upload(key: str) -> None:
     """Read an upload again with its longitude and latitude columns exchanged: a new upload, now selected."""
     got = geocheck.found(key)
@@ -183,7 +194,7 @@ def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> 
         from engine.data.files.common import MissingColumns
         from engine.data.files.isolate import load_file_isolated
 
-        ds = load_file_isolated(data, filename, columns=columns)
+        ds = load_file_isolated(data, filename, columns=columns, crs=st.session_state.get("upload_crs") or None)
     except MissingColumns as exc:  # let the user say which columns hold the coordinates
         st.session_state["_upload_pick"] = {"name": filename, "data": data, "columns": exc.available}
         st.session_state["_upload_error"] = (
@@ -216,28 +227,6 @@ def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> 
     state.put("cfg.ds", key)
 
 
-def source_is_data(key: str) -> bool:
-    """A session's upload: its size is read off the private data (side information), not a catalogue's."""
-    return key.startswith(uploads.PREFIX)
-
-
-def _people(key: str, opts: dict, src, sampled: int | None) -> tuple[int | None, str]:
-    """How many people the automatic resolution may use, and where that number comes from."""
-    if sampled:
-        return sampled, "the number of users you chose to sample"
-    if key == UPLOAD or src is None or not getattr(src, "offline", True):
-        return None, ""
-    try:
-        if source_is_data(key):
-            up = uploads.get(key)
-            return (up.dataset.n_users if up else None), "read off your file without spending ε: side information"
-        from engine.run.runner import load_dataset
-
-        return load_dataset(key, opts).n_users, "the dataset's published size"
-    except EngineError:
-        return None, ""
-
-
 def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
     c = container or st.sidebar
     srcs = _sources()
@@ -261,6 +250,16 @@ def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
     )
     errors: list[str] = []
     if key == UPLOAD:
+        c.text_input(
+            "CRS of the coordinates (when the file does not say)",
+            key="upload_crs",
+            placeholder="EPSG:27700",
+            on_change=_on_crs,
+            help="Empty: longitude and latitude in degrees (WGS84), or the CRS the file declares. Coordinates in "
+            "metres or kilometres need theirs: an EPSG code (EPSG:27700 for British National Grid), or a PROJ string "
+            "for a projection no code names (+proj=utm +zone=36 +units=km +datum=WGS84: UTM zone 36N in km). A local "
+            "grid whose place on the Earth is unknown cannot be placed on a map.",
+        )
         c.file_uploader(
             "Your file (CSV with lon/lat columns, GeoJSON, GeoParquet, zipped Shapefile)",
             key="upload_file",
@@ -433,12 +432,16 @@ def multi_mechanisms(
     keys = mechanism_keys(kind)
 
     def _check(v):
-        vals = list(dict.fromkeys(state.parse_list(v)))  # a mechanism named twice runs once
+        named = state.parse_list(v)
+        vals = list(dict.fromkeys(named))  # a mechanism named twice runs once
         bad = [x for x in vals if x not in keys]
         if bad:
             raise ValueError(f"unknown mechanism(s) {', '.join(bad)}")
         if max_n is not None and len(vals) > max_n:
             raise ValueError(f"{len(vals)} mechanisms, but this page compares at most {max_n}")
+        twice = [x for x in vals if named.count(x) > 1]
+        if twice:
+            state.warn(f"URL parameter '{url_name}' names {', '.join(twice)} more than once: each runs once")
         return vals
 
     state.seed(key, default if default is not None else default_set(), url_name, _check)
@@ -548,12 +551,10 @@ def sidebar(
         if users
         else 0
     )
-    depth, res_note = 8, ""
-    if resolution:
-        people, source = _people(ds, opts, src, int(n) if n else None)
-        depth, res_note = widgets.resolution_widget(container=sb, n_people=people, source=source)
+    grid_box = sb.container()  # filled once the mode is known: Evaluate may show what Release may not
     state.seed("cfg.mode", "evaluate", "mode", state.one_of({m: m for m in MODES}))
-    mode = "evaluate"
+    # a page without mechanisms has no Mode of its own: it shows what the session's mode allows
+    mode = state.get("cfg.mode") if state.get("cfg.mode") in MODES else "evaluate"
     if mechanisms != "none":
         mode = sb.radio(
             "Mode",
@@ -573,13 +574,14 @@ def sidebar(
         fresh = st.session_state.setdefault("_fresh_seed", fresh_seed())
         if seed:
             sd = widgets.int_widget(
-                "Release seed",
+                "Noise seed",
                 "cfg.seed",
                 "seed",
                 fresh,
                 container=sb,
-                help="Drawn at random for this session; same seed, same release (to reproduce a run on purpose). "
-                "A new seed is a new release.",
+                help="The seed of this evaluation's noise (and of the users sampled), drawn at random for this session: "
+                "the same seed gives the same private map, to reproduce a run on purpose; a new seed is a new release. "
+                "Release mode has none.",
             )
             sb.button(
                 "New seed",
@@ -598,14 +600,14 @@ def sidebar(
             )
     elif mechanisms != "none":
         sb.caption("Release: OpenDP samplers with fresh OS entropy; no seed is drawn or recorded.")
+    grid = grid_controls(grid_box, ds, opts, src, int(n) if n else None, mode) if resolution else GridChoice()
     disp = display_controls(sb) if display else Display()
     url.update({"eps": eps if epsilon and eps != 1.0 else None, "n": n or None})
     if mode == "evaluate" and seed:
         url["seed"] = sd
     if mode != "evaluate":
         url["mode"] = mode
-    if resolution and state.get("cfg.res") != widgets.AUTO:
-        url["res"] = 2**depth
+    url.update(grid.url)
     if secure and mode == "evaluate":
         url["secure"] = True
     url.update(disp.url())
@@ -615,7 +617,7 @@ def sidebar(
         source=src,
         epsilon=float(eps),
         n_users=int(n) if n else None,
-        depth=int(depth),
+        depth=int(grid.depth),
         seed=int(sd),
         secure=bool(secure),
         mode=mode,
@@ -624,5 +626,5 @@ def sidebar(
         errors=errors,
         display=disp,
         url={k: v for k, v in url.items() if v is not None},
-        side_information=[res_note] if res_note and source_is_data(ds) else [],
+        grid=grid,
     )

@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.run.export import REGION_FROM_DATA, region_frame
+
 from . import views
 from .text import plain
 
@@ -20,7 +22,11 @@ def source_card(src) -> None:
     st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
 
 
-def overview(cfg, ctl) -> None:
+def overview(cfg, ctl, release: bool = False) -> None:
+    """The dataset's card and density. ``release``: the session is in Release mode, where no statistic of the
+    data reaches the screen: the card keeps its public description and frame, without counts or density."""
+    if release:
+        return _release_card(cfg)
     ds, domain, truth = views.prepared(cfg)
     meta = ds.meta
     views.data_badge(meta, len(ds), ds.n_users)
@@ -37,15 +43,20 @@ def overview(cfg, ctl) -> None:
             "Locations": f"{len(ds):,}" + (" (sample)" if cfg.n_users else ""),
             "Users": f"{ds.n_users:,}",
             "Region (lon/lat box)": bbox,
-            "Region side": f"{domain.side / 1000:,.2f} km (square, {2**cfg.depth} × {2**cfg.depth} cells of "
+            "Frame of the maps": region_frame(meta),
+            "Region side": f"{domain.side / 1000:,.2f} km (square, {domain.n} × {domain.n} cells of "
             f"{domain.cell:,.0f} m)",
             "Attributes": ", ".join(attribute_names(ds)) or "none",
         }
         st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
-        if meta.bbox_from_data:
+        if meta.bbox_from_data:  # in the words of every run's ledger and release manifest
+            region = meta.extra.get("search_region") or region_frame(meta)
             st.warning(
-                "The region was read off the data's own bounding box: that is side information about the "
-                "extreme locations, not covered by ε (the ledger of every run says so).",
+                plain(
+                    f"Side information, not covered by ε (every run's ledger declares it): the region: {region}, "
+                    f"{REGION_FROM_DATA}.",
+                    600,
+                ),
                 icon=":material/warning:",
             )
         else:
@@ -58,6 +69,20 @@ def overview(cfg, ctl) -> None:
         )
         views.legend(scale)
     attributes(ds)
+
+
+def _release_card(cfg) -> None:
+    meta = views.dataset(cfg).meta
+    st.markdown(f"### {plain(meta.name)}")
+    if meta.description and not str(meta.source).startswith("file:"):  # a file's description counts its rows
+        st.markdown(plain(meta.description, 2000))
+    rows = {"Source": meta.source, "Citation": meta.citation or "—", "Licence": meta.license or "—"}
+    st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
+    st.info(
+        "Release mode: the data's counts, density and attributes are not shown, as no statistic of the private "
+        "data reaches a Release-mode screen. Switch the Mode to Evaluate (Explore's sidebar) to inspect them.",
+        icon=":material/lock:",
+    )
 
 
 def attribute_names(ds) -> list[str]:

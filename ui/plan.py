@@ -12,6 +12,7 @@ import streamlit as st
 from engine.core.errors import EngineError
 from engine.run import plan as P
 from engine.run.config import RunConfig
+from engine.run.frame import auto_depth
 
 from . import state
 from .text import plain
@@ -65,6 +66,12 @@ def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, u
         )
         state.seed("plan.with", [])
         also = c[4].multiselect("Compare with", [m for m in others if m != cfg.mechanism], **state.bind("plan.with"))
+        if cfg.budgeted_share:
+            st.caption(
+                f"The frame and the count of people take {100 * cfg.budgeted_share:g} % of ε (steps of the ledger): "
+                "the mechanism gets the rest, so its margins are wider than planned here at the same ε, and a DP frame "
+                "is planned as the dataset's region."
+            )
         if not users:
             st.info("State the number of users (a public bound) to plan.", icon=":material/info:")
             return
@@ -82,20 +89,29 @@ def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, u
             _show(res, cfg, remaining, unit, target)
 
 
+def plan_depth(cfg: RunConfig, users: int) -> int:
+    """The grid the plan assumes: the configuration's, or with automatic resolution the one the stated number
+    of users (or the run's own public number) gives."""
+    if cfg.resolution != "auto":
+        return cfg.depth
+    return auto_depth(cfg.people or users)
+
+
 def _plan(cfg, dataset, users, where, target, mechanisms, proxy):
     frame = P.frame_from(dataset)
+    depth = plan_depth(cfg, users)
     regions = None
     if where == "H3 hexagons":
         from engine.data.regions import auto_resolution
 
-        regions = f"h3:{auto_resolution(frame.domain(cfg.depth))}"
+        regions = f"h3:{auto_resolution(frame.domain(depth))}"
     eps = sorted(set(CURVE) | {float(cfg.epsilon)})
     plan = P.make_plan(
         mechanisms,
         eps,
         P.stated_users(users),
         frame=frame,
-        depth=cfg.depth,
+        depth=depth,
         regions_spec=regions,
         params={cfg.mechanism: dict(cfg.params)},
         target=target or None,
@@ -122,7 +138,7 @@ def _show(res: dict, cfg: RunConfig, remaining: float | None, unit: str, target)
             st.caption(f"{cfg.mechanism} has no closed-form margin; the plan shows its simulated range-query error.")
     for m, e in plan.suggested.items():
         if e is None:
-            st.warning(f"{m}: no ε up to 100 meets ±{target:g} {unit}.")
+            st.warning(f"{m}: no ε up to {P.EPS_HI:g} meets ±{target:g} {unit}.")
         else:
             st.write(f"**{m}**: the smallest ε giving ±{target:g} {unit} per {what} is **{e:g}**.")
             if m == cfg.mechanism:

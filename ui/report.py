@@ -155,6 +155,26 @@ def _ledger(result) -> dict:
     }
 
 
+def grid_arguments(config) -> list[str]:
+    """The command line's options for the configuration's resolution and frame."""
+    if config.resolution != "auto":
+        out = ["--depth", str(config.depth)]
+    elif config.people is not None:
+        out = ["--depth", "auto", "--people", str(config.people)]
+    else:
+        out = ["--depth", "auto", "--count-share", f"{config.count_share:g}"]
+    if config.frame == "dp":
+        out += [
+            "--frame",
+            "dp",
+            "--frame-share",
+            f"{config.frame_share:g}",
+            "--frame-quantile",
+            f"{config.frame_quantile:g}",
+        ]
+    return out
+
+
 def cli_command(config) -> str | None:
     """The command line that reruns the configuration (None for the user's own file, which
     the command line cannot name)."""
@@ -166,7 +186,7 @@ def cli_command(config) -> str | None:
     if src is None or src.kind == "file":
         return None
     parts = ["python", "-m", "engine", "run", "--dataset", config.dataset, "--mechanism", config.mechanism]
-    parts += ["--epsilon", repr(float(config.epsilon)), "--depth", str(config.depth), "--seed", str(config.seed)]
+    parts += ["--epsilon", repr(float(config.epsilon)), *grid_arguments(config), "--seed", str(config.seed)]
     if config.n_users is not None:
         parts += ["--users", str(config.n_users)]
     if config.secure:

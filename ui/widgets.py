@@ -37,7 +37,7 @@ def log_grid(lo: float, hi: float, extra=()) -> list[float]:
 def param_widget(p: Param, key: str, url_name: str | None = None, container=None) -> tuple[Any, str | None]:
     """Render the widget for ``p``; return (coerced value, error message or None)."""
     c = container or st
-    state.seed(key, p.default, url_name, coerce=p.coerce)
+    state.seed(key, p.default, url_name, coerce=p.coerce_remote)
     label, help_ = p.title.capitalize(), p.help or None
     try:
         if p.kind == "bool":
@@ -77,7 +77,7 @@ def param_widget(p: Param, key: str, url_name: str | None = None, container=None
         state.put(key, p.default)
         return p.default, f"{p.title}: {exc}"
     try:
-        return p.coerce(raw), None
+        return p.coerce_remote(raw), None
     except EngineError as exc:
         return p.default, str(exc)
 
@@ -127,58 +127,6 @@ def epsilon_widget(key: str = "cfg.eps", url_name: str = "eps", container=None, 
         format_func=lambda v: f"{v:g}",
         help=f"Smaller ε = stronger privacy and more noise. Log scale from {EPS_GRID[0]:g} to {EPS_GRID[-1]:g}.",
     )
-
-
-SIDES = [2**d for d in range(4, 11)]
-AUTO = "auto"
-PER_CELL = 2.0  # the automatic grid aims at this many people per cell on average over the region
-AUTO_SIDES = (16, 512)
-
-
-def auto_side(n_people: int | None) -> int:
-    """Cells per side for ``n_people``: the power of two nearest (in ratio) to sqrt(n / PER_CELL), within
-    AUTO_SIDES; 256 when the number is not known. Finer grids only spread the same people thinner, and
-    every cell's noise costs the same whatever it holds (Qardaji et al.'s argument for UG's size rule)."""
-    if not n_people or n_people < 1:
-        return 256
-    side = 2 ** round(math.log2(math.sqrt(n_people / PER_CELL)))
-    return int(min(max(side, AUTO_SIDES[0]), AUTO_SIDES[1]))
-
-
-def _res(raw):
-    if str(raw).strip().lower() == AUTO:
-        return AUTO
-    v = int(raw)
-    if v not in SIDES:
-        raise ValueError("resolution must be auto, 16, 32, 64, 128, 256, 512 or 1024 cells per side")
-    return v
-
-
-def resolution_widget(
-    key: str = "cfg.res", url_name: str = "res", container=None, default=AUTO, n_people=None, source: str = ""
-) -> tuple[int, str]:
-    """Cells per side (a power of two, or automatic from ``n_people``); returns (depth, what auto used)."""
-    c = container or st
-    state.seed(key, default, url_name, coerce=_res)
-    auto = auto_side(n_people)
-    side = c.select_slider(
-        "Resolution (cells per side)",
-        [AUTO, *SIDES],
-        **state.bind(key),
-        format_func=lambda v: f"auto: {auto} × {auto}" if v == AUTO else f"{v} × {v}",
-        help="The public grid: 2^L × 2^L cells over the square region. Auto aims at about "
-        f"{PER_CELL:g} people per cell on average, from the number of people.",
-    )
-    note = ""
-    if side == AUTO:
-        side = auto
-        note = (
-            f"Resolution {auto} × {auto} chosen automatically from {n_people:,} people ({source})."
-            if n_people
-            else "Resolution 256 × 256 (automatic; the number of people is not known before a download)."
-        )
-        c.caption(note)
-    return int(math.log2(side)), note
 
 
 def _nonneg_int(raw, max_value: int = 2**31 - 1) -> int:

@@ -35,6 +35,9 @@ SUITES = (
     "regions",
     "dpbench",
     "plan",
+    "frame",
+    "hdmm",
+    "local",
 )
 
 

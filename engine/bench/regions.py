@@ -60,14 +60,16 @@ def _dataset(xy):
 
 
 def voronoi_geojson(path: Path, n: int = 40, seed: int = 11) -> Path:
-    """``n`` Voronoi districts over the map as a GeoJSON of WGS84 polygons with ``code`` and ``district``."""
+    """``n`` Voronoi districts over the map as a GeoJSON of WGS84 polygons with ``code`` and ``district``. They
+    reach a little beyond the map: a file's edges are straight in longitude and latitude, so edges drawn along
+    the map's sides would bow off them."""
     import shapely
 
     from ..data.projection import to_lonlat
 
     rng = np.random.default_rng(seed)
     pts = shapely.points(rng.uniform(-SIDE / 2, SIDE / 2, (n, 2)))
-    box = shapely.box(-SIDE / 2, -SIDE / 2, SIDE / 2, SIDE / 2)
+    box = shapely.box(-SIDE * 0.51, -SIDE * 0.51, SIDE * 0.51, SIDE * 0.51)
     cells = shapely.voronoi_polygons(shapely.multipoints(pts), extend_to=box)
     polys = [shapely.intersection(g, box) for g in shapely.get_parts(cells)]
     feats = []

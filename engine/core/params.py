@@ -8,6 +8,7 @@ builds its widgets from them, so a mechanism that lands later needs no UI change
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,9 @@ class Param:
     # ((other parameter, value), ...): the parameter matters only when every other one has that value; the
     # dashboard shows its widget then only (elsewhere it keeps its default)
     shown_if: tuple = ()
+    # the values a remote user (the dashboard, a link) may give, as a regular expression ("": any); a value
+    # outside it, such as the path of a file on the machine that runs the engine, only from the command line
+    remote: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -46,6 +50,17 @@ class Param:
             if self.name.endswith(suffix):
                 return self.name[: -len(suffix)].replace("_", " ") + unit
         return self.name.replace("_", " ")
+
+    def coerce_remote(self, value: Any) -> Any:
+        """:meth:`coerce` for a value a remote user gave (the dashboard's widgets, a link): also within
+        :attr:`remote`, so nobody reads a file of the server by typing its path."""
+        v = self.coerce(value)
+        if self.remote and not re.fullmatch(self.remote, str(v).strip()):
+            raise ParamError(
+                f"{self.title}: {str(v)[:60]!r} is not one of the values the dashboard takes here (a path on the "
+                "server is read only from the command line)"
+            )
+        return v
 
     def coerce(self, value: Any) -> Any:
         """Return ``value`` converted to this parameter's type, or raise ParamError."""

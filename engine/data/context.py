@@ -5,7 +5,10 @@ open source, or the analyst adds it) and is never given to a mechanism. Lon/lat 
 
 :func:`load_context` reads the analyst's own layer (roads, districts) from a GeoJSON file with the hardened
 GeoJSON parsing of :mod:`engine.data.files.geojson` (the standard library's json, type and size checks, no
-GDAL): lines and polygon outlines become paths, points become named points.
+GDAL): lines and polygon outlines become paths, points become named points. A file whose parse would take
+more memory than its budget, or whose brackets show more positions than a layer may draw, is refused before
+it is decoded; :func:`load_context_isolated` reads it in a child process under the memory and time budgets
+of :mod:`engine.data.files.isolate` (what the dashboard uses).
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def load_context(data: bytes, filename: str, max_bytes: int | None = None) -> Co
         raise DataError(f"{name} is {_size(len(data))}, over the limit of {_size(limit)}")
     if _looks_like(data) != "json":
         raise DataError(f"{name} is not a GeoJSON file")
+    _check_before_decoding(data, name)
     try:
         obj = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -94,8 +98,40 @@ def load_context(data: bytes, filename: str, max_bytes: int | None = None) -> Co
     return _as_context(geoms, declared, name)
 
 
+def load_context_isolated(data: bytes, filename: str) -> Context:
+    """:func:`load_context` in a child process under the memory and time budgets of a file its size."""
+    from .files.common import _short
+    from .files.isolate import run_isolated
+
+    advice = "simplify it (fewer vertices) or keep the layer's main roads"
+    return run_isolated(load_context, (bytes(data), filename), len(data), _short(filename), advice=advice).result
+
+
+def _check_before_decoding(data: bytes, name: str) -> None:
+    """Refuse from the text alone: a parse needing more memory than the file's budget (the estimate the
+    GeoJSON reader of locations uses), or more '[' than a layer within the limits holds: a position opens
+    one, and each of its at most three enclosing lists (line or ring, polygon, parts) and a feature's
+    bounding box or a list in its properties one more."""
+    from .files.common import _size, memory_budget
+    from .files.geojson import _parse_memory
+
+    need, budget = _parse_memory(data), memory_budget(len(data))
+    if need > budget:
+        raise DataError(
+            f"{name} would need about {_size(need)} of memory to read, over the limit of {_size(budget)} "
+            "(HEATMAP_PARSE_MEMORY_FACTOR times the file plus HEATMAP_PARSE_MEMORY_MB): simplify it for a context layer"
+        )
+    most = 4 * (MAX_VERTICES + MAX_FEATURES) + 1
+    if (found := data.count(b"[")) > most:
+        raise DataError(
+            f"{name} holds {found:,} '[' (lists of coordinates), more than the {most:,} of a layer of "
+            f"{MAX_VERTICES:,} vertices and {MAX_FEATURES:,} features, the most a context layer may draw: simplify it"
+        )
+
+
 def _as_context(geoms, declared, name: str) -> Context:
     import geopandas as gpd
+    import shapely
 
     if not geoms:
         raise DataError(f"{name}: every feature has an empty geometry")
@@ -104,6 +140,8 @@ def _as_context(geoms, declared, name: str) -> Context:
         gs = gs.to_crs(4326)
     except Exception:
         raise DataError(f"{name}: could not convert its coordinates to WGS84") from None
+    if int(shapely.get_num_coordinates(gs.to_numpy()).sum()) > MAX_VERTICES:
+        raise DataError(f"{name} has over {MAX_VERTICES:,} vertices: simplify it for a context layer")
     paths, points = [], []
     for g in gs.explode(index_parts=False):
         if g is None or g.is_empty:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..core.errors import DataError
+from ..core.errors import DataError, shown
 from ..core.grid import Domain
 
 MAX_POINTS = 20_000_000
@@ -165,11 +165,13 @@ def make_dataset(
     if (np.abs(lat) > 90).any():
         i = int(np.argmax(np.abs(lat) > 90))
         raise DataError(
-            f"latitude {lat[i]} at row {i} is beyond ±90 degrees (are the columns swapped, or is the file not in WGS84?)"
+            f"latitude {shown(lat[i])} at row {i} is beyond ±90 degrees (are the columns swapped, or is the file not in WGS84?)"
         )
     if (np.abs(lon) > 180).any():
         i = int(np.argmax(np.abs(lon) > 180))
-        raise DataError(f"longitude {lon[i]} at row {i} is beyond ±180 degrees (is the file in a projected CRS?)")
+        raise DataError(
+            f"longitude {shown(lon[i])} at row {i} is beyond ±180 degrees (is the file in a projected CRS?)"
+        )
     bbox = meta.bbox
     extent = bbox  # what the locations span: the region, or their own box when the region is read off them
     if bbox == (0.0, 0.0, 0.0, 0.0) or meta.bbox_from_data:

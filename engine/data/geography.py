@@ -29,6 +29,7 @@ class Places:
     lat: np.ndarray
     population: np.ndarray
     xyz: np.ndarray  # unit vectors, for nearest-place queries
+    country: np.ndarray  # ISO 3166 alpha-2 code (str)
 
 
 def _unit(lon, lat) -> np.ndarray:
@@ -54,7 +55,8 @@ def _places() -> Places:
     lon = np.array([r["longitude"] for r in rows], dtype=np.float64)
     lat = np.array([r["latitude"] for r in rows], dtype=np.float64)
     pop = np.array([r["population"] for r in rows], dtype=np.int64)
-    return Places(name, lon, lat, pop, _unit(lon, lat))
+    country = np.array([r["countrycode"] for r in rows], dtype=object)
+    return Places(name, lon, lat, pop, _unit(lon, lat), country)
 
 
 def _tree():
@@ -86,6 +88,34 @@ def places_within(
             if len(chosen) == limit:
                 break
     return [(str(p.name[i]), float(p.lon[i]), float(p.lat[i])) for i in chosen]
+
+
+def place_frame(place: str, radius_km: float) -> tuple[tuple[float, float, float, float], str]:
+    """A public frame named by a place: the lon/lat box of the square of side ``2 radius_km`` centred on the
+    gazetteer's place ``"Name"`` or ``"Name, CC"`` (its country code), the most populous of that name; and a
+    sentence saying which place it is."""
+    from ..core.errors import ParamError
+
+    name, _, cc = (s.strip() for s in str(place).partition(","))
+    r = float(radius_km)
+    if not (np.isfinite(r) and 0.1 <= r <= 500):
+        raise ParamError(f"radius_km must be between 0.1 and 500 km (got {radius_km})")
+    p = places()
+    hit = np.flatnonzero(np.char.lower(p.name.astype(str)) == name.lower())
+    if cc:
+        hit = hit[np.char.upper(p.country[hit].astype(str)) == cc.upper()]
+    if not hit.size:
+        raise ParamError(f"no place {place!r} in the offline gazetteer (places of 1,000 people or more)")
+    i = hit[np.argmax(p.population[hit])]
+    lon, lat = float(p.lon[i]), float(p.lat[i])
+    dlat = float(np.degrees(r / EARTH_KM))
+    dlon = min(dlat / max(float(np.cos(np.radians(lat))), 1e-6), 180.0)
+    box = (lon - dlon, max(lat - dlat, -90.0), lon + dlon, min(lat + dlat, 90.0))
+    what = (
+        f"the square of {2 * r:g} km around {p.name[i]} ({p.country[i]}, {lat:.4f}° {lon:.4f}°), a place of the "
+        f"offline gazetteer (GeoNames), stated by the analyst"
+    )
+    return box, what
 
 
 def nearest_place_km(lon, lat) -> np.ndarray:
@@ -144,10 +174,13 @@ class Where:
         if self.looks_swapped:
             text += (
                 " With longitude and latitude exchanged they fall on land near towns: the two columns look "
-                "swapped. Pick them again in the column choice (or fix the file) before any run."
+                "swapped. Exchange them (or fix the file) before any run."
             )
         else:
-            text += " Check the coordinate columns and their reference system before any run."
+            text += (
+                " Check the coordinate columns and their reference system before any run: coordinates that are not "
+                "longitude and latitude in degrees (metres or kilometres of a projection or a grid) need their CRS."
+            )
         return text
 
 
@@ -162,3 +195,22 @@ def location_check(lonlat: np.ndarray) -> Where:
     if len(ll) and np.all(np.abs(lon) <= 90):
         s_land, s_far = land_share(lat, lon), float(np.median(nearest_place_km(lat, lon)))
     return Where(land, far, s_land, s_far)
+
+
+def file_warning(ds) -> tuple[str, dict | None] | None:
+    """What the analyst holding a file of locations is told before any run, by the dashboard and the command
+    line alike: (the message of :func:`location_check`, the file's coordinate columns exchanged as
+    ``{"lon": ..., "lat": ...}`` when they look swapped, else None). None when the points look right, or when
+    the gazetteer or the land mask cannot be read (no warning rather than no file)."""
+    try:
+        where = location_check(ds.lonlat)
+    except Exception:
+        return None
+    msg = where.message()
+    if msg is None:
+        return None
+    cols = (ds.meta.extra or {}).get("columns") or {}
+    swap = None
+    if where.looks_swapped and cols.get("lon") and cols.get("lat"):
+        swap = {"lon": cols["lat"], "lat": cols["lon"]}
+    return msg, swap

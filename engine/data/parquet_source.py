@@ -54,7 +54,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..core.errors import DataError, ParamError
+from ..core.errors import DataError, ParamError, shown
 from ..core.grid import MAX_DEPTH, Domain, downsample
 from ..core.params import Param
 from .dataset import MAX_POINTS, Dataset, DatasetMeta, make_dataset
@@ -186,7 +186,9 @@ def _lonlat(df, layout: Layout, part: int) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(f"partition {part}: row {int(np.argmax(bad))} has missing or non-numeric coordinates")
     if (np.abs(lat) > 90).any() or (np.abs(lon) > 180).any():
         i = int(np.argmax((np.abs(lat) > 90) | (np.abs(lon) > 180)))
-        raise DataError(f"partition {part}: row {i} ({lon[i]}, {lat[i]}) is not a WGS84 longitude/latitude")
+        raise DataError(
+            f"partition {part}: row {i} ({shown(lon[i])}, {shown(lat[i])}) is not a WGS84 longitude/latitude"
+        )
     return lon, lat
 
 

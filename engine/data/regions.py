@@ -1,7 +1,7 @@
 """Regions a release is reported over: the grid's own cells, H3 hexagons at a chosen resolution, or the
 analyst's polygons (:mod:`engine.data.files.polygons`). Public geography: nothing here reads locations,
-except :meth:`Regions.assign`, which the evaluation (true regional counts) and the direct mechanism
-Laplace over regions use.
+except :meth:`Regions.members` (the evaluation's true regional counts: a location counts in every region
+holding it) and :meth:`Regions.assign` (the direct mechanism Laplace over regions: the first region).
 
 A region's share of the grid is its **area-weight matrix** ``A`` (sparse, regions x cells, row-major
 cells ``iy * n + ix``): ``A[r, c]`` is the fraction of cell c's area inside region r. Any release's
@@ -11,11 +11,24 @@ count of the boundary cells, so it shrinks with the cells' size: the boundary ce
 perimeter P are about P / cell of them, holding a share of about 2 P cell / area of its people (under
 even density), halving with each step of depth. The margins (:mod:`engine.regions.margins`) count it.
 Parts of a region outside the map's square are not estimated (``inside`` gives the share inside).
+The weights are computed exactly without intersecting polygons (:mod:`engine.data.overlay`).
+
+A polygon file's edges are straight in longitude and latitude (RFC 7946; a file in a projected CRS is
+densified in it before it is converted, :mod:`engine.data.files.vector`), not in the map's metric CRS: a
+region is clipped to a longitude/latitude box around the map (so a polygon covering the globe is clipped,
+not projected whole) and its edges are split into as many steps as keep their projection within
+:data:`BEND` of a cell of their course before it is projected vertex by vertex
+(:func:`~engine.data.files.reproject.reproject`): a box from 10°W to 10°E along 51.1°N projected by its
+corners alone runs 50 km north of that parallel at London, across the map. A file's regions are read and weighed in a child
+process under the memory and time budgets of :mod:`engine.data.files.isolate`, and kept by the file's
+digest and the map, so a page that reruns does not weigh them again.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -24,10 +37,14 @@ import numpy as np
 
 from ..core.errors import DataError, ParamError
 from ..core.grid import Domain
+from .overlay import MAX_PAIRS, area_weights  # noqa: F401 (the weights are this module's)
 from .projection import to_local, to_lonlat
 
-MAX_PAIRS = 20_000_000  # (region, cell) pairs whose overlap is computed
 MAX_H3 = 50_000
+KEPT = 16  # regions of uploaded files kept per process, by the file's digest and the map
+KEPT_BYTES = 256 << 20  # and at most this much of them (weights and outlines), the least recently used going first
+OVERLAP = 1e-6  # cells' area shared by regions before they are said to overlap
+BEND = 1e-4  # a projected edge is kept within this share of a cell of its course (straight in lon/lat)
 STRADDLE_NOTE = (
     "a cell crossing a region's boundary is split by area (its people taken as evenly spread over it); the "
     "margins count the error this may make, which shrinks with the cells' size"
@@ -79,6 +96,26 @@ class Regions:
         import shapely
 
         return shapely.transform(self.metric_geoms(), lambda xy: to_lonlat(xy[:, 0], xy[:, 1], self.crs))
+
+    def members(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(location, region) index pairs: a location is in every region whose interior holds it (regions
+        that overlap each count it); one on a boundary and inside none goes to the first region holding it,
+        so regions that share a boundary count it once."""
+        xy = np.asarray(xy, dtype=np.float64)
+        if self.kind == "grid":
+            idx = self.assign(xy)
+            return np.flatnonzero(idx >= 0), idx[idx >= 0]
+        import shapely
+
+        tree = shapely.STRtree(self.geoms)
+        pts = shapely.points(xy)
+        pi, ri = tree.query(pts, predicate="within")
+        rest = np.setdiff1d(np.arange(len(xy)), pi)
+        edge = self.assign(xy[rest])
+        on = edge >= 0
+        loc, reg = np.concatenate([pi, rest[on]]), np.concatenate([ri, edge[on]])
+        order = np.lexsort((reg, loc))
+        return loc[order], reg[order]
 
     def assign(self, xy: np.ndarray) -> np.ndarray:
         """The region of each location (index, -1 outside every region); a location on a boundary, or in
@@ -140,12 +177,26 @@ def public_spec(spec: str, sha256: str = "") -> str:
     return f"{name} (sha256:{sha256})" if sha256 else name
 
 
-def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, polygons=None) -> Regions:
+def build(
+    spec: str, domain: Domain, crs: str, name_column: str | None = None, polygons=None, file_crs: str | None = None
+) -> Regions:
     """The regions of ``spec`` (:func:`parse_spec`) over ``domain`` (in the local CRS ``crs``).
-    ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload).
-    Built once per process for each spec, map and file version (a mechanism builds them on every run)."""
+    ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload); ``file_crs``: the
+    CRS of a polygon file that does not declare one (a Shapefile without its .prj).
+    Built once per process for each spec, map and file version (a mechanism builds them on every run, a
+    page on every rerun); a file's regions are built in a bounded child process (the module docstring)."""
     if polygons is not None:
-        return polygon_regions(polygons, domain, crs, spec)
+        key = (polygons.digest, domain, crs, str(spec))
+        with _KEPT_LOCK:
+            if key in _KEPT:
+                _KEPT.move_to_end(key)
+                return _KEPT[key]
+        regions = _isolated(polygon_regions, (polygons, domain, crs, spec), polygons.size, polygons.name)
+        with _KEPT_LOCK:
+            _KEPT[key] = regions
+            while len(_KEPT) > KEPT or (len(_KEPT) > 1 and sum(map(_footprint, _KEPT.values())) > KEPT_BYTES):
+                _KEPT.popitem(last=False)
+        return regions
     kind, arg, _ = parse_spec(spec)
     stamp = None
     if kind == "file":
@@ -154,19 +205,52 @@ def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, p
             stamp = (st.st_mtime_ns, st.st_size)
         except OSError:
             pass  # the reader says the file is missing
-    return _build(str(spec).strip(), domain, crs, name_column, stamp)
+    return _build(str(spec).strip(), domain, crs, name_column, stamp, file_crs or None)
+
+
+_KEPT: OrderedDict = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+
+
+def _footprint(regions: Regions) -> int:
+    """Bytes a kept Regions holds, about: its weights and its outlines' coordinates."""
+    import shapely
+
+    w = regions.weights
+    return int(
+        w.data.nbytes + w.indices.nbytes + w.indptr.nbytes + 16 * shapely.get_num_coordinates(regions.geoms).sum()
+    )
 
 
 @lru_cache(maxsize=16)
-def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp) -> Regions:
+def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp, file_crs: str | None) -> Regions:
     kind, arg, id_col = parse_spec(spec)
     if kind == "grid":
         return grid_regions(domain, crs)
     if kind == "h3":
         return h3_regions(domain, crs, auto_resolution(domain) if arg == "auto" else int(arg))
+    size = stamp[1] if stamp else 0
+    return _isolated(file_regions, (arg, id_col, name_column, domain, crs, spec, file_crs), size, Path(arg).name)
+
+
+def file_regions(
+    path: str, id_column, name_column, domain: Domain, crs: str, spec: str, file_crs: str | None = None
+) -> Regions:
+    """The regions of a polygon file over ``domain``: read, then :func:`polygon_regions`."""
     from .files.polygons import load_polygons
 
-    return polygon_regions(load_polygons(arg, id_column=id_col, name_column=name_column), domain, crs, spec)
+    return polygon_regions(
+        load_polygons(path, id_column=id_column, name_column=name_column, crs=file_crs), domain, crs, spec
+    )
+
+
+def _isolated(fn, args: tuple, size: int, name: str) -> Regions:
+    from .files.common import _short
+    from .files.isolate import run_isolated
+    from .files.polygons import ADVICE
+
+    work = "read and weigh against the map's cells"
+    return run_isolated(fn, args, size, _short(name), work=work, advice=f"{ADVICE}, or choose a coarser grid").result
 
 
 @lru_cache(maxsize=8)  # a page redraws a result's margins on every rerun: a million cell names at 1024 a side
@@ -245,21 +329,78 @@ def h3_regions(domain: Domain, crs: str, res: int) -> Regions:
 
 
 def polygon_regions(pf, domain: Domain, crs: str, spec: str) -> Regions:
+    """A polygon file's regions over ``domain``: clipped to a longitude/latitude box around the map, densified,
+    projected and clipped to the map's square (see the module docstring)."""
     import shapely
 
-    metric = shapely.transform(pf.geoms, lambda xy: to_local(xy[:, 0], xy[:, 1], crs))
-    reg = _clipped(np.asarray(metric, dtype=object), pf.ids, pf.names, domain, crs, "file", spec, pf.notes)
+    from .files.reproject import reproject
+
+    ll, cut = _clip_lonlat(pf.geoms, lonlat_window(domain, crs))
+    metric = reproject(ll, lambda xy: to_local(xy[:, 0], xy[:, 1], crs), domain.cell * BEND, pf.name)
+    total = shapely.area(metric)
+    if cut.any():  # the share of a region beyond the box, from areas on the sphere (equal-area lon/lat)
+        total[cut] *= _sphere_area(pf.geoms[cut]) / np.maximum(_sphere_area(ll[cut]), 1e-300)
+    reg = _clipped(np.asarray(metric, dtype=object), pf.ids, pf.names, domain, crs, "file", spec, pf.notes, total)
     return replace(reg, sha256=pf.sha256)
 
 
-def _clipped(geoms, ids, names, domain, crs, kind, spec, notes) -> Regions:
-    """Regions clipped to the domain (regions outside it dropped, with a note) and their weights."""
+def lonlat_window(domain: Domain, crs: str) -> tuple[float, float, float, float]:
+    """A longitude/latitude box holding the map's square with a margin: (west, south, east, north), east
+    past 180 for a map across the antimeridian; the whole globe around a map holding a pole."""
+    x0, y0, x1, y1 = domain.bounds
+    t = np.linspace(0.0, 1.0, 65)
+    xs = np.concatenate([x0 + (x1 - x0) * t, np.full(t.size, x1), x1 - (x1 - x0) * t, np.full(t.size, x0)])
+    ys = np.concatenate([np.full(t.size, y0), y0 + (y1 - y0) * t, np.full(t.size, y1), y1 - (y1 - y0) * t])
+    ll = to_lonlat(xs, ys, crs)
+    lon0 = float(to_lonlat(np.array([(x0 + x1) / 2]), np.array([(y0 + y1) / 2]), crs)[0, 0])
+    lon = lon0 + (ll[:, 0] - lon0 + 180.0) % 360.0 - 180.0  # continuous across the antimeridian
+    poles = to_local(np.zeros(2), np.array([90.0, -90.0]), crs)
+    holds = (poles[:, 0] >= x0) & (poles[:, 0] <= x1) & (poles[:, 1] >= y0) & (poles[:, 1] <= y1)
+    if holds.any() or np.ptp(lon) >= 180:
+        south, north = (-90.0 if holds[1] else ll[:, 1].min()), (90.0 if holds[0] else ll[:, 1].max())
+        return -180.0, float(south), 180.0, float(north)
+    pad = 0.01 * max(np.ptp(lon), np.ptp(ll[:, 1])) + 1e-9
+    return (
+        float(lon.min() - pad),
+        float(max(ll[:, 1].min() - pad, -90.0)),
+        float(lon.max() + pad),
+        float(min(ll[:, 1].max() + pad, 90.0)),
+    )
+
+
+def _clip_lonlat(geoms: np.ndarray, window) -> tuple[np.ndarray, np.ndarray]:
+    """The regions inside ``window`` (a region west of -180 or east of 180 of a window across the
+    antimeridian shifted by 360°), and whether each lost some of its area to it."""
+    import shapely
+
+    w, s, e, n = window
+    out = shapely.intersection(geoms, shapely.box(w, s, e, n))
+    for shift in (-360.0, 360.0):
+        if w - shift < 180.0 and e - shift > -180.0 and (w < -180.0 or e > 180.0):
+            part = shapely.intersection(geoms, shapely.box(w - shift, s, e - shift, n))
+            out = shapely.union(out, shapely.transform(part, lambda xy, d=shift: xy + [d, 0.0]))
+    cut = _sphere_area(out) < _sphere_area(geoms) * (1 - 1e-9)
+    return np.asarray(out, dtype=object), cut
+
+
+def _sphere_area(geoms) -> np.ndarray:
+    """Areas (on a unit sphere) of lon/lat polygons, in the cylindrical equal-area projection."""
+    import shapely
+
+    return shapely.area(
+        shapely.transform(geoms, lambda xy: np.column_stack([np.radians(xy[:, 0]), np.sin(np.radians(xy[:, 1]))]))
+    )
+
+
+def _clipped(geoms, ids, names, domain, crs, kind, spec, notes, total=None) -> Regions:
+    """Regions clipped to the domain (regions outside it dropped, with a note) and their weights. ``total``:
+    each region's whole area (default: its area in ``geoms``)."""
     import shapely
 
     box = shapely.box(*domain.bounds)
-    area = shapely.area(geoms)
+    area = shapely.area(geoms) if total is None else np.asarray(total, dtype=np.float64)
     clipped = shapely.intersection(geoms, box)
-    inside = np.divide(shapely.area(clipped), area, out=np.zeros(len(geoms)), where=area > 0)
+    inside = np.clip(np.divide(shapely.area(clipped), area, out=np.zeros(len(geoms)), where=area > 0), 0.0, 1.0)
     keep = inside > 1e-12
     notes = list(notes)
     if not keep.any():
@@ -273,6 +414,7 @@ def _clipped(geoms, ids, names, domain, crs, kind, spec, notes) -> Regions:
         )
     idx = np.flatnonzero(keep)
     weights = area_weights(clipped[idx], domain)
+    notes += _overlap_note(weights)
     return Regions(
         kind,
         spec,
@@ -287,63 +429,16 @@ def _clipped(geoms, ids, names, domain, crs, kind, spec, notes) -> Regions:
     )
 
 
-def area_weights(geoms: np.ndarray, domain: Domain):
-    """The sparse area-weight matrix of polygons in the domain's metric CRS: the share of each cell's area
-    inside each polygon (exact polygon-box intersections, cells within the polygon's bounds only)."""
-    import shapely
-    from scipy import sparse
-
-    n, s = domain.n, domain.cell
-    b = shapely.bounds(geoms)
-    ix0 = np.clip(np.floor((b[:, 0] - domain.x0) / s), 0, n - 1).astype(np.int64)
-    ix1 = np.clip(np.floor((b[:, 2] - domain.x0) / s), 0, n - 1).astype(np.int64)
-    iy0 = np.clip(np.floor((b[:, 1] - domain.y0) / s), 0, n - 1).astype(np.int64)
-    iy1 = np.clip(np.floor((b[:, 3] - domain.y0) / s), 0, n - 1).astype(np.int64)
-    sizes = (ix1 - ix0 + 1) * (iy1 - iy0 + 1)
-    if int(sizes.sum()) > MAX_PAIRS:
-        raise ParamError(
-            f"the regions cover {int(sizes.sum()):,} (region, cell) pairs, over the limit of {MAX_PAIRS:,}: "
-            "choose a coarser grid or fewer regions"
-        )
-    rows, cols, vals = [], [], []
-    shapely.prepare(geoms)
-    for r in range(len(geoms)):
-        gx, gy, share = _shares(geoms[r], domain, ix0[r], ix1[r], iy0[r], iy1[r])
-        ok = share > 1e-12
-        rows.append(np.full(int(ok.sum()), r))
-        cols.append(gy[ok] * n + gx[ok])
-        vals.append(np.minimum(share[ok], 1.0))
-    return sparse.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(len(geoms), n * n)
-    )
-
-
-def _shares(geom, domain: Domain, ix0: int, ix1: int, iy0: int, iy1: int):
-    """The share of each cell of a block of cells inside ``geom``. A cell the boundary does not cross is
-    wholly in or out; the boundary crosses a cell only if its corners are not all strictly on one side
-    (inside, or outside and off the boundary), or a vertex of the boundary lies in the cell (a straight
-    edge cannot enter and leave by one side), so only those cells are intersected exactly."""
-    import shapely
-
-    s = domain.cell
-    xs = domain.x0 + np.arange(ix0, ix1 + 2) * s
-    ys = domain.y0 + np.arange(iy0, iy1 + 2) * s
-    X, Y = np.meshgrid(xs, ys)
-    inside = shapely.contains_xy(geom, X, Y)  # corners, (rows + 1, cols + 1); on the boundary: neither
-    outside = ~shapely.intersects_xy(geom, X, Y)
-    k = inside[:-1, :-1].astype(np.int8) + inside[1:, :-1] + inside[:-1, 1:] + inside[1:, 1:]
-    o = outside[:-1, :-1].astype(np.int8) + outside[1:, :-1] + outside[:-1, 1:] + outside[1:, 1:]
-    share = (k == 4).astype(np.float64)
-    cross = (k < 4) & (o < 4)
-    v = shapely.get_coordinates(geom)
-    # a vertex on the map's far edge belongs to the last cell
-    vx = np.minimum(np.floor((v[:, 0] - domain.x0) / s).astype(np.int64), domain.n - 1) - ix0
-    vy = np.minimum(np.floor((v[:, 1] - domain.y0) / s).astype(np.int64), domain.n - 1) - iy0
-    ok = (vx >= 0) & (vx < k.shape[1]) & (vy >= 0) & (vy < k.shape[0])
-    cross[vy[ok], vx[ok]] = True
-    cy, cx = np.nonzero(cross)
-    if cy.size:
-        x, y = xs[cx], ys[cy]
-        share[cy, cx] = shapely.area(shapely.intersection(geom, shapely.box(x, y, x + s, y + s))) / (s * s)
-    gx, gy = np.meshgrid(np.arange(ix0, ix1 + 1), np.arange(iy0, iy1 + 1))
-    return gx.ravel(), gy.ravel(), share.ravel()
+def _overlap_note(weights) -> list[str]:
+    """A note when regions overlap: a location in several counts in each (see :meth:`Regions.members`)."""
+    total = np.asarray(weights.sum(axis=0)).ravel()
+    over = total > 1.0 + OVERLAP
+    if not over.any():
+        return []
+    excess = float((total[over] - 1.0).sum())
+    amount = f"{excess:,.1f}" if excess >= 0.1 else f"{excess:.1g}"
+    return [
+        f"Some regions overlap one another: about {amount} cells' area (over {int(over.sum()):,} cells) lies in "
+        "more than one. A location inside several regions counts in each of them, so the regions' counts add up to "
+        "more than the map's."
+    ]

@@ -31,6 +31,13 @@ FAMILY_MODULES = (
     "rff_kde",
     "snh",
     "dawa",
+    "hdmm",
+    "hdg",
+    "privelet",
+    "quadtree",
+    "ahp",
+    "mwem",
+    "dpcube",
 )
 
 _loaded = False

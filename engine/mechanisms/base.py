@@ -15,11 +15,11 @@ reads a key of ``Release.extras`` or ``Release.diagnostics``, nor compares a mec
   cells: :meth:`~.noise_model.NoiseModel.of_areas`, :meth:`~.noise_model.NoiseModel.of_grid`), each
   unit's noise sd and released count, the law in words (``basis``), cells changed after the noise
   (NaN in ``cell_sd``: no margin over them) and, where units share draws, a covariance
-  (:class:`engine.mechanisms.central.trees.TreeCovariance`). Without a closed form it puts the reason in
-  ``noise`` (a sentence). :mod:`engine.regions.margins` makes every door's 95 % margin from it. This
-  replaces ``extras["stderr"]`` / ``extras["stderr_cells"]`` / ``diagnostics["stderr_basis"]``: a
-  mechanism that set them passes the same three values to ``NoiseModel.of_cells`` (``stderr_cells`` as
-  dyadic blocks: ``NoiseModel.of_blocks``) and lists ``"noise"`` in ``dp_outputs``;
+  (:class:`engine.mechanisms.central.trees.TreeCovariance`, :class:`engine.mechanisms.hdmm.mechanism.KronCovariance`).
+  Without a closed form it puts the reason in ``noise`` (a sentence). :mod:`engine.regions.margins` makes every
+  door's 95 % margin from it. A mechanism that knows each cell's noise sd passes it to ``NoiseModel.of_cells``
+  with the cells that share a draw (dyadic blocks of them: ``NoiseModel.of_blocks``) and lists ``"noise"`` in
+  ``dp_outputs``;
 * **the typed parts others read** (:mod:`.outputs`): ``measurements`` (the raw noisy numbers, for the
   noise audits), ``levels``, ``heat``, ``regional``, ``proportion``, ``warnings``, ``regions_counted``;
   and, for figures a benchmark reads, a function in its own package (e.g. ``sparse_emd.readings``);
@@ -27,7 +27,8 @@ reads a key of ``Release.extras`` or ``Release.diagnostics``, nor compares a mec
   and ``margin_note`` (why); ``planner`` (:data:`.capabilities.PLANNING`, refined by :meth:`Mechanism.planning`);
   :meth:`Mechanism.cost_features` (the time estimate's W and P); ``audit_plan`` and ``relation_plans``
   (:class:`.capabilities.AuditPlan`); ``noise_cases`` (:class:`.capabilities.NoiseCase`);
-  :meth:`Mechanism.level_map` and :meth:`Mechanism.measured_at` where the defaults do not fit.
+  :meth:`Mechanism.level_map` and :meth:`Mechanism.measured_at` where the defaults do not fit;
+  ``matrix_class`` (:meth:`Mechanism.matrix_mechanism`): whether the SVD lower bound applies to it.
 """
 
 from __future__ import annotations
@@ -297,6 +298,15 @@ class Mechanism:
     # (:meth:`cost_features`), and whether the work grows with the locations and with secure mode
     cost_variants: ClassVar[tuple[dict, ...]] = ()
     cost_grows_with_points: ClassVar[bool] = True
+    # A matrix mechanism (Li et al. 2010): noise of data-independent scale on fixed linear queries of the
+    # cells, the map their linear unbiased estimate. Its expected error on any workload is then at least the
+    # SVD lower bound (engine.metrics.lower_bound); mechanisms outside the class can go below it.
+    matrix_class: ClassVar[bool] = False
+
+    @classmethod
+    def matrix_mechanism(cls, params: dict | None = None) -> bool:
+        """Whether a run with these parameters is a matrix mechanism (see ``matrix_class``)."""
+        return cls.matrix_class
 
     @classmethod
     def schema(cls) -> Schema:

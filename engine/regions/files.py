@@ -53,7 +53,7 @@ def write_regions(report, folder, stamp: str | None = None) -> dict:
 
     out = Path(folder)
     entries = {}
-    for kind, data in (("csv", report.to_csv(stamp).encode()), ("gpkg", report.to_gpkg(stamp))):
+    for kind, data in (("csv", report.as_csv(stamp).encode()), ("gpkg", report.to_gpkg(stamp))):
         path = out / REGION_FILES[kind]
         path.write_bytes(data)
         entries[f"regions_{kind}"] = {"name": path.name, "sha256": hashlib.sha256(data).hexdigest()}

@@ -10,8 +10,8 @@ A region with area weights ``A`` (:mod:`engine.data.regions`) takes the share ``
 so its estimate is ``sum_k f_rk (c_k + eta_k)`` and its error has two parts:
 
 * **noise**, exact: variance ``sum_k f_rk^2 sigma_k^2``: cells that share one draw move together, so their
-  covariance is counted (units that share draws through the model's covariance: the hierarchical tree's
-  constrained inference);
+  covariance is counted (units that share draws through the model's covariance: the hierarchical tree's and
+  the quadtree's constrained inference, HDMM's Kronecker product of its two axes' least-squares covariances);
 * **spreading**: where the region takes only part of a unit (0 < f < 1), the even spread says f c_k of the
   unit's people are in the region, while the truth lies anywhere in [0, c_k] (people may be bunched in one
   corner of a leaf), and the release cannot tell where. At worst they all sit together, inside the region's

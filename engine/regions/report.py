@@ -1,13 +1,13 @@
 """The regional table of a run: per region its id, name, estimate, 95 % margin (None where there is none)
 and, in Evaluate mode only, the true count; as JSON rows, CSV, and a GeoPackage of the regions.
 
-The true count is an evaluation figure: the locations inside each region (point in polygon), in the
-release's unit (each person counted once unless the mechanism counts records), read from the data.
+The true count is an evaluation figure: the locations inside each region (point in polygon; a location in
+regions that overlap counts in each), in the release's unit (each person counted once unless the mechanism
+counts records), read from the data.
 It never enters a release (:func:`regional_report` refuses a truth for a Release-mode run)."""
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 
@@ -59,18 +59,13 @@ class RegionReport:
     def has_true(self) -> bool:
         return self.true is not None
 
-    def to_csv(self, stamp: str | None = None) -> str:
-        import csv
+    def as_csv(self, stamp: str | None = None) -> str:
+        """The table as CSV (``regions.csv``; names and ids from an uploaded file are neutralised for spreadsheets,
+        :mod:`engine.core.csvtext`); ``stamp``: a first line ``# evaluation: ...``."""
+        from ..core.csvtext import csv_text
 
-        buf = io.StringIO()
-        if stamp:
-            buf.write(f"# evaluation: {stamp}\n")
         cols = COLUMNS + (("true",) if self.has_true else ())
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for r in self.rows():
-            w.writerow({k: ("" if r[k] is None else r[k]) for k in cols})
-        return buf.getvalue()
+        return csv_text(self.rows(), cols, stamp)
 
     def to_gpkg(self, stamp: str | None = None) -> bytes:
         """The regions (WGS84, clipped to the map) with their columns, as a GeoPackage."""
@@ -101,9 +96,8 @@ def true_counts(dataset, regions, unit: str = "user") -> np.ndarray:
         else:
             tot = np.bincount(inv, weights=w, minlength=u)[inv]
             w = np.divide(w, tot, out=np.zeros_like(w), where=tot > 0)
-    idx = regions.assign(dataset.xy)
-    ok = idx >= 0
-    return np.bincount(idx[ok], weights=None if w is None else w[ok], minlength=len(regions)).astype(np.float64)
+    loc, reg = regions.members(dataset.xy)  # a location in several regions counts in each
+    return np.bincount(reg, weights=None if w is None else w[loc], minlength=len(regions)).astype(np.float64)
 
 
 def regional_report(result, regions, dataset=None) -> RegionReport:

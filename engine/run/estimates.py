@@ -34,6 +34,7 @@ import os
 import threading
 import weakref
 from collections import deque
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -158,6 +159,10 @@ def estimate_seconds(config, n_points: int | None = None, *, dataset=None, cache
     with _LOCK:
         first = config.mechanism not in _SEEN
     pts = _points(config, n_points, dataset)
+    if getattr(config, "resolution", "fixed") == "auto":  # the grid the number of people gives, noise aside
+        from .frame import auto_depth
+
+        config = replace(config, depth=auto_depth(config.people or pts))
     return model_seconds(config, pts, first) * _factor(config.mechanism) * load_factor()
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.csvtext import csv_text
 from ..core.errors import ParamError
 from ..data.projection import to_lonlat
 from .uploads import PREFIX
@@ -101,7 +102,7 @@ def csv_grid(density: np.ndarray, domain, crs: str, stamp: str | None = None) ->
             "per_km2": d / (domain.cell**2 / 1e6),
         }
     )
-    return (f"# evaluation: {stamp}\n" if stamp else "") + df.to_csv(index=False)
+    return csv_text(df, stamp=stamp)
 
 
 def geotiff_grid(
@@ -177,8 +178,9 @@ def side_information(result) -> list[str]:
     region when it was read off the data. One list for the CLI, the manifest and the pages."""
     side = list(result.release.ledger.side_information)
     meta = result.dataset_meta
-    if getattr(meta, "bbox_from_data", False):
-        side.append(f"the region: {region_frame(meta)}, {REGION_FROM_DATA}")
+    if getattr(meta, "bbox_from_data", False):  # a DP frame was searched for within that region
+        region = (getattr(meta, "extra", None) or {}).get("search_region") or region_frame(meta)
+        side.append(f"the region: {region}, {REGION_FROM_DATA}")
     return side
 
 

@@ -7,9 +7,11 @@ release in an embedded SQLite database (standard-library :mod:`sqlite3`), as Tum
 and OpenDP's sessions keep one budget per dataset rather than per user interface.
 
 * A dataset is named by a fingerprint of its people, shared by every session and door: for a
-  file (uploaded, or read by path) the people read from it (:mod:`engine.run.people`: their
-  rounded locations and which belong to one user, whatever the format, order or other columns);
-  for a registry source its key and the options that select people (:func:`fingerprint_source`).
+  file (uploaded, or read by path) the people read from it (:mod:`engine.run.people`: how many
+  locations each person has and their centroid, whatever the format, order, other columns or last
+  digits); for a registry source its key and the options that select people (:func:`fingerprint_source`).
+  A people fingerprint names several ledger keys (``"A|B|C"``, :func:`engine.run.people.ledger_keys`):
+  a run is booked under the first, and the dataset's total counts every release the keys hold.
 * A run is named by its key (:func:`release_key`): in Evaluate the configuration's key, so
   showing the same run again (cached, or recomputed from the same seed) is booked once; in
   Release a new key per run, as every run draws fresh noise and is a new release.
@@ -42,10 +44,16 @@ from typing import NamedTuple
 
 from ..core.epsilon import check_spent
 from ..core.errors import EngineError, ParamError
+from .people import ledger_keys
 
 ENV = "HEATMAP_LEDGER_DB"
 FILE_NAME = "ledger.sqlite3"
 TOLERANCE = 1e-9  # relative slack on the limit, for sums of floats like 0.1 + 0.2
+
+
+class LedgerUnavailable(EngineError):
+    """The ledger's file cannot be opened or written (a read-only or full disk, a lock held too long)."""
+
 
 TABLES = ("releases", "evaluations")  # what counts against a limit; Evaluate runs, listed apart
 _SCHEMA = """
@@ -146,6 +154,12 @@ def _file_people(src, options: dict) -> str:
     return fp
 
 
+def _reads(fp: str) -> tuple[str, list[str]]:
+    """The SQL condition selecting the rows of every ledger ``fp`` reads, and its parameters."""
+    keys = ledger_keys(fp)
+    return f"fingerprint IN ({', '.join('?' * len(keys))})", keys
+
+
 def fingerprint_config(config) -> str:
     """:func:`fingerprint_source` of a configuration's dataset."""
     return fingerprint_source(config.dataset, config.dataset_options)
@@ -195,14 +209,16 @@ def neighbouring_of(config) -> str:
 
 
 def entry_for(config, key: str | None = None, note: str = "") -> Entry:
-    """The entry a run of ``config`` books: its ε (0 for a mechanism that spends none), its
-    mechanism and neighbouring relation, its mode; ``key`` defaults to :func:`release_key`."""
+    """The entry a run of ``config`` books: its ε (for a mechanism that spends none, only what its frame and
+    grid spend, :mod:`engine.run.frame`), its mechanism and neighbouring relation, its mode; ``key`` defaults
+    to :func:`release_key`."""
     from ..mechanisms import get
 
     cls = get(config.mechanism)
+    eps = float(config.epsilon)
     return Entry(
         release_key=key or release_key(config),
-        epsilon=float(config.epsilon) if cls.uses_epsilon else 0.0,
+        epsilon=eps if cls.uses_epsilon else eps * config.budgeted_share,
         mechanism=config.mechanism,
         neighbouring=neighbouring_of(config),
         mode=config.mode,
@@ -225,20 +241,25 @@ class BudgetStore:
 
     Every call opens its own connection, so a store object may be shared by threads, and
     several objects, processes or restarts see one ledger. ``timeout``: seconds a writer waits
-    for another's transaction before giving up with an :class:`~engine.core.errors.EngineError`.
+    for another's transaction before giving up with an :class:`LedgerUnavailable`.
     ``table``: ``"releases"`` (what a dataset's limit counts) or ``"evaluations"`` (Evaluate runs, which
     publish nothing: kept in the same file, listed apart)."""
 
     def __init__(self, path: str | os.PathLike | None = None, timeout: float = 30.0, table: str = "releases"):
         if table not in TABLES:
             raise ParamError(f"unknown ledger table {table!r}; choose from {', '.join(TABLES)}")
-        self.path = Path(path) if path is not None else default_path()
+        from ..core.cache import CacheUnavailable
+
+        try:
+            self.path = Path(path) if path is not None else default_path()
+        except CacheUnavailable as exc:
+            raise LedgerUnavailable(f"the privacy ledger's folder is unavailable: {exc}") from None
         self.timeout = float(timeout)
         self.table = table
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EngineError(f"cannot create the folder of the privacy ledger {self.path} ({exc})") from None
+            raise LedgerUnavailable(f"cannot create the folder of the privacy ledger {self.path} ({exc})") from None
         with self._tx() as con:
             con.execute(_SCHEMA.format(table=table))
 
@@ -249,7 +270,7 @@ class BudgetStore:
         try:
             con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as exc:
-            raise EngineError(f"cannot open the privacy ledger {self.path} ({exc})") from None
+            raise LedgerUnavailable(f"cannot open the privacy ledger {self.path} ({exc})") from None
         try:
             con.execute("BEGIN IMMEDIATE")
             try:
@@ -259,15 +280,17 @@ class BudgetStore:
                 raise
             con.execute("COMMIT")
         except sqlite3.OperationalError as exc:
-            raise EngineError(f"the privacy ledger {self.path} is busy or unwritable ({exc})") from None
+            raise LedgerUnavailable(f"the privacy ledger {self.path} is busy or unwritable ({exc})") from None
         except sqlite3.DatabaseError as exc:
-            raise EngineError(f"the privacy ledger {self.path} is not a readable ledger ({exc})") from None
+            raise LedgerUnavailable(f"the privacy ledger {self.path} is not a readable ledger ({exc})") from None
         finally:
             con.close()
 
     def _spent(self, con, fp: str) -> float:
-        sql = f"SELECT COALESCE(SUM(epsilon), 0.0) FROM {self.table} WHERE fingerprint = ?"
-        return float(con.execute(sql, (fp,)).fetchone()[0])
+        where, keys = _reads(fp)
+        # a release is counted once, should two of the keys hold it
+        sql = f"SELECT COALESCE(SUM(e), 0.0) FROM (SELECT MAX(epsilon) AS e FROM {self.table} WHERE {where} "
+        return float(con.execute(sql + "GROUP BY release_key)", keys).fetchone()[0])
 
     def _new(self, con, fp: str, entries: Iterable[Entry]) -> list[Entry]:
         """The entries not booked yet (each key once)."""
@@ -277,14 +300,16 @@ class BudgetStore:
                 raise ParamError(f"expected budget entries, got {type(e).__name__}")
             if e.release_key in out:
                 continue
+            where, keys = _reads(fp)
             booked = con.execute(
-                f"SELECT 1 FROM {self.table} WHERE fingerprint = ? AND release_key = ?", (fp, e.release_key)
+                f"SELECT 1 FROM {self.table} WHERE {where} AND release_key = ?", (*keys, e.release_key)
             ).fetchone()
             if booked is None:
                 out[e.release_key] = e
         return list(out.values())
 
     def _insert(self, con, fp: str, entries: list[Entry]) -> None:
+        fp = ledger_keys(fp)[0]  # booked under the first key
         con.executemany(
             f"INSERT OR IGNORE INTO {self.table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
@@ -300,13 +325,17 @@ class BudgetStore:
 
     def entries(self, fp: str) -> list[Entry]:
         """Dataset ``fp``'s releases, oldest first."""
+        where, keys = _reads(fp)
         with self._tx() as con:
             rows = con.execute(
                 f"SELECT release_key, epsilon, mechanism, neighbouring, mode, time, note FROM {self.table} "
-                "WHERE fingerprint = ? ORDER BY time, release_key",
-                (fp,),
+                f"WHERE {where} ORDER BY time, release_key",
+                keys,
             ).fetchall()
-        return [Entry(*row) for row in rows]
+        first: dict[str, Entry] = {}  # a release once, should two of the keys hold it
+        for row in rows:
+            first.setdefault(row[0], Entry(*row))
+        return list(first.values())
 
     def cost(self, fp: str, entries: Iterable[Entry]) -> float:
         """The ε booking ``entries`` would add (releases already booked cost nothing)."""
@@ -342,5 +371,7 @@ class BudgetStore:
         """Unbook a release that never left the engine (its run failed or was cancelled after
         :meth:`try_spend`). Returns whether it was booked."""
         with self._tx() as con:
-            cur = con.execute(f"DELETE FROM {self.table} WHERE fingerprint = ? AND release_key = ?", (fp, key))
+            cur = con.execute(
+                f"DELETE FROM {self.table} WHERE fingerprint = ? AND release_key = ?", (ledger_keys(fp)[0], key)
+            )
             return cur.rowcount > 0

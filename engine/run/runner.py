@@ -9,16 +9,19 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..core.cache import CacheUnavailable
-from ..core.errors import EngineError
-from . import estimates, result_cache
+from ..core.errors import EngineError, ParamError
+from . import estimates, frame, result_cache
 from .config import RunConfig, RunResult
 from .estimates import record as record_cost
+from .export import region_frame
 from .result_cache import run_cache_path
 
 # ----------------------------------------------------------------- dataset cache
@@ -79,19 +82,47 @@ def _users_own_file(key: str) -> bool:
     return src is None or src.kind == "file"
 
 
-def prepare(config: RunConfig, dataset=None):
-    """Dataset sampled to the configured users, clipped to the public domain."""
+@dataclass
+class Prepared:
+    """A run's data and domain as its mechanism sees them, its random streams, and the frame and grid steps
+    of :func:`engine.run.frame.choose` (their ledger entries, what they state, their exact values)."""
+
+    data: Any
+    domain: Any
+    mech_seq: np.random.SeedSequence
+    metric_seq: np.random.SeedSequence
+    setup: frame.Setup
+
+
+def prepare_run(config: RunConfig, dataset=None) -> Prepared:
+    """Dataset sampled to the configured users, inside the run's frame, on its grid (:mod:`engine.run.frame`)."""
+    from .ledger import neighbouring_of
+
     config.validate()
+    releasing = config.mode == "release"
     ds = dataset if dataset is not None else load_dataset(config.dataset, config.dataset_options)
-    domain = ds.public_domain(config.depth)
+    region = ds.public_domain(config.depth)
     # release mode: fresh operating-system entropy, so no one can recompute the draws
-    ss = np.random.SeedSequence(config.seed if config.mode == "evaluate" else None)
-    sample_seq, mech_seq, metric_seq = ss.spawn(3)
-    ds = ds.in_domain(domain)
+    ss = np.random.SeedSequence(config.seed if not releasing else None)
+    sample_seq, mech_seq, metric_seq, frame_seq = ss.spawn(4)
+    ds = ds.in_domain(region)
     if len(ds) == 0:
         raise EngineError("no location of this dataset falls inside its region")
     ds = ds.sample_users(config.n_users, np.random.default_rng(sample_seq))
-    return ds, domain, mech_seq, metric_seq
+    setup = frame.choose(ds, region, config, neighbouring_of(config), np.random.default_rng(frame_seq), releasing)
+    if not _users_own_file(config.dataset):  # a catalogue's published size is public: nothing to declare
+        setup.declared.clear()
+    if setup.frame is not None:  # the manifest and the pages say which frame the map is on
+        meta = ds.meta
+        extra = {**meta.extra, "search_region": region_frame(meta), "region_frame": setup.frame}
+        setup.data = replace(setup.data, meta=replace(meta, extra=extra))
+    return Prepared(setup.data, setup.domain, mech_seq, metric_seq, setup)
+
+
+def prepare(config: RunConfig, dataset=None):
+    """Dataset sampled to the configured users, inside the run's frame, and its domain (:func:`prepare_run`)."""
+    p = prepare_run(config, dataset)
+    return p.data, p.domain, p.mech_seq, p.metric_seq
 
 
 def release_truth(ds, domain, params: dict) -> np.ndarray:
@@ -104,6 +135,63 @@ def release_truth(ds, domain, params: dict) -> np.ndarray:
     if params.get("unit") == "record":
         return ds.true_histogram(domain)
     return ds.true_histogram(domain, per_user_normalised=True)
+
+
+def truth_unit(config: RunConfig) -> str:
+    """What one unit of the run's true map counts (:func:`release_truth`): "record" or "user"."""
+    from ..mechanisms import get
+
+    return "record" if get(config.mechanism).schema().resolve(config.params).get("unit") == "record" else "user"
+
+
+def sample_key(config: RunConfig) -> str:
+    """The key of :func:`prepared`'s answer for ``config``: :meth:`RunConfig.key`, the board's key, of the
+    configuration without what changes neither the sample nor its true map: the metrics and, unless a DP frame
+    or count chooses the grid (it draws from the seed with a share of ε under the mechanism's neighbouring
+    relation), the mechanism but for the unit it counts, its other parameters, ε, and the seed when every user
+    is kept."""
+    if config.budgeted_share:
+        return replace(config, metrics=(), emd_max_cells=0).key()
+    return replace(
+        config,
+        mechanism="",
+        params={"unit": truth_unit(config)},
+        epsilon=1.0,
+        secure=False,
+        metrics=(),
+        emd_max_cells=0,
+        side_information=(),
+        seed=config.seed if config.n_users else 0,
+    ).key()
+
+
+_PREPARED: OrderedDict[str, tuple] = OrderedDict()
+_PREPARED_LOCK = threading.Lock()
+PREPARED_KEPT = 12  # samples and true maps this process keeps for pages drawn before a run
+
+
+def prepared(config: RunConfig, dataset=None, memo: MutableMapping | None = None, kept: int = PREPARED_KEPT):
+    """(sample, domain, true map) exactly as a run of ``config`` sees and scores them (:func:`prepare` and
+    :func:`release_truth`, as :func:`run` calls them), memoised under :func:`sample_key` in ``memo`` (default:
+    this process's, for every session), which keeps the ``kept`` latest. Evaluate only: a release draws its
+    sample from fresh entropy and shows no true map."""
+    if config.mode == "release":
+        raise ParamError("a release shows no true map: its sample is drawn from fresh entropy at its run")
+    key = sample_key(config)
+    memo = _PREPARED if memo is None else memo
+    with _PREPARED_LOCK:
+        if key in memo:
+            memo[key] = memo.pop(key)  # the latest used goes last
+            return memo[key]
+        while memo and len(memo) >= kept:  # before the new one is drawn: at most ``kept`` in memory at once
+            memo.pop(next(iter(memo)))
+    ds, domain, _, _ = prepare(config, dataset)
+    out = (ds, domain, release_truth(ds, domain, {"unit": truth_unit(config)}))
+    with _PREPARED_LOCK:
+        memo[key] = out
+        while len(memo) > kept:  # sessions preparing at once
+            memo.pop(next(iter(memo)))
+    return out
 
 
 def run(
@@ -145,7 +233,8 @@ def run(
     t0 = time.perf_counter()
     if progress:
         progress(0.0, "loading data")
-    ds, domain, mech_seq, metric_seq = prepare(config, dataset)
+    prep = prepare_run(config, dataset)
+    ds, domain, mech_seq, metric_seq = prep.data, prep.domain, prep.mech_seq, prep.metric_seq
     for attr in mech_cls.needs:
         if getattr(ds, attr) is None:
             raise EngineError(
@@ -167,18 +256,23 @@ def run(
     t1 = time.perf_counter()
     ctx.check_cancelled()
     mech_progress(0.0, f"running {mech_cls.label or mech_cls.key}")
-    release = mech_cls().run(ds, domain, float(config.epsilon), params, ctx)
-    for note in config.side_information:  # what the caller read off the data, declared as the mechanism's own
-        release.ledger.note_side_information(note)
+    eps = config.mechanism_epsilon
+    release = mech_cls().run(ds, domain, eps, params, ctx)
     timings["mechanism_s"] = time.perf_counter() - t1
     ctx.check_cancelled()
     # the plan must fit the budget; under excess dropout a distributed sum spends more than planned and
     # the ledger books the epsilon actually spent (Ledger.planned_total vs total)
-    if release.ledger.planned_total() > float(config.epsilon) * (1 + 1e-9) + 1e-12 and mech_cls.uses_epsilon:
-        raise EngineError(f"{config.mechanism} spent {release.ledger.total()} > epsilon {config.epsilon} (a bug)")
+    if release.ledger.planned_total() > eps * (1 + 1e-9) + 1e-12 and mech_cls.uses_epsilon:
+        raise EngineError(f"{config.mechanism} spent {release.ledger.total()} > epsilon {eps} (a bug)")
+    release.ledger.entries[:0] = prep.setup.steps  # the frame and grid's steps, then the mechanism's: sum ε
+    # what the caller read off the data, and the public inputs the frame and grid used, declared in the ledger
+    for note in (*config.side_information, *prep.setup.declared):
+        release.ledger.note_side_information(note)
+    if ctx.evaluation is not None:
+        ctx.evaluation.update(prep.setup.evaluation)
     if releasing:  # nothing computed from the truth outside the mechanism
         timings["total_s"] = time.perf_counter() - t0
-        record_cost(config, timings["total_s"], len(ds))
+        record_cost(replace(config, depth=domain.depth), timings["total_s"], len(ds))
         if progress:
             progress(1.0, "done")
         return RunResult(config, release, None, {}, timings, None, None, ds.meta, crs=ds.crs)
@@ -196,10 +290,11 @@ def run(
         emd_max_cells=config.emd_max_cells,
         extra=config.metrics,
         evaluation=ctx.evaluation,
+        epsilon=float(config.epsilon) if mech_cls.uses_epsilon else None,
     )
     timings["metrics_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
-    record_cost(config, timings["total_s"], len(ds))
+    record_cost(replace(config, depth=domain.depth), timings["total_s"], len(ds))
     res = RunResult(
         config=config,
         release=release,

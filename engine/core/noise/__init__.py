@@ -69,6 +69,9 @@ stream:
   seed). A shard with fewer survivors than planned has no float-safe sampler (a Pólya
   shape below 1): secure mode refuses to noise it, and the secure sum withholds it.
 * The bare Pólya sampler has no secure form (:meth:`NoiseSource.polya` refuses).
+* A quantile (:meth:`NoiseSource.quantile`): the exponential mechanism over public candidates, OpenDP's
+  ``make_private_quantile`` (report noisy max with exponential noise on Smith's score); without secure mode
+  the same law from the seeded stream (:func:`noisy_quantile`).
 
 Use :meth:`NoiseSource.add_laplace`, :meth:`NoiseSource.add_gaussian` and
 :meth:`NoiseSource.add_discrete_laplace` to noise data: in secure mode they pass
@@ -107,10 +110,14 @@ from .samplers import (  # noqa: F401
     dl_variance,
     gaussian,
     laplace,
+    noisy_quantile,
     planar_laplace,
     planar_laplace_radius_cdf,
     polya,
     polya_difference,
+    quantile_epsilon,
+    quantile_scale,
+    quantile_scores,
     randomized_response,
     randomized_response_kary,
     rr_kary_unbias_counts,

@@ -1,5 +1,6 @@
 """Seeded samplers and their laws: Laplace, Gaussian, discrete Laplace, Pólya, planar Laplace,
-binary and k-ary randomized response, unary encoding. Every sampler takes a seeded
+binary and k-ary randomized response, unary encoding, the exponential mechanism for a quantile. Every
+sampler takes a seeded
 ``numpy.random.Generator``; the parameterisations are in :mod:`engine.core.noise`."""
 
 from __future__ import annotations
@@ -246,3 +247,38 @@ def unary_encoding_unbias(reported, n: int, eps: float, optimized: bool = True) 
     """Unbiased counts ``(s - n q)/(p - q)`` from unary-encoding report sums."""
     p, q = unary_encoding_pq(eps, optimized)
     return (np.asarray(reported, dtype=np.float64) - n * q) / (p - q)
+
+
+# --------------------------------------------------------------------- quantiles
+def quantile_scores(values, candidates, alpha: float) -> np.ndarray:
+    """How far each candidate is from being the ``alpha``-quantile of ``values``, in people: ``|(1 - alpha)
+    #{x < c} - alpha #{x > c}|`` (Smith 2011, as OpenDP's ``make_quantile_score_candidates`` scores it,
+    there in integer units of the fraction ``alpha``). One value more or fewer moves a score by at most
+    ``max(alpha, 1 - alpha)``."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    c = np.asarray(candidates, dtype=np.float64)
+    below = np.searchsorted(x, c, side="left")
+    above = x.size - np.searchsorted(x, c, side="right")
+    return np.abs((1 - alpha) * below - alpha * above)
+
+
+def quantile_epsilon(alpha: float, scale: float, d_in: int = 1) -> float:
+    """The ε of :func:`noisy_quantile` at ``scale`` when neighbours differ in ``d_in`` values (inserted or
+    deleted): ``2 d_in max(alpha, 1 - alpha) / scale``, OpenDP's ``make_private_quantile`` map (the
+    exponential mechanism's factor 2: a score is not monotone in the data)."""
+    return 2.0 * d_in * max(alpha, 1 - alpha) / _positive("quantile scale", scale)
+
+
+def quantile_scale(alpha: float, epsilon: float, d_in: int = 1) -> float:
+    """The scale at which :func:`noisy_quantile` spends ``epsilon`` (the inverse of :func:`quantile_epsilon`)."""
+    return 2.0 * d_in * max(alpha, 1 - alpha) / _positive("quantile epsilon", epsilon)
+
+
+def noisy_quantile(rng: np.random.Generator, values, candidates, alpha: float, scale: float) -> float:
+    """The exponential mechanism for the ``alpha``-quantile over public sorted ``candidates``: the candidate
+    whose minus score plus Exponential(``scale``) noise is largest (report noisy max with exponential noise,
+    McKenna & Sheldon 2020, whose law is permute-and-flip's), as OpenDP's ``make_private_quantile`` under
+    ``max_divergence`` draws it; ε from :func:`quantile_epsilon`."""
+    _prob("quantile", alpha)
+    s = quantile_scores(values, candidates, alpha)
+    return float(np.asarray(candidates, dtype=np.float64)[np.argmax(rng.exponential(scale, s.size) - s)])

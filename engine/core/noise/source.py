@@ -14,6 +14,7 @@ from .samplers import (
     discrete_laplace,
     gaussian,
     laplace,
+    noisy_quantile,
     planar_laplace,
     polya,
     randomized_response,
@@ -177,6 +178,22 @@ class NoiseSource:
             return self._secure_add("dlap", t, xa, np.int64)
         return xa + discrete_laplace(self.rng, t, self._size(xa))
 
+    def quantile(self, values, candidates, alpha: float, scale: float) -> float:
+        """One of the public sorted ``candidates`` as the ``alpha``-quantile of ``values`` (the exponential
+        mechanism, :func:`noisy_quantile`; ε from :func:`quantile_epsilon`). Secure mode: the values go through
+        OpenDP's ``make_private_quantile`` (float64 values, symmetric distance, ``max_divergence``), which draws
+        the same law exactly. ``values`` must be finite."""
+        scale = _positive("quantile scale", scale)
+        xa = self._float_data(values).ravel()
+        if not self.secure:
+            return noisy_quantile(self.rng, xa, candidates, alpha, scale)
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
+        cands = [float(c) for c in candidates]
+        return float(dp.m.make_private_quantile(*space, dp.max_divergence(), cands, float(alpha), scale)(xa.tolist()))
+
     # ---- bare noise (to add to data, prefer the add_* forms above)
     def _secure_draw(self, kind: str, scale: float, size, dtype):
         zeros = np.zeros(() if size is None else size, dtype=dtype)
@@ -327,4 +344,19 @@ class NoiseSource:
         if c.size and (c.min() < 0 or c.max() > n):
             raise ParamError("unary encoding counts must lie in 0..n")
         p, q = unary_encoding_pq(eps, optimized)
+        return secure_binomial(c, p, self.cancel_cb) + secure_binomial(int(n) - c, q, self.cancel_cb)
+
+    def report_counts(self, counts, n: int, p: float, q: float) -> np.ndarray:
+        """How many of ``n`` users' independent local reports support each category, ``counts[v]`` of
+        them holding it: ``Binomial(counts[v], p) + Binomial(n - counts[v], q)`` (a holder supports its
+        category with probability ``p``, anyone else with ``q``). The aggregate of unary encoding and of
+        local hashing with an ideal hash family (engine.mechanisms.hdg.oracle). Secure mode: both
+        binomials exact on OS entropy (:func:`secure_binomial`)."""
+        c = np.asarray(counts, dtype=np.int64)
+        if c.size and (c.min() < 0 or c.max() > n):
+            raise ParamError("report counts must lie in 0..n")
+        if not (0.0 <= q < p <= 1.0):
+            raise ParamError(f"report probabilities must satisfy 0 <= q < p <= 1 (got p = {p}, q = {q})")
+        if not self.secure:
+            return self.rng.binomial(c, p) + self.rng.binomial(int(n) - c, q)
         return secure_binomial(c, p, self.cancel_cb) + secure_binomial(int(n) - c, q, self.cancel_cb)

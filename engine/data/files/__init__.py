@@ -14,10 +14,12 @@ mapped explicitly with ``columns={"lat": ..., "lon": ..., "user_id": ..., ...}``
 Two columns that name the same role the same way (``lat`` and ``LAT``) are refused;
 when several synonyms are present (``lat`` and ``y``) the first in that list is used
 and the others are named in a note.
-The public region of a user's file is read off its points unless ``bbox`` is given: the points'
+The public region of a user's file is read off its points unless ``bbox`` (or, through the registry,
+``place`` and ``radius_km``: a square around a place of the offline gazetteer) is given: the points'
 bounding box rounded outward to a coarse grid (:func:`engine.data.projection.public_frame`), never the
 exact box, whose edges are four people's coordinates; ``meta.bbox_from_data`` is then True, which the
-engine reports as side information, and ``meta.extra["region_frame"]`` says which grid.
+engine reports as side information, and ``meta.extra["region_frame"]`` says which grid. A run may fit a
+smaller frame inside the region with DP quantiles (:mod:`engine.run.frame`).
 
 Files come from possibly hostile users of a shared server, so:
 
@@ -55,10 +57,13 @@ Layout: this module is the registry's ``file`` source; :mod:`.load` the entry po
 (:func:`~.isolate.load_file_isolated`, what the dashboard and the CLI use); one reader per format
 (:mod:`.tables` for CSV, :mod:`.geojson`, :mod:`.parquet`, :mod:`.gpkg`, :mod:`.shapefile`), the
 steps the vector readers share (:mod:`.vector`), CRS definitions (:mod:`.crs`) and the limits, type
-checks, reading context and column matching (:mod:`.common`).
+checks, reading context and column matching (:mod:`.common`); a file of regions (:mod:`.polygons`) and its
+edges carried to another CRS on course (:mod:`.reproject`).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -71,18 +76,29 @@ __all__ = ["READERS", "load_file"]
 
 
 # ------------------------------------------------------------------ registry
-def _load_registered(path, lat, lon, user_id, value, flag, weight, crs, polygons, layer, bbox=""):
+def _load_registered(
+    path, lat, lon, user_id, value, flag, weight, crs, polygons, layer, bbox="", place="", radius_km=10.0
+):
     if not path:
         raise ParamError("give the path of the file to load (path=...)")
-    frame = _parse_frame(bbox) if bbox else None
+    if bbox and place:
+        raise ParamError("give the region once: bbox=... or place=...")
+    frame, stated = (_parse_frame(bbox), None) if bbox else (None, None)
+    if place:
+        from ..geography import place_frame
+
+        frame, stated = place_frame(place, radius_km)
     cols = {
         k: v for k, v in dict(lat=lat, lon=lon, user_id=user_id, value=value, flag=flag, weight=weight).items() if v
     }
     from .isolate import load_file_isolated
 
-    return load_file_isolated(
+    ds = load_file_isolated(
         path, columns=cols or None, crs=crs or None, polygons=polygons, layer=layer or None, bbox=frame
     )
+    if stated is None:
+        return ds
+    return replace(ds, meta=replace(ds.meta, extra={**ds.meta.extra, "region_frame": stated}))
 
 
 def _parse_frame(text: str) -> tuple[float, float, float, float]:
@@ -128,6 +144,10 @@ def _register() -> None:
                     "",
                     "public region lon_min,lat_min,lon_max,lat_max (empty: the locations' box rounded outward to a "
                     "coarse grid)",
+                ),
+                Param("place", "str", "", "public region: a place of the offline gazetteer ('Name' or 'Name, CC')"),
+                Param(
+                    "radius_km", "float", 10.0, "with place: half the side of the square around it", min=0.1, max=500
                 ),
             ),
             citation="the user's own file",

@@ -15,6 +15,8 @@ from ..dataset import MAX_POINTS
 MiB = 1 << 20
 DEFAULT_MAX_MB = 200  # Streamlit's default upload limit
 DEFAULT_MAX_POINTS = 5_000_000
+DEFAULT_REGION_VERTICES = 1_000_000  # a polygon file of regions: vertices in all (HEATMAP_MAX_REGION_VERTICES)
+DEFAULT_REGION_PARTS = 50_000  # polygons in all, each part of a MultiPolygon one (HEATMAP_MAX_REGION_PARTS)
 EXPANSION = 10  # unpacked zip members / decoded Parquet columns: at most this many times the file limit
 MAX_RATIO = 200  # a zip member over RATIO_FLOOR may expand at most this many times
 RATIO_FLOOR = 16 * MiB
@@ -131,15 +133,48 @@ class _Ctx:
     order: str = ""  # how degrees were read, for the swap note ("" after a CRS conversion)
     roles: tuple = ATTRS  # the attribute columns a vector reader looks for
     fields: list = field(default_factory=list)  # the file's attribute columns, as read
+    unit: str = "locations"  # what max_points counts
+    setting: str = "HEATMAP_MAX_POINTS"  # the variable that sets max_points ("": a fixed limit)
+    max_vertices: int = 0  # a file of regions (:func:`region_limits`); 0 for a file of locations
+    max_parts: int = 0
 
     def refuse(self, why: str) -> DataError:
         return DataError(f"{self.name} is not a readable {WHAT[self.kind]}: {why}")
 
     def too_many(self, n: int, what: str) -> DataError:
+        setting = f" ({self.setting})" if self.setting else ""
         return DataError(
-            f"{self.name} holds {n:,} {what}, over the limit of {self.max_points:,} locations per file "
-            "(HEATMAP_MAX_POINTS)"
+            f"{self.name} holds {n:,} {what}, over the limit of {self.max_points:,} {self.unit} per file{setting}"
         )
+
+    def check_region_size(self, vertices: int, parts: int, how: str = "") -> None:
+        """Refuse a file of regions over :func:`region_limits` (``how``: how the figures were found)."""
+        note = f"; {how}" if how else ""
+        if vertices > self.max_vertices:
+            raise DataError(
+                f"{self.name} holds {vertices:,} vertices ({how or 'in all'}), over the limit of "
+                f"{self.max_vertices:,} for a file of regions (HEATMAP_MAX_REGION_VERTICES): simplify its polygons"
+            )
+        if parts > self.max_parts:
+            raise DataError(
+                f"{self.name} holds {parts:,} polygons (each part of a MultiPolygon counts{note}), over the limit of "
+                f"{self.max_parts:,} for a file of regions (HEATMAP_MAX_REGION_PARTS): merge or drop the small ones"
+            )
+
+    def check_geometry_bytes(self, nbytes: int, most: int, where: str) -> None:
+        """Refuse a file of regions whose encoded geometries (``nbytes`` in ``where``) take more than the
+        ``most`` bytes the limits allow, before they are decoded."""
+        if self.max_vertices and nbytes > most:
+            raise DataError(
+                f"{self.name}: its geometries take {_size(nbytes)} ({where}), more than {self.max_vertices:,} "
+                f"vertices in {self.max_parts:,} polygons can (HEATMAP_MAX_REGION_VERTICES, "
+                "HEATMAP_MAX_REGION_PARTS): simplify its polygons"
+            )
+
+    def wkb_most(self, rows: int) -> int:
+        """The most bytes of WKB the region limits allow for ``rows`` geometries: a header of 9 bytes per
+        geometry and per polygon, 4 per ring and up to 32 per vertex (x, y, z, m), a ring holding at least 4."""
+        return 9 * rows + 9 * self.max_parts + 33 * self.max_vertices
 
 
 def _short(s, n: int = NAME_CHARS) -> str:
@@ -179,6 +214,14 @@ def upload_limits() -> tuple[int, int]:
     max_bytes = int(_env_number("HEATMAP_MAX_UPLOAD_MB", DEFAULT_MAX_MB) * MiB)
     max_points = min(int(_env_number("HEATMAP_MAX_POINTS", DEFAULT_MAX_POINTS)), MAX_POINTS)
     return max_bytes, max(max_points, 1)
+
+
+def region_limits() -> tuple[int, int]:
+    """(most vertices, most polygon parts) of a file of regions, from ``HEATMAP_MAX_REGION_VERTICES`` and
+    ``HEATMAP_MAX_REGION_PARTS``: its area weights cost time in proportion to them."""
+    vertices = int(_env_number("HEATMAP_MAX_REGION_VERTICES", DEFAULT_REGION_VERTICES))
+    parts = int(_env_number("HEATMAP_MAX_REGION_PARTS", DEFAULT_REGION_PARTS))
+    return max(vertices, 4), max(parts, 1)
 
 
 def memory_budget(size: int) -> int:
@@ -281,17 +324,35 @@ def _named_crs(s):
         return None
 
 
+CRS_FORMS = "an EPSG code such as EPSG:27700, or a PROJ string such as +proj=utm +zone=36 +units=km +datum=WGS84"
+# where each door takes the CRS of a file that declares none: a file of locations, a polygon file of regions
+CRS_WHERE = {
+    "points": "the upload's CRS field, or --data-opt crs=... on the command line",
+    "regions": "the regions' CRS field, or --regions-crs on the command line",
+}
+
+
 def _check_crs(crs):
+    """The CRS an analyst gives for coordinates a file does not georeference: an authority code, or a PROJ
+    string of a projection's parameters (:func:`.crs.proj_string_crs`: nothing that names a file)."""
     from pyproj import CRS
+    from pyproj.exceptions import CRSError
 
     if crs in (None, ""):
         return None
     if isinstance(crs, CRS):
         return crs
     text = str(crs).strip()
+    if text.startswith("+"):
+        from .crs import proj_string_crs
+
+        try:
+            return proj_string_crs(text, "the CRS given")
+        except CRSError:
+            raise ParamError(f"PROJ could not read the CRS {_short(text, 80)!r}: give {CRS_FORMS}") from None
     out = _named_crs(f"EPSG:{text}" if text.isdigit() else text)
     if out is None:
-        raise ParamError(f"unknown CRS {_short(text, 60)!r}: give an authority code such as EPSG:4326 or EPSG:27700")
+        raise ParamError(f"unknown CRS {_short(text, 60)!r}: give {CRS_FORMS}")
     return out
 
 

@@ -126,6 +126,7 @@ def _read_geojson(data: bytes, c: _Ctx):
     geoms = np.full(len(feats), None, dtype=object)
     props, pi, px, py = [], [], [], []
     count = 0  # points, counting each point of a MultiPoint
+    parts = vertices = 0  # a file of regions: counted from the nested lists, before any geometry is built
     for i, f in enumerate(feats):
         if not isinstance(f, dict) or f.get("type") != "Feature":
             raise DataError(f"{c.name}: feature {i + 1} is not a GeoJSON Feature object")
@@ -144,6 +145,10 @@ def _read_geojson(data: bytes, c: _Ctx):
                 py.append(y)
                 count += 1
                 continue
+            if c.max_vertices:
+                more = _polygon_extent(g)
+                parts, vertices = parts + more[0], vertices + more[1]
+                c.check_region_size(vertices, parts, "counted before decoding")
             geoms[i] = _shape(g)
             count += len(geoms[i].geoms) if geoms[i].geom_type == "MultiPoint" else 1
         except _BadGeometry as exc:
@@ -166,6 +171,15 @@ def _read_geojson(data: bytes, c: _Ctx):
     cols = {used[r]: [p.get(used[r]) for p in props] for r in c.roles if used[r] is not None}
     gdf = gpd.GeoDataFrame(pd.DataFrame(cols, index=range(len(feats))), geometry=gpd.GeoSeries(geoms))
     return _vector(gdf, declared, used, c)
+
+
+def _polygon_extent(g) -> tuple[int, int]:
+    """(polygons, vertices) of a GeoJSON Polygon or MultiPolygon from its nested lists (0, 0 for the rest)."""
+    kind, coords = (g.get("type"), g.get("coordinates")) if isinstance(g, dict) else (None, None)
+    if not isinstance(coords, list) or kind not in ("Polygon", "MultiPolygon"):
+        return 0, 0
+    polys = [coords] if kind == "Polygon" else [p for p in coords if isinstance(p, list)]
+    return len(polys), sum(len(r) for p in polys for r in p if isinstance(r, list))
 
 
 def _attr_columns(c: _Ctx) -> dict:

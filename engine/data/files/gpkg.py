@@ -129,6 +129,8 @@ def _gpkg_layer(con, c: _Ctx):
             raise DataError(f"{c.name}: the layer {shown!r} holds over {_size(budget)} of data, too much to read")
         rows.extend(batch)
     wkb, srs = _gpkg_geometries([r[0] for r in rows], c)
+    nbytes = sum(len(w) for w in wkb if w is not None)
+    c.check_geometry_bytes(nbytes, c.wkb_most(len(rows)), f"the layer {shown!r}'s geometry blobs")
     if srs and srs != {srs_id}:
         raise DataError(f"{c.name}: features of the layer {shown!r} give CRSs (srs_id) that differ from the layer's")
     try:

@@ -6,13 +6,16 @@ seconds of a fresh interpreter). The parent reads the child's resident memory ev
 kills it once it has grown by more than :func:`memory_budget` of the file, or once it has run longer than
 :func:`time_budget`; the child also limits its own address space (``RLIMIT_AS``, with room for thread
 stacks and allocator reservations, which are address space but not memory) and CPU time, a backstop
-should the parent's watch lag. What comes back is
-the :class:`~engine.data.dataset.Dataset`, or the refusal's message; a child that ran out of memory or time
-or died gives a :class:`DataError` that says so. The child's peak memory growth is reported in
-``meta.extra["parse_peak_bytes"]`` (it is what the limit bounds).
+should the parent's watch lag. What comes back is the work's result, or the refusal's message; a child
+that ran out of memory or time or died gives a :class:`DataError` that says so.
+
+:func:`run_isolated` runs any work on a file this way (a file of locations, of regions and their area
+weights, a context layer); :func:`load_file_isolated` is :func:`engine.data.files.load_file` run so, with
+the child's peak memory growth (what the limit bounds) in ``meta.extra["parse_peak_bytes"]``.
 
 Limits: ``HEATMAP_PARSE_MEMORY_FACTOR`` (default 4) times the file plus ``HEATMAP_PARSE_MEMORY_MB`` (default
 200), and ``HEATMAP_PARSE_SECONDS`` (default 20) plus ``HEATMAP_PARSE_SECONDS_PER_MB`` (default 0.5) per MB.
+The child runs under the caller's ``HEATMAP_*`` environment (every limit a reader reads), not the forkserver's.
 """
 
 from __future__ import annotations
@@ -26,13 +29,17 @@ import threading
 import time
 import types
 from pathlib import Path
+from typing import NamedTuple
 
 from ...core.errors import DataError, ParamError
 from .common import MiB, MissingColumns, _env_number, _short, memory_budget
 
-# the readers import these lazily: imported once in the forkserver, every child has them
+# the work done in a child imports these lazily: imported once in the forkserver, every child has them
 _PRELOAD = [
     "engine.data.files",
+    "engine.data.regions",
+    "engine.data.context",
+    "scipy.sparse",
     "pandas",
     "pyarrow.parquet",
     "pyarrow.compute",
@@ -45,6 +52,7 @@ WATCH_S = 0.02  # how often the parent reads the child's resident memory
 _AS_SLACK = 2 << 30  # address space beyond the budget: thread stacks and allocator reservations, not memory
 _CTX_LOCK = threading.Lock()
 _CTX = None
+TALLY = {"runs": 0, "cpu_s": 0.0}  # children started by this process and the CPU those that finished used
 
 
 def time_budget(size: int) -> float:
@@ -88,15 +96,23 @@ def _status_bytes(field: str, pid: int | str = "self") -> int:
     return 0
 
 
-_ENV = ("HEATMAP_PARSE_MEMORY_FACTOR", "HEATMAP_PARSE_MEMORY_MB")
+class Isolated(NamedTuple):
+    """What a child's work gave: its result, the child's peak memory growth (bytes) and CPU seconds."""
+
+    result: object
+    peak_bytes: int
+    cpu_s: float
 
 
-def _child(conn, source, filename, kwargs, env, mem_bytes, cpu_s) -> None:
-    from .load import load_file
+def _caller_env() -> dict:
+    """The caller's limits: every ``HEATMAP_*`` variable (the forkserver kept the environment it started with)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("HEATMAP_")}
 
+
+def _child(conn, fn, args, kwargs, env, mem_bytes, cpu_s) -> None:
     try:
-        for k in _ENV:  # the caller's limits, not the forkserver's environment
-            os.environ.pop(k, None)
+        for k in [k for k in os.environ if k.startswith("HEATMAP_")]:
+            del os.environ[k]
         os.environ.update(env)
         # a hard backstop; the parent's watch of the resident memory is the budget itself
         vm = _status_bytes("VmSize") + mem_bytes + _AS_SLACK
@@ -104,10 +120,10 @@ def _child(conn, source, filename, kwargs, env, mem_bytes, cpu_s) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_s) + 1, int(cpu_s) + 2))
         rss0 = _status_bytes("VmRSS")
         conn.send(("rss0", rss0))
-        ds = load_file(source, filename, **kwargs)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
-        ds.meta.extra["parse_peak_bytes"] = int(max(peak, 0))
-        conn.send(("ok", ds))
+        out = fn(*args, **kwargs)
+        use = resource.getrusage(resource.RUSAGE_SELF)  # a forked process counts from zero
+        peak = use.ru_maxrss * 1024 - rss0
+        conn.send(("ok", Isolated(out, int(max(peak, 0)), use.ru_utime + use.ru_stime)))
     except MissingColumns as exc:  # the caller offers the file's columns to choose from
         conn.send(("MissingColumns", (exc.available, str(exc))))
     except (DataError, ParamError) as exc:
@@ -160,32 +176,26 @@ def _start(proc) -> None:
         proc.start()
 
 
-def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
-    """:func:`engine.data.files.load_file` run in a child process under memory and time limits
-    (see the module docstring); same arguments, same Dataset or DataError/ParamError."""
-    from .common import upload_limits
+READ_ADVICE = "convert it to CSV or GeoParquet, or upload a smaller file"
 
-    env_bytes, env_points = upload_limits()  # read here: the forkserver's environment is the one it started with
-    kwargs.setdefault("max_bytes", env_bytes)
-    kwargs.setdefault("max_points", env_points)
-    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-        source, size = bytes(path_or_bytes), len(path_or_bytes)
-        name = _short(Path(filename or "the file").name)
-    else:
-        path = Path(path_or_bytes)
-        source, name = str(path), _short(Path(filename or path.name).name)
-        size = path.stat().st_size if path.is_file() else 0
-    size = min(size, kwargs["max_bytes"])  # a larger file is refused before it is parsed
+
+def run_isolated(fn, args: tuple, size: int, name: str, kwargs=None, work: str = "read", advice: str = READ_ADVICE):
+    """``fn(*args, **kwargs)`` in a child process under the memory and time budgets of a file of ``size`` bytes (see the
+    module docstring): an :class:`Isolated` (its result, the child's peak memory growth and CPU time), or its
+    DataError/ParamError.
+    ``fn`` is a module-level function (it is sent to the child by name). ``name`` and ``work`` ("read",
+    "build the area weights of") make the message when the child is stopped, ``advice`` ends it."""
+    if mp.current_process().daemon:  # a daemonic process (a Dask worker, not the server) may not start one
+        use0 = time.process_time()
+        out = fn(*args, **(kwargs or {}))
+        return Isolated(out, 0, time.process_time() - use0)
     mem, seconds = memory_budget(size), time_budget(size)
     ctx = _context()
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=_child,
-        args=(child, source, filename, kwargs, {k: os.environ[k] for k in _ENV if k in os.environ}, mem, seconds),
-        daemon=True,
-    )
+    proc = ctx.Process(target=_child, args=(child, fn, args, kwargs or {}, _caller_env(), mem, seconds), daemon=True)
     _start(proc)
     child.close()
+    TALLY["runs"] += 1
     try:
         kind, payload = _wait(parent, proc, mem, seconds)
     except EOFError:  # the child died without a word: killed by its limits, or crashed
@@ -195,20 +205,45 @@ def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
         if proc.is_alive():
             proc.kill()
         proc.join(5)
-    if kind == "time":
-        raise DataError(
-            f"{name} took longer than {seconds:,.0f} s to read and was stopped (HEATMAP_PARSE_SECONDS): "
-            "convert it to CSV or GeoParquet, or upload a smaller file"
-        )
     if kind == "ok":
+        TALLY["cpu_s"] += payload.cpu_s
         return payload
     if kind == "MissingColumns":
         raise MissingColumns(*payload)
     if kind in ("DataError", "ParamError"):
         raise (DataError if kind == "DataError" else ParamError)(payload)
+    if kind == "time":
+        raise DataError(
+            f"{name} took longer than {seconds:,.0f} s to {work} and was stopped (HEATMAP_PARSE_SECONDS plus "
+            f"HEATMAP_PARSE_SECONDS_PER_MB per MB of the file): {advice}"
+        )
     if kind == "memory":
         raise DataError(
-            f"{name} needs more than {mem / MiB:,.0f} MB of memory to read (HEATMAP_PARSE_MEMORY_FACTOR times the "
-            "file plus HEATMAP_PARSE_MEMORY_MB) and was stopped: convert it to CSV or GeoParquet"
+            f"{name} needs more than {mem / MiB:,.0f} MB of memory to {work} (HEATMAP_PARSE_MEMORY_FACTOR times the "
+            f"file plus HEATMAP_PARSE_MEMORY_MB) and was stopped: {advice}"
         )
     raise DataError(f"{name} could not be read: the reader stopped (out of memory or time, or a damaged file)")
+
+
+def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
+    """:func:`engine.data.files.load_file` run in a child process under memory and time limits
+    (see the module docstring); same arguments, same Dataset or DataError/ParamError."""
+    from .common import upload_limits
+    from .load import load_file
+
+    env_bytes, env_points = upload_limits()  # read here: the forkserver's environment is the one it started with
+    kwargs.setdefault("max_bytes", env_bytes)
+    kwargs.setdefault("max_points", env_points)
+    source, name, size = _source(path_or_bytes, filename)
+    size = min(size, kwargs["max_bytes"])  # a larger file is refused before it is parsed
+    done = run_isolated(load_file, (source, filename), size, name, kwargs)
+    done.result.meta.extra["parse_peak_bytes"] = done.peak_bytes
+    return done.result
+
+
+def _source(path_or_bytes, filename: str | None) -> tuple:
+    """(what the child reads: bytes or a path as text, the file's name for messages, its size)."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return bytes(path_or_bytes), _short(Path(filename or "the file").name), len(path_or_bytes)
+    path = Path(path_or_bytes)
+    return str(path), _short(Path(filename or path.name).name), path.stat().st_size if path.is_file() else 0

@@ -66,8 +66,11 @@ def _read_parquet(data: bytes, c: _Ctx):
         used = _find_columns(
             [n for n in schema.names if n != geom_col], _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields
         )
-        read = [geom_col] + [used[r] for r in c.roles if used[r] is not None]
+        read = list(dict.fromkeys([geom_col] + [used[r] for r in c.roles if used[r] is not None]))  # one per column
     _check_decoded_size(data, pf, read, c)
+    if geo is not None and c.max_vertices:  # a file of regions: its WKB bounds its vertices (with 4-byte lengths)
+        most = c.wkb_most(md.num_rows) + 4 * md.num_rows + MiB
+        c.check_geometry_bytes(_decoded_size(data, pf, [geo[0]], c), most, "its geometry column, from the footer")
     if geo is None:
         try:
             df = pf.read(columns=read).to_pandas()
@@ -128,12 +131,17 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
     """Refuse a Parquet file whose read columns would decode to more than EXPANSION times the
     file limit, from the footer (fixed-width values) and, for dictionary-encoded strings
     (where a short file can repeat a long value), from the dictionary and its indices."""
+    # relative to the file as well: a small file that decodes to gigabytes is refused from its footer
+    budget = min(EXPANSION * c.max_bytes, DECODE_FACTOR * len(data) + DECODE_FLOOR)
+    _decoded_size(data, pf, read, c, budget)
+
+
+def _decoded_size(data: bytes, pf, read: list, c: _Ctx, budget: int | None = None) -> int:
+    """Bytes the columns ``read`` decode to (see :func:`_check_decoded_size`; over ``budget``: refused)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    # relative to the file as well: a small file that decodes to gigabytes is refused from its footer
-    budget = min(EXPANSION * c.max_bytes, DECODE_FACTOR * len(data) + DECODE_FLOOR)
     md, total, dict_cols = pf.metadata, 0, set()
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
@@ -158,7 +166,7 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
                 total += col.num_values * max(pf.schema.column(j).length, 1)
             else:
                 total += col.num_values * _WIDTH.get(kind, 8)
-    if total > budget:  # before any page is read: a dictionary page's size is in the footer
+    if budget is not None and total > budget:  # before any page is read: a dictionary page's size is in the footer
         raise DataError(
             f"{c.name} would take over {_size(total)} once decoded, over the limit of {_size(budget)} "
             f"({DECODE_FACTOR} times the file plus {_size(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
@@ -171,8 +179,9 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
                 if pa.types.is_dictionary(chunk.type):
                     lengths = pc.binary_length(chunk.dictionary)
                     total += pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
-    if total > budget:
+    if budget is not None and total > budget:
         raise DataError(
             f"{c.name} would take {_size(total)} once decoded, over the limit of {_size(budget)} "
             f"({DECODE_FACTOR} times the file plus {_size(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
         )
+    return total

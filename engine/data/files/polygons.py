@@ -1,22 +1,32 @@
 """The analyst's own regions (districts, postcodes): a polygon file read through the same hardened readers
 as a file of locations (GeoJSON, GeoParquet, GeoPackage, zipped Shapefile; see :mod:`engine.data.files`),
 with an id column and a name column chosen by the caller or found by name (``id``/``code``/``geoid``,
-``name``/``label``). A CSV holds no polygons and is refused. Nothing here reads any location data."""
+``name``/``label``). A CSV holds no polygons and is refused. Nothing here reads any location data.
+
+A file of regions costs time and memory in proportion to its vertices and polygons, which a short file can
+hold many of (a comb's teeth, a MultiPolygon of specks): at most ``HEATMAP_MAX_REGION_VERTICES`` (default
+1,000,000) vertices and ``HEATMAP_MAX_REGION_PARTS`` (default 50,000) polygons, each part of a MultiPolygon
+one, refused from the size of the file's geometries before they are decoded where the format tells it
+(GeoParquet's footer, the zip's headers, GeoPackage blobs, GeoJSON's nested lists), and counted again once
+decoded. :func:`load_polygons_isolated` reads a file in a child process under the memory and time budgets
+of :mod:`.isolate` (what the dashboard and the command line use)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ...core.errors import DataError
-from .common import KINDS, REGION_ROLES, _check_crs, _Ctx, _short, _size, upload_limits
+from .common import KINDS, REGION_ROLES, _check_crs, _Ctx, _short, _size, region_limits, upload_limits
+from .reproject import check_size
 
 POLYGON_KINDS = ("geojson", "parquet", "gpkg", "shapefile")
 MAX_REGIONS = 50_000
+ADVICE = "simplify its polygons (fewer vertices) or upload fewer regions"
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,9 @@ class PolygonFile:
     notes: tuple[str, ...]
     fields: tuple[str, ...] = ()  # every attribute column of the file (for an id or name picker)
     sha256: str = ""  # of the file's bytes: with its base name, how a release names this public input
+    name: str = "the regions"  # the file's name, for messages
+    digest: str = ""  # the file's SHA-256 and the options read with: what the regions built from it are kept by
+    size: int = 0  # bytes of the file: building its regions gets the memory and time a file this size gets
 
 
 def load_polygons(
@@ -78,6 +91,8 @@ def load_polygons(
         raise DataError(f"{name} is empty")
     cols = {k: v for k, v in (("region_id", id_column), ("region_name", name_column)) if v}
     c = _Ctx(name, kind, cols, _check_crs(crs), "keep", layer, max_bytes, MAX_REGIONS, roles=REGION_ROLES)
+    c.unit, c.setting = "regions", ""  # the engine's fixed limit on regions: no setting raises it
+    c.max_vertices, c.max_parts = region_limits()
     from . import READERS
 
     try:
@@ -88,10 +103,20 @@ def load_polygons(
         raise DataError(f"{name} is too large to read into memory") from None
     except Exception:
         raise c.refuse("its contents could not be parsed") from None
-    return replace(_named(gdf, used, c), sha256=hashlib.sha256(data).hexdigest())
+    sha256 = hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256(repr((sha256, id_column, name_column, layer, str(crs or ""))).encode()).hexdigest()
+    return _named(gdf, used, c, sha256, digest, len(data))
 
 
-def _named(gdf, used: dict, c: _Ctx) -> PolygonFile:
+def load_polygons_isolated(path_or_bytes, filename: str | None = None, **kwargs) -> PolygonFile:
+    """:func:`load_polygons` in a child process under the memory and time budgets of :mod:`.isolate`."""
+    from .isolate import _source, run_isolated
+
+    source, name, size = _source(path_or_bytes, filename)
+    return run_isolated(load_polygons, (source, filename), size, name, kwargs, advice=ADVICE).result
+
+
+def _named(gdf, used: dict, c: _Ctx, sha256: str, digest: str, size: int) -> PolygonFile:
     import shapely
 
     idc, namec = used.get("region_id"), used.get("region_name")
@@ -105,9 +130,24 @@ def _named(gdf, used: dict, c: _Ctx) -> PolygonFile:
         dup = next(v for v in ids if ids.count(v) > 1)
         raise DataError(f"{c.name}: the id {_short(dup, 40)!r} names several regions; ids must be unique")
     names = [_label(v) or i for v, i in zip(gdf[namec], ids)] if namec else list(ids)
-    geoms = shapely.make_valid(gdf.geometry.to_numpy())  # a self-touching ring would give a wrong area
+    geoms = gdf.geometry.to_numpy()
+    check_size(geoms, c)
+    bad = ~shapely.is_valid(geoms)  # a self-touching ring, overlapping parts: a wrong area unless repaired
+    if bad.any():
+        geoms = geoms.copy()
+        geoms[bad] = shapely.make_valid(geoms[bad], method="structure", keep_collapsed=False)
     return PolygonFile(
-        np.asarray(geoms, dtype=object), tuple(ids), tuple(names), idc, namec, tuple(c.notes), tuple(c.fields)
+        np.asarray(geoms, dtype=object),
+        tuple(ids),
+        tuple(names),
+        idc,
+        namec,
+        tuple(c.notes),
+        tuple(c.fields),
+        sha256,
+        c.name,
+        digest,
+        size,
     )
 
 

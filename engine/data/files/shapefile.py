@@ -121,6 +121,10 @@ def _shapefile_members(z: zipfile.ZipFile, c: _Ctx) -> dict:
             f"{c.name} would unpack to {_size(total)}, over the limit of {_size(budget)} ({EXPANSION} times the "
             "file limit)"
         )
+    if c.max_vertices:  # a file of regions: a record takes up to 84 bytes, a ring 4 and a vertex up to 32 (x, y, z, m)
+        rows = max((parts[".shx"].file_size - 100) // 8, 0)
+        most = 100 + 84 * rows + 33 * c.max_vertices
+        c.check_geometry_bytes(parts[".shp"].file_size, most, "its .shp file, from the zip's headers")
     return parts
 
 
@@ -174,7 +178,7 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
                 raise c.too_many(len(col), "features")
             fields = list(col.schema["properties"])
             used = _find_columns(fields, _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
-        keep = [used[r] for r in c.roles if used[r] is not None]
+        keep = list(dict.fromkeys(used[r] for r in c.roles if used[r] is not None))  # a column may name two roles
         skip = [f for f in fields if f not in keep]
         geoms, pi, px, py, vals = [], [], [], [], {k: [] for k in keep}
         with fiona.Env(**GDAL_SAFE), fiona.open(tmp / "layer.shp", driver="ESRI Shapefile", ignore_fields=skip) as col:

@@ -8,13 +8,15 @@ import io
 
 import numpy as np
 
-from ...core.errors import DataError
+from ...core.errors import DataError, shown
 from .common import (
     _BLANK,
     _FALSE,
     _LOOKS,
     _TRUE,
     ATTRS,
+    CRS_FORMS,
+    CRS_WHERE,
     MAX_COLUMNS,
     ROLE_WORD,
     ROLES,
@@ -190,29 +192,46 @@ def _to_wgs84_table(lon, lat, used, c: _Ctx, where):
             c.notes.append("Columns x/y read as longitude/latitude in WGS84 degrees.")
         c.order = f"columns {_short(used['lat'], 40)!r} (latitude) and {_short(used['lon'], 40)!r} (longitude)"
         return lon, lat
-    big = (np.abs(lon) > 360) | (np.abs(lat) > 360)
-    if big.all():
+    i = int(np.argmax(~ok))
+    if (np.abs(lat) > 90).mean() > 0.5 and (np.abs(lat) <= 180).all() and (np.abs(lon) <= 90).all():
         raise DataError(
-            f"the coordinates are not degrees (x up to {np.abs(lon).max():,.0f}, y up to {np.abs(lat).max():,.0f}): "
-            "they look like a projected CRS in metres. Give the file's CRS (e.g. EPSG:27700 for British National "
-            "Grid, EPSG:3857 for web Mercator) or convert them to WGS84 latitude/longitude."
+            f"latitude {shown(lat[i])} at {where(i)} is beyond ±90 degrees while every longitude is within ±90: "
+            f"the columns {_short(used['lat'], 40)!r} and {_short(used['lon'], 40)!r} look swapped "
+            "(map them with columns=...)"
         )
+    if not ok.any():  # not one row reads as degrees: planar coordinates, of a projection or a local grid
+        raise DataError(_not_degrees(lon, lat))
+    big = (np.abs(lon) > 360) | (np.abs(lat) > 360)
     if big.any():
         i = int(np.argmax(big))
         raise DataError(
             f"the coordinates mix units: {int(ok.sum()):,} rows look like degrees but {where(i)} has "
-            f"({lon[i]:,.2f}, {lat[i]:,.2f}); a file must use one CRS throughout"
-        )
-    i = int(np.argmax(~ok))
-    if (np.abs(lat) > 90).mean() > 0.5 and (np.abs(lat) <= 180).all() and (np.abs(lon) <= 90).all():
-        raise DataError(
-            f"latitude {lat[i]} at {where(i)} is beyond ±90 degrees while every longitude is within ±90: "
-            f"the columns {_short(used['lat'], 40)!r} and {_short(used['lon'], 40)!r} look swapped "
-            "(map them with columns=...)"
+            f"({shown(lon[i], 2)}, {shown(lat[i], 2)}); a file must use one CRS throughout"
         )
     if np.abs(lat[i]) > 90:
-        raise DataError(f"latitude {lat[i]} at {where(i)} is beyond ±90 degrees")
-    raise DataError(f"longitude {lon[i]} at {where(i)} is beyond ±180 degrees")
+        raise DataError(f"latitude {shown(lat[i])} at {where(i)} is beyond ±90 degrees")
+    raise DataError(f"longitude {shown(lon[i])} at {where(i)} is beyond ±180 degrees")
+
+
+def _not_degrees(lon, lat) -> str:
+    """Why coordinates none of which is a longitude and latitude in degrees cannot be read without their CRS."""
+    span = (
+        f"x from {shown(lon.min(), 0)} to {shown(lon.max(), 0)}, y from {shown(lat.min(), 0)} to {shown(lat.max(), 0)}"
+    )
+    if max(np.abs(lon).max(), np.abs(lat).max()) > 1e9:  # beyond any projection of the Earth, in metres or feet
+        return (
+            f"the coordinates ({span}) are not on the Earth in any CRS: no projection reaches a billion units "
+            "from its origin. Check that the columns hold coordinates"
+        )
+    if min(np.abs(lon).max(), np.abs(lat).max()) > 1000:
+        kind = "they look like a projected CRS in metres (EPSG:27700 for British National Grid, EPSG:3857 for web Mercator)"
+    else:
+        kind = "they look like planar coordinates in small units, such as kilometres of a projection or a local grid"
+    return (
+        f"the coordinates are not longitude and latitude in degrees ({span}; a longitude is within ±180 and a "
+        f"latitude within ±90): {kind}. Give the CRS they are in ({CRS_WHERE['points']}): {CRS_FORMS}. Coordinates "
+        "on a local grid whose place on the Earth is unknown cannot be placed on a map: georeference them first"
+    )
 
 
 def _attributes(df, used, csv_strings: bool) -> dict:

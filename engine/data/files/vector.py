@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.errors import DataError
-from .common import _Ctx, _is_wgs84
+from ...core.errors import DataError, shown
+from .common import CRS_FORMS, CRS_WHERE, _Ctx, _is_wgs84
 from .tables import _attributes
 
 
@@ -42,6 +42,8 @@ def _set_crs(gdf, declared, c: _Ctx):
             raise DataError(
                 f"{c.name} declares the CRS {declared.name} but {crs.name} was given: remove one of the two"
             )
+        if declared is None:
+            c.notes.append(f"The file declares no CRS: read in {crs.name}, the CRS given.")
         return gdf.set_crs(crs, allow_override=True)
     if declared is not None:
         return gdf.set_crs(declared, allow_override=True)
@@ -55,8 +57,9 @@ def _set_crs(gdf, declared, c: _Ctx):
     }.get(c.kind, f"{c.name} without a CRS")
     if not in_degrees:
         raise DataError(
-            f"{kind}, and its coordinates are not degrees (x from {b[0]:,.0f} to {b[2]:,.0f}): the CRS is unknown. "
-            "Give the file's CRS (e.g. EPSG:27700) or include it in the file (.prj for a Shapefile)."
+            f"{kind}, and its coordinates are not degrees (x from {shown(b[0], 0)} to {shown(b[2], 0)}): the CRS is unknown. "
+            f"Give the file's CRS ({CRS_WHERE['regions' if c.polygons == 'keep' else 'points']}): {CRS_FORMS}; or "
+            "include it in the file (.prj for a Shapefile)."
         )
     if c.kind == "geojson":
         c.notes.append("The GeoJSON has no CRS: WGS84 longitude/latitude assumed (the GeoJSON standard, RFC 7946).")
@@ -111,8 +114,23 @@ def _polygons_wgs84(gdf, c: _Ctx):
         other = ", ".join(sorted(types - {"Polygon", "MultiPolygon"}))
         raise DataError(f"{c.name} holds {other} features; regions must be polygons")
     if not _is_wgs84(gdf.crs):
+        import geopandas as gpd
+        from pyproj import Transformer
+
+        from .reproject import check_size, reproject
+
+        check_size(gdf.geometry.to_numpy(), c)
         try:
-            gdf = gdf.to_crs(4326)
+            to_wgs84 = Transformer.from_crs(gdf.crs, 4326, always_xy=True)
         except Exception:
             raise DataError(f"{c.name}: could not convert from {gdf.crs.name} to WGS84") from None
+
+        def fn(xy):
+            return np.column_stack(to_wgs84.transform(xy[:, 0], xy[:, 1]))
+
+        # an edge is straight in the file's CRS: kept on that course in WGS84 to within 1e-7 degree (1 cm)
+        geoms = reproject(gdf.geometry.to_numpy(), fn, 1e-7, c.name)
+        gdf = gpd.GeoDataFrame(
+            gdf.drop(columns=gdf.geometry.name), geometry=gpd.GeoSeries(geoms, index=gdf.index, crs=4326)
+        )
     return gdf
