@@ -161,6 +161,17 @@ def test_outside_the_range_every_door_refuses_with_the_same_message(value):
     assert got == dict.fromkeys(got, expected)
 
 
+def test_the_mechanisms_share_of_epsilon_is_checked_when_the_run_is_configured():
+    """ε spent on a DP frame or a DP count leaves the mechanism the rest, which the same rule checks: a
+    configuration whose shares leave less than the smallest ε is refused before it runs, saying why."""
+    from engine.run.config import RunConfig
+
+    base = dict(dataset="synthetic:polycentric", mechanism="identity", frame="dp", frame_share=0.1)
+    with pytest.raises(ParamError, match=r"shares leave the mechanism ε = 9e-05"):
+        RunConfig(epsilon=EPS_MIN, **base).validate()
+    RunConfig(epsilon=EPS_MIN / 0.8, **base).validate()
+
+
 def test_a_link_with_epsilon_50_is_accepted_and_shown():
     from test_app import open_app
 

@@ -27,12 +27,15 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..core.epsilon import check_epsilon
+from ..core.epsilon import EPS_MIN, check_epsilon
 from ..core.errors import ParamError
 
 CACHE_VERSION = 3  # the format of a disk cache entry (engine.run.result_cache)
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("evaluate", "release")
+RESOLUTIONS = ("fixed", "auto")
+FRAMES = ("region", "dp")
+MAX_SHARE = 0.5  # of ε, for each step before the mechanism
 # Fresh seeds stay below 2^31: the dashboard's seed field and URL take at most 2^31 - 1 (and a
 # browser holds integers exactly only to 2^53). An Evaluate seed is shown and exported, so its
 # size is no privacy property; a Release has no seed at all.
@@ -72,9 +75,18 @@ class RunConfig:
     mode: str = "evaluate"  # or "release": see the module docstring
     metrics: tuple[str, ...] = ()  # extra metrics beyond the default set
     emd_max_cells: int = 64  # EMD coarsened to at most this many cells per side in runs
-    # what the caller read off the private data to choose this configuration (e.g. the resolution from the
-    # data's count), declared in the run's ledger in both modes: the release manifest carries it too
+    # what the caller read off the private data to choose this configuration, declared in the run's ledger in
+    # both modes: the release manifest carries it too
     side_information: tuple[str, ...] = ()
+    # the grid and frame where they depend on the data (engine.run.frame): "auto" resolution from `people`, a
+    # public number, or else from a DP count with `count_share` of ε (`depth` is then unused); the "dp" frame
+    # from DP quantiles `frame_quantile`, 1 - `frame_quantile` with `frame_share` of ε, or the dataset's "region"
+    resolution: str = "fixed"
+    people: int | None = None
+    count_share: float = 0.0
+    frame: str = "region"
+    frame_share: float = 0.0
+    frame_quantile: float = 0.01
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -93,6 +105,16 @@ class RunConfig:
         if unknown:
             raise ParamError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
         return cls(**d)
+
+    @property
+    def budgeted_share(self) -> float:
+        """The share of ε spent before the mechanism on the frame and grid (:mod:`engine.run.frame`)."""
+        return float(self.count_share) + float(self.frame_share)
+
+    @property
+    def mechanism_epsilon(self) -> float:
+        """The ε the mechanism gets: what the frame and grid leave of ε."""
+        return float(self.epsilon) * (1.0 - self.budgeted_share)
 
     def key(self) -> str:
         """Stable hash of the configuration and of the engine that runs it (version, cache
@@ -118,6 +140,7 @@ class RunConfig:
             raise ParamError("side information is a list of sentences")
         if self.mode not in MODES:
             raise ParamError(f"mode must be 'evaluate' or 'release' (got {self.mode!r})")
+        self._validate_frame()
         if self.mode == "release":
             from ..mechanisms import get
 
@@ -130,6 +153,39 @@ class RunConfig:
             cls = get(self.mechanism)
             if not cls.uses_epsilon:  # a non-private reference would publish the truth
                 raise ParamError(f"{cls.label or cls.key} spends no epsilon and is not private: it cannot be released")
+
+    def _validate_frame(self) -> None:
+        if self.resolution not in RESOLUTIONS:
+            raise ParamError(f"resolution must be one of {', '.join(RESOLUTIONS)} (got {self.resolution!r})")
+        if self.frame not in FRAMES:
+            raise ParamError(f"frame must be one of {', '.join(FRAMES)} (got {self.frame!r})")
+        auto_dp = self.resolution == "auto" and self.people is None
+        if self.people is not None and (
+            self.resolution != "auto" or not isinstance(self.people, int) or isinstance(self.people, bool)
+        ):
+            raise ParamError("a number of people for the resolution needs resolution 'auto' and a whole number")
+        if self.people is not None and self.people < 1:
+            raise ParamError(f"the number of people for the resolution must be at least 1 (got {self.people})")
+        for name, used in (("count_share", auto_dp), ("frame_share", self.frame == "dp")):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not (0 < v <= MAX_SHARE if used else v == 0):
+                need = (
+                    f"between 0 and {MAX_SHARE:g} (a share of ε)"
+                    if used
+                    else "0 here: "
+                    + ("the resolution is not from a DP count" if name == "count_share" else "the frame is not DP")
+                )
+                raise ParamError(f"{name} must be {need} (got {v})")
+        if not (isinstance(self.frame_quantile, (int, float)) and 0 < self.frame_quantile < 0.5):
+            raise ParamError(f"frame_quantile must be between 0 and 0.5 (got {self.frame_quantile})")
+        if self.budgeted_share:  # the mechanism's part of ε is checked by the same rule as the run's
+            try:
+                check_epsilon(self.mechanism_epsilon)
+            except ParamError:
+                raise ParamError(
+                    f"the frame and grid's shares leave the mechanism ε = {self.mechanism_epsilon:g}, below the "
+                    f"smallest a run accepts ({EPS_MIN:g}): give a larger ε or smaller shares"
+                ) from None
 
 
 @dataclass
