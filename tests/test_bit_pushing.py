@@ -286,7 +286,7 @@ def test_squashed_ldp_error_hardly_grows_from_10_to_32_bits(tau):
     """Figure 4c: with squashing, adaptive bit-pushing under LDP keeps its accuracy as the
     bit depth grows. A noise bit of weight up to 2^31 that survives, or bit 6 (ages >= 64,
     mean ~0.17) squashed for want of round-1 reports, multiplies the 32-bit RMSE by 10-200
-    (both happened while the round-1 floor was being changed). Bound 3x over 50 runs each:
+    (a wrong round-1 floor does both). Bound 3x over 50 runs each:
     the ratio of two RMSEs of 50 runs has a relative sd of ~15%, so a correct run (~1.2x)
     exceeds 3x with probability below 1e-6."""
     x = ages(60_000, np.random.default_rng(13))
@@ -342,8 +342,8 @@ def test_an_unused_bit_survives_squashing_at_the_stated_rate(c):
 
 
 def test_squashing_keeps_a_small_used_bit_once_the_noise_resolves_it():
-    """With an absolute threshold 0.1 a bit of mean 0.04 was zeroed at every
-    epsilon (here ages >= 64: 2.6 years of a mean of ~40 vanished). The threshold now
+    """With an absolute threshold 0.1 alone a bit of mean 0.04 would be zeroed at every
+    epsilon (here ages >= 64: 2.6 years of a mean of ~40 would vanish). The threshold
     follows the noise: at eps = 5 the bit is kept and the mean is unbiased (z-test at
     |z| < 4.5 over 60 runs, false-alarm rate 7e-6); at eps = 0.3, where 3 noise standard
     errors exceed 0.1, the absolute threshold still squashes it."""
@@ -452,8 +452,8 @@ def _secure(seed=0):
     return NoiseSource(np.random.default_rng(seed), secure=True)
 
 
-def test_seeded_randomized_response_and_laplace_baseline_are_the_old_formulas():
-    """Without secure mode the numbers are those of the old code on the same stream."""
+def test_seeded_randomized_response_and_laplace_baseline_are_the_plain_numpy_formulas():
+    """Without secure mode the numbers are the plain numpy formulas on the same stream, so a seeded run repeats."""
     bits = (np.arange(500) % 3 == 0).astype(np.int8)
     rng = np.random.default_rng(21)
     ref = copy.deepcopy(rng)
@@ -502,7 +502,7 @@ def test_secure_bitpush_keeps_bit_choices_on_rng_and_stays_unbiased():
     enc = Encoding(8)
     seeded = B.bitpush(x, enc, None, np.random.default_rng(7), epsilon=2.0)
     secure = B.bitpush(x, enc, None, np.random.default_rng(7), epsilon=2.0, noise=_secure())
-    np.testing.assert_array_equal(secure.log.client, seeded.log.client)  # which bit: numpy, as before
+    np.testing.assert_array_equal(secure.log.client, seeded.log.client)  # which bit: numpy, as when seeded
     np.testing.assert_array_equal(secure.log.bit, seeded.log.bit)
     assert not np.array_equal(secure.log.report, seeded.log.report)  # the RR flips: OpenDP
     assert abs(secure.value - x.mean()) < Z * secure.stderr[0]

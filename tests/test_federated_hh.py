@@ -559,13 +559,13 @@ def test_bad_parameters_are_rejected(city):
 
 def test_count_min_error_does_not_rise_with_epsilon_on_a_hot_venue_city():
     """On a street grid with a few very hot venues (engine/bench/unseen.py;
-    20k users, 256²) the former default estimator, the minimum over the sketch's rows, is
-    biased by about -2 noise standard deviations per cell under DP noise: the deep cells
-    opened at large epsilon lost their mass and MSE rose 0.99x -> 1.7x -> 4.2x a uniform
+    20k users, 256²) the minimum over the sketch's rows (count-min's estimate for counters that
+    only grow) is biased by about -2 noise standard deviations per cell under DP noise: the deep
+    cells opened at large epsilon lose their mass and MSE rises 0.99x -> 1.7x -> 4.2x a uniform
     map at eps 1, 3, 10. The median over rows (count-min's estimate when counters can
-    decrease) is the default now. Medians over 5 seeds must not rise by more than 25%
+    decrease) is the default. Medians over 5 seeds must not rise by more than 25%
     from one epsilon to the next: over 7 seeds the MSE at one epsilon spans at most 1.4x
-    (max / min), so the median of 5 moves far less; the former estimator rose 1.8-4.2x."""
+    (max / min), so the median of 5 moves far less; the minimum rises 1.8-4.2x."""
     from engine.bench.unseen import street_grid_city
     from engine.metrics import mse
 
@@ -584,7 +584,7 @@ def test_count_min_error_does_not_rise_with_epsilon_on_a_hot_venue_city():
 def test_withheld_shards_send_nothing_on_every_path():
     """Policy 'abort' withholds a shard whose clients cannot carry the DP shard's noise (here a DP shard of
     7 against shards of 7, 7 and 6): its clients' data must be left out of the total on the aggregated
-    path too (it used to sum everyone when nobody dropped), as the per-shard and verified paths do."""
+    path too, even when nobody dropped, as the per-shard and verified paths do."""
     client = np.arange(20)
     key = np.zeros(20, dtype=np.int64)
     kw = dict(secagg_shard=7, dp_shard=7, excess="abort")

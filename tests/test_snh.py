@@ -171,7 +171,7 @@ def test_models_share_one_compiled_forward_pass_with_their_own_weights():
         params = init_params_np(seed, cfg, 3)
         pred = BatchPredictor(params)
         dev = [(jnp.asarray(w), jnp.asarray(b)) for w, b in params]
-        baked = jax.jit(lambda xx, d=dev: _forward_of(jnp, jax, d, 2, xx))  # the former form: weights compiled in
+        baked = jax.jit(lambda xx, d=dev: _forward_of(jnp, jax, d, 2, xx))  # weights compiled in as constants
         got = pred(2, x)
         want = forward_numpy([(w[2], b[2]) for w, b in params], x)
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -4,7 +4,7 @@ Convention shared by every suite: a suite module ``engine/bench/<name>.py``
 defines ``run(quick: bool = False, progress=print) -> list[Figure]``. The CLI
 prints a readable table, or with ``--json`` one JSON object mapping each
 figure's name to ``{"value", "unit", "target", "pass", ...}``. Speed figures are
-medians of repeated runs, and where the issue asks for a ratio the baseline is
+medians of repeated runs, and where a target is a ratio the baseline is
 run in the same process (these machines are shared and noisy).
 """
 

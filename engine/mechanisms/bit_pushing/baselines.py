@@ -110,7 +110,7 @@ def baseline_mean(
     else:
         from ...core.noise import NoiseSource
 
-        src = noise if _secure(noise) else NoiseSource(rng)  # seeded: x + rng.laplace(0, scale, n), as before
+        src = noise if _secure(noise) else NoiseSource(rng)  # seeded: exactly x + rng.laplace(0, scale, n)
         report = src.add_laplace(xs * width + low, width / eps)
         est01 = (report - low) / width
     per_client = low + width * est01

@@ -48,7 +48,7 @@ in the DP sense: which bit a client reports, the QMC offsets, the client split
 of Algorithm 2, the subtractive dither ``h`` (public: the server sees it) and
 the coin of randomized rounding (its bit then goes through randomized response,
 which is epsilon-LDP whatever the bit). Without ``noise`` (or with a seeded
-source) every draw comes from ``rng``, exactly as before.
+source) every draw comes from ``rng``, so a seeded run repeats draw for draw.
 
 Layout: Algorithms 1 and 2 and the convenience estimators are in this module; the encoding,
 sampling probabilities, variance formulas, randomized response and squashing thresholds in
@@ -92,9 +92,9 @@ Departures from the paper (each also noted where it is coded):
   says "below an absolute threshold"; Section 4.2 varies it "as a multiple of
   the expected amount of DP noise" (Figure 4a: 0.05-0.2 works well; Figure 4b
   draws 0.05 on the bit means at eps = 2). Read as an absolute threshold alone
-  (an earlier version of this module), a bit whose true mean is below it is zeroed at
-  every epsilon: ages >= 64 (bit mean 0.03-0.10) vanished from mean ages and the
-  error stopped falling with epsilon. Here a bit is squashed when its mean is
+  a bit whose true mean is below it is zeroed at
+  every epsilon: ages >= 64 (bit mean 0.03-0.10) vanish from mean ages and the
+  error stops falling with epsilon. Here a bit is squashed when its mean is
   below BOTH the absolute threshold (default 0.1, the middle of Figure 4a's
   range) and ``c`` standard errors of its DP noise. The paper's 0.05-0.2 cannot
   be multiples of this standard error (at 0.1 it keeps about half the unused

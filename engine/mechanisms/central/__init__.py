@@ -54,8 +54,7 @@ release's diagnostics and ledger notes).
   discard data.
 * ``unit = "record"``: one location record; every count has sensitivity 1, a
   user with k locations is protected at k*epsilon only (group privacy); counts are
-  sums of weights and a record of weight w is protected at w*epsilon. This was the
-  only behaviour before the ``unit`` parameter and is reproduced exactly.
+  sums of weights and a record of weight w is protected at w*epsilon.
 
 Outputs are estimated counts on the run's domain grid (``grid[iy, ix]``). Mechanisms
 whose cells are coarser than the output cells (UG, AG, PrivTree) spread each cell's count

@@ -409,7 +409,7 @@ class CountMinHierarchical(_HierarchicalBase):
     well as up, and the minimum of ``depth`` noisy rows is then biased by the expected
     minimum of the noise, about -2 noise standard deviations for 20 rows, in every
     cell. The deep cells that the split threshold opens at large epsilon lose their
-    mass, and the normalised map piles onto the few hot cells, so the error rose with
+    mass, and the normalised map piles onto the few hot cells, so the error rises with
     epsilon (street grid with hot venues, 20k users, 256²: 0.99x, 1.7x, 4.2x
     a uniform map's MSE at eps 1, 3, 10; at eps 10 the released cells summed to -500
     for 20,000 users, 5,950 positive and -6,451 negative, and the 10 hottest cells got
@@ -417,7 +417,7 @@ class CountMinHierarchical(_HierarchicalBase):
     sketches the median gives 0.99x, 0.23x, 0.017x. For counters that can decrease the
     same paper estimates by the median of the rows (Section 4.1, Theorem 2, the general
     case), which the symmetric noise leaves unbiased up to the collisions' median; it is
-    the default. ``estimator = 'min'`` keeps the former default."""
+    the default. ``estimator = 'min'`` keeps count-min's own estimate for comparison."""
 
     key = "cms_hierarchical"
     label = "Count-min sketch hierarchical (distributed DP, Table 1)"

@@ -65,10 +65,10 @@ Choices where the paper is silent (also listed in each mechanism's docstring):
   The metrics depend on it (KL most): see engine/bench/sparse_emd.py.
 * Among the LP's minimisers (not unique) we return the one that splits the mass of a kept
   cell's left-out children evenly among them (``split="even"``): they lost the top-w
-  contest, so their noisy counts are mostly noise; following them (``"noisy"``, the earlier
-  default) or the solver's vertex (``"solver"``) concentrates mass where the truth has
-  little (Figure 1 setting, ``python -m engine bench sparse_emd``: the comparisons lost went
-  from 4 + 2 to 2 + 1 of 16, offline + check-in; BENCHMARKS.md), and
+  contest, so their noisy counts are mostly noise; following them (``"noisy"``) or the
+  solver's vertex (``"solver"``) concentrates mass where the truth has
+  little (Figure 1 setting, ``python -m engine bench sparse_emd``: ``"noisy"`` loses 4 + 2
+  comparisons of 16, ``"even"`` 2 + 1, offline + check-in; BENCHMARKS.md), and
   spreads a left-out cell's mass uniformly over it (``fill``); both keep the objective.
 * The release's ``density`` is ``s_hat`` itself: an estimate of ``sum_i p_i`` in user units
   whose total is a DP estimate of the number of users (so no private count is needed to
