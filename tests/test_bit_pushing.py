@@ -23,7 +23,6 @@ from engine.mechanisms.bit_pushing.bits import (
     bit_of,
     bit_probabilities,
     cap_inclusion,
-    lemma31_variance,
     randomized_response,
     rr_keep_probability,
     rr_unbias,
@@ -31,6 +30,19 @@ from engine.mechanisms.bit_pushing.bits import (
     squash_c_default,
 )
 from engine.mechanisms.bit_pushing.rounds import _aggregate, _squash, _Sums
+
+
+def lemma31_variance(bit_means, p, n, b_send: int = 1, weights=None) -> np.ndarray:
+    """Cormode et al.'s Lemma 3.1 (Corollary 3.2 with ``b_send``), the variance the tests hold the mechanism to:
+    ``V = 1/(n b_send) sum_j w_j^2 xbar^(j)(1 - xbar^(j)) / p_j`` (bits with ``p_j = 0`` must be constant)."""
+    m = np.clip(np.asarray(bit_means, dtype=np.float64), 0.0, 1.0)
+    p = np.asarray(p, dtype=np.float64)
+    w = np.ldexp(1.0, np.arange(m.shape[-1])) if weights is None else np.asarray(weights, dtype=np.float64)
+    beta = w**2 * m * (1.0 - m)
+    terms = np.divide(beta, p, out=np.zeros_like(beta), where=p > 0)
+    terms = np.where((p <= 0) & (beta > 0), np.inf, terms)
+    return terms.sum(axis=-1) / (np.asarray(n, dtype=np.float64) * b_send)
+
 
 Z = 4.5
 
@@ -225,7 +237,12 @@ def test_adaptive_is_insensitive_to_bit_depth_unlike_one_round_weighted():
     x = ages(5000, rng)
 
     def rmse(method, b, **kw):
-        e = [B.estimate_mean(x, Encoding(b), rng, method, **kw).value - x.mean() for _ in range(40)]
+        enc = Encoding(b)
+        if method == "adaptive":
+            e = [B.adaptive_bitpush(x, enc, rng, **kw).value - x.mean() for _ in range(40)]
+        else:
+            p = bit_probabilities(b, method, 0.5, None, enc.weights)
+            e = [B.bitpush(x, enc, p, rng, **kw).value - x.mean() for _ in range(40)]
         return math.sqrt(np.mean(np.square(e)))
 
     a8, a32 = rmse("adaptive", 8), rmse("adaptive", 32)

@@ -197,7 +197,7 @@ def test_split_and_collapse_rules_on_hand_made_counts():
 def test_orphans_and_max_depth_nodes():
     # a node with a grandchild but no child (Section 5.6) and a node at the maximum depth
     deep = make_ids(np.array([0b011011]), 3)  # level 3
-    tree = PrefixTree.from_ids(3, [1, int(deep[0] >> 2 >> 2), int(deep[0])])
+    tree = PrefixTree(3, np.unique(np.array([1, int(deep[0] >> 2 >> 2), int(deep[0])], dtype=np.int64)))
     rep = tree.reporting()
     assert set(rep.tolist()) == set(tree.nodes.tolist())  # every node has < 4 children
     lut = paint_lut(rep, 3)

@@ -240,10 +240,6 @@ def _cut_checkins(path: Path, url: str | None, bbox, start: str, end: str) -> di
     }
 
 
-def load_gowalla(city: str, **options) -> Dataset:
-    return load_checkins("gowalla", city, **options)
-
-
 # ------------------------------------------------------------------ SF cabs
 CABS_CITATION = (
     "M. Piorkowski, N. Sarafijanovic-Djukic, M. Grossglauser. CRAWDAD dataset epfl/mobility (v. 2009-02-24), "

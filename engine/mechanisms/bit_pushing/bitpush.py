@@ -27,15 +27,14 @@ What is here, with the paper's names:
   ``p = e^eps / (1 + e^eps)`` and the server-side unbiasing
   ``(r - (1 - p)) / (2p - 1)``; "bit squashing" with a threshold tied to the
   DP noise of each bit mean (see :func:`_squash`).
-* :func:`lemma31_variance` (Lemma 3.1 / Corollary 3.2), :func:`estimate_variance`
-  (Section 3.4, Lemma 3.5: ``E[X^2] - E[X]^2`` and ``E[(X - E[X])^2]``).
+* :func:`estimate_variance` (Section 3.4, Lemma 3.5: ``E[X^2] - E[X]^2`` and ``E[(X - E[X])^2]``).
 * Baselines (Sections 2 and 4; formulas in REFERENCE_NOTES.md section 3):
   subtractive dithering (optionally with randomized response), the piecewise
   mechanism, Duchi et al.'s one-bit mechanism, randomized rounding (optionally
   with randomized response) and Laplace noise on the clipped value.
 
 Secure mode: the functions that draw privacy noise (:func:`bitpush`,
-:func:`adaptive_bitpush`, :func:`estimate_mean`, :func:`estimate_variance`,
+:func:`adaptive_bitpush`, :func:`estimate_variance`,
 :func:`baseline_mean`) take an optional ``noise``, an
 :class:`engine.core.noise.NoiseSource`. When it is in secure mode, randomized response
 is OpenDP's (``NoiseSource.randomized_response``: ``make_randomized_response_bitvec``)
@@ -360,28 +359,6 @@ def adaptive_bitpush(
         b_send=b_send,
         info={"round1_clients": n1, "round1_floor": floor, "round1_means": m1},
     )
-
-
-# --------------------------------------------------------------- convenience
-def estimate_mean(
-    values,
-    encoding: Encoding,
-    rng: np.random.Generator,
-    method: str = "adaptive",
-    *,
-    alpha: float = 0.5,
-    bit_means=None,
-    **kw,
-) -> BitPushResult:
-    """One entry point: ``adaptive`` (Algorithm 2) or a one-round scheme
-    (``uniform``, ``weighted`` with ``alpha``, ``optimal`` with ``bit_means``).
-    ``noise=`` (secure mode) is passed on through ``kw``."""
-    if method == "adaptive":
-        return adaptive_bitpush(values, encoding, rng, alpha=alpha, **kw)
-    for k in ("gamma", "delta", "caching", "round1_floor"):
-        kw.pop(k, None)
-    p = bit_probabilities(encoding.bits, method, alpha, bit_means, encoding.weights)
-    return bitpush(values, encoding, p, rng, **kw)
 
 
 def estimate_variance(

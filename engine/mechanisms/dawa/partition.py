@@ -139,14 +139,6 @@ def least_cost_partition(costs: np.ndarray, lengths: np.ndarray, single_cost: fl
     return _least_cost(np.ascontiguousarray(costs), np.ascontiguousarray(lengths, dtype=np.int64), float(single_cost))
 
 
-def partition_cost(x: np.ndarray, starts: np.ndarray, eps2: float) -> float:
-    """Noise-free total cost of a partition: sum over buckets of dev(B) + 1/eps2 (for tests and diagnostics)."""
-    edges = np.append(starts, x.size)
-    return float(
-        sum(np.abs(x[a:b] - x[a:b].mean()).sum() + 1.0 / eps2 for a, b in zip(edges[:-1], edges[1:], strict=True))
-    )
-
-
 def private_partition(
     x: np.ndarray, eps1: float, eps2: float, noise, variant: str = "approx", scale_factor: float = 1.0
 ) -> np.ndarray:
