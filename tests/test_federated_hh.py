@@ -132,7 +132,7 @@ def test_eq8_inverts_eq5():
 
 
 def test_reference_schedule_matches_logged_level0_epsilons():
-    # REFERENCE_NOTES 1: level-0 epsilons logged by the reference code (4 cells, c = 0.1, S = 10,000)
+    # level-0 epsilons the authors' reference code logs (ebagdasa/location-heatmaps; 4 cells, c = 0.1, S = 10,000)
     logged = {10_000: 0.01131, 100_000: 0.003578, 1_000_000: 0.001131}
     for n, eps0 in logged.items():
         sigma = sigma_target("reference", 0.1, n, 4, 10_000)

@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Third-party benchmark data beside the checkout (``../shared/data``): benchmarks may read it, never
-# the app or the tests; every figure that needs it is skipped with a message when it is absent.
+# Third-party benchmark data in a folder beside the checkout (``../shared/data``, not part of the repository;
+# each suite's docstring names the files it reads): benchmarks may read it, never the app or the tests; every
+# figure that needs it is skipped with a message when it is absent.
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SF_CABS_PATH = SHARED_DATA / "sf_cabs_pickups.npy"
 

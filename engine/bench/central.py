@@ -16,7 +16,7 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
   uniformly per axis, the rectangle spanning both; DPBench's random range queries), one
   fixed set for every run.
 * Error. Scaled average L1 error per query, ``||W x - W x_hat||_1 / (q ||x||_1)``
-  (REFERENCE_NOTES section 6), answered exactly on the released 256 x 256 map.
+  (DPBench's error measure, Hay et al. SIGMOD 2016), answered exactly on the released 256 x 256 map.
 * Methods. Every central baseline of engine/mechanisms/central/ at its defaults;
   informatively, UG and AG with ``align = off`` (the papers' sizes, cells spread over the
   output cells by area) and HB with DPComp's equal split (``budget = hb``).

@@ -1,7 +1,8 @@
 """Bit-pushing: numerical aggregation from one bit per value (no maps here).
 
 Cormode, Markov & Srinivas, "Private and Efficient Federated Numerical
-Aggregation", EDBT 2024 (papers/cormode2024_bit_pushing_numerical_aggregation.md).
+Aggregation", EDBT 2024 (Proceedings of the 27th International Conference on Extending
+Database Technology, OpenProceedings.org).
 
 Every client holds one value ``x_i``. It is written as a ``b``-bit fixed-point
 integer (``frac_bits`` fractional bits; unsigned, or two's complement when
@@ -28,7 +29,7 @@ What is here, with the paper's names:
   ``(r - (1 - p)) / (2p - 1)``; "bit squashing" with a threshold tied to the
   DP noise of each bit mean (see :func:`_squash`).
 * :func:`estimate_variance` (Section 3.4, Lemma 3.5: ``E[X^2] - E[X]^2`` and ``E[(X - E[X])^2]``).
-* Baselines (Sections 2 and 4; formulas in REFERENCE_NOTES.md section 3):
+* Baselines (Sections 2 and 4; formulas in :func:`.baselines.baseline_mean`):
   subtractive dithering (optionally with randomized response), the piecewise
   mechanism, Duchi et al.'s one-bit mechanism, randomized rounding (optionally
   with randomized response) and Laplace noise on the clipped value.

@@ -40,7 +40,7 @@ def ug_size(n: float, eps: float, c: float = 10.0, cap: int | None = None) -> in
     """Qardaji et al. Guideline 1: m = ceil(sqrt(N eps / c)) (at least 1), optionally capped at ``cap``.
 
     No lower bound of 10: that is AG's first-level rule (:func:`ag_level1_size`), not UG's
-    (REFERENCE_NOTES section 6; DPComp's UG has none either, its AG has max(10, ...))."""
+    (DPComp's UG has none either, its AG has max(10, ...))."""
     m = max(1, math.ceil(math.sqrt(max(n, 0.0) * eps / c)))
     return int(min(m, cap)) if cap else int(m)
 

@@ -1,4 +1,4 @@
-"""DAWA's second stage, GreedyH (Li, Hay, Miklau, Wang, PVLDB 2014, Section 4; REFERENCE_NOTES section 7):
+"""DAWA's second stage, GreedyH (Li, Hay, Miklau, Wang, PVLDB 2014, Section 4; restated in :class:`.mechanism.Dawa`):
 weighted interval queries over a binary tree on the buckets, weights chosen greedily bottom-up for the
 workload, measured with Laplace(1/eps2), and the bucket totals estimated by least squares.
 

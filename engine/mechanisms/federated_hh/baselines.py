@@ -400,8 +400,9 @@ class CountMinHierarchical(_HierarchicalBase):
     sensitivity is ``depth``; epsilon/L per level; Pólya-share SecAgg as the
     other baselines. Cell estimates are the median (default) or the minimum over
     rows; resolutions are chosen as in ``hierarchical_onehot``. The public
-    reference code for this baseline is broken (REFERENCE_NOTES 1); this is
-    re-derived from the paper's description (depth 20, width 2,000).
+    reference code for this baseline is broken (the authors' experiment code, ebagdasa/
+    location-heatmaps), so this is re-derived from the paper's description (depth 20,
+    width 2,000).
 
     Estimator (the paper does not name one): the minimum over rows is count-min's
     estimate for counters that only grow, where every row over-counts (Cormode &

@@ -2,10 +2,11 @@
 and its distributed (secure-aggregation) variant.
 
 Paper: B. Ghazi, J. He, K. Kohlhoff, R. Kumar, P. Manurangsi, V. Navalpakkam,
-N. Valliappan, "Differentially Private Heatmaps", AAAI 2023
-(``papers/ghazi2023_dp_heatmaps_sparse_emd.md``). No official code is public; this
-module is derived from the paper (the one unofficial implementation is wrong, see
-REFERENCE_NOTES.md section 2).
+N. Valliappan, "Differentially Private Heatmaps", AAAI 2023. No official code is public;
+this module is derived from the paper. The one unofficial implementation is not a
+reference: it spends the same epsilon on every level, keeps the top w over all cells
+instead of the children of kept cells, runs BFGS on a non-smooth objective and scores
+a 1-D "EMD".
 
 What is implemented, by section:
 
