@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import boot, state
+from ui import boot, state, viewport
 from ui.jobs import board
 from ui.slots import render_slot
 
@@ -58,6 +58,7 @@ def main() -> None:
     pg = st.navigation(sections, position="sidebar")
     boot.mark_routed()
     st.sidebar.markdown("**Private location heatmaps** · a workbench for differentially private maps")
+    viewport.wheel_scrolls_page(st.sidebar)  # on every page: the wheel scrolls the page over its maps
     with render_slot():
         pg.run()
     board().warm_up()  # after the page, so it does not compete with the first render

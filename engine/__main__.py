@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import replace
 
-from . import progress
+from . import cli_data, progress
 from .cli_grid import add_options as add_grid_options
 from .cli_grid import depth as grid_depth
 from .core.csvtext import csv_text
@@ -78,16 +78,6 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not k.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
     return k.strip(), v.strip()
-
-
-def _regions(text: str) -> str:
-    from .data.regions import parse_spec
-
-    try:
-        parse_spec(text)
-    except ParamError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text.strip()
 
 
 def _cluster(text: str) -> str:
@@ -166,10 +156,14 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     params = _options(args.param, "mechanism parameter")
     if getattr(args, "regions", None) and mechanism == "laplace_regions":
         params.setdefault("regions", args.regions)  # the regions reported are the regions counted
+        if args.regions_crs:
+            params.setdefault("regions_crs", args.regions_crs)
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)
     data_opts = src.schema().resolve(data_opts)
+    if src.kind == "file":  # the analyst's own file: warned of points at sea or swapped, as on the dashboard
+        cli_data.warn_about_file(args.dataset, data_opts)
     return RunConfig(
         dataset=args.dataset,
         dataset_options=data_opts,
@@ -187,7 +181,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
 def _evaluations():
     """The booking protocol of the Evaluate commands: as on the dashboard, an evaluation goes on unbooked when the
     ledger cannot be written (a read-only or full cache folder), with one note on stderr saying so."""
-    from .run.booking import Bookkeeper, Tolerant
+    from .run.booking import Bookkeeper, LedgerPolicy
 
     told = []
 
@@ -196,7 +190,7 @@ def _evaluations():
             told.append(exc)
             print(f"note: {exc}; evaluation runs go on unbooked (a release would be refused)", file=sys.stderr)
 
-    return Tolerant(Bookkeeper, note)
+    return Bookkeeper(policy=LedgerPolicy("tolerant", evaluate_unbooked=True, tell=note))
 
 
 def _cmd_run(args) -> int:
@@ -205,10 +199,11 @@ def _cmd_run(args) -> int:
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
+    bk = _evaluations()
     if args.cluster:
-        res, _ = _evaluations().run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
     else:
-        res, _ = _evaluations().run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -229,12 +224,10 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
     """The run's regional table for ``--regions`` (None without it); in Evaluate with the true counts."""
     if not getattr(args, "regions", None):
         return None
-    from .data.regions import build
     from .regions import regional_report
     from .run.runner import prepare
 
-    rel = res.release
-    regions = build(args.regions, rel.domain, res.crs, name_column=args.region_names)
+    regions = cli_data.regions(args, res.release.domain, res.crs)
     data = prepare(cfg)[0] if evaluate and cfg.mode == "evaluate" else None
     return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
 
@@ -243,7 +236,6 @@ def _release_regions(args, cfg, domain=None):
     """``--regions`` over the release's ``domain``, or before the run over the dataset's (None without it)."""
     if not args.regions:
         return None
-    from .data.regions import build
     from .mechanisms import get
     from .run.runner import load_dataset
 
@@ -252,7 +244,7 @@ def _release_regions(args, cfg, domain=None):
         raise ParamError(f"--regions reports counts, and {cls.label or cls.key} releases an attribute mean")
 
     ds = load_dataset(cfg.dataset, cfg.dataset_options)
-    return build(args.regions, domain or ds.public_domain(cfg.depth), ds.crs, name_column=args.region_names)
+    return cli_data.regions(args, domain or ds.public_domain(cfg.depth), ds.crs)
 
 
 def _on_cluster(args, configs, keep=None) -> list:
@@ -285,10 +277,12 @@ def _cmd_sweep(args) -> int:
             rows = _on_cluster(args, configs, keep=sweep_row)
         except BaseException:
             for b in bookings:
-                bk.unbook(b)
+                if b is not None:  # None: run unbooked, the ledger could not be written
+                    bk.unbook(b)
             raise
         for cfg, b, row in zip(configs, bookings, rows):
-            bk.settle(cfg, b, row)
+            if b is not None:
+                bk.settle(cfg, b, row)
     else:
         rows = []
         with progress.bar(len(configs), "sweep") as bar:
@@ -339,7 +333,7 @@ def _cmd_release(args) -> int:
     from the truth is printed."""
     from pathlib import Path
 
-    from .run.booking import Bookkeeper
+    from .run.booking import STRICT, Bookkeeper
     from .run.export import FILE_NAMES, MANIFEST, write_release
     from .run.runner import run
 
@@ -356,7 +350,7 @@ def _cmd_release(args) -> int:
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
     created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
-    bk = Bookkeeper()
+    bk = Bookkeeper(policy=STRICT)  # any ledger failure stops the command, before any noise
     try:
         regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
         res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
@@ -393,7 +387,10 @@ def _cmd_plan(args) -> int:
         from .mechanisms import load_all
 
         load_all()
-        options = get_source(args.dataset).schema().resolve(_options(args.data_opt, "dataset option"))
+        src = get_source(args.dataset)
+        options = src.schema().resolve(_options(args.data_opt, "dataset option"))
+        if src.kind == "file":
+            cli_data.warn_about_file(args.dataset, options)
     frame = P.frame_of(args.dataset, options) if args.dataset else None
     params = _options(args.param, "mechanism parameter")
     proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
@@ -404,6 +401,7 @@ def _cmd_plan(args) -> int:
         frame=frame,
         depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
         regions_spec=args.regions,
+        polygons=cli_data.polygon_file(args),
         params={m: params for m in args.mechanism},
         target=args.target_margin,
         dataset=args.dataset,
@@ -483,7 +481,7 @@ def _add_plan_parser(sub) -> None:
     pl.add_argument(
         "--depth", type=grid_depth, default=None, help="2^depth cells per side (default 8), or auto (--users)"
     )
-    pl.add_argument("--regions", default=None, metavar="SPEC", help="grid | h3:RES | PATH[:ID_COLUMN]")
+    cli_data.add_region_options(pl, "plan over regions", names=False)
     who = pl.add_mutually_exclusive_group(required=True)
     who.add_argument("--users", type=_int_in(1), default=None, help="a public bound on the users (side information)")
     who.add_argument("--users-from", default=None, metavar="FOLDER", help="a published release whose total to use")
@@ -522,14 +520,7 @@ def main(argv=None) -> int:
         )
         sp.add_argument("--users", type=_int_in(1), default=None, help="users sampled (default: all)")
         add_grid_options(sp, _int_in(1))
-        sp.add_argument(
-            "--regions",
-            type=_regions,
-            default=None,
-            metavar="SPEC",
-            help="also report over regions: grid (each cell), h3:RES (H3 hexagons), or PATH[:ID_COLUMN] (polygons)",
-        )
-        sp.add_argument("--region-names", default=None, metavar="COLUMN", help="the polygon file's name column")
+        cli_data.add_region_options(sp)
         if release:  # always secure, never cached, its own formats
             return
         sp.add_argument("--secure", action="store_true", help="OpenDP samplers")

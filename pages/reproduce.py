@@ -4,22 +4,10 @@ version run in the background."""
 import streamlit as st
 
 from engine.core.csvtext import csv_text
-from ui import boot, reproduce, uploads, views
+from ui import reproduce, uploads
+from ui.page import page
 
-boot.ensure_router()  # first: a deep link on a fresh server must go through app.py
-
-views.header(
-    "Reproduce the papers",
-    "Each paper's headline table or figure as the benchmark suites measure it: the paper's numbers beside the "
-    "engine's. The full suite's numbers are those recorded in BENCHMARKS.md; **Run the quick version** re-runs "
-    "the suite's smaller smoke version here, in the background (the page stays usable; Cancel stops it). The "
-    "server runs a few quick versions at a time for everyone; the others wait in a queue.",
-)
 POLL_S = 1.0
-queue = reproduce.queue()
-owner = uploads.owner()  # this session: its runs end when it goes
-runs = queue.runs(owner)
-busy = any(r.active for r in runs.values())  # one at a time per session
 
 
 def _start(suite: str) -> None:
@@ -58,41 +46,53 @@ def _status(suite: str, was_active: bool) -> None:
         st.rerun()
 
 
-for paper in reproduce.PAPERS:
-    run = runs.get(paper.suite)
-    state = run.state if run is not None else None
-    with st.container(border=True, key=f"repro_{paper.suite}"):
-        st.subheader(paper.headline)
-        st.caption(f"{paper.cite}. Setting: {paper.setting}. Quick version: {paper.quick}.")
-        figures = run.figures if state == "ok" else None
-        df = reproduce.table(paper, figures)
-        st.table(df.set_index("Quantity"))  # a few rows: a plain table, every cell in view
-        st.markdown("Re-run it in full (then compare with BENCHMARKS.md):")
-        st.code(paper.command(), language="bash")
-        b1, b2, b3 = st.columns([2, 2, 3], vertical_alignment="center")
-        b1.button(
-            "Run the quick version",
-            key=f"repro.run.{paper.suite}",
-            on_click=_start,
-            args=(paper.suite,),
-            icon=":material/play_arrow:",
-            disabled=busy,
-            help=paper.command(quick=True),
-        )
-        b2.download_button(
-            "This table (CSV)",
-            csv_text(df),
-            file_name=f"reproduce_{paper.suite}.csv",
-            mime="text/csv",
-            on_click="ignore",
-            icon=":material/download:",
-            key=f"repro.csv.{paper.suite}",
-        )
-        if state == "ok":
-            b3.caption(f"Quick run finished in {run.elapsed():.0f} s: `{paper.command(quick=True)}`")
-        elif state == "error":
-            st.error(f"The quick run failed: {run.message}", icon=":material/error:")
-        elif state == "cancelled":
-            b3.caption("Quick run cancelled.")
-        active = run is not None and run.active
-        st.fragment(_status, run_every=POLL_S if active else None)(paper.suite, active)
+with page(
+    "Reproduce the papers",
+    "Each paper's headline table or figure as the benchmark suites measure it: the paper's numbers beside the "
+    "engine's. The full suite's numbers are those recorded in BENCHMARKS.md; **Run the quick version** re-runs "
+    "the suite's smaller smoke version here, in the background (the page stays usable; Cancel stops it). The "
+    "server runs a few quick versions at a time for everyone; the others wait in a queue.",
+    keep_url=False,
+):
+    queue = reproduce.queue()
+    owner = uploads.owner()  # this session: its runs end when it goes
+    runs = queue.runs(owner)
+    busy = any(r.active for r in runs.values())  # one at a time per session
+    for paper in reproduce.PAPERS:
+        run = runs.get(paper.suite)
+        state = run.state if run is not None else None
+        with st.container(border=True, key=f"repro_{paper.suite}"):
+            st.subheader(paper.headline)
+            st.caption(f"{paper.cite}. Setting: {paper.setting}. Quick version: {paper.quick}.")
+            figures = run.figures if state == "ok" else None
+            df = reproduce.table(paper, figures)
+            st.table(df.set_index("Quantity"))  # a few rows: a plain table, every cell in view
+            st.markdown("Re-run it in full (then compare with BENCHMARKS.md):")
+            st.code(paper.command(), language="bash")
+            b1, b2, b3 = st.columns([2, 2, 3], vertical_alignment="center")
+            b1.button(
+                "Run the quick version",
+                key=f"repro.run.{paper.suite}",
+                on_click=_start,
+                args=(paper.suite,),
+                icon=":material/play_arrow:",
+                disabled=busy,
+                help=paper.command(quick=True),
+            )
+            b2.download_button(
+                "This table (CSV)",
+                csv_text(df),
+                file_name=f"reproduce_{paper.suite}.csv",
+                mime="text/csv",
+                on_click="ignore",
+                icon=":material/download:",
+                key=f"repro.csv.{paper.suite}",
+            )
+            if state == "ok":
+                b3.caption(f"Quick run finished in {run.elapsed():.0f} s: `{paper.command(quick=True)}`")
+            elif state == "error":
+                st.error(f"The quick run failed: {run.message}", icon=":material/error:")
+            elif state == "cancelled":
+                b3.caption("Quick run cancelled.")
+            active = run is not None and run.active
+            st.fragment(_status, run_every=POLL_S if active else None)(paper.suite, active)

@@ -64,3 +64,47 @@ def _heat_ids(at):
     for c in at.get("deck_gl_json_chart"):
         for layer in json.loads(c.proto.json).get("layers", []):
             yield layer.get("id", "")
+
+
+def test_compare_shows_each_error_as_a_multiple_of_the_bound():
+    """HDMM, Identity and Uniform: the metrics table has the RMSE of the 200 squares over the SVD bound for those
+    squares at the run's ε, read off each run's own metrics; the matrix mechanisms (HDMM, Identity) are named as
+    bound by it and are above 1, Uniform (biased) is not named."""
+    at = open_app("compare", mechs="hdmm,identity,uniform", eps="1", seed="2")
+    click_run(at, "compare")
+    col = "Range RMSE ÷ bound ↓"
+    table = frame_with(at, col)
+    from ui.explain import fmt
+    from ui.jobs import board
+
+    groups = at.session_state["_groups"]["compare"]
+    first = {c["mechanism"]: board().result(k, at.session_state["_sid"]) for c, k in zip(groups["configs"], groups["keys"])
+             if c["seed"] == 2}  # fmt: skip
+    for label, shown in table[col].items():
+        key = next(k for k in first if label.lower().startswith(k[:4]))
+        assert shown.lstrip("★ ") == fmt("range_rmse_x_bound", first[key].metrics["range_rmse_x_bound"])
+    assert first["identity"].metrics["range_rmse_x_bound"] > 1 and first["hdmm"].metrics["range_rmse_x_bound"] > 1
+    note = next(c.value for c in at.caption if "Range RMSE ÷ bound" in c.value)
+    bound_by = note.split("Bound by it")[1].split(".")[0]
+    assert "HDMM" in bound_by and "Identity" in bound_by and "Uniform" not in bound_by
+
+
+def test_range_queries_workload_shows_the_rmse_over_the_bound_of_its_squares():
+    """The workload table's RMSE ÷ bound is the RMSE it shows over the bound of the page's own squares at the run's
+    ε (recomputed here); above 1,000 squares the bound is not computed, and the caption says so."""
+    from engine.core.workload import RangeWorkload
+    from engine.metrics.lower_bound import rmse_bound
+    from engine.run.config import RunConfig
+    from engine.run.runner import prepare
+    from ui.ranges import workload_squares
+
+    at = open_app("ranges", mechs="identity,hdmm", seed="3", eps="1")
+    click_run(at, "ranges")
+    table = frame_with(at, "RMSE ÷ bound")
+    dom = prepare(RunConfig(dataset_options={"n": 3000, "seed": 0}, depth=5, seed=3))[1]
+    w = RangeWorkload.rectangles(dom.rect_to_cells(workload_squares(dom, 500, (2, 10), 3)), dom.n)
+    assert np.allclose(table["RMSE ÷ bound"], table["RMSE"] / rmse_bound(w, 1.0))
+    assert (table["RMSE ÷ bound"] > 1).all()
+    at.slider(key="rq.count").set_value(2000).run()
+    assert "RMSE ÷ bound" not in frame_with(at, "queries").columns
+    assert "at most 1,000 squares" in texts(at)

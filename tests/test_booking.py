@@ -13,7 +13,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from test_app import open_app, wait_jobs
+from test_app import open_app, test_mechanisms, wait_jobs  # noqa: F401 (a fixture)
 
 from engine.core.accounting import Ledger
 from engine.core.errors import EngineError, ParamError
@@ -132,6 +132,26 @@ def test_a_dropout_run_books_the_same_ledger_through_the_cli_and_the_dashboard(t
     assert res.epsilon_spent == pytest.approx(1.0 + excess[1])
     assert _light(res).epsilon_spent == sweep_row(res)["epsilon_spent"] == res.epsilon_spent
     assert entries(tmp_path / "cli.sqlite3", "releases", fp) == entries(dash, "releases", fp) == []
+
+
+def test_a_run_that_ends_after_its_tab_closed_is_settled():
+    """The page starts a run and is never drawn again (its tab was closed); the run then ends cancelled on the
+    server: nothing was published, so its booking is taken back all the same, with no page to do it."""
+    import time
+
+    from ui.jobs import board
+
+    at = open_app(mech="_test_slow", baselines="0", seed="47")
+    at.button(key="run_explore").click().run()
+    group = at.session_state["_groups"]["explore"]
+    run = RunConfig.from_dict(group["configs"][0])
+    evaluations = BudgetStore(os.environ["HEATMAP_LEDGER_DB"], table="evaluations")
+    assert [e.release_key for e in evaluations.entries(fingerprint_config(run))] == [run.key()]
+    board().cancel(group["keys"][0], at.session_state["_sid"])  # no rerun of the page from here on
+    t0 = time.monotonic()
+    while evaluations.entries(fingerprint_config(run)):
+        assert time.monotonic() - t0 < 30, "the cancelled run is still booked"
+        time.sleep(0.1)
 
 
 def test_a_release_with_dropout_books_the_same_through_the_cli_and_the_dashboard(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 from test_app import SMALL, charts, click_run, open_app, texts
@@ -141,3 +142,51 @@ def test_the_dashboard_evaluates_without_a_ledger_and_refuses_to_release(outage,
     click_run(at, "explore")
     assert any("Refused" in e.value and "ledger cannot be written" in e.value for e in at.error)
     assert not [k for k in charts(at) if k.startswith("release")]
+
+
+def test_the_servers_ledger_policy_evaluates_unbooked_and_refuses_a_release(outage, monkeypatch):
+    """Tolerant (the server): an evaluation goes on unbooked when the ledger cannot be written, and is run; a
+    release is refused before any noise, with the ledger's reason, and nothing of it starts."""
+    from engine.run.board import Board
+    from engine.run.booking import TOLERANT, Booking, Bookkeeper
+    from engine.run.groups import Session
+    from engine.run.ledger import LedgerUnavailable
+    from engine.run.session import RunSession
+
+    folder, why = outage
+    monkeypatch.setenv("HEATMAP_LEDGER_DB", str(folder / "ledger.sqlite3"))
+    bk = Bookkeeper(policy=TOLERANT)
+    ev = RunConfig(dataset="synthetic:zong_a", mechanism="ug", epsilon=1.0, seed=1, depth=5)
+    rel = RunConfig(dataset="synthetic:zong_a", mechanism="ug", epsilon=1.0, depth=5, mode="release")
+    assert bk.book(ev) is None and bk.evaluated(ev) is False
+    booking = Booking("fp", "key", 1.0, release=False)
+    bk.finish(ev, booking, "ok", SimpleNamespace(epsilon_spent=2.0))  # nothing to settle, nothing raised
+    bk.finish(ev, booking, "error")
+    with pytest.raises(LedgerUnavailable, match=why):
+        bk.book(rel)
+    board = Board(workers=1)
+    try:
+        rs = RunSession(Session(board, "sid", {}), bk)
+        started = rs.start("explore", [ev])
+        board.wait(started.group.keys, 60)
+        assert started.bookings == [] and board.status(ev.key(), "sid").state == "ok"
+        with pytest.raises(LedgerUnavailable, match=str(folder)):
+            rs.start("release", [rel])
+        assert board.status(rel.key(), "sid").state == "missing" and board.running() == 0
+    finally:
+        board.jm.shutdown()
+
+
+def test_the_strict_ledger_policy_stops_at_a_ledger_it_cannot_write(outage, monkeypatch):
+    """Strict (``python -m engine release``'s): even an evaluation the ledger cannot book stops before it runs,
+    with the reason."""
+    from engine.run.booking import STRICT, Bookkeeper
+    from engine.run.ledger import LedgerUnavailable
+
+    folder, why = outage
+    monkeypatch.setenv("HEATMAP_LEDGER_DB", str(folder / "ledger.sqlite3"))
+    ev = RunConfig(dataset="synthetic:zong_a", mechanism="ug", epsilon=1.0, seed=1, depth=5)
+    with pytest.raises(LedgerUnavailable, match=why):
+        Bookkeeper(policy=STRICT).run(ev, lambda c: pytest.fail("an evaluation ran unbooked"))
+    with pytest.raises(LedgerUnavailable, match=str(folder)):
+        Bookkeeper(policy=STRICT).evaluated(ev)

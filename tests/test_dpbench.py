@@ -106,3 +106,40 @@ def test_regret_table_bands():
     assert t["small"] == {"dawa": 1.0, "identity": 3.0}
     assert t["large"] == {"identity": 1.0, "dawa": 3.0}
     assert t["all"] == {"dawa": 2.0, "identity": 2.0}
+
+
+# ------------------------------------------------------------------ the bound column
+def test_bound_column_is_each_methods_rmse_over_the_bound_of_the_setting():
+    """Per setting the RMSE is the root of the mean of the trials' squared RMSE; a band reports the median, least
+    and largest ratio over its settings; runs measured without an RMSE (old tuples) are left out."""
+    from engine.bench.dpbench import bound_table
+
+    res = {
+        ("d", 1_000, 1.0): {"identity": [(0.1, 0.0, 3.0), (0.1, 0.0, 4.0)], "dawa": [(0.1, 0.0, 0.5)]},
+        ("d", 10_000, 1.0): {"identity": [(0.1, 0.0, 1.0)], "dawa": [(0.1, 0.0, 2.0)], "ug": [(0.1, 0.0)]},
+    }
+    bounds = {("d", 1_000, 1.0): 0.5, ("d", 10_000, 1.0): 0.25}
+    t = bound_table(res, bounds)
+    assert set(t) == {"small", "all"}  # no large-scale setting
+    first = math.sqrt((9 + 16) / 2) / 0.5
+    assert t["small"]["identity"] == pytest.approx(((first + 4.0) / 2, 4.0, first))
+    assert t["small"]["dawa"] == pytest.approx((4.5, 1.0, 8.0))
+    assert "ug" not in t["small"]
+
+
+def test_scaled_rmse_and_bound_share_the_scale_and_the_matrix_mechanisms_are_marked():
+    from engine.bench.central import random_rectangles
+    from engine.bench.dpbench import markdown_table, scaled_bound, scaled_rmse
+    from engine.core.workload import RangeWorkload
+    from engine.metrics.lower_bound import rmse_bound
+
+    rects = random_rectangles(256, 50)
+    truth = _shape(4) * 1000
+    noisy = truth + np.random.default_rng(5).laplace(0, 1.0, truth.shape)
+    W = RangeWorkload.rectangles(rects, 256)
+    diff = (W.cy @ (noisy - truth) @ W.cx.T).diagonal()  # each rectangle's error
+    assert scaled_rmse(truth, noisy, rects) == pytest.approx(np.sqrt(np.mean(diff**2)) / truth.sum())
+    assert scaled_bound(rects, 1000, 0.5) == pytest.approx(rmse_bound(W, 0.5) / 1000)
+    md = markdown_table({"all": {"hdmm": 1.0, "dawa": 1.5}}, {"all": {"hdmm": (3.9, 3.8, 4.0), "dawa": (1, 0.2, 9)}})
+    assert "| hdmm (matrix mechanism) | 1.00 | 3.9 (3.8-4) |" in md and "| dawa | 1.50 | 1 (0.2-9) |" in md
+    assert "hdmm" in METHODS

@@ -252,16 +252,18 @@ def test_an_entry_under_another_configurations_name_is_not_served():
 def test_stale_temporaries_are_cleaned_when_the_cache_is_first_used(tmp_path, monkeypatch):
     root = tmp_path / "cache"
     runs, dl, derived = root / "runs", root / "downloads", root / "downloads" / "derived"
-    for d in (runs, dl, derived):
+    free = root / "data_free" / "hdmm_strategy"
+    for d in (runs, dl, derived, free):
         d.mkdir(parents=True)
     old = time.time() - 3600
     stale = [
         runs / "0123abcd.5f5f.tmp",  # a run entry being written when the server was killed
         dl / ".loc-gowalla_totalCheckins.txt.gz.4242.deadbeef.part.gz",  # engine.data.online's download
         derived / ".gowalla-boston-1234.npz.4242.deadbeef.part.npz",
+        free / ".0a1b2c.5e5e.tmp",  # a data-free array being written (engine.core.cache.data_free)
     ]
-    fresh = [runs / "89abcdef.6e6e.tmp", dl / ".x.gz.1.cafe.part.gz"]  # a concurrent writer's, kept
-    kept = [runs / "feedbeef.npz", dl / "ab12-file.txt.gz", runs / "notes.txt"]
+    fresh = [runs / "89abcdef.6e6e.tmp", dl / ".x.gz.1.cafe.part.gz", free / ".3d4e5f.6f6f.tmp"]  # a writer's
+    kept = [runs / "feedbeef.npz", dl / "ab12-file.txt.gz", runs / "notes.txt", free / "0a1b2c.f64"]
     legacy = runs / "0123abcd.pkl"  # a pickled entry: never read, removed
     for p in stale + fresh + kept + [legacy]:
         p.write_bytes(b"x")

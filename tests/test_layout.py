@@ -277,3 +277,42 @@ def test_every_import_of_the_project_names_something_that_exists():
             elif name is not None and name != "*" and name not in _defined(dep):
                 bad.append(f"{m}:{line} {dep} has no {name}")
     assert bad == []
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    """The dotted names a module calls (``page``, ``boot.ensure_router``, ``st.sidebar.button``...)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            parts, f = [], node.func
+            while isinstance(f, ast.Attribute):
+                parts.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name):
+                out.add(".".join([f.id, *reversed(parts)]))
+    return out
+
+
+PAGES = sorted(m for m in MODULES if m.startswith("pages."))
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_is_framed_by_the_one_page_helper(name):
+    """Each page runs inside ``with page(...)`` (ui/page.py: the router, the title, the sidebar and its errors,
+    the Run button's panel and messages, the URL), never by typing those calls out again."""
+    tree = TREES[name]
+    framed = [
+        item
+        for node in ast.walk(tree)
+        if isinstance(node, ast.With)
+        for item in node.items
+        if isinstance(item.context_expr, ast.Call) and getattr(item.context_expr.func, "id", "") == "page"
+    ]
+    assert ("ui.page", "page") in {(m, n) for _, m, n in _imports(name)} and len(framed) == 1
+    skeleton = {"boot.ensure_router", "state.sync_url", "views.header", "controls.sidebar", "jobs.progress_panel"}
+    assert _calls(tree) & skeleton == set()
+
+
+def test_the_page_checks_see_every_page():
+    assert len(PAGES) >= 9 and "pages.explore" in PAGES
+    assert _calls(ast.parse("with page('t', 'b') as p:\n    boot.ensure_router()\n")) == {"page", "boot.ensure_router"}

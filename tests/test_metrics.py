@@ -183,13 +183,14 @@ def test_range_errors_by_hand_and_on_releases():
     d = Domain(0.0, 0.0, 1000.0, 5)
     g = np.random.default_rng(2).poisson(3.0, (32, 32)).astype(float)
     exact = M.range_query_errors(g, make_release(g, d), d, np.random.default_rng(3))
-    assert exact == {"range_rel_error": 0.0, "dpbench_l1": 0.0}
+    assert exact == {"range_rel_error": 0.0, "dpbench_l1": 0.0, "range_rmse": 0.0}
     doubled = M.range_query_errors(g, make_release(2 * g, d), d, np.random.default_rng(3))
     rects = d.random_square_queries(np.random.default_rng(3), M.RANGE_QUERIES, M.RANGE_SIDE_FRAC)
     tr = range_counts(g, d, rects)
     n = g.sum()
     assert doubled["range_rel_error"] == pytest.approx(np.mean(tr / np.maximum(tr, 0.001 * n)))
     assert doubled["dpbench_l1"] == pytest.approx(tr.sum() / (len(tr) * n))
+    assert doubled["range_rmse"] == pytest.approx(np.sqrt(np.mean(tr**2)))
     # a model answerer is used when the release has one
     modelled = make_release(g, d, range_answerer=lambda r: np.zeros(len(r)))
     assert M.range_query_errors(g, modelled, d, np.random.default_rng(3))["dpbench_l1"] == pytest.approx(

@@ -193,15 +193,17 @@ def test_whole_leaves_of_privtree_have_the_exact_noise_margin():
     assert_mean_within(cover, 0.95, 0.95, "privtree leaves")  # one Laplace draw per leaf: exactly 95 %
 
 
-def test_hierarchical_region_variance_is_the_spread_over_runs(polygon_file):
-    """The constrained inference correlates leaves; a region's noise variance through it (exact, from the
-    public tree) against the empirical variance of the regional estimates over 300 seeded runs."""
+@pytest.mark.parametrize("key, depth", [("hierarchical", 4), ("hdmm", 5)])
+def test_correlated_region_variance_is_the_spread_over_runs(key, depth, polygon_file):
+    """The constrained inference correlates the tree's leaves, HDMM's least squares its cells (at 32 x 32, where
+    its strategy is not the identity); a region's noise variance through them (exact, from the public tree or
+    strategy) against the empirical variance of the regional estimates over 300 seeded runs."""
     ds = _dataset(datasets()["smooth"])
-    dom = Domain(-SIDE / 2, -SIDE / 2, SIDE, 4)
+    dom = Domain(-SIDE / 2, -SIDE / 2, SIDE, depth)
     regions = build(str(polygon_file), dom, CRS)
-    runs = [release("hierarchical", ds, s, domain=dom) for s in range(300)]
+    runs = [release(key, ds, s, domain=dom) for s in range(300)]
     est = np.stack([regions.aggregate(r.density) for r in runs])
-    var = region_margins(runs[0], "hierarchical", regions).noise_sd ** 2
+    var = region_margins(runs[0], key, regions).noise_sd ** 2
     dev2 = ((est - est.mean(axis=0)) ** 2).sum(axis=1) * 300 / 299
     ratio, se = dev2.mean() / var.sum(), dev2.std(ddof=1) / math.sqrt(300) / var.sum()
     assert abs(ratio - 1) <= Z * se, (ratio, se)
@@ -211,7 +213,9 @@ def test_hierarchical_region_variance_is_the_spread_over_runs(polygon_file):
     assert abs(independent / var.sum() - 1) > 0.05
 
 
-@pytest.mark.parametrize("key", ["identity", "ug", "hierarchical", "privtree", "adaptive_hh", "laplace_regions"])
+@pytest.mark.parametrize(
+    "key", ["identity", "ug", "hierarchical", "privtree", "adaptive_hh", "laplace_regions", "hdmm"]
+)
 @pytest.mark.parametrize("data", ["smooth", "bunched"])
 def test_regional_margins_cover_90_to_99_percent(key, data, polygon_file):
     """H3 hexagons and polygon districts cross every mechanism's blocks: over 60 seeded runs the 95 %

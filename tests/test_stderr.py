@@ -118,6 +118,8 @@ def rect_labels(r) -> np.ndarray:
         ("flat_onehot", {"secagg_shard": 700}),
         ("hierarchical_onehot", {"selection": "level", "level": 3}),
         ("identity_paramselect", {"rho_m": 700.0, "aux": "none", "clip_answers": False}),
+        ("hdmm", {}),
+        ("hdmm", {"workload": "squares", "workload_queries": 200}),
     ],
 )
 def test_closed_form_matches_the_spread_over_seeded_runs(data, key, params):
@@ -239,8 +241,9 @@ STDERR_KEYS = (
     "laplace_topt_gauss",
     "identity_paramselect",
     "dawa",
+    "hdmm",
 )
-NO_CLOSED_FORM = ("ag", "ag_polya", "hierarchical_onehot", "cms_hierarchical", "sparse_emd", "federated_rff_kde")
+NO_CLOSED_FORM = ("ag", "ag_polya", "hierarchical_onehot", "cms_hierarchical", "sparse_emd", "federated_rff_kde", "hdg")
 
 
 @pytest.mark.parametrize("key", STDERR_KEYS)
@@ -272,6 +275,7 @@ def test_mechanisms_without_a_closed_form_leave_it_to_repeated_runs(data, key):
         ("ug", {"total": "public"}),
         ("flat_onehot", {}),
         ("hierarchical_onehot", {"selection": "level"}),
+        ("hdmm", {}),
     ],
 )
 def test_data_independent_noise_gives_a_data_independent_stderr(data, key, params):
@@ -376,7 +380,7 @@ def _bunched() -> Dataset:
     return _dataset(xy)
 
 
-@pytest.mark.parametrize("key", ["identity", "ug", "hierarchical", "privtree", "adaptive_hh"])
+@pytest.mark.parametrize("key", ["identity", "ug", "hierarchical", "privtree", "adaptive_hh", "hdmm"])
 def test_hover_block_margins_cover_the_true_block_counts(data, key):
     """The linked map's hover sums 2 x 2 cells and shows ± its 95 % margin (noise and spreading, from the
     release alone). Over 100 seeded runs at 64 x 64 cells, on smooth and on bunched data, the interval holds the

@@ -35,3 +35,35 @@ def test_range_error_is_scored_against_the_release_unit(checkins, mech, params, 
     other = release_truth(ds, dom, {"unit": "user" if unit == "record" else "record"})
     wrong = range_query_errors(other, res.release, dom, np.random.default_rng(0))["range_rel_error"]
     assert wrong > 0.6
+
+
+@pytest.mark.parametrize("grid", [{"depth": 4}, {"resolution": "auto", "count_share": 0.1}])
+@pytest.mark.parametrize("n_users", [None, 300])
+@pytest.mark.parametrize("unit", ["user", "record"])
+def test_the_true_map_shown_before_a_run_is_the_one_the_run_scores_against(unit, n_users, grid):
+    """The dashboard's sample and true map before a run (ui.views.prepared, the runner's own preparation) are
+    the run's, for a person-level and a record-level release, with everyone or a sample of users, on a fixed
+    grid or one a DP count chose."""
+    from engine.run.runner import prepared
+    from ui import views
+
+    cfg = RunConfig(
+        dataset="synthetic:polycentric",
+        dataset_options={"n": 800 * LOCS_PER_USER, "locations_per_user": LOCS_PER_USER},
+        mechanism="ug",
+        params={"unit": unit},
+        n_users=n_users,
+        seed=7,
+        **grid,
+    )
+    res = run(cfg, use_cache=False)
+    ds, domain, truth = views.prepared(cfg)
+    assert np.array_equal(truth, res.truth) and (domain.bounds, domain.n) == (
+        res.release.domain.bounds,
+        res.release.domain.n,
+    )
+    assert (len(ds), ds.n_users) == (res.n_points, res.n_users) == (len(ds), n_users or 800)
+    # one entry per sample and unit: another mechanism or epsilon counting the same unit shares it, unless a DP
+    # count chose the grid (it draws with a share of epsilon)
+    other = prepared(replace(cfg, mechanism="identity", epsilon=3.0, params={"unit": unit}))[2]
+    assert (other is truth) == (not cfg.budgeted_share)

@@ -391,7 +391,7 @@ CASES = [
         "csv-crs-init-file",
         "x.csv",
         csv_text("lat,lon\n51.5,-0.1\n51.6,-0.2\n"),
-        "unknown CRS",
+        "never a file, grid or network resource",
         {"crs": "+init=/etc/passwd:x"},
     ),
     (

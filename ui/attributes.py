@@ -20,6 +20,18 @@ from .colors import lut
 KEYS = ("region_rects", "region_private_mean")
 
 
+def without_value(dataset) -> str | None:
+    """Why the page's mechanisms cannot run on ``dataset`` (it has no numeric attribute), or None. Read off the
+    dataset's columns, its schema: no statistic of the data."""
+    if dataset.value is not None:
+        return None
+    return (
+        f"{dataset.meta.name} has no numeric attribute, and the mechanisms of this page release the mean of one per "
+        "region (such as an age or a price), so there is nothing to run. A file gives it in a column named value; "
+        "the synthetic cities (age) and the Berlin listings (price) carry one."
+    )
+
+
 def has_regions(result) -> bool:
     ex = result.release.extras or {}
     return all(k in ex for k in KEYS)

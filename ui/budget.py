@@ -17,7 +17,7 @@ import time
 import streamlit as st
 
 from engine.core.errors import EngineError
-from engine.run.booking import Bookkeeper, Tolerant
+from engine.run.booking import TOLERANT, Bookkeeper
 from engine.run.config import RunConfig
 from engine.run.ledger import BudgetStore, default_path, fingerprint_source
 
@@ -51,14 +51,11 @@ UNAVAILABLE = (
 )
 
 
-def bookkeeper() -> Tolerant:
-    """The booking protocol on the server's ledger, with this session's uploads; evaluation goes on unbooked when
-    the ledger cannot be written (the meter says so), a release is refused (:class:`engine.run.booking.Tolerant`)."""
-    return Tolerant(lambda: Bookkeeper(store(), dataset_ident, store("evaluations")), _unavailable)
-
-
-def _unavailable(exc: EngineError) -> None:
-    _LOG.warning("privacy ledger unavailable: %s", exc)  # the operator's log names the file
+def bookkeeper() -> Bookkeeper:
+    """The booking protocol on the server's ledger, with this session's uploads, under the server's policy: when
+    the ledger cannot be written (a full or read-only disk) an evaluation goes on unbooked (the meter says so)
+    and a release is refused before any noise is drawn (:data:`engine.run.booking.TOLERANT`)."""
+    return Bookkeeper(ident=dataset_ident, policy=TOLERANT, opener=store)
 
 
 def mark_mine(key: str) -> None:
@@ -125,7 +122,7 @@ def meter(cfg: RunConfig, limit: float, dataset_label: str, container=None) -> N
     here), with its releases and, apart, the evaluation runs, which publish nothing and count against nothing."""
     c = container or st
     try:
-        bk = Bookkeeper(store(), dataset_ident, store("evaluations"))
+        bk = bookkeeper()
         entries, evaluations = bk.releases(cfg), bk.evaluation_runs(cfg)
     except EngineError as exc:
         _LOG.warning("privacy ledger unavailable: %s", exc)

@@ -171,6 +171,15 @@ def _on_pick() -> None:
         _load_upload(pick["name"], pick["data"], cols)
 
 
+def _on_crs() -> None:
+    """Read the file the uploader still holds (one it could not read, such as one without its CRS) again in the
+    CRS now given."""
+    if st.session_state.get("_upload_pick") is not None:
+        _on_pick()
+    elif st.session_state.get("upload_file") is not None and st.session_state.get("_upload_error"):
+        _on_upload()
+
+
 def swap_upload(key: str) -> None:
     """Read an upload again with its longitude and latitude columns exchanged: a new upload, now selected."""
     got = geocheck.found(key)
@@ -185,7 +194,7 @@ def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> 
         from engine.data.files.common import MissingColumns
         from engine.data.files.isolate import load_file_isolated
 
-        ds = load_file_isolated(data, filename, columns=columns)
+        ds = load_file_isolated(data, filename, columns=columns, crs=st.session_state.get("upload_crs") or None)
     except MissingColumns as exc:  # let the user say which columns hold the coordinates
         st.session_state["_upload_pick"] = {"name": filename, "data": data, "columns": exc.available}
         st.session_state["_upload_error"] = (
@@ -241,6 +250,16 @@ def dataset_controls(container=None) -> tuple[str, dict, object, list[str]]:
     )
     errors: list[str] = []
     if key == UPLOAD:
+        c.text_input(
+            "CRS of the coordinates (when the file does not say)",
+            key="upload_crs",
+            placeholder="EPSG:27700",
+            on_change=_on_crs,
+            help="Empty: longitude and latitude in degrees (WGS84), or the CRS the file declares. Coordinates in "
+            "metres or kilometres need theirs: an EPSG code (EPSG:27700 for British National Grid), or a PROJ string "
+            "for a projection no code names (+proj=utm +zone=36 +units=km +datum=WGS84: UTM zone 36N in km). A local "
+            "grid whose place on the Earth is unknown cannot be placed on a map.",
+        )
         c.file_uploader(
             "Your file (CSV with lon/lat columns, GeoJSON, GeoParquet, zipped Shapefile)",
             key="upload_file",
@@ -555,13 +574,14 @@ def sidebar(
         fresh = st.session_state.setdefault("_fresh_seed", fresh_seed())
         if seed:
             sd = widgets.int_widget(
-                "Release seed",
+                "Noise seed",
                 "cfg.seed",
                 "seed",
                 fresh,
                 container=sb,
-                help="Drawn at random for this session; same seed, same release (to reproduce a run on purpose). "
-                "A new seed is a new release.",
+                help="The seed of this evaluation's noise (and of the users sampled), drawn at random for this session: "
+                "the same seed gives the same private map, to reproduce a run on purpose; a new seed is a new release. "
+                "Release mode has none.",
             )
             sb.button(
                 "New seed",

@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.run.export import REGION_FROM_DATA, region_frame
+
 from . import views
 from .text import plain
 
@@ -41,15 +43,20 @@ def overview(cfg, ctl, release: bool = False) -> None:
             "Locations": f"{len(ds):,}" + (" (sample)" if cfg.n_users else ""),
             "Users": f"{ds.n_users:,}",
             "Region (lon/lat box)": bbox,
+            "Frame of the maps": region_frame(meta),
             "Region side": f"{domain.side / 1000:,.2f} km (square, {domain.n} × {domain.n} cells of "
             f"{domain.cell:,.0f} m)",
             "Attributes": ", ".join(attribute_names(ds)) or "none",
         }
         st.table(pd.DataFrame({"": list(rows.values())}, index=list(rows)))
-        if meta.bbox_from_data:
+        if meta.bbox_from_data:  # in the words of every run's ledger and release manifest
+            region = meta.extra.get("search_region") or region_frame(meta)
             st.warning(
-                "The region was read off the data's own bounding box: that is side information about the "
-                "extreme locations, not covered by ε (the ledger of every run says so).",
+                plain(
+                    f"Side information, not covered by ε (every run's ledger declares it): the region: {region}, "
+                    f"{REGION_FROM_DATA}.",
+                    600,
+                ),
                 icon=":material/warning:",
             )
         else:

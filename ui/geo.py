@@ -18,6 +18,8 @@ from engine.data import geography
 from engine.data.context import Context
 from engine.data.projection import to_local
 
+from .maps import TEXT_STYLE
+
 INK = [30, 30, 40, 255]
 HALO = [255, 255, 255, 255]  # opaque: a label reads the same over any colour
 
@@ -35,14 +37,14 @@ def _inside(fr, lon, lat, margin: float = 0.0) -> np.ndarray:
     return (xy[:, 0] >= x0 + m) & (xy[:, 0] <= x1 - m) & (xy[:, 1] >= y0 + m) & (xy[:, 1] <= y1 - m)
 
 
-def _text(layer_id: str, data: list[dict], size: int = 12, anchor: str = "middle", align: str = "center"):
+def _text(layer_id: str, data: list[dict], anchor: str = "middle", align: str = "center"):
     return pdk.Layer(
         "TextLayer",
         id=layer_id,
         data=data,
         get_position="p",
         get_text="t",
-        get_size=size,
+        **TEXT_STYLE,
         get_color=INK,
         get_text_anchor=pdk.types.String(anchor),
         get_alignment_baseline=pdk.types.String(align),
@@ -91,7 +93,7 @@ def place_layers(fr, layer_id: str, limit: int = 6) -> list[pdk.Layer]:
         line_width_min_pixels=1,
         pickable=False,
     )
-    return [dots, _text(f"{layer_id}_places", data, 12, "start", "center")]
+    return [dots, _text(f"{layer_id}_places", data, "start", "center")]
 
 
 def nice_degrees(span: float) -> float:
@@ -140,8 +142,8 @@ def coordinate_layers(fr, layer_id: str) -> list[pdk.Layer]:
             width_min_pixels=1,
             pickable=False,
         ),
-        _text(f"{layer_id}_coords", [d for d in labels if d["t"].endswith(("E", "W"))], 10, "middle", "bottom"),
-        _text(f"{layer_id}_coords_lat", [d for d in labels if d["t"].endswith(("N", "S"))], 10, "start", "center"),
+        _text(f"{layer_id}_coords", [d for d in labels if d["t"].endswith(("E", "W"))], "middle", "bottom"),
+        _text(f"{layer_id}_coords_lat", [d for d in labels if d["t"].endswith(("N", "S"))], "start", "center"),
     ]
 
 

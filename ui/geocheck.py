@@ -1,5 +1,5 @@
 """The warning an upload gets before any run when its points fall mostly at sea or far from any town, or its
-longitude and latitude look exchanged (:func:`engine.data.geography.location_check`).
+longitude and latitude look exchanged (:func:`engine.data.geography.file_warning`, which the command line prints too).
 
 The check reads the user's own points in the user's own session, to tell that user; nothing of it is released
 or logged. A suspicious file's bytes are kept with the warning (this session only) so one click can read it
@@ -17,21 +17,15 @@ _KEY = "_geocheck"
 
 def remember(key: str, ds, filename: str, data: bytes) -> None:
     """Check an upload's points once, when it is read."""
-    from engine.data.geography import location_check
+    from engine.data.geography import file_warning
 
     checks = st.session_state.setdefault(_KEY, {})
-    try:
-        where = location_check(ds.lonlat)
-    except Exception:  # the gazetteer or the land mask could not be read: no warning rather than no upload
-        return
-    msg = where.message()
-    if msg is None:
+    got = file_warning(ds)
+    if got is None:
         checks.pop(key, None)
         return
-    cols = (ds.meta.extra or {}).get("columns") or {}
-    swap = None
-    if where.looks_swapped and cols.get("lon") and cols.get("lat"):
-        swap = {"name": filename, "data": data, "columns": {"lon": cols["lat"], "lat": cols["lon"]}}
+    msg, columns = got
+    swap = None if columns is None else {"name": filename, "data": data, "columns": columns}
     checks[key] = {"message": msg, "swap": swap}
 
 

@@ -7,7 +7,6 @@ when they finish. Engine work never calls ``st.*``.
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import streamlit as st
@@ -15,8 +14,9 @@ import streamlit as st
 from engine.run.board import Board
 from engine.run.config import RunConfig
 from engine.run.groups import Group, Session
+from engine.run.session import RunSession
 
-from . import slots, uploads
+from . import budget, uploads
 from .session import session_id
 
 POLL_S = 0.3  # fragment refresh while something runs, on a quiet server
@@ -48,11 +48,9 @@ def session() -> Session:
     return Session(board(), session_id(), st.session_state, _dataset_for)
 
 
-def submit_group(
-    name: str, configs: list[RunConfig], label: str = "", wait: bool = True, light: bool = False, cluster=None
-) -> Group:
-    with slots.given_up() if wait else contextlib.nullcontext():  # a fast run is waited for, off the slots
-        return session().submit_group(name, configs, label=label, wait=wait, light=light, cluster=cluster)
+def runs() -> RunSession:
+    """This session's runs, booked in the server's ledger and settled by the engine when each ends."""
+    return RunSession(session(), budget.bookkeeper())
 
 
 def get_group(name: str) -> Group | None:

@@ -25,6 +25,17 @@ from .colors import ColourScale
 MAP_HEIGHT = 420
 NEAREST = {"minFilter": "nearest", "magFilter": "nearest", "mipmapFilter": "nearest"}
 MAX_PATHS = 4000  # more outlines than this are drawn as a raster overlay instead
+# Text drawn inside the maps (place names, coordinates, the scale bar, warnings), sized to be read at a projector's
+# scale: 18 px, bold, in the browser's sans-serif. On a 1024 x 768 projector its capitals are about 13 px high, 1/60
+# of the picture's height, which subtends 16 minutes of arc (the least character height ANSI/HFES 100 accepts for
+# reading) from 3.5 picture heights away: the back row of a seminar room. 10-11 px text needs people within 2.
+LABEL_PX = 18
+TEXT_STYLE = {
+    "get_size": LABEL_PX,
+    "font_family": pdk.types.String("sans-serif"),
+    "font_weight": 600,
+    "character_set": pdk.types.String("auto"),  # every character the labels hold (°, −, accents), not only ASCII
+}
 
 
 class CompactDeck(pdk.Deck):
@@ -287,7 +298,7 @@ def scale_bar_layers(frame: Frame, layer_id: str) -> list[pdk.Layer]:
             data=[{"p": mid, "t": label}],
             get_position="p",
             get_text="t",
-            get_size=13,
+            **TEXT_STYLE,
             get_color=[30, 30, 40, 255],
             background=True,
             get_background_color=[255, 255, 255, 210],
@@ -306,7 +317,7 @@ def note_layer(frame: Frame, text: str, layer_id: str) -> pdk.Layer:
         data=[{"p": pos, "t": text}],
         get_position="p",
         get_text="t",
-        get_size=11,
+        **TEXT_STYLE,
         get_color=[150, 20, 20, 255],
         background=True,
         get_background_color=[255, 255, 255, 225],
@@ -381,7 +392,7 @@ def hover_layer(
             if e is not None
             else ""
         ),
-        "style": {"fontSize": "12px", "backgroundColor": "#222", "color": "white"},
+        "style": {"fontSize": "16px", "backgroundColor": "#222", "color": "white"},
     }
     return layer, tip
 

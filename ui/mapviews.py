@@ -11,7 +11,7 @@ import streamlit as st
 
 from engine.core.errors import DataError
 
-from . import colors, drawn, geo, maps, viewport
+from . import colors, drawn, geo, maps, state, viewport, views
 from .colors import ColourScale
 from .diverging import DiffScale
 from .text import plain
@@ -19,6 +19,7 @@ from .text import plain
 MODES = {"side": "Side by side", "swipe": "Swipe", "diff": "Private − true"}
 OVERHEAD = 400  # px above and below the maps at the top of Explore: header rows, map titles, legend
 ONE_LINE = "height:1.4em;-webkit-line-clamp:1"  # Explore's titles are short: one line keeps the maps up
+NARROW = 1000  # px of the main column under which Explore's controls take two rows
 
 
 def square_px(room: viewport.Room) -> int:
@@ -29,6 +30,27 @@ def square_px(room: viewport.Room) -> int:
     if room.sidebar:
         px = min(px, room.height - OVERHEAD)
     return int(max(260, min(px, 900)))
+
+
+RELEASE_OVERHEAD = 320  # px above and below Release mode's one map: header rows, its title, the deck's margins
+
+
+def release_px(room: viewport.Room) -> int:
+    """The side of Release mode's one map, left of its legend (three fifths of the column): with the sidebar open
+    it also leaves room for the header, so the map and its legend are seen without scrolling."""
+    px = room.width * 3 / 5 - 12
+    if room.sidebar:
+        px = min(px, room.height - RELEASE_OVERHEAD)
+    return int(max(260, min(px, 900)))
+
+
+def control_row(room: viewport.Room) -> list:
+    """Explore's controls above the maps (Run, the map view, two popovers): one row where the column is wide
+    enough for all four, else two rows, so no label is cut (the map views' names need about 330 px)."""
+    if room.width >= NARROW:
+        return st.columns([1.5, 2.1, 1.6, 1.6], vertical_alignment="bottom")
+    run, view = st.columns([1, 2.4], vertical_alignment="bottom")
+    return [run, view, *st.columns(2, vertical_alignment="bottom")]
 
 
 def context_for(dataset_key: str):
@@ -170,6 +192,58 @@ def diff_view(truth, grid, scale: ColourScale, fr: maps.Frame, px: int, height: 
     layers += geo.frame_layers(fr, key)
     st.pydeck_chart(maps.deck(layers, fr.view(px=px)), height=height, key=key)
     return ds
+
+
+def pair(
+    mode: str,
+    truth,
+    grid,
+    scale: ColourScale,
+    fr: maps.Frame,
+    view,
+    display,
+    square: int,
+    rects=None,
+    title: str = "Private map",
+    noun: str = "locations",
+    margins=None,
+    context=None,
+):
+    """Explore's true and private maps in the chosen view ``mode`` (each ``square`` px; before a run the true map
+    alone); ``margins``: a function giving the private map's 95 % margin per cell, read only where hover shows it.
+    Returns the difference map's scale when that map is drawn (its legend replaces the maps')."""
+    height = square + 28  # the deck: the square and its margin
+    if mode == "swipe" and grid is not None:
+        swipe_view(truth, grid, scale, fr, square, "explore_swipe", title)
+    elif mode == "diff" and grid is not None:
+        return diff_view(truth, grid, scale, fr, square, height, "explore_diff", context)
+    elif not display.basemap:  # one deck for both maps: linked zoom and pan, hover values, scale bar
+        paired_chart(
+            truth,
+            grid,
+            scale,
+            fr,
+            state.get("view.zoom"),
+            views.AREAS[state.get("view.area")],
+            "explore",
+            display,
+            rects=rects,
+            titles=("True " + noun, title),
+            margin95=margins() if margins is not None else None,
+            unit=noun,
+            px=square,
+            height=height,
+            context=context,
+        )
+    else:  # a basemap puts each square on its real place: two maps sharing one view
+        m1, m2 = st.columns(2)
+        kw = dict(height=height, context=context)
+        views.heat_chart(truth, scale, fr, view, "explore_true", display, title="True " + noun, container=m1, **kw)
+        if grid is not None:
+            views.heat_chart(
+                grid, scale, fr, view, "explore_private", display, rects=rects, title=title, container=m2, **kw
+            )
+    return None
 
 
 def mode_picker(container=None) -> str:

@@ -144,13 +144,36 @@ def shown_answer(raw: float) -> float:
     return max(float(raw), 0.0)
 
 
+def workload_squares(domain, count: int, side_pct, seed: int) -> np.ndarray:
+    """The page's random squares (metres) for this seed."""
+    rng = np.random.default_rng([int(seed), 7])
+    return domain.random_square_queries(rng, int(count), (side_pct[0] / 100, side_pct[1] / 100))
+
+
+BOUND_MAX_QUERIES = 1000  # the bound's eigenproblem has one row per square: about a second at 1,000
+
+
+def workload_bounds(domain, rects: np.ndarray, configs: dict[str, object]) -> dict[str, float]:
+    """Per mechanism label, the SVD lower bound of any ε-DP matrix mechanism's RMSE on these squares at the
+    mechanism's ε (:func:`engine.metrics.lower_bound.rmse_bound`); none above :data:`BOUND_MAX_QUERIES` squares or
+    for a mechanism without ε."""
+    from engine.core.workload import RangeWorkload
+    from engine.mechanisms import registry
+    from engine.metrics.lower_bound import rmse_bound
+
+    if len(rects) > BOUND_MAX_QUERIES:
+        return {}
+    w = RangeWorkload.rectangles(domain.rect_to_cells(rects), domain.n)
+    reg = registry()
+    return {n: rmse_bound(w, c.epsilon) for n, c in configs.items() if reg[c.mechanism].uses_epsilon}
+
+
 def workload_errors(truth, results: dict[str, object], domain, count: int, side_pct, seed: int) -> pd.DataFrame:
     """Per-query SNH relative errors ``|y - t| / max(t, psi)``, psi = 0.1 % of the total, for random squares.
 
     True answers come from the true histogram with the uniformity assumption inside partly covered cells,
     exactly as the engine's range-query metric computes them."""
-    rng = np.random.default_rng([int(seed), 7])
-    rects = domain.random_square_queries(rng, int(count), (side_pct[0] / 100, side_pct[1] / 100))
+    rects = workload_squares(domain, count, side_pct, seed)
     t = range_counts(np.asarray(truth, dtype=np.float64), domain, rects)
     floor = psi(truth)
     frames = []
@@ -184,13 +207,35 @@ def error_box(df: pd.DataFrame) -> alt.Chart:
     )
 
 
-def error_summary(df: pd.DataFrame) -> pd.DataFrame:
+def error_summary(df: pd.DataFrame, bounds: dict[str, float] | None = None) -> pd.DataFrame:
+    """Relative errors per mechanism; with ``bounds`` (:func:`workload_bounds`) the RMSE of the counts and its
+    multiple of the SVD lower bound."""
     g = df.groupby("mechanism")["relative_error"]
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "mean": g.mean(),
             "median": g.median(),
             "90th percentile": g.quantile(0.9),
             "queries": g.size(),
         }
-    ).sort_values("mean")
+    )
+    if bounds:
+        rmse = df.assign(sq=(df["answer"] - df["true"]) ** 2).groupby("mechanism")["sq"].mean() ** 0.5
+        out["RMSE"] = rmse
+        out["RMSE ÷ bound"] = [rmse[m] / bounds[m] if m in bounds else np.nan for m in out.index]
+    return out.sort_values("mean")
+
+
+def workload_caption(bounds) -> str:
+    """What the workload table's columns are, and what its lower bound means (or why there is none)."""
+    return (
+        "Relative error |answer − true| / max(true, 0.1 % of all locations) (SNH's measure). True answers from "
+        "the true histogram, counting partly covered cells by area. "
+        + (
+            "RMSE ÷ bound: the RMSE of the counts over the least any ε-DP matrix mechanism can expect on these "
+            "squares (SVD lower bound); linear unbiased mechanisms (Identity, HDMM) never go below 1 on average, "
+            "biased or data-dependent ones can."
+            if bounds
+            else f"The lower bound is computed for at most {BOUND_MAX_QUERIES:,} squares."
+        )
+    )

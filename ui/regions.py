@@ -32,12 +32,12 @@ class Choice:
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _read(data: bytes, name: str, id_column: str | None, name_column: str | None):
+def _read(data: bytes, name: str, id_column: str | None, name_column: str | None, crs: str = ""):
     """The upload read in a bounded child process; its regions are built there too, once per map
     (:func:`engine.data.regions.build` keeps them by the file's digest)."""
     from engine.data.files.polygons import load_polygons_isolated
 
-    return load_polygons_isolated(data, name, id_column=id_column, name_column=name_column)
+    return load_polygons_isolated(data, name, id_column=id_column, name_column=name_column, crs=crs or None)
 
 
 def control(prefix: str, domain, container=None) -> Choice | None:
@@ -68,9 +68,17 @@ def control(prefix: str, domain, container=None) -> Choice | None:
     if up is None:
         c.caption("Upload a file of polygons (districts, postcodes) to report over them.")
         return None
+    crs = c.text_input(
+        "CRS of the polygons (when the file does not say)",
+        key=f"{prefix}.regions.crs",
+        placeholder="EPSG:27700",
+        help="Empty: the CRS the file declares (a Shapefile's .prj), or longitude and latitude in degrees. A "
+        "Shapefile without its .prj needs its CRS here: an EPSG code, or a PROJ string such as "
+        "+proj=utm +zone=36 +units=km +datum=WGS84.",
+    ).strip()
     data = up.getvalue()
     try:
-        first = _read(data, up.name, None, None)
+        first = _read(data, up.name, None, None, crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
         return None
@@ -87,7 +95,7 @@ def control(prefix: str, domain, container=None) -> Choice | None:
         key=f"{prefix}.regions.name",
     )  # fmt: skip
     try:
-        pf = _read(data, up.name, idc, namec)
+        pf = _read(data, up.name, idc, namec, crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
         return None

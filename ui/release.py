@@ -95,31 +95,36 @@ def release_report(result, scale: ColourScale) -> str:
 CSS = "body{font-family:sans-serif;max-width:900px;margin:2rem auto}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
 
 
-def release_view(result, cfg: RunConfig, display) -> None:
+def release_view(result, cfg: RunConfig, display, px: int = 500) -> None:
     """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
     the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only), the publication figure
-    and the release report; its regions."""
+    and the release report; its regions. The map is a square of ``px`` pixels with its legend beside it, so both
+    stay in the window."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
     scale = views.scale_for(np.clip(dens, 0, None), fr.domain, display, people=views.counts_people(cfg))
-    st.success(
-        "Release mode: this map was drawn with OpenDP's samplers and fresh entropy; no seed was recorded. Only the "
-        "private release is shown and exported.",
-        icon=":material/lock:",
-    )
+    left, right = st.columns([3, 2])
     views.heat_chart(
         dens,
         scale,
         fr,
-        fr.view(px=500),
+        fr.view(px=px),
         "release_private",
         display,
         rects=result.release.partition,
         title=export.release_title(result),
-        height=520,
+        height=px + 20,
+        container=left,
     )
-    views.legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
-    stated_margin(result, cfg)
+    with right:
+        st.html('<div class="map-title"></div>')  # the legend starts level with the map, under its title's row
+        views.legend(scale, note=f"{fr.domain.n} × {fr.domain.n} cells of {fr.domain.cell:,.0f} m", shared=False)
+        stated_margin(result, cfg)
+        st.success(
+            "Release mode: this map was drawn with OpenDP's samplers and fresh entropy; no seed was recorded. Only "
+            "the private release is shown and exported.",
+            icon=":material/lock:",
+        )
     with st.expander("Regions"):  # post-processing of the release: no truth here
         from . import regions
 

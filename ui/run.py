@@ -1,15 +1,18 @@
-"""The Run button of a page: booking, submission, re-use of runs already shown."""
+"""The Run button of a page: the click, a link's ``run=1`` and the refusals; the engine's
+:class:`~engine.run.session.RunSession` books, starts and settles the runs."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from engine.core.errors import EngineError
-from engine.run.booking import Booking, Refused
+from engine.run.booking import Refused
 from engine.run.config import RunConfig
+from engine.run.ledger import LedgerUnavailable
 
-from . import budget, jobs, state
+from . import budget, jobs, slots, state
 from .session import session_id
+from .text import plain
 
 
 def launch(
@@ -44,12 +47,23 @@ def launch(
         help=help,
         icon=":material/play_arrow:",
     )
+    if _from_link(name, configs, ctl, button, autorun, clicked, c):
+        _go(name, configs, label, light, cluster, c)
+    g = jobs.get_group(name)
+    if configs and (g is None or g.keys != [cfg.key() for cfg in configs]):
+        # evaluations this session already ran and the server still holds: show them at once
+        g = jobs.runs().reshow(name, configs, label=label, light=light) or g
+    return g
+
+
+def _from_link(name: str, configs: list[RunConfig], ctl, button: str, autorun: bool, clicked: bool, c) -> bool:
+    """Whether to run now: a click, or a link's ``run=1`` once (not an invalid link's, not a release's: their
+    notes stay until a click, the page's automatic reruns must not wipe them)."""
     auto = f"_autorun_{name}"
     if autorun and state.url_value("run") == "1" and not st.session_state.get(auto) and ctl.ready and configs:
         st.session_state[auto] = True
         if state.url_warnings():
-            # a link with invalid parameters would run the defaults in their place: it must not spend ε (the
-            # note stays until a click: the page's automatic reruns must not wipe it)
+            # a link with invalid parameters would run the defaults in their place: it must not spend ε
             st.session_state[auto] = "invalid"
         elif any(cfg.mode == "release" for cfg in configs):
             # a release publishes and spends the dataset's ε for good: only a click may do that, never a link
@@ -62,48 +76,30 @@ def launch(
         c.warning("This link has invalid parameters (see above), so it was not run: check them and press Run.")
     elif st.session_state.get(auto) == "held" and any(cfg.mode == "release" for cfg in configs):
         c.info(f"This link opens Release mode: press {button} to publish the release and spend its ε.")
-    if clicked:
-        _go(name, configs, label, light, cluster)
-    refused = st.session_state.pop(f"_refused_{name}", None)
-    if refused:
-        c.error(refused, icon=":material/block:")
-    g = jobs.get_group(name)
-    _settle(name, g)
-    if (
-        configs
-        and all(cfg.mode != "release" for cfg in configs)
-        and (g is None or g.keys != [cfg.key() for cfg in configs])
-    ):
-        # evaluations this session already ran and the server still holds: show them at once
-        sid, bk = session_id(), budget.bookkeeper()
-        if all(bk.evaluated(cfg) and jobs.board().cached(cfg.key(), sid) for cfg in configs):
-            g = jobs.submit_group(name, configs, label=label, wait=False, light=light)
-    return g
+    return clicked
 
 
-def _go(name: str, configs: list[RunConfig], label: str, light: bool = False, cluster=None) -> None:
-    """Book each run, then start them. A release the server still shows is shown, not re-drawn (and not booked
-    again); a release past the dataset's limit is refused and nothing of the group starts."""
-    b, sid, bk = jobs.board(), session_id(), budget.bookkeeper()
-    bookings = st.session_state.setdefault(f"_bookings_{name}", {})
-    for cfg in configs:
-        if cfg.mode == "release" and (b.cached(cfg.key(), sid) or b.status(cfg.key(), sid).state == "running"):
-            continue
-        try:
-            bookings[cfg.key()] = bk.book(cfg, note=name)
-            budget.mark_mine(bookings[cfg.key()].key)
-        except Refused as exc:
-            st.session_state[f"_refused_{name}"] = (
-                f"Refused: this release (ε = {exc.epsilon:g}) would bring the dataset's total to "
-                f"{exc.spent + exc.epsilon:g}, past its limit of {exc.limit:g}. Release mode never goes past the "
-                "limit."
-            )
-            return
-        except EngineError:  # no ledger: a release is refused before any noise is drawn; an evaluation runs
-            if cfg.mode == "release":
-                st.session_state[f"_refused_{name}"] = "Refused: " + budget.UNAVAILABLE
-                return
-    jobs.submit_group(name, configs, label=label, light=light, cluster=cluster)
+def _go(name: str, configs: list[RunConfig], label: str, light: bool, cluster, c) -> None:
+    """Start the group through the engine's session (it books each run and settles it when it ends); a release
+    past the dataset's limit, or one the ledger cannot book, is refused with a message and nothing starts."""
+    try:
+        with slots.given_up():  # a fast run is waited for, off the slots
+            started = jobs.runs().start(name, configs, note=name, label=label, light=light, cluster=cluster)
+    except Refused as exc:
+        c.error(
+            f"Refused: this release (ε = {exc.epsilon:g}) would bring the dataset's total to "
+            f"{exc.spent + exc.epsilon:g}, past its limit of {exc.limit:g}. Release mode never goes past the limit.",
+            icon=":material/block:",
+        )
+        return
+    except LedgerUnavailable:  # a release is refused before any noise is drawn
+        c.error("Refused: " + budget.UNAVAILABLE, icon=":material/block:")
+        return
+    except EngineError as exc:
+        c.error(plain(str(exc), 600), icon=":material/block:")
+        return
+    for booking in started.bookings:
+        budget.mark_mine(booking.key)
 
 
 SLOW_S = 10.0  # above this, the page warns before Run
@@ -122,7 +118,7 @@ def _estimate_note(configs: list[RunConfig], c) -> None:
     if not known:
         return
     # the board runs up to its worker count in parallel
-    total = sum(known) / max(1, min(len(known), b.jm._pool._max_workers))
+    total = sum(known) / max(1, min(len(known), b.workers))
     text = f"about {total:.0f} s" if total >= 1.5 else "about a second"
     if total > SLOW_S:
         c.warning(
@@ -131,23 +127,6 @@ def _estimate_note(configs: list[RunConfig], c) -> None:
         )
     else:
         c.caption(f"Estimated time: {text}.")
-
-
-def _settle(name: str, g) -> None:
-    """Once a group's runs end: book what each really spent above its plan (the extra ε under client dropout),
-    and take a run that failed or was cancelled (it published nothing) off the ledger; each booking once."""
-    if g is None:
-        return
-    bk = budget.bookkeeper()
-    bookings: dict[str, Booking] = st.session_state.get(f"_bookings_{name}", {})
-    for cfg, s in zip(g.configs, g.statuses):
-        booking = bookings.get(cfg.key())
-        if booking is None:
-            continue
-        if s.state in ("error", "cancelled"):
-            bk.unbook(bookings.pop(cfg.key()))
-        elif s.state == "ok":
-            bk.settle(cfg, bookings.pop(cfg.key()), s.result)
 
 
 def is_current(g: jobs.Group | None, configs: list[RunConfig]) -> bool:

@@ -10,7 +10,8 @@ nothing and the page uses 1440 x 900 with the sidebar open.
 two images of the same colour scale stacked, the private one clipped at the handle (no network, no
 deck; the coordinates of the square's corners are written on its frame).
 
-:func:`basemap_watch` puts a note on every map of the page when the online basemap cannot be reached.
+:func:`basemap_watch` puts a note on every map of the page when the online basemap cannot be reached, and
+:func:`wheel_scrolls_page` makes the mouse wheel scroll the page over the maps (they zoom with Ctrl or ⌘ held).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import html
 from dataclasses import dataclass
 
 import streamlit as st
+
+from .maps import LABEL_PX
 
 _ROOM_JS = """
 export default function(component) {
@@ -54,10 +57,10 @@ _SWIPE_CSS = """
 .swipe .knob {position: absolute; top: 50%; left: -15px; width: 26px; height: 26px; border-radius: 50%;
   background: #fff; border: 2px solid #222; font: 14px sans-serif; line-height: 26px; text-align: center;}
 .swipe .tag {position: absolute; top: 6px; padding: 1px 6px; background: rgba(255,255,255,.85);
-  font: 600 12px sans-serif; color: #222;}
-.swipe .coord {position: absolute; font: 11px monospace; color: #222; background: rgba(255,255,255,.8);
+  font: 600 {LABEL}px sans-serif; color: #222;}
+.swipe .coord {position: absolute; font: 600 {LABEL}px sans-serif; color: #222; background: rgba(255,255,255,.8);
   padding: 0 3px;}
-"""
+""".replace("{LABEL}", str(LABEL_PX))
 
 _SWIPE_JS = """
 export default function(component) {
@@ -82,6 +85,22 @@ export default function(component) {
 """
 
 
+# The mouse wheel over a map scrolls the page, as over any other part of it: a talk scrolling down to the metrics
+# must not shrink the maps it passes. The map zooms with Ctrl (or ⌘) held, which is also what a trackpad's pinch
+# sends, with a double click (Shift: out), the + and - keys, or the page's own zoom control. The wheel reaches deck.gl
+# only with the modifier: stopped at the window before it gets to the map, it keeps its default, scrolling.
+_WHEEL_JS = """
+export default function(component) {
+  const guard = (e) => {
+    if (e.ctrlKey || e.metaKey) return;
+    if (e.target instanceof Element && e.target.closest('[data-testid="stDeckGlJsonChart"]')) e.stopPropagation();
+  };
+  window.addEventListener('wheel', guard, { capture: true });
+  return () => window.removeEventListener('wheel', guard, { capture: true });
+}
+"""
+ZOOM_HELP = "Scrolling moves the page; Ctrl (⌘) + scroll, a pinch or a double click zooms the maps (Shift: out)."
+
 _BASEMAP_JS = """
 export default function(component) {
   const { data } = component;
@@ -90,7 +109,7 @@ export default function(component) {
     const note = document.createElement('div');
     note.className = 'basemap-missing';
     note.textContent = data.text;
-    note.style.cssText = 'position:absolute;left:8px;bottom:8px;z-index:5;padding:2px 8px;font:12px sans-serif;' +
+    note.style.cssText = 'position:absolute;left:8px;bottom:8px;z-index:5;padding:2px 8px;font:16px sans-serif;' +
       'background:rgba(255,255,255,.9);color:#8a1c1c;border:1px solid #c77;border-radius:3px;pointer-events:none';
     if (getComputedStyle(el).position === 'static') el.style.position = 'relative';
     el.appendChild(note);
@@ -115,6 +134,20 @@ class Room:
 @st.cache_resource
 def _room_component():
     return st.components.v2.component("heatmap_room", js=_ROOM_JS)
+
+
+@st.cache_resource
+def _wheel_component():
+    return st.components.v2.component("heatmap_wheel", js=_WHEEL_JS)
+
+
+def wheel_scrolls_page(container=None) -> None:
+    """Mount the guard that lets the mouse wheel scroll the page over every map (see ``_WHEEL_JS``)."""
+    try:
+        with container or st.container():
+            _wheel_component()(key="wheel_scrolls_page", height=0)
+    except Exception:  # no browser behind the session (AppTest): no wheel to guard
+        pass
 
 
 @st.cache_resource
@@ -152,9 +185,17 @@ def room(key: str, container=None) -> Room:
         return Room()
     v = getattr(got, "room", None) or {}
     try:
-        return Room(int(v["width"]), int(v["height"]), bool(v["sidebar"]))
+        out = Room(int(v["width"]), int(v["height"]), bool(v["sidebar"]))
     except (KeyError, TypeError, ValueError):
-        return Room()
+        out = Room()
+    st.session_state[f"_room_{key}"] = out
+    return out
+
+
+def last_room(key: str) -> Room:
+    """The room :func:`room` last reported under ``key`` (for what the page lays out before it mounts the
+    component), or 1440 x 900 with the sidebar open."""
+    return st.session_state.get(f"_room_{key}") or Room()
 
 
 def swipe(true_png: str, private_png: str, px: int, key: str, labels=("true", "private"), corners=None) -> None:
@@ -170,5 +211,5 @@ def swipe(true_png: str, private_png: str, px: int, key: str, labels=("true", "p
     )
     if corners:
         inner += f'<span class="coord" style="left:2px;bottom:2px">{e(corners[0])}</span>'
-        inner += f'<span class="coord" style="right:2px;top:28px">{e(corners[1])}</span>'
+        inner += f'<span class="coord" style="right:2px;top:{LABEL_PX + 16}px">{e(corners[1])}</span>'
     _swipe_component()(key=key, data={"inner": inner, "px": int(px), "at": 0.5}, height=int(px) + 4)

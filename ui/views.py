@@ -12,10 +12,10 @@ import streamlit as st
 
 from engine.core.errors import DataError
 from engine.mechanisms import registry
-from engine.run import margins
+from engine.run import margins, runner
 from engine.run.config import RunConfig
 from engine.run.export import region_frame, side_information
-from engine.run.runner import load_dataset, prepare
+from engine.run.runner import load_dataset
 
 from . import colors, drawn, explain, export, geo, maps, relations, state, tables, uploads, viewport
 from .colors import ColourScale
@@ -88,38 +88,18 @@ def dataset(cfg: RunConfig):
     return _dataset(cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True, default=str))
 
 
-@st.cache_resource(max_entries=12, show_spinner="Preparing the data…")
-def _prepared(cfg_json: str):
-    return _prepare(RunConfig.from_dict(json.loads(cfg_json)))
-
-
-def _prepare(cfg: RunConfig):
-    ds, domain, _, _ = prepare(cfg, dataset(cfg))
-    # the unit of every run's truth and release: each person weighs 1, spread over their locations
-    return ds, domain, ds.true_histogram(domain, per_user_normalised=True)
-
-
 def prepared(cfg: RunConfig):
-    """(sampled dataset, domain, true counts) exactly as the run of ``cfg`` sees them."""
-    d = cfg.to_dict()
-    # one entry per sample: it depends on the data, the grid and the users drawn, not on the mechanism or ε
-    # (nor on the seed when everyone is kept: sessions with their own seeds share it), unless a DP frame or count
-    # chooses the grid: those draw from the seed with a share of ε, under the mechanism's neighbouring relation
-    d["metrics"] = []
-    if not cfg.budgeted_share:
-        d["mechanism"], d["params"], d["epsilon"] = "identity", {}, 1.0
-        if not cfg.n_users:
-            d["seed"] = 0
-    cj = json.dumps(d, sort_keys=True, default=str)
-    if not cfg.dataset.startswith(uploads.PREFIX):
-        return _prepared(cj)
-    up = uploads.get(cfg.dataset)
-    if up is None:
-        raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
-    if cj not in up.memo:  # kept with the upload (one entry), so it goes when the upload goes
-        up.memo.clear()
-        up.memo[cj] = _prepare(RunConfig.from_dict(json.loads(cj)))
-    return up.memo[cj]
+    """(sampled dataset, domain, true map) exactly as the run of ``cfg`` sees and scores them
+    (:func:`engine.run.runner.prepared`): kept for every session, or an upload's with the upload (one entry,
+    so it goes when the upload goes)."""
+    memo, kept = None, runner.PREPARED_KEPT
+    if cfg.dataset.startswith(uploads.PREFIX):
+        up = uploads.get(cfg.dataset)
+        if up is None:
+            raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
+        memo, kept = up.memo, 1
+    with st.spinner("Preparing the data…"):  # shown only when it takes a while
+        return runner.prepared(cfg, dataset(cfg), memo, kept)
 
 
 def frame(cfg: RunConfig, domain) -> maps.Frame:
@@ -169,6 +149,7 @@ def view_controls(fr: maps.Frame, prefix: str = "view", container=None, px: int 
         ZOOMS,
         **state.bind(f"{prefix}.zoom"),
         format_func=lambda v: "whole region" if v == 0 else f"×{2**v:g}",
+        help=viewport.ZOOM_HELP,
     )
     a = c2.selectbox("Centre on", list(AREAS), **state.bind(f"{prefix}.area"))
     url = {}

@@ -37,6 +37,8 @@ SUITES = (
     "dpbench",
     "plan",
     "frame",
+    "hdmm",
+    "local",
 )
 
 

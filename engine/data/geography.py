@@ -168,10 +168,13 @@ class Where:
         if self.looks_swapped:
             text += (
                 " With longitude and latitude exchanged they fall on land near towns: the two columns look "
-                "swapped. Pick them again in the column choice (or fix the file) before any run."
+                "swapped. Exchange them (or fix the file) before any run."
             )
         else:
-            text += " Check the coordinate columns and their reference system before any run."
+            text += (
+                " Check the coordinate columns and their reference system before any run: coordinates that are not "
+                "longitude and latitude in degrees (metres or kilometres of a projection or a grid) need their CRS."
+            )
         return text
 
 
@@ -186,3 +189,22 @@ def location_check(lonlat: np.ndarray) -> Where:
     if len(ll) and np.all(np.abs(lon) <= 90):
         s_land, s_far = land_share(lat, lon), float(np.median(nearest_place_km(lat, lon)))
     return Where(land, far, s_land, s_far)
+
+
+def file_warning(ds) -> tuple[str, dict | None] | None:
+    """What the analyst holding a file of locations is told before any run, by the dashboard and the command
+    line alike: (the message of :func:`location_check`, the file's coordinate columns exchanged as
+    ``{"lon": ..., "lat": ...}`` when they look swapped, else None). None when the points look right, or when
+    the gazetteer or the land mask cannot be read (no warning rather than no file)."""
+    try:
+        where = location_check(ds.lonlat)
+    except Exception:
+        return None
+    msg = where.message()
+    if msg is None:
+        return None
+    cols = (ds.meta.extra or {}).get("columns") or {}
+    swap = None
+    if where.looks_swapped and cols.get("lon") and cols.get("lat"):
+        swap = {"lon": cols["lat"], "lat": cols["lon"]}
+    return msg, swap

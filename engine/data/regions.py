@@ -177,9 +177,12 @@ def public_spec(spec: str, sha256: str = "") -> str:
     return f"{name} (sha256:{sha256})" if sha256 else name
 
 
-def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, polygons=None) -> Regions:
+def build(
+    spec: str, domain: Domain, crs: str, name_column: str | None = None, polygons=None, file_crs: str | None = None
+) -> Regions:
     """The regions of ``spec`` (:func:`parse_spec`) over ``domain`` (in the local CRS ``crs``).
-    ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload).
+    ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload); ``file_crs``: the
+    CRS of a polygon file that does not declare one (a Shapefile without its .prj).
     Built once per process for each spec, map and file version (a mechanism builds them on every run, a
     page on every rerun); a file's regions are built in a bounded child process (the module docstring)."""
     if polygons is not None:
@@ -202,7 +205,7 @@ def build(spec: str, domain: Domain, crs: str, name_column: str | None = None, p
             stamp = (st.st_mtime_ns, st.st_size)
         except OSError:
             pass  # the reader says the file is missing
-    return _build(str(spec).strip(), domain, crs, name_column, stamp)
+    return _build(str(spec).strip(), domain, crs, name_column, stamp, file_crs or None)
 
 
 _KEPT: OrderedDict = OrderedDict()
@@ -220,21 +223,25 @@ def _footprint(regions: Regions) -> int:
 
 
 @lru_cache(maxsize=16)
-def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp) -> Regions:
+def _build(spec: str, domain: Domain, crs: str, name_column: str | None, stamp, file_crs: str | None) -> Regions:
     kind, arg, id_col = parse_spec(spec)
     if kind == "grid":
         return grid_regions(domain, crs)
     if kind == "h3":
         return h3_regions(domain, crs, auto_resolution(domain) if arg == "auto" else int(arg))
     size = stamp[1] if stamp else 0
-    return _isolated(file_regions, (arg, id_col, name_column, domain, crs, spec), size, Path(arg).name)
+    return _isolated(file_regions, (arg, id_col, name_column, domain, crs, spec, file_crs), size, Path(arg).name)
 
 
-def file_regions(path: str, id_column, name_column, domain: Domain, crs: str, spec: str) -> Regions:
+def file_regions(
+    path: str, id_column, name_column, domain: Domain, crs: str, spec: str, file_crs: str | None = None
+) -> Regions:
     """The regions of a polygon file over ``domain``: read, then :func:`polygon_regions`."""
     from .files.polygons import load_polygons
 
-    return polygon_regions(load_polygons(path, id_column=id_column, name_column=name_column), domain, crs, spec)
+    return polygon_regions(
+        load_polygons(path, id_column=id_column, name_column=name_column, crs=file_crs), domain, crs, spec
+    )
 
 
 def _isolated(fn, args: tuple, size: int, name: str) -> Regions:

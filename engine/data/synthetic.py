@@ -458,7 +458,15 @@ def _register():
                 )(key),
                 params=(
                     Param("n", "int", 100_000, "number of locations", min=1, max=10_000_000, log=True),
-                    Param("seed", "int", 0, "seed of the generator (same seed, same city)", min=0, max=2**31 - 1),
+                    Param(
+                        "seed",
+                        "int",
+                        0,
+                        "seed of the city's generator: the same seed, the same city (not the noise's seed)",
+                        min=0,
+                        max=2**31 - 1,
+                        label="city seed",
+                    ),
                     Param(
                         "locations_per_user",
                         "int",

@@ -31,6 +31,8 @@ FAMILY_MODULES = (
     "rff_kde",
     "snh",
     "dawa",
+    "hdmm",
+    "hdg",
 )
 
 _loaded = False

@@ -240,6 +240,15 @@ class Mechanism:
     # ``RunContext.record_evaluation`` instead (tests/test_release_contents.py).
     dp_outputs: ClassVar[tuple[str, ...]] = ()
     side_information_keys: ClassVar[tuple[str, ...]] = ()
+    # A matrix mechanism (Li et al. 2010): noise of data-independent scale on fixed linear queries of the
+    # cells, the map their linear unbiased estimate. Its expected error on any workload is then at least the
+    # SVD lower bound (engine.metrics.lower_bound); mechanisms outside the class can go below it.
+    matrix_class: ClassVar[bool] = False
+
+    @classmethod
+    def matrix_mechanism(cls, params: dict | None = None) -> bool:
+        """Whether a run with these parameters is a matrix mechanism (see ``matrix_class``)."""
+        return cls.matrix_class
 
     @classmethod
     def schema(cls) -> Schema:

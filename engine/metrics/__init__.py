@@ -14,8 +14,9 @@ counts compares with the true counts directly. Means are over all cells.
   :mod:`engine.metrics.emd`, coarsened with a stated error bound.
 * SIM, CC, KL: the MIT saliency benchmark definitions used by Ghazi et al. 2023.
 * Spearman rank correlation (Zong et al. 2023).
-* Range queries: SNH relative error (Zeighami et al. 2022, §2 and §6.1) and
-  DPBench's scaled per-query L1 error (Hay et al., SIGMOD 2016).
+* Range queries: SNH relative error (Zeighami et al. 2022, §2 and §6.1),
+  DPBench's scaled per-query L1 error (Hay et al., SIGMOD 2016), the root-mean-squared
+  error and its multiple of the SVD lower bound (:mod:`engine.metrics.lower_bound`).
 * NRMSE for numeric aggregates (Cormode et al. 2024, §4).
 * Privacy distance: how far an attacker's guess of a user's location lands.
 """
@@ -212,6 +213,7 @@ def range_query_errors(
     count: int = RANGE_QUERIES,
     side_frac: tuple[float, float] = RANGE_SIDE_FRAC,
     centers: np.ndarray | None = None,
+    epsilon: float | None = None,
 ) -> dict:
     """Random square range queries: sides uniform in ``side_frac`` of the domain
     side, centres uniform in the domain (SNH §6.1) or drawn among ``centers``
@@ -220,13 +222,23 @@ def range_query_errors(
     partly covered cells); the release answers with ``release.answer_range``
     (its model, or its density the same way). Both are raw COUNTS (the
     release's density is an estimate of counts per cell, by contract).
-    Returns ``range_rel_error`` (SNH, psi = 0.1 % of the true total) and
-    ``dpbench_l1``."""
+    Returns ``range_rel_error`` (SNH, psi = 0.1 % of the true total), ``dpbench_l1``,
+    ``range_rmse`` (root-mean-squared error in counts) and, given the run's ``epsilon``,
+    ``range_rmse_x_bound``: that RMSE over the least any ε-DP matrix mechanism can expect on
+    these squares (:func:`engine.metrics.lower_bound.rmse_bound`)."""
+    from ..core.workload import RangeWorkload
+    from .lower_bound import rmse_bound
+
     rects = domain.random_square_queries(rng, count, side_frac, centers)
     t = range_counts(np.asarray(truth, dtype=np.float64), domain, rects)
     y = np.asarray(release.answer_range(rects), dtype=np.float64)
     n = float(np.asarray(truth).sum())
-    return {"range_rel_error": snh_relative_error(t, y, n), "dpbench_l1": dpbench_l1(t, y, n)}
+    rmse = float(np.sqrt(np.mean((y - t) ** 2)))
+    out = {"range_rel_error": snh_relative_error(t, y, n), "dpbench_l1": dpbench_l1(t, y, n), "range_rmse": rmse}
+    if epsilon is not None:
+        w = RangeWorkload.rectangles(domain.rect_to_cells(rects), domain.n)
+        out["range_rmse_x_bound"] = rmse / rmse_bound(w, epsilon)
+    return out
 
 
 # ---------------------------------------------------------- numeric aggregates
@@ -551,7 +563,7 @@ def _paper_heatmap_scores(t: np.ndarray, release) -> dict:
     return {"sim": sim(th, ph), "cc": cc(th, ph), "kl": kl(th, ph), "heatmap_sigma_cells": sigma}
 
 
-def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=(), evaluation=None) -> dict:
+def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=(), evaluation=None, epsilon=None) -> dict:
     """The default metric dict of every run (all floats; NaN when not applicable).
 
     Keys: ``mse``, ``l1``, ``mape``, ``smape``, ``maape``, ``sim``, ``cc``,
@@ -561,9 +573,10 @@ def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=(), eval
     :func:`_paper_heatmap_scores`);
     ``emd_m`` and ``emd_bound_m`` (EMD in metres on maps coarsened to at most
     ``emd_max_cells`` per side, and the bound on the coarsening error;
-    ``emd_max_cells <= 0`` skips EMD: NaN); ``range_rel_error`` and
-    ``dpbench_l1`` (200 random squares with sides 2-10 % of the domain side,
-    centres uniform, psi = 0.1 % of the true total); ``privacy_distance_m``,
+    ``emd_max_cells <= 0`` skips EMD: NaN); ``range_rel_error``,
+    ``dpbench_l1``, ``range_rmse`` and (given the run's ``epsilon``) ``range_rmse_x_bound``
+    (200 random squares with sides 2-10 % of the domain side, centres uniform, psi = 0.1 %
+    of the true total; :func:`range_query_errors`); ``privacy_distance_m``,
     ``privacy_baseline_m``, ``privacy_ratio`` (:func:`privacy_distance`, up to
     500 users); ``comm_elements_per_client`` (and ``comm_bits_per_client``
     when known); ``nrmse_<name>`` for each numeric aggregate listed in
@@ -599,7 +612,7 @@ def evaluate(truth, release, data, domain, rng, emd_max_cells=64, extra=(), eval
         out["emd_m"], out["emd_bound_m"] = emd_m(t, p, domain.cell, int(emd_max_cells))
     else:
         out["emd_m"] = out["emd_bound_m"] = float("nan")
-    out.update(range_query_errors(truth, release, domain, rng))
+    out.update(range_query_errors(truth, release, domain, rng, epsilon=epsilon))
     pdist = privacy_distance(release, data, domain, rng, PRIVACY_MAX_USERS)
     out["privacy_distance_m"] = pdist["mean_m"]
     out["privacy_baseline_m"] = pdist["baseline_m"]

@@ -9,7 +9,8 @@ its cells (``S[cell, k]``, each column summing to 1). A region with area weights
 
 * **noise**, exact: variance ``sum_k f_rk^2 sigma_k^2``: cells that share one draw move together,
   so their covariance is counted (the hierarchical tree's correlated leaves: through the
-  constrained inference's least-squares covariance, :func:`_hierarchical_var`);
+  constrained inference's least-squares covariance, :func:`_hierarchical_var`; HDMM's cells: through
+  the Kronecker product of its two axes' least-squares covariances, :func:`_kron_var`);
 * **spreading**: where the region takes only part of a unit (0 < f < 1), the even spread says
   f c_k of the unit's people are in the region, while the truth lies anywhere in [0, c_k] (people may
   be bunched in one corner of a leaf), and the release cannot tell where. At worst they all sit
@@ -78,6 +79,9 @@ def units_of(release, key: str) -> Units | str:
         return NO_CLOSED_FORM
     se = np.asarray(ex["stderr"], dtype=np.float64)
     n = release.domain.n
+    if ex.get("noise_cov") is not None:  # cells correlated by a Kronecker covariance (HDMM)
+        u = _labelled_units(release, se, np.arange(se.size), diag.get("stderr_basis", ""))
+        return Units(u.S, u.sigma, u.count, u.basis, var_of=_kron_var(np.asarray(ex["noise_cov"], dtype=np.float64)))
     if isinstance(ex.get("tree"), dict) and "reporting" in ex["tree"] and ex.get("stderr_cells") is not None:
         return _tree_units(release, se, diag.get("stderr_basis", ""))
     if ex.get("stderr_cells") is not None:
@@ -195,6 +199,20 @@ def _hierarchical_var(release):
     return var
 
 
+def _kron_var(cov: np.ndarray):
+    """The noise variance of ``a . density`` when the cells' covariance is ``cov[0] (x) cov[1]`` (rows by
+    columns of the grid): ``sum(a o (cov_y a cov_x))``, over the rows and columns ``a`` touches only."""
+
+    def var(a_cells: np.ndarray) -> float:
+        n = cov.shape[1]
+        a = np.asarray(a_cells, dtype=np.float64).reshape(n, n)
+        rows, cols = np.flatnonzero(a.any(axis=1)), np.flatnonzero(a.any(axis=0))
+        sub = a[np.ix_(rows, cols)]
+        return float(np.sum(sub * (cov[0][np.ix_(rows, rows)] @ sub @ cov[1][np.ix_(cols, cols)])))
+
+    return var
+
+
 @dataclass(frozen=True)
 class Margins:
     """Per region: the estimate, its 95 % margin (NaN: none), and what it rests on."""
@@ -219,7 +237,7 @@ def region_margins(release, key: str, regions) -> Margins:
         return Margins(units.count.copy(), LAPLACE95 * units.sigma, units.sigma.copy(), np.zeros(R), units.basis)
     F = (regions.weights @ units.S).tocsr()  # share of each unit in each region
     sig = units.sigma
-    node_var = _tree_block_var(release, regions) if units.var_of is not None else None
+    node_var = _block_var(release, regions) if units.var_of is not None else None
     if units.var_of is None or regions.kind == "grid":  # one cell's variance is its own, correlated or not
         noise = np.asarray(F.multiply(F) @ np.nan_to_num(sig**2, nan=0.0)).ravel()
     elif node_var is not None:
@@ -251,6 +269,21 @@ def spread_share(f: np.ndarray) -> np.ndarray:
     down = np.where(f <= 0.95, f, 0.0)  # none inside: truth 0
     out = np.maximum(up, down)
     return np.where((f == 0.0) | (f == 1.0), 0.0, out)
+
+
+def _block_var(release, regions) -> np.ndarray | None:
+    """Every block's noise variance in one pass where the release's form allows it (a hierarchical tree whose
+    nodes are the blocks, HDMM's Kronecker covariance), else None (one computation per region)."""
+    cov = release.extras.get("noise_cov")
+    if cov is None:
+        return _tree_block_var(release, regions)
+    if regions.kind != "blocks":
+        return None
+    cov = np.asarray(cov, dtype=np.float64)
+    k = int(regions.spec.split(":")[1])
+    sums = np.kron(np.eye(cov.shape[1] // k), np.ones(k))  # block-sum operator along one axis
+    per_axis = [np.einsum("bi,ij,bj->b", sums, c, sums) for c in cov]  # 1^T cov_block 1 per block row or column
+    return np.outer(per_axis[0], per_axis[1]).ravel()  # block (by, bx), row-major as the blocks are
 
 
 def _tree_block_var(release, regions) -> np.ndarray | None:

@@ -166,6 +166,12 @@ PLANS: dict[str, Plan] = {
         note="a 2 x 2 map: the report is one of K = 4 cells (the default level is capped at the map's depth), so "
         "the randomized response's probabilities are large and the test has power",
     ),
+    "hdg": Plan(
+        depth=1,
+        base_users=2,
+        note="a 2 x 2 map (both grids' granularities capped at 2) and 2 others in the sink cell: 3 users, one per "
+        "group, so the person's report is its group's only one",
+    ),
     "bitpush_mean_ldp": _VALUE,
     "ldp_mean_baseline": _VALUE,
     "bitpush_mean": replace(_VALUE, runs=1000),
@@ -185,6 +191,12 @@ PLANS: dict[str, Plan] = {
         base_users=3,
         note="a 2 x 2 map (4 cells along the Hilbert curve, buckets of 1, 2 or 4 cells) with 3 others in the sink "
         "cell: the partition has few choices, so the person's effect on it reaches the target's value",
+    ),
+    "hdmm": Plan(
+        depth=5,
+        note="a 32 x 32 map, the smallest whose optimised strategy is not the identity (p = 2 extra rows per axis; "
+        "at 16 x 16 and below p = 1 and Θ = 0 is best): the target cell's estimate moves by exactly 1 with the "
+        "person",
     ),
     "identity_paramselect": Plan(runs=2000, test_runs=150),  # ParamSelect's regressor: 12 ms per run
     # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 
@@ -128,6 +129,11 @@ class Board:
         self._timings: dict[str, list[tuple[int, int, float]]] = {}  # mechanism -> (depth, points, seconds)
         self._warm = None
 
+    @property
+    def workers(self) -> int:
+        """How many runs this server runs at once (the others wait in its queue)."""
+        return self.jm.workers
+
     def running(self) -> int:
         """How many runs are in flight on this server (every session's)."""
         with self._lock:
@@ -138,7 +144,7 @@ class Board:
         kernels in the background, so the user's first Run does not pay for them."""
         with self._lock:
             if self._warm is None:
-                self._warm = self.jm._pool.submit(_warmup)
+                self._warm = self.jm.submit_task(_warmup)
 
     # ------------------------------------------------------------ submission
     def submit(self, config: RunConfig, holder: str, dataset=None, light: bool = False) -> str:
@@ -182,6 +188,23 @@ class Board:
             futs = [self._inflight[k].job.future for k in keys if k in self._inflight]
         if futs:
             wait_futures(futs, timeout=timeout)
+
+    def when_done(self, key: str, fn: Callable[[str, object], None]) -> None:
+        """Call ``fn(state, value)`` once the run ``key`` has ended: ("ok", its result or summary), ("error" or
+        "cancelled", the message), or ("missing", "") when the board holds no such run. In the thread that
+        ends the run, so it is called even when no page asks for the run again; at once when it has ended."""
+        with self._lock:
+            if key in self._results or key in self._light:
+                ended = ("ok", self._results[key] if key in self._results else self._light[key])
+            elif key in self._failed:
+                ended = self._failed[key]
+            else:
+                inf = self._inflight.get(key)
+                ended = ("missing", "") if inf is None else None
+        if ended is None:
+            inf.job.when_done(fn)
+        else:
+            fn(*ended)
 
     # ---------------------------------------------------------------- status
     def _allowed(self, key: str, holder: str | None) -> bool:
@@ -304,7 +327,7 @@ class Board:
     # ------------------------------------------------------------- other work
     def submit_task(self, fn, *args) -> object:
         """Run a non-run task (e.g. a download) on the same pool; returns its Future."""
-        return self.jm._pool.submit(fn, *args)
+        return self.jm.submit_task(fn, *args)
 
 
 def _warmup() -> None:

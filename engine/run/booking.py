@@ -15,11 +15,18 @@ it the same way, in the dataset's ledger (:mod:`engine.run.ledger`):
    cancelled before any output released nothing.
 
 :meth:`Bookkeeper.run` does the four steps for a caller that runs in its own thread (the CLI);
-the dashboard, whose runs finish in the background, calls the steps itself.
+:class:`engine.run.session.RunSession` does them for runs on the server's board, settling each run
+when it ends (:meth:`Bookkeeper.finish`).
+
+What a door does when the ledger itself cannot be opened or written (a full or read-only disk) is
+its :class:`LedgerPolicy`: :data:`STRICT` (``python -m engine release``) stops with the ledger's
+message; a tolerant one (the server's :data:`TOLERANT`, the CLI's Evaluate commands with a note on
+stderr) lets an evaluation go on unbooked. A release is refused before any noise under every policy.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -42,6 +49,36 @@ class Refused(EngineError):
         )
 
 
+_LOG = logging.getLogger(__name__)
+
+
+def _log(exc: LedgerUnavailable) -> None:
+    _LOG.warning("privacy ledger unavailable: %s", exc)  # the operator's log names the file
+
+
+@dataclass(frozen=True)
+class LedgerPolicy:
+    """What a door does when the ledger cannot be written (:class:`~engine.run.ledger.LedgerUnavailable`).
+    ``evaluate_unbooked``: an evaluation, which publishes nothing, goes on unbooked and a settlement that cannot be
+    written is skipped, ``tell`` being told why; otherwise the failure stops the caller. A release is refused
+    before any noise under every policy: its ε must be booked."""
+
+    name: str
+    evaluate_unbooked: bool
+    tell: Callable[[LedgerUnavailable], None] = _log
+
+    def unavailable(self, exc: LedgerUnavailable, fallback):
+        """``fallback`` in place of what the ledger could not do, or ``exc`` raised."""
+        if not self.evaluate_unbooked:
+            raise exc
+        self.tell(exc)
+        return fallback
+
+
+STRICT = LedgerPolicy("strict", evaluate_unbooked=False)  # a release's door: any ledger failure stops it
+TOLERANT = LedgerPolicy("tolerant", evaluate_unbooked=True)  # the server: evaluations go on without a ledger
+
+
 @dataclass(frozen=True)
 class Booking:
     """A run booked in the ledger: the dataset's fingerprint, the run's key, the ε planned, and whether it
@@ -60,21 +97,54 @@ def cost(cfg: RunConfig) -> float:
 
 class Bookkeeper:
     """The ledger ``store`` (default: the server's, :func:`engine.run.ledger.default_path`) with its releases and
-    its evaluations, and how a configuration names its dataset there (``ident``; the dashboard scopes an upload
-    to its session)."""
+    its evaluations, how a configuration names its dataset there (``ident``; the dashboard scopes an upload
+    to its session) and what to do when the ledger cannot be written (``policy``). ``opener(table)``, instead
+    of the stores, opens a table at its first use, so a ledger that cannot be opened is the policy's to handle."""
 
     def __init__(
         self,
         store: BudgetStore | None = None,
         ident: Callable[[RunConfig], str] = fingerprint_config,
         evaluations: BudgetStore | None = None,
+        policy: LedgerPolicy = STRICT,
+        opener: Callable[[str], BudgetStore] | None = None,
     ):
-        self.store = store if store is not None else BudgetStore()
-        self.evaluations = evaluations or BudgetStore(self.store.path, self.store.timeout, table="evaluations")
-        self.ident = ident
+        self._tables = {"releases": store, "evaluations": evaluations}
+        self._opener = opener
+        self.ident, self.policy = ident, policy
+
+    def _open(self, table: str) -> BudgetStore:
+        """The table, opened at its first use (kept: a run's settlement then touches nothing but the store)."""
+        if self._tables[table] is None:
+            if self._opener is not None:
+                self._tables[table] = self._opener(table)
+            else:
+                base = self._tables["releases"]
+                path, timeout = (base.path, base.timeout) if base is not None else (None, 30.0)
+                self._tables[table] = BudgetStore(path, timeout, table=table)
+        return self._tables[table]
+
+    @property
+    def store(self) -> BudgetStore:
+        """The releases: what the dataset's limit counts."""
+        return self._open("releases")
+
+    @property
+    def evaluations(self) -> BudgetStore:
+        """The evaluation runs, listed apart."""
+        return self._open("evaluations")
 
     def _table(self, booking: Booking) -> BudgetStore:
         return self.store if booking.release else self.evaluations
+
+    def _ledger(self, write: Callable, fallback=None, release: bool = False):
+        """``write()``; when the ledger cannot do it, the policy's ``fallback`` (never for a release's booking)."""
+        try:
+            return write()
+        except LedgerUnavailable as exc:
+            if release:
+                raise
+            return self.policy.unavailable(exc, fallback)
 
     # ------------------------------------------------------------ reading
     def spent(self, cfg: RunConfig) -> float:
@@ -89,27 +159,32 @@ class Bookkeeper:
 
     def evaluated(self, cfg: RunConfig) -> bool:
         """Whether this Evaluate configuration was run already (it is then shown again, not booked again)."""
-        return any(e.release_key == cfg.key() for e in self.evaluation_runs(cfg))
+        return self._ledger(lambda: any(e.release_key == cfg.key() for e in self.evaluation_runs(cfg)), False)
 
     # ------------------------------------------------------------ the protocol
-    def book(self, cfg: RunConfig, limit: float | None = None, note: str = "") -> Booking:
+    def book(self, cfg: RunConfig, limit: float | None = None, note: str = "") -> Booking | None:
         """Step 1: book one run of ``cfg``. Evaluate: in the evaluations, under its configuration's key (the
-        same configuration, seed included, is the same run: booked once), whatever the total. Release: a new
-        key in the releases, checked against the operator's limit for the dataset (``limit`` may only lower
-        it) in the same transaction; :class:`Refused` past it."""
+        same configuration, seed included, is the same run: booked once), whatever the total; None when the
+        ledger cannot be written and the policy lets the run go on unbooked. Release: a new key in the
+        releases, checked against the operator's limit for the dataset (``limit`` may only lower it) in the
+        same transaction; :class:`Refused` past it, :class:`LedgerUnavailable` when it cannot be booked."""
         cfg.validate()  # a non-private mechanism cannot be released (it would publish the truth)
         fp = self.ident(cfg)
         entry = entry_for(cfg, release_key(cfg), note=note)
         if cfg.mode != "release":
-            self.evaluations.record(fp, [entry])
-            return Booking(fp, entry.release_key, entry.epsilon, release=False)
+
+            def record() -> Booking:
+                self.evaluations.record(fp, [entry])
+                return Booking(fp, entry.release_key, entry.epsilon, release=False)
+
+            return self._ledger(record)
         bound = lowered(limit, cfg.dataset)
-        res = self.store.try_spend(fp, [entry], bound)
+        res = self._ledger(lambda: self.store.try_spend(fp, [entry], bound), release=True)
         if not res.ok:
             raise Refused(entry.epsilon, res.spent, bound)
         return Booking(fp, entry.release_key, entry.epsilon)
 
-    def record(self, configs: list[RunConfig], note: str = "") -> list[Booking]:
+    def record(self, configs: list[RunConfig], note: str = "") -> list[Booking | None]:
         """Step 1 for Evaluate runs, several at once."""
         return [self.book(c, note=note) for c in configs]
 
@@ -125,60 +200,39 @@ class Bookkeeper:
         if extra <= 1e-12:
             return 0.0
         e = entry_for(cfg, booking.key + "/effective", note=EXCESS_NOTE)
-        self._table(booking).record(booking.fingerprint, [replace(e, epsilon=extra)])
+        self._ledger(lambda: self._table(booking).record(booking.fingerprint, [replace(e, epsilon=extra)]))
         return extra
 
     def unbook(self, booking: Booking) -> None:
         """Step 4: a run that published nothing (failed or cancelled) is taken off the ledger."""
-        table = self._table(booking)
-        table.remove(booking.fingerprint, booking.key)
-        table.remove(booking.fingerprint, booking.key + "/effective")
+
+        def remove():
+            table = self._table(booking)
+            table.remove(booking.fingerprint, booking.key)
+            table.remove(booking.fingerprint, booking.key + "/effective")
+
+        self._ledger(remove)
+
+    def finish(self, cfg: RunConfig, booking: Booking, state: str, result=None) -> None:
+        """Step 3 or 4 for a run that ended in ``state``: "ok" (with its ``result``) is settled; "error",
+        "cancelled" or "missing" (the run never started) published nothing and is unbooked."""
+        if state == "running":
+            raise ValueError("a run is settled once it has ended")
+        if state == "ok":
+            self.settle(cfg, booking, result)
+        else:
+            self.unbook(booking)
 
     def run(self, cfg: RunConfig, run: Callable, limit: float | None = None, note: str = ""):
-        """Book, ``run(cfg)``, settle; unbook if the run raised. Returns (result, booking)."""
-        return _booked_run(self, cfg, run, self.book(cfg, limit, note))
-
-
-def _booked_run(bk, cfg: RunConfig, run: Callable, booking: Booking | None):
-    """Steps 2 to 4 of a run booked as ``booking`` (None: not booked)."""
-    try:
-        res = run(cfg)
-    except BaseException:
+        """Book, ``run(cfg)``, settle; unbook if the run raised. Returns (result, booking; None for an evaluation
+        the policy let go on unbooked)."""
+        booking = self.book(cfg, limit, note)
+        try:
+            res = run(cfg)
+        except BaseException:
+            if booking is not None:
+                self.unbook(booking)  # nothing was released
+            raise
         if booking is not None:
-            bk.unbook(booking)  # nothing was released
-        raise
-    if booking is not None:
-        bk.settle(cfg, booking, res)
-    return res, booking
-
-
-class Tolerant:
-    """The booking protocol on a ledger that may be unavailable (a full or read-only disk,
-    :class:`~engine.run.ledger.LedgerUnavailable`): evaluation goes on unbooked, and ``unavailable(exc)`` is told
-    why, instead of failing; booking a release still raises, so Release refuses before any noise is drawn. The
-    dashboard and the CLI's Evaluate commands (``run``, ``sweep``) book through it. ``make``: the bookkeeper,
-    made at each call (the ledger may be writable again by the next)."""
-
-    WITHOUT_LEDGER = {"evaluated": False, "record": [], "settle": 0.0, "unbook": None}
-
-    def __init__(self, make: Callable[[], Bookkeeper], unavailable: Callable[[EngineError], None]):
-        self._make, self._unavailable = make, unavailable
-
-    def __getattr__(self, name):
-        def call(*args, **kwargs):
-            try:
-                return getattr(self._make(), name)(*args, **kwargs)
-            except LedgerUnavailable as exc:
-                if name not in self.WITHOUT_LEDGER:
-                    raise
-                self._unavailable(exc)
-                return self.WITHOUT_LEDGER[name]
-
-        return call
-
-    def run(self, cfg: RunConfig, run: Callable, note: str = ""):
-        """An Evaluate run booked, run and settled (:meth:`Bookkeeper.run`), unbooked when there is no ledger.
-        Returns (result, booking or None)."""
-        if cfg.mode == "release":
-            raise EngineError("a release is booked with Bookkeeper.run, which refuses it without a ledger")
-        return _booked_run(self, cfg, run, next(iter(self.record([cfg], note=note)), None))
+            self.settle(cfg, booking, res)
+        return res, booking

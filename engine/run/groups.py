@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.errors import EngineError
+from ..core.errors import Cancelled, EngineError
 from .board import Board, Status, private_dataset
 from .config import RunConfig
 
@@ -197,6 +197,25 @@ class Session:
     def get_group(self, name: str) -> Group | None:
         g = self._groups().get(name)
         return None if g is None else self._group(name, g, self._statuses(g, name))
+
+    def when_done(self, name: str, key: str, fn: Callable[[str, object], None]) -> None:
+        """Call ``fn(state, value)`` once the run ``key`` of the group ``name`` has ended (see
+        :meth:`Board.when_done`); a sweep on the cluster ends with its task, which keeps every summary or none."""
+        held = self._clusters().get(name)
+        if held is None:
+            self.board.when_done(key, fn)
+            return
+
+        def ended(fut) -> None:
+            exc = None if fut.cancelled() else fut.exception()
+            if fut.cancelled() or isinstance(exc, Cancelled):
+                fn("cancelled", "the run was cancelled")
+            elif exc is not None:
+                fn("error", str(exc))
+            else:
+                self.board.when_done(key, fn)
+
+        held[0].add_done_callback(ended)
 
     def cancel_group(self, name: str) -> None:
         g = self._groups().get(name)

@@ -57,22 +57,33 @@ class Job:
             self.on_collected(self)
         return out
 
+    def when_done(self, fn: Callable[[str, Any], None]) -> None:
+        """Call ``fn(state, value)`` with the job's outcome (see :meth:`outcome`) once it has ended: in the
+        thread that ends it, or at once when it has. Unlike :meth:`outcome` it leaves the result with its owner."""
+        # the callback holds the future's outcome, not the job: a job kept by its own future's callbacks would
+        # keep its result until the cyclic garbage collector runs
+        self.future.add_done_callback(lambda future: fn(*_outcome(future)))
+
     def _outcome(self) -> tuple[str, Any]:
-        if self.future.cancelled():
-            return "cancelled", "the run was cancelled"
-        exc = self.future.exception()
-        if exc is None:
-            return "ok", self.future.result()
-        if isinstance(exc, Cancelled):
-            return "cancelled", str(exc)
-        if isinstance(exc, EngineError):
-            return "error", str(exc)
-        if isinstance(exc, MemoryError):
-            return (
-                "error",
-                "the run needed more memory than this machine has; lower the resolution or the number of users",
-            )
-        return "error", f"the run failed unexpectedly ({type(exc).__name__}); the error was logged without data"
+        return _outcome(self.future)
+
+
+def _outcome(future: Future) -> tuple[str, Any]:
+    if future.cancelled():
+        return "cancelled", "the run was cancelled"
+    exc = future.exception()
+    if exc is None:
+        return "ok", future.result()
+    if isinstance(exc, Cancelled):
+        return "cancelled", str(exc)
+    if isinstance(exc, EngineError):
+        return "error", str(exc)
+    if isinstance(exc, MemoryError):
+        return (
+            "error",
+            "the run needed more memory than this machine has; lower the resolution or the number of users",
+        )
+    return "error", f"the run failed unexpectedly ({type(exc).__name__}); the error was logged without data"
 
 
 class JobManager:
@@ -88,6 +99,7 @@ class JobManager:
     """
 
     def __init__(self, workers: int = 2):
+        self.workers = workers  # runs at once
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heatmap-job")
         self._jobs: dict[str, Job] = {}  # running, or finished and not yet collected
         self._collected: weakref.WeakValueDictionary[str, Job] = weakref.WeakValueDictionary()
@@ -119,6 +131,10 @@ class JobManager:
             for k in finished[: max(0, len(finished) - MAX_UNCOLLECTED)]:
                 self._jobs.pop(k)
         return job
+
+    def submit_task(self, fn, *args) -> Future:
+        """Run a task other than a run (a download, a warm-up) on the same pool."""
+        return self._pool.submit(fn, *args)
 
     def _collected_cb(self, job: Job) -> None:
         with self._lock:

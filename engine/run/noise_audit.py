@@ -163,6 +163,7 @@ CASES: dict[str, Case] = {
     "flat_onehot": Case("flat_onehot", {"secagg_shard": 100}, base_users=20),
     "ldp_grid_krr": Case("ldp_grid", {"level": 1, "encoding": "krr"}, base_users=20),
     "ldp_grid_oue": Case("ldp_grid", {"level": 1, "encoding": "oue"}, base_users=20),
+    "hdg": Case("hdg", {}, base_users=20),
     "bitpush_mean_ldp": Case("bitpush_mean_ldp", {"region_level": 0, "min_cohort": 1, "squash": "off"}, base_users=30),
     # SNH's noisy grid (one 4 km cell width, answers not clipped, so the target's cell always shows)
     "identity_paramselect": Case("identity_paramselect", {"rho_m": 4000.0, "clip_answers": False}),

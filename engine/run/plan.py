@@ -48,7 +48,7 @@ from .published import released_map
 
 PROXY_PRESET = "polycentric"
 # margins fixed by epsilon, the grid and the user count alone: one proxy run is the exact answer
-DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect"})
+DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect", "hdmm"})
 # with a margin whose size depends on where people are (simulated on the proxy)
 SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
 SIMULATED_RUNS = 5

@@ -9,14 +9,15 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..core.cache import CacheUnavailable
-from ..core.errors import EngineError
+from ..core.errors import EngineError, ParamError
 from . import estimates, frame, result_cache
 from .config import RunConfig, RunResult
 from .estimates import record as record_cost
@@ -136,6 +137,63 @@ def release_truth(ds, domain, params: dict) -> np.ndarray:
     return ds.true_histogram(domain, per_user_normalised=True)
 
 
+def truth_unit(config: RunConfig) -> str:
+    """What one unit of the run's true map counts (:func:`release_truth`): "record" or "user"."""
+    from ..mechanisms import get
+
+    return "record" if get(config.mechanism).schema().resolve(config.params).get("unit") == "record" else "user"
+
+
+def sample_key(config: RunConfig) -> str:
+    """The key of :func:`prepared`'s answer for ``config``: :meth:`RunConfig.key`, the board's key, of the
+    configuration without what changes neither the sample nor its true map: the metrics and, unless a DP frame
+    or count chooses the grid (it draws from the seed with a share of ε under the mechanism's neighbouring
+    relation), the mechanism but for the unit it counts, its other parameters, ε, and the seed when every user
+    is kept."""
+    if config.budgeted_share:
+        return replace(config, metrics=(), emd_max_cells=0).key()
+    return replace(
+        config,
+        mechanism="",
+        params={"unit": truth_unit(config)},
+        epsilon=1.0,
+        secure=False,
+        metrics=(),
+        emd_max_cells=0,
+        side_information=(),
+        seed=config.seed if config.n_users else 0,
+    ).key()
+
+
+_PREPARED: OrderedDict[str, tuple] = OrderedDict()
+_PREPARED_LOCK = threading.Lock()
+PREPARED_KEPT = 12  # samples and true maps this process keeps for pages drawn before a run
+
+
+def prepared(config: RunConfig, dataset=None, memo: MutableMapping | None = None, kept: int = PREPARED_KEPT):
+    """(sample, domain, true map) exactly as a run of ``config`` sees and scores them (:func:`prepare` and
+    :func:`release_truth`, as :func:`run` calls them), memoised under :func:`sample_key` in ``memo`` (default:
+    this process's, for every session), which keeps the ``kept`` latest. Evaluate only: a release draws its
+    sample from fresh entropy and shows no true map."""
+    if config.mode == "release":
+        raise ParamError("a release shows no true map: its sample is drawn from fresh entropy at its run")
+    key = sample_key(config)
+    memo = _PREPARED if memo is None else memo
+    with _PREPARED_LOCK:
+        if key in memo:
+            memo[key] = memo.pop(key)  # the latest used goes last
+            return memo[key]
+        while memo and len(memo) >= kept:  # before the new one is drawn: at most ``kept`` in memory at once
+            memo.pop(next(iter(memo)))
+    ds, domain, _, _ = prepare(config, dataset)
+    out = (ds, domain, release_truth(ds, domain, {"unit": truth_unit(config)}))
+    with _PREPARED_LOCK:
+        memo[key] = out
+        while len(memo) > kept:  # sessions preparing at once
+            memo.pop(next(iter(memo)))
+    return out
+
+
 def run(
     config: RunConfig,
     progress: Callable[[float, str], None] | None = None,
@@ -232,6 +290,7 @@ def run(
         emd_max_cells=config.emd_max_cells,
         extra=config.metrics,
         evaluation=ctx.evaluation,
+        epsilon=float(config.epsilon) if mech_cls.uses_epsilon else None,
     )
     timings["metrics_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0

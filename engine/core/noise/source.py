@@ -345,3 +345,18 @@ class NoiseSource:
             raise ParamError("unary encoding counts must lie in 0..n")
         p, q = unary_encoding_pq(eps, optimized)
         return secure_binomial(c, p, self.cancel_cb) + secure_binomial(int(n) - c, q, self.cancel_cb)
+
+    def report_counts(self, counts, n: int, p: float, q: float) -> np.ndarray:
+        """How many of ``n`` users' independent local reports support each category, ``counts[v]`` of
+        them holding it: ``Binomial(counts[v], p) + Binomial(n - counts[v], q)`` (a holder supports its
+        category with probability ``p``, anyone else with ``q``). The aggregate of unary encoding and of
+        local hashing with an ideal hash family (engine.mechanisms.hdg.oracle). Secure mode: both
+        binomials exact on OS entropy (:func:`secure_binomial`)."""
+        c = np.asarray(counts, dtype=np.int64)
+        if c.size and (c.min() < 0 or c.max() > n):
+            raise ParamError("report counts must lie in 0..n")
+        if not (0.0 <= q < p <= 1.0):
+            raise ParamError(f"report probabilities must satisfy 0 <= q < p <= 1 (got p = {p}, q = {q})")
+        if not self.secure:
+            return self.rng.binomial(c, p) + self.rng.binomial(int(n) - c, q)
+        return secure_binomial(c, p, self.cancel_cb) + secure_binomial(int(n) - c, q, self.cancel_cb)

@@ -324,17 +324,35 @@ def _named_crs(s):
         return None
 
 
+CRS_FORMS = "an EPSG code such as EPSG:27700, or a PROJ string such as +proj=utm +zone=36 +units=km +datum=WGS84"
+# where each door takes the CRS of a file that declares none: a file of locations, a polygon file of regions
+CRS_WHERE = {
+    "points": "the upload's CRS field, or --data-opt crs=... on the command line",
+    "regions": "the regions' CRS field, or --regions-crs on the command line",
+}
+
+
 def _check_crs(crs):
+    """The CRS an analyst gives for coordinates a file does not georeference: an authority code, or a PROJ
+    string of a projection's parameters (:func:`.crs.proj_string_crs`: nothing that names a file)."""
     from pyproj import CRS
+    from pyproj.exceptions import CRSError
 
     if crs in (None, ""):
         return None
     if isinstance(crs, CRS):
         return crs
     text = str(crs).strip()
+    if text.startswith("+"):
+        from .crs import proj_string_crs
+
+        try:
+            return proj_string_crs(text, "the CRS given")
+        except CRSError:
+            raise ParamError(f"PROJ could not read the CRS {_short(text, 80)!r}: give {CRS_FORMS}") from None
     out = _named_crs(f"EPSG:{text}" if text.isdigit() else text)
     if out is None:
-        raise ParamError(f"unknown CRS {_short(text, 60)!r}: give an authority code such as EPSG:4326 or EPSG:27700")
+        raise ParamError(f"unknown CRS {_short(text, 60)!r}: give {CRS_FORMS}")
     return out
 
 

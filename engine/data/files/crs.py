@@ -7,7 +7,9 @@ parameter whose value is a string, a geoid or deformation model. A hostile uploa
 read (or block forever on) any path. A definition is therefore checked twice: its text before PROJ sees it
 (no token that can name a file, grid or URL), and what PROJ parsed (every parameter a number, no geoid or
 deformation model, no PROJ-string operation). Authority codes (``EPSG:27700``) refer to PROJ's own database
-and pass; its grids are looked up only in PROJ's data folder (never a folder an upload is written to), with
+and pass; a PROJ string the analyst types (``+proj=utm +zone=36 +units=km``, for a grid no EPSG code names) is
+read only when every one of its keys is among :data:`PROJ_KEYS`, which name numbers and PROJ's built-in
+ellipsoids, datums and units, never a file (:func:`proj_string_crs`); its grids are looked up only in PROJ's data folder (never a folder an upload is written to), with
 PROJ's network access off.
 """
 
@@ -65,6 +67,39 @@ def safe_crs(definition, where: str):
     if not _opens_nothing(crs.to_json_dict()):
         raise _refuse(where)
     return crs
+
+
+# what a PROJ string may hold: a projection's own parameters, numbers, and names of PROJ's built-in tables
+PROJ_KEYS = frozenset(
+    "proj zone south lat_0 lon_0 lat_1 lat_2 lat_ts lonc alpha gamma k k_0 x_0 y_0 h a b rf f R es e ellps datum "
+    "towgs84 units to_meter pm axis no_defs no_uoff no_rot over type wktext approx".split()
+)
+_PROJ_TOKEN = re.compile(r"\+([A-Za-z_][A-Za-z0-9_]*)(?:=([A-Za-z0-9_.,:+-]{1,80}))?")
+# PROJ "projections" that are coordinate operations: they read grids or models, or chain other steps
+_OPERATIONS = frozenset(
+    "pipeline hgridshift vgridshift xyzgridshift gridshift tinshift deformation defmodel push pop".split()
+)
+
+
+def proj_string_crs(text: str, where: str):
+    """A pyproj CRS from a PROJ string, or a DataError naming ``where`` when it holds a key outside
+    :data:`PROJ_KEYS` or an operation (see the module's note); an unparseable string raises pyproj's CRSError."""
+    from pyproj import CRS
+
+    tokens = str(text).split()
+    parsed = [_PROJ_TOKEN.fullmatch(t) for t in tokens]
+    bad = [t for t, m in zip(tokens, parsed) if m is None or m.group(1) not in PROJ_KEYS]
+    if bad or not tokens:
+        held = f" holds {bad[0].partition('=')[0][:40]!r}" if bad else " is empty"
+        raise DataError(
+            f"{where}{held}: a PROJ string here holds only a projection's parameters, as +key=value with a number "
+            "or a name of PROJ's own ellipsoids, datums and units, never a file, grid or network resource"
+        )
+    if any(m.group(1) == "proj" and (m.group(2) or "") in _OPERATIONS for m in parsed):
+        raise _refuse(where)
+    parsed_crs = CRS.from_proj4(" ".join(tokens)).to_json_dict()
+    parsed_crs["name"] = " ".join(tokens)  # PROJ names it "unknown": its notes and messages quote the string
+    return safe_crs(parsed_crs, where)
 
 
 def proj_offline() -> None:

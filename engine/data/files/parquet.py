@@ -66,7 +66,7 @@ def _read_parquet(data: bytes, c: _Ctx):
         used = _find_columns(
             [n for n in schema.names if n != geom_col], _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields
         )
-        read = [geom_col] + [used[r] for r in c.roles if used[r] is not None]
+        read = list(dict.fromkeys([geom_col] + [used[r] for r in c.roles if used[r] is not None]))  # one per column
     _check_decoded_size(data, pf, read, c)
     if geo is not None and c.max_vertices:  # a file of regions: its WKB bounds its vertices (with 4-byte lengths)
         most = c.wkb_most(md.num_rows) + 4 * md.num_rows + MiB

@@ -178,7 +178,7 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
                 raise c.too_many(len(col), "features")
             fields = list(col.schema["properties"])
             used = _find_columns(fields, _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
-        keep = [used[r] for r in c.roles if used[r] is not None]
+        keep = list(dict.fromkeys(used[r] for r in c.roles if used[r] is not None))  # a column may name two roles
         skip = [f for f in fields if f not in keep]
         geoms, pi, px, py, vals = [], [], [], [], {k: [] for k in keep}
         with fiona.Env(**GDAL_SAFE), fiona.open(tmp / "layer.shp", driver="ESRI Shapefile", ignore_fields=skip) as col:

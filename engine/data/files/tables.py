@@ -15,6 +15,8 @@ from .common import (
     _LOOKS,
     _TRUE,
     ATTRS,
+    CRS_FORMS,
+    CRS_WHERE,
     MAX_COLUMNS,
     ROLE_WORD,
     ROLES,
@@ -190,19 +192,6 @@ def _to_wgs84_table(lon, lat, used, c: _Ctx, where):
             c.notes.append("Columns x/y read as longitude/latitude in WGS84 degrees.")
         c.order = f"columns {_short(used['lat'], 40)!r} (latitude) and {_short(used['lon'], 40)!r} (longitude)"
         return lon, lat
-    big = (np.abs(lon) > 360) | (np.abs(lat) > 360)
-    if big.all():
-        raise DataError(
-            f"the coordinates are not degrees (x up to {shown(np.abs(lon).max(), 0)}, y up to {shown(np.abs(lat).max(), 0)}): "
-            "they look like a projected CRS in metres. Give the file's CRS (e.g. EPSG:27700 for British National "
-            "Grid, EPSG:3857 for web Mercator) or convert them to WGS84 latitude/longitude."
-        )
-    if big.any():
-        i = int(np.argmax(big))
-        raise DataError(
-            f"the coordinates mix units: {int(ok.sum()):,} rows look like degrees but {where(i)} has "
-            f"({shown(lon[i], 2)}, {shown(lat[i], 2)}); a file must use one CRS throughout"
-        )
     i = int(np.argmax(~ok))
     if (np.abs(lat) > 90).mean() > 0.5 and (np.abs(lat) <= 180).all() and (np.abs(lon) <= 90).all():
         raise DataError(
@@ -210,9 +199,34 @@ def _to_wgs84_table(lon, lat, used, c: _Ctx, where):
             f"the columns {_short(used['lat'], 40)!r} and {_short(used['lon'], 40)!r} look swapped "
             "(map them with columns=...)"
         )
+    if not ok.any():  # not one row reads as degrees: planar coordinates, of a projection or a local grid
+        raise DataError(_not_degrees(lon, lat))
+    big = (np.abs(lon) > 360) | (np.abs(lat) > 360)
+    if big.any():
+        i = int(np.argmax(big))
+        raise DataError(
+            f"the coordinates mix units: {int(ok.sum()):,} rows look like degrees but {where(i)} has "
+            f"({shown(lon[i], 2)}, {shown(lat[i], 2)}); a file must use one CRS throughout"
+        )
     if np.abs(lat[i]) > 90:
         raise DataError(f"latitude {shown(lat[i])} at {where(i)} is beyond ±90 degrees")
     raise DataError(f"longitude {shown(lon[i])} at {where(i)} is beyond ±180 degrees")
+
+
+def _not_degrees(lon, lat) -> str:
+    """Why coordinates none of which is a longitude and latitude in degrees cannot be read without their CRS."""
+    span = (
+        f"x from {shown(lon.min(), 0)} to {shown(lon.max(), 0)}, y from {shown(lat.min(), 0)} to {shown(lat.max(), 0)}"
+    )
+    if min(np.abs(lon).max(), np.abs(lat).max()) > 1000:
+        kind = "they look like a projected CRS in metres (EPSG:27700 for British National Grid, EPSG:3857 for web Mercator)"
+    else:
+        kind = "they look like planar coordinates in small units, such as kilometres of a projection or a local grid"
+    return (
+        f"the coordinates are not longitude and latitude in degrees ({span}; a longitude is within ±180 and a "
+        f"latitude within ±90): {kind}. Give the CRS they are in ({CRS_WHERE['points']}): {CRS_FORMS}. Coordinates "
+        "on a local grid whose place on the Earth is unknown cannot be placed on a map: georeference them first"
+    )
 
 
 def _attributes(df, used, csv_strings: bool) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.errors import DataError, shown
-from .common import _Ctx, _is_wgs84
+from .common import CRS_FORMS, CRS_WHERE, _Ctx, _is_wgs84
 from .tables import _attributes
 
 
@@ -42,6 +42,8 @@ def _set_crs(gdf, declared, c: _Ctx):
             raise DataError(
                 f"{c.name} declares the CRS {declared.name} but {crs.name} was given: remove one of the two"
             )
+        if declared is None:
+            c.notes.append(f"The file declares no CRS: read in {crs.name}, the CRS given.")
         return gdf.set_crs(crs, allow_override=True)
     if declared is not None:
         return gdf.set_crs(declared, allow_override=True)
@@ -56,7 +58,8 @@ def _set_crs(gdf, declared, c: _Ctx):
     if not in_degrees:
         raise DataError(
             f"{kind}, and its coordinates are not degrees (x from {shown(b[0], 0)} to {shown(b[2], 0)}): the CRS is unknown. "
-            "Give the file's CRS (e.g. EPSG:27700) or include it in the file (.prj for a Shapefile)."
+            f"Give the file's CRS ({CRS_WHERE['regions' if c.polygons == 'keep' else 'points']}): {CRS_FORMS}; or "
+            "include it in the file (.prj for a Shapefile)."
         )
     if c.kind == "geojson":
         c.notes.append("The GeoJSON has no CRS: WGS84 longitude/latitude assumed (the GeoJSON standard, RFC 7946).")

@@ -197,6 +197,12 @@ class Identity(Mechanism):
     )
     dp_outputs = ("cells_kept", "stderr")
 
+    @classmethod
+    def matrix_mechanism(cls, params: dict | None = None) -> bool:
+        """The Laplace mechanism on the cells, unless clipping or top-t (biased towards 0) changes its map."""
+        p = cls.schema().resolve(params or {})
+        return not p["clip_negatives"] and not float(p["top_t"])
+
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])

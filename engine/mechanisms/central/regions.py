@@ -66,13 +66,22 @@ class LaplaceRegions(Mechanism):
             "300 hexagons on the map) or the path of a polygon file, PATH[:ID_COLUMN] (command line only)",
             remote=r"grid|h3:(auto|\d{1,2})",
         ),
+        Param(
+            "regions_crs",
+            "str",
+            "",
+            "the CRS of the polygon file of regions when it declares none (a Shapefile without its .prj): an EPSG "
+            "code or a PROJ string (command line only, --regions-crs)",
+            remote="",
+            shown_if=(("regions", "PATH"),),  # a polygon file comes by its path, from the command line only
+        ),
     )
     dp_outputs = ("region_counts", "stderr", "region_sd")
     side_information_keys = ("region_ids", "region_weights", "regions")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
-        regions = build(params["regions"], domain, data.crs)
+        regions = build(params["regions"], domain, data.crs, file_crs=params.get("regions_crs"))
         if regions.overlapping():
             raise ParamError(
                 "some regions overlap: a person inside two of them would be counted twice, so the noise would not "

@@ -163,7 +163,7 @@ def register_mixture_sources() -> None:
                 loader=(lambda w: lambda n, seed, unit_m: mixture_dataset(w, n, seed, unit_m))(which),
                 params=(
                     Param("n", "int", 20_000, "number of locations (one per user)", 1, 2_000_000, log=True),
-                    Param("seed", "int", 0, "seed of the generator", 0, 2**31 - 1),
+                    Param("seed", "int", 0, "seed of the mixture's generator", 0, 2**31 - 1, label="mixture seed"),
                     Param("unit_m", "float", 1000.0, "metres per unit of the paper's coordinates", 1.0, 1e5, log=True),
                 ),
                 citation="Zong et al., PoPETs 2023(1), Section 4.1.1",
