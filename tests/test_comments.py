@@ -7,7 +7,9 @@ code it goes stale and makes the reader reconstruct a past they cannot see. Rule
 * no phrase that tells history ("used to show", "no longer", "the old formula", "the former default", "before
   the fix", "an earlier version", "as before", "is now the default");
 * no issue reference (the word "issue", an issue number ``#12``), no commit hash;
-* no test named after what the code used to do (``..._the_old_formula``, ``..._former_default_...``).
+* no test named after what the code used to do (``..._the_old_formula``, ``..._former_default_...``);
+* no pointer to reading material outside the repository (the reference notes, ``papers/...``): a paper is cited
+  by its reference, and what a note restated is stated where it is needed.
 
 A phrase that matches but is not history ("a line no longer than 120 characters") goes in ``ALLOWED``, with
 the file it is in and the reason.
@@ -42,6 +44,7 @@ HISTORY = re.compile(
 ISSUE = re.compile(
     r"\bissues?\b|(?<![&\w])#\d{1,5}\b|\bcommit [0-9a-f]{7,40}\b|\b(?:PR|pull request) #?\d+", re.IGNORECASE
 )
+OUTSIDE = re.compile(r"REFERENCE_NOTES|shared/papers|\bpapers/\w")
 TEST_NAME = re.compile(r"_(?:old|former|legacy)(?:_|$)|_issue_?\d|regression|_used_to_")
 ALLOWED: dict[tuple[str, str], str] = {
     ("tests/test_comments.py", ""): "this file names the phrases it forbids",
@@ -93,6 +96,7 @@ def test_the_scan_sees_comments_docstrings_and_names(tmp_path):
     assert (2, "# the map used to show") in found and any("formula (issue 7)" in t for _, t in found)
     assert [n for _, n in named_tests(f)] == ["test_the_old_formula"]
     assert any(HISTORY.search(" ".join(t.split())) for _, t in found if "Kept at" in t)
+    assert OUTSIDE.search("see REFERENCE_NOTES section 6") and OUTSIDE.search("(papers/ghazi2023_*)")
     assert ISSUE.search("formula (issue 7)") and ISSUE.search("see #123") and not ISSUE.search("&#34; #fde725")
     assert TEST_NAME.search("test_the_old_formula") and not TEST_NAME.search("test_a_threshold_holds_in_the_fold")
     assert not HISTORY.search("parameters fixed in advance (before zipfile reads them); how slow a run is now than")
@@ -106,6 +110,10 @@ def test_no_comment_or_docstring_tells_history():
 
 def test_no_issue_number_or_commit_in_comments_and_docstrings():
     assert hits(ISSUE) == []
+
+
+def test_no_comment_or_docstring_points_to_notes_outside_the_repository():
+    assert hits(OUTSIDE) == []
 
 
 def test_no_test_is_named_after_history():
@@ -126,6 +134,6 @@ def test_every_allowance_is_still_needed(key):
     spared = [
         text
         for _, text in texts(ROOT / rel)
-        if phrase in " ".join(text.split()) and (HISTORY.search(" ".join(text.split())) or ISSUE.search(text))
+        if phrase in " ".join(text.split()) and any(r.search(" ".join(text.split())) for r in (HISTORY, ISSUE, OUTSIDE))
     ]
     assert spared
