@@ -105,7 +105,7 @@ def test_mixed_relations_are_flagged_and_the_ledger_names_the_relation():
 def test_adaptive_hh_add_remove_option_names_its_relation_and_joins_add_remove_comparisons():
     """Adaptive HH's relation option: chosen in its parameters, the ledger names
     add/remove user and books the private client count, the guarantee mentions the option, and a
-    comparison with an add/remove baseline is no longer flagged as mixing relations."""
+    comparison with an add/remove baseline is not flagged as mixing relations."""
     ex = open_app(mech="adaptive_hh", baselines="0", eps="0.5", seed="1")
     box = ex.sidebar.selectbox(key="cfg.p.adaptive_hh.relation")
     assert box.options == ["zero-out", "add/remove"] and "whether a person took part" in box.help

@@ -433,8 +433,8 @@ def _bunched() -> Dataset:
 def test_hover_block_margins_cover_the_true_block_counts(data, key):
     """The linked map's hover sums 2 x 2 cells and shows ± its 95 % margin (noise and spreading, from the
     release alone). Over 100 seeded runs at 64 x 64 cells, on smooth and on bunched data, the interval holds the
-    block's true count for 90-99 % of the (block, run) pairs (measured 0.95-0.98; the noise-only margin the hover
-    used to show covers 0.61-0.63 for UG, PrivTree and Adaptive HH on the smooth data, 0.78-0.90 on the bunched)."""
+    block's true count for 90-99 % of the (block, run) pairs (measured 0.95-0.98; a noise-only margin
+    covers 0.61-0.63 for UG, PrivTree and Adaptive HH on the smooth data, 0.78-0.90 on the bunched)."""
     from engine.regions.margins import block_margins
     from ui.maps import block_sums
 

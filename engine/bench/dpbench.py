@@ -1,7 +1,8 @@
 """``python -m engine bench dpbench [--quick] [--json]``: DPBench's protocol on DPBench's own 2-D data, every
 central mechanism, DAWA and the rest of DPBench's 2-D roster, ranked by average regret as DPComp ranks them.
 
-Protocol (Hay, Machanavajjhala, Miklau, Chen, Zhang, SIGMOD 2016; REFERENCE_NOTES section 6):
+Protocol (Hay, Machanavajjhala, Miklau, Chen, Zhang, "Principled Evaluation of Differentially Private
+Algorithms using DPBench", SIGMOD 2016):
 
 * Data. DPBench's 2-D location datasets as 256 x 256 histograms (``../shared/data/dpbench_2d/``, see its
   README); each is a *shape*, the histogram normalised to sum 1. When the folder is absent the bench says

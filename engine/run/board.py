@@ -25,7 +25,7 @@ from .jobs import JobManager
 def deep_nbytes(obj, _seen: set | None = None, _depth: int = 0) -> int:
     """Bytes held by the arrays reachable from ``obj``: a result's truth, its release's density, partition,
     extras and diagnostics, and arrays captured by its callables (range answerers, server views). Counting
-    only ``truth`` and ``density`` had let a board of "1.5 GB" hold 6.6 GB."""
+    only ``truth`` and ``density`` would let a board of "1.5 GB" hold 6.6 GB."""
     seen = set() if _seen is None else _seen
     if obj is None or _depth > 12 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool)):
         return 0
@@ -338,7 +338,7 @@ def _warmup() -> None:
     try:
         cfg = RunConfig(dataset="synthetic:monocentric", dataset_options={"n": 2000}, depth=4, mechanism="identity")
         run(cfg, use_cache=False)
-        warm()  # the upload parser's forkserver and the gazetteer: a first upload no longer waits for them
+        warm()  # the upload parser's forkserver and the gazetteer, so that a first upload does not wait for them
         nearest_place_km([0.0], [51.5]), land_share([0.0], [51.5])
     except Exception:  # a warm-up failure only costs speed
         pass

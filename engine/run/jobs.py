@@ -108,8 +108,8 @@ class JobManager:
     def submit(self, config: RunConfig, use_cache: bool = True, dataset=None) -> Job:
         """Run ``config`` in the pool (``dataset``: a dataset object instead of the registry's, e.g. an upload)."""
         ev = threading.Event()
-        # the job exists before its work starts, so no early progress message is lost (a
-        # running job used to show "queued" until the mechanism's first report)
+        # the job exists before its work starts, so no early progress message is lost (a running
+        # job would show "queued" until the mechanism's first report)
         job = Job(uuid.uuid4().hex[:12], config, None, ev, time.time(), on_collected=self._collected_cb)
 
         def prog(f, msg=""):

@@ -350,11 +350,6 @@ class BudgetStore:
             self._insert(con, fp, new)
         return sum(e.epsilon for e in new)
 
-    def would_exceed(self, fp: str, add: float, limit: float) -> bool:
-        """True when spending ``add`` more on ``fp`` would take it past ``limit`` (nothing is
-        booked; :meth:`try_spend` checks and books at once). Spending nothing never exceeds."""
-        return add > 0 and self.spent(fp) + add > limit * (1 + TOLERANCE)
-
     def try_spend(self, fp: str, entries: Iterable[Entry], limit: float) -> Spend:
         """Book ``entries`` only if the total stays within ``limit``, checked and booked in one
         transaction. Releases already booked cost nothing, so showing one again always passes."""

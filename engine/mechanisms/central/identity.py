@@ -117,7 +117,7 @@ def topt_release(truth: np.ndarray, eps: float, noise, sensitivity: float = 1.0)
     cell in a hundred maps gets through). The cells not kept share the remainder
     ``max(n_hat - kept mass, 0)`` evenly instead of being zeroed. Why both: the paper's fixed top
     0.01% (7 of 65,536 cells, for 200 users) and then a threshold at one false cell per map, both
-    zeroing the rest, put all the mass on a handful of cells: at eps 0.1-1 that was up to 3,040x the
+    zeroing the rest, put all the mass on a handful of cells: at eps 0.1-1 that is up to 3,040x the
     uniform map's MSE and 3.8x its EMD on built-in and test cities (BENCHMARKS.md, "defaults on data
     nobody tuned them on"); what the threshold does not keep is where a uniform map is right. Where no cell stands
     out of the noise the release is the uniform map (no false cell in 99 maps of 100), and every

@@ -455,7 +455,7 @@ class Hierarchical(Mechanism):
       the quadtree; the model then scores (b - 1) b^-H (sum_d b^(d/3))^3, minimised at
       m = 64, 256 by b = 8, 7 (34.8 at m = 256 against 73.5 for the geometric quadtree).
       This is the default (``budget = optimal``, branching 0): it measured 0.72x the error of
-      the geometric quadtree, 0.67x that of ``hb`` and 0.41x that of the former uniform
+      the geometric quadtree, 0.67x that of ``hb`` and 0.41x that of the uniform
       quadtree on 2,000 random rectangles at 256 x 256 (BENCHMARKS.md, central).
     * The root, the total, is not measured under either (a query smaller than the domain
       never uses it), beyond the default height's 5% count.
@@ -472,8 +472,8 @@ class Hierarchical(Mechanism):
     Options kept: ``branching`` fixes b (0: the rule above for the chosen split);
     ``budget = uniform`` spends eps / (H + 1) on every level including the root (Hay et al.),
     ``budget = geometric`` eps_d proportional to b^(d/3) including the root (Cormode et al.
-    ICDE 2012: 2^(d/3) for the quadtree). ``branching = 2`` with ``budget = uniform`` is this
-    mechanism's former default (a quadtree, uniform budget) and releases what it released.
+    ICDE 2012: 2^(d/3) for the quadtree). ``branching = 2`` with ``budget = uniform`` is the
+    plain quadtree of Hay et al. with a uniform budget, the comparison the default is measured against.
 
     Threat model: trusted curator; the public sees all the noisy node counts.
     Guarantee: epsilon-DP (central); consistency is post-processing.
