@@ -741,11 +741,12 @@ def test_hb_default_levels_and_ledger(city):
 
 
 def test_former_quadtree_default_is_reproduced(city):
-    """``branching = 2, budget = uniform`` is the former default: an independent implementation
-    (pyramid, Laplace per level from the root, Hay et al.'s closed form with k = 4) agrees."""
+    """``branching = 2, budget = uniform``, ``nonnegative`` off is the former default: an independent
+    implementation (pyramid, Laplace per level from the root, Hay et al.'s closed form with k = 4) agrees."""
     data, dom = city
     eps, seed = 0.7, 5
-    rel = run_mech("hierarchical", data, dom, eps, seed=seed, branching=2, budget="uniform", height=dom.depth)
+    p = {"branching": 2, "budget": "uniform", "height": dom.depth, "nonnegative": False}
+    rel = run_mech("hierarchical", data, dom, eps, seed=seed, **p)
     levels = pyramid(data.true_histogram(dom))
     rng = np.random.default_rng(seed)
     e = eps / len(levels)
