@@ -477,8 +477,9 @@ class Hierarchical(Mechanism):
     Options kept: ``branching`` fixes b (0: the rule above for the chosen split);
     ``budget = uniform`` spends eps / (H + 1) on every level including the root (Hay et al.),
     ``budget = geometric`` eps_d proportional to b^(d/3) including the root (Cormode et al.
-    ICDE 2012: 2^(d/3) for the quadtree). ``branching = 2`` with ``budget = uniform`` is this
-    mechanism's former default (a quadtree, uniform budget) and releases what it released.
+    ICDE 2012: 2^(d/3) for the quadtree). ``branching = 2`` with ``budget = uniform`` and
+    ``nonnegative`` off is this mechanism's former default (a quadtree, uniform budget) and releases
+    what it released.
 
     Threat model: trusted curator; the public sees all the noisy node counts.
     Guarantee: epsilon-DP (central); consistency is post-processing.
@@ -497,11 +498,13 @@ class Hierarchical(Mechanism):
     Standard error: ``extras["stderr"]`` is each leaf's standard deviation after
     constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public tree
     alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
-    consistency), divided by the output cells of a leaf when leaves are coarser. Exact where the
-    released leaf is the least-squares one: the tree does not depend on the data and that estimate
-    is linear in the noisy counts. A leaf the non-negativity step changed (an ancestor's or a
-    sibling's estimate was negative) gets NaN, as a clipped cell: its value is a choice made on the
-    noisy values, not noisy around the truth. Consistency makes
+    consistency), divided by the output cells of a leaf when leaves are coarser: exact for the
+    least-squares leaves (``nonnegative`` off), since the tree does not depend on the data and that
+    estimate is linear in the noisy counts. The non-negative map differs from them only inside
+    nodes with a child estimated below 0, whose value it shares among the others; there the SE is
+    the least-squares leaf's, which the margins built on it were measured to cover (the regional and
+    hover coverage tests), not the exact spread of the map's cell (on tests/test_stderr.py's city its
+    variance over seeded runs was 0.53 of it: the share-out removes the empty cells' noise). Consistency makes
     neighbouring leaves' errors correlated (siblings negatively), so no ``stderr_cells``: the
     SE of a sum of leaves is not the sum of theirs.
     """
@@ -605,15 +608,13 @@ class Hierarchical(Mechanism):
         if params["consistency"]:
             tree = constrained_inference(noisy, variances, b, inside)
             est = nonnegative_leaves(tree, b, inside)[:m, :m] if nonneg else tree[H][:m, :m]
-            changed = np.abs(est - tree[H][:m, :m]) > 1e-9 * max(float(np.abs(tree[0]).max()), 1.0)
         else:
-            est, changed = noisy[H][:m, :m], np.zeros((m, m), dtype=bool)
+            est = noisy[H][:m, :m]
         density = est if f == 1 else est.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
         if params["consistency"]:
             var = constrained_inference_variance([g.shape[0] for g in levels], variances, b, inside)[H][:m, :m]
         else:
             var = np.full((m, m), variances[H])
-        var = np.where(changed, np.nan, var)  # set by the non-negativity step: no noise-based SE
         stderr = np.sqrt(var) if f == 1 else np.sqrt(var).repeat(f, axis=0).repeat(f, axis=1) / (f * f)
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
