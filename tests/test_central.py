@@ -741,11 +741,12 @@ def test_hb_default_levels_and_ledger(city):
 
 
 def test_uniform_quadtree_is_hay_et_al_s_closed_form(city):
-    """``branching = 2, budget = uniform`` is Hay et al.'s quadtree: an independent implementation
-    (pyramid, Laplace per level from the root, Hay et al.'s closed form with k = 4) agrees."""
+    """``branching = 2, budget = uniform``, ``nonnegative`` off is Hay et al.'s quadtree: an independent
+    implementation (pyramid, Laplace per level from the root, Hay et al.'s closed form with k = 4) agrees."""
     data, dom = city
     eps, seed = 0.7, 5
-    rel = run_mech("hierarchical", data, dom, eps, seed=seed, branching=2, budget="uniform", height=dom.depth)
+    p = {"branching": 2, "budget": "uniform", "height": dom.depth, "nonnegative": False}
+    rel = run_mech("hierarchical", data, dom, eps, seed=seed, **p)
     levels = pyramid(data.true_histogram(dom))
     rng = np.random.default_rng(seed)
     e = eps / len(levels)

@@ -112,8 +112,8 @@ def rect_labels(r) -> np.ndarray:
         ("uniform", {}),
         ("ug", {"total": "public"}),
         ("ug", {"total": "public", "align": "off"}),
-        ("hierarchical", {}),
-        ("hierarchical", {"branching": 3, "budget": "geometric"}),
+        ("hierarchical", {"nonnegative": False}),  # the least-squares leaves the closed form is exact for
+        ("hierarchical", {"branching": 3, "budget": "geometric", "nonnegative": False}),
         ("hierarchical", {"consistency": False}),
         ("flat_onehot", {"secagg_shard": 700}),
         ("hierarchical_onehot", {"selection": "level", "level": 3}),
