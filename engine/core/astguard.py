@@ -2,7 +2,7 @@
 
 On CPython before 3.13 the AST constructor keeps its recursion depth in state shared by every thread of the
 interpreter, so two threads building ASTs at once can fail with ``SystemError: AST constructor recursion depth
-mismatch`` (CPython gh-106905, pytest #10763). The engine's background runs read ``.npy`` files whose header numpy
+mismatch`` (a known CPython fault: python/cpython gh-106905 and its reports). The engine's background runs read ``.npy`` files whose header numpy
 parses with ``ast.literal_eval`` while other threads do the same or parse source; a lock around ``ast.parse``
 (which ``literal_eval`` calls) makes them take turns.
 """
