@@ -249,7 +249,7 @@ def figures(res: dict, table: dict, trials_note: str, bounds: dict | None = None
     return figs + findings(res, table)
 
 
-def findings(res: dict, table: dict) -> list[Figure]:
+def findings(res: dict, table: dict, methods=METHODS) -> list[Figure]:
     """DPBench's headline findings as the bench measures them: DAWA among the best at small scale; data-dependent
     methods ahead at small scale and the data-independent ones catching up at large scale (the best of each class's
     average regret, per band and at 10^7 points alone); many methods beaten by Identity at large scale."""
@@ -271,7 +271,7 @@ def findings(res: dict, table: dict) -> list[Figure]:
     largest = max(s[1] for s in res) if res else 0
     bands = dict(table)
     if largest >= 10_000_000:
-        bands[f"n=10^{round(math.log10(largest))}"] = regret_table(res, scales=(largest,))["only"]
+        bands[f"n=10^{round(math.log10(largest))}"] = regret_table(res, methods, scales=(largest,))["only"]
     for band, reg in bands.items():
         indep = {m: r for m, r in reg.items() if m in DATA_INDEPENDENT}
         dep = {m: r for m, r in reg.items() if m not in DATA_INDEPENDENT and m not in BASELINES}
