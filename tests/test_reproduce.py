@@ -101,6 +101,20 @@ def test_dpbench_rows_name_the_figures_and_units_the_suite_reports():
             assert figs[row.figure].unit == "methods " + row.unit
 
 
+@pytest.mark.parametrize("suite", ["dpbench", "hdmm"])
+def test_the_recorded_figures_are_those_of_the_suites_section_in_benchmarks(suite):
+    """A row's full-suite figure is the one BENCHMARKS.md records in the suite's section: every number it quotes."""
+    import re
+    from pathlib import Path
+
+    bench = (Path(__file__).resolve().parents[1] / "BENCHMARKS.md").read_text()
+    start = bench.index(f"## {suite} — ")
+    section = bench[start : bench.index("\n## ", start + 5)]
+    for row in reproduce.BY_SUITE[suite].rows:
+        numbers = re.findall(r"\d+\.\d+", row.recorded) or re.findall(r"\d+", row.recorded)
+        assert numbers and all(n in section for n in numbers), (row.what, row.recorded)
+
+
 def test_a_quick_hdmm_reproduction_shows_its_published_figure():
     """HDMM's quick version reproduces the README's all-range RMSE at the published setting (256 x 256, p = 16,
     ε = √2): the page shows the suite's own figures, the 2-D one within 3 % of the paper's 32.69."""
