@@ -241,17 +241,17 @@ PAPERS = (
         "using DPBench (and its DPComp findings)",
         "The 2-D findings: data-dependent methods ahead at small scale, data-independent ones catching up at large "
         "scale, many methods beaten by Identity there",
-        "DPBench's six 2-D datasets at 256², 10^3 … 10^7 points, ε 0.1, 1, 10, 2,000 random rectangles, scaled L1; "
+        "DPBench's six 2-D datasets at 256², 10³ … 10⁷ points, ε 0.1, 1, 10, 2,000 random rectangles, scaled L1; "
         "average regret (1: the best in every setting); data-independent: Identity, HDMM, Privelet, QuadTree",
         (
             Row(
-                "DAWA's average regret, 10^3–10^4 points",
+                "DAWA's average regret, 10³–10⁴ points",
                 "among the best at small scale",
                 "finding/dawa_best_at_small_scale",
                 "1.26, the lowest of 14 (PrivTree 1.57, AG 1.75)",
             ),
             Row(
-                "Best data-independent / best data-dependent regret, 10^3–10^4",
+                "Best data-independent / best data-dependent regret, 10³–10⁴",
                 "data-dependent ahead (above 1)",
                 "finding/independent_over_dependent/small",
                 "5.73× (HDMM 7.21 / DAWA 1.26)",
@@ -259,7 +259,7 @@ PAPERS = (
                 "×",
             ),
             Row(
-                "Best data-independent / best data-dependent regret, 10^6–10^7",
+                "Best data-independent / best data-dependent regret, 10⁶–10⁷",
                 "data-independent catching up (towards 1)",
                 "finding/independent_over_dependent/large",
                 "1.76× (HDMM 2.20 / DAWA 1.25)",
@@ -267,7 +267,7 @@ PAPERS = (
                 "×",
             ),
             Row(
-                "Best data-independent / best data-dependent regret, 10^7 alone",
+                "Best data-independent / best data-dependent regret, 10⁷ alone",
                 "data-independent dominate at large scale (1 or below)",
                 "finding/independent_over_dependent/n=10^7",
                 "1.61× (HDMM 2.16 / DAWA 1.34)",
@@ -275,7 +275,7 @@ PAPERS = (
                 "×",
             ),
             Row(
-                "Methods with a larger regret than Identity, 10^6–10^7",
+                "Methods with a larger regret than Identity, 10⁶–10⁷",
                 "many, in 1-D and 2-D",
                 "finding/beaten_by_identity/large",
                 "7 of 13",
@@ -283,7 +283,7 @@ PAPERS = (
                 "of 13",
             ),
         ),
-        "cabspottingS only (the bundled cholera map when DPBench's data are absent), 10^3, 10^4 and 10^7 points, "
+        "cabspottingS only (the bundled cholera map when DPBench's data are absent), 10³, 10⁴ and 10⁷ points, "
         "ε = 1, 2 trials",
         16,
     ),
