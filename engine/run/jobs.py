@@ -23,9 +23,9 @@ MAX_UNCOLLECTED = 50  # finished jobs whose outcome nobody read, kept for a late
 class Job:
     id: str
     config: RunConfig
-    future: Future  # set by JobManager.submit right after the job is made
     cancel_event: threading.Event
     started: float
+    future: Future = field(init=False)  # set by JobManager.submit right after the job is made
     progress: float = 0.0
     message: str = "queued"
     finished: float | None = None
@@ -110,7 +110,7 @@ class JobManager:
         ev = threading.Event()
         # the job exists before its work starts, so no early progress message is lost (a running
         # job would show "queued" until the mechanism's first report)
-        job = Job(uuid.uuid4().hex[:12], config, None, ev, time.time(), on_collected=self._collected_cb)
+        job = Job(uuid.uuid4().hex[:12], config, ev, time.time(), on_collected=self._collected_cb)
 
         def prog(f, msg=""):
             job.progress, job.message = f, msg

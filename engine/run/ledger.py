@@ -30,6 +30,7 @@ and ε: nothing read from the data.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -93,7 +94,7 @@ def _file_digest(path: str) -> str:
             if p != root:
                 h.update(p.relative_to(root).as_posix().encode() + b"\0")
             with open(p, "rb") as f:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                for block in iter(functools.partial(f.read, 1 << 20), b""):
                     h.update(block)
     except OSError as exc:
         raise ParamError(f"cannot read {path} to fingerprint it ({exc.strerror or exc})") from None

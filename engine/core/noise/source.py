@@ -218,7 +218,7 @@ class NoiseSource:
             return self._secure_draw("gauss", _positive("Gaussian sigma", sigma), size, np.float64)
         return gaussian(self.rng, sigma, size)
 
-    def polya(self, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray:
+    def polya(self, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray | np.int64:
         """Pólya draws from the seeded stream; secure mode has no float-safe Pólya sampler for
         a general shape (see :meth:`polya_difference_sum` for the secure shares)."""
         if self.secure:
