@@ -102,6 +102,8 @@ def test_polya_matches_negative_binomial_pmf(alpha, r):
 def test_polya_alpha_zero_and_arrays():
     rng = np.random.default_rng(4)
     assert N.polya(rng, 0.0, 0.5, 5).tolist() == [0] * 5
+    one = N.polya(rng, 2.0, 0.5)  # a scalar alpha without size: one draw, as for alpha = 0
+    assert isinstance(one, np.int64) and one >= 0 and isinstance(N.polya(rng, 0.0, 0.5), np.int64)
     a = np.array([0.0, 1.0, 3.0])
     out = N.polya(rng, a, 0.5, (20_000, 3))
     assert out.shape == (20_000, 3)

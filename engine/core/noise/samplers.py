@@ -114,7 +114,7 @@ def polya(
     if a.ndim == 0:
         if a == 0:
             return np.zeros(size, dtype=np.int64) if size is not None else np.int64(0)
-        return rng.negative_binomial(float(a), p, size).astype(np.int64)
+        return np.asarray(rng.negative_binomial(float(a), p, size), dtype=np.int64)[()]  # a scalar without size
     shape = np.broadcast_shapes(a.shape, size if size is not None else a.shape)
     a = np.broadcast_to(a, shape)
     out = np.zeros(shape, dtype=np.int64)
