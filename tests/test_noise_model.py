@@ -1,7 +1,7 @@
 """What a mechanism knows about its noise lives in the mechanism (``engine/mechanisms``).
 
-The rules, checked on the source with :mod:`ast` (the logic of the issue's before/after figures), over every
-module outside ``engine/mechanisms``: the engine, ``ui/``, ``pages/``, ``app.py`` and ``scripts/``:
+The rules, checked on the source with :mod:`ast`, over every module outside ``engine/mechanisms``: the engine,
+``ui/``, ``pages/``, ``app.py`` and ``scripts/``:
 
 * nothing reads a key of a release's ``extras`` or ``diagnostics`` with a string literal (``rel.extras["k"]``,
   ``.get("k")``, ``"k" in rel.diagnostics``, through an alias ``d = rel.diagnostics`` or ``getattr(rel,

@@ -302,6 +302,10 @@ class Mechanism:
     # cells, the map their linear unbiased estimate. Its expected error on any workload is then at least the
     # SVD lower bound (engine.metrics.lower_bound); mechanisms outside the class can go below it.
     matrix_class: ClassVar[bool] = False
+    # DPBench's classes: True when the queries measured, the noise's scale and the estimate never read the data;
+    # None for a floor in neither class (the uniform map, DPComp's); False for every method that reads the data
+    # (partitions, thresholds, or a grid or tree sized by a noisy total)
+    data_independent: ClassVar[bool | None] = False
 
     @classmethod
     def matrix_mechanism(cls, params: dict | None = None) -> bool:

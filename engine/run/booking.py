@@ -115,14 +115,16 @@ class Bookkeeper:
 
     def _open(self, table: str) -> BudgetStore:
         """The table, opened at its first use (kept: a run's settlement then touches nothing but the store)."""
-        if self._tables[table] is None:
+        store = self._tables[table]
+        if store is None:
             if self._opener is not None:
-                self._tables[table] = self._opener(table)
+                store = self._opener(table)
             else:
                 base = self._tables["releases"]
                 path, timeout = (base.path, base.timeout) if base is not None else (None, 30.0)
-                self._tables[table] = BudgetStore(path, timeout, table=table)
-        return self._tables[table]
+                store = BudgetStore(path, timeout, table=table)
+            self._tables[table] = store
+        return store
 
     @property
     def store(self) -> BudgetStore:

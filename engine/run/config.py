@@ -30,7 +30,7 @@ from .. import __version__
 from ..core.epsilon import EPS_MIN, check_epsilon
 from ..core.errors import ParamError
 
-CACHE_VERSION = 3  # the format of a disk cache entry (engine.run.result_cache)
+CACHE_VERSION = 3  # the entries' format (data-only .npz, the release's typed parts), in every key: an entry of another format is never read
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("evaluate", "release")
 RESOLUTIONS = ("fixed", "auto")
@@ -53,7 +53,7 @@ def fresh_seed() -> int:
 def source_fingerprint(root: Path = ROOT) -> str:
     """Digest of what decides a release: the engine's Python sources (benchmarks aside) and the
     tables shipped in ``data/`` (ParamSelect's). Part of every run's cache key, so a changed
-    engine never serves a release that the old code computed."""
+    engine never serves a release computed by other code or tables."""
     h = hashlib.sha256()
     files = [p for p in sorted(root.glob("engine/**/*.py")) if "bench" not in p.relative_to(root).parts[:2]]
     for p in files + sorted((root / "data").glob("*.csv")):

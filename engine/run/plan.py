@@ -175,7 +175,7 @@ def frame_of(dataset: str, options: dict) -> Frame:
 
 def frame_from(ds: Dataset) -> Frame:
     """A dataset's public frame: its region and CRS; its locations are not read."""
-    side = ()
+    side: tuple[str, ...] = ()
     if ds.meta.bbox_from_data:
         side = ("the region: the bounding box of the locations, read off the data (as a release of it declares)",)
     return Frame(ds.meta, ds.crs, ds.meta.name, side, ds.user_id is not None)
@@ -233,6 +233,8 @@ class Proxy:
 
     def _points(self, frame: Frame, n_users: int, seed: int) -> np.ndarray:
         if self.density is None:
+            if self.preset is None:
+                raise ParamError("a proxy needs a synthetic city (preset) or a release's map (density)")
             from ..data.synthetic import generate
 
             city = generate(self.preset, n=n_users, seed=seed)
@@ -240,6 +242,8 @@ class Proxy:
             dom = frame.domain(0)
             u = (city.xy + side / 2) / side  # in [0, 1]^2
             return dom.x0 + np.clip(u, 0.0, 1.0 - 1e-12) * dom.side
+        if self.domain is None:
+            raise ParamError("the release's map used as a proxy has no grid (domain)")
         rng = np.random.default_rng([int(seed), 29])
         w = np.clip(self.density, 0.0, None).ravel()
         if not w.sum() > 0:
@@ -442,10 +446,10 @@ def budget_of(dataset: str | None, options: dict, key: str | None = None) -> dic
     """The dataset's ledger as a plan shows it: ε spent, the operator's limit, what remains."""
     if dataset is None:
         return None
-    from .ledger import BudgetStore
+    from .ledger import BudgetStore, fingerprint_source
     from .limits import release_limit
 
-    spent = BudgetStore().spent(key or ledger_key(dataset, options))
+    spent = BudgetStore().spent(key or fingerprint_source(dataset, options))
     limit = release_limit(dataset)
     return {"spent": spent, "limit": limit, "remaining": max(0.0, limit - spent)}
 
@@ -456,7 +460,7 @@ def what_was_read(dataset: str | None, options: dict, frame: Frame | None, key: 
     if frame is None and dataset is None:
         return "no dataset was read; no location entered the prediction"
     path = options.get("path")
-    name = f"the file {Path(str(path)).name}" if path else f"the dataset {dataset or frame.meta.name}"
+    name = f"the file {Path(str(path)).name}" if path else f"the dataset {dataset or (frame and frame.meta.name)}"
     parts = []
     if frame is not None:
         meta = frame.meta

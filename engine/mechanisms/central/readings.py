@@ -9,3 +9,8 @@ def grid_size(release) -> int | None:
     d = release.diagnostics
     m = d.get("m", d.get("m1"))
     return None if m is None else int(m)
+
+
+def tree_height(release) -> int:
+    """The hierarchical histogram's leaves are a ``2^height`` grid: the height it chose (its rule's, or given)."""
+    return int(release.diagnostics["height"])

@@ -149,6 +149,7 @@ class Hdmm(Mechanism):
     """
 
     key = "hdmm"
+    data_independent = True
     margin = "closed form"
     margin_note = "the least squares' Kronecker covariance, from the public strategy"
     planner = "exact"

@@ -61,6 +61,7 @@ class Privelet(Mechanism):
     """
 
     key = "privelet"
+    data_independent = True
     margin = "closed form"
     margin_note = "Laplace(lambda / W) per Haar coefficient, through the inverse transform: per cell only"
     planner = "simulated"

@@ -89,6 +89,7 @@ class QuadTree(Mechanism):
     """
 
     key = "quadtree"
+    data_independent = True
     margin = "closed form"
     margin_note = "the least squares' covariance, from the public tree and budgets"
     planner = "exact"
