@@ -408,3 +408,56 @@ def stderr_progress(stream=None) -> Callable[[float, str], None]:
         print(f"planning {100 * f:3.0f}%  {message}", file=stream, flush=True)
 
     return tell
+
+
+# ------------------------------------------------------------------ the ledger keeps the plan
+def ledger_of(study: Study) -> str:
+    """The key of the study's dataset's ledger."""
+    return P.ledger_key(study.dataset, _options(study))
+
+
+def reserve(plan: StudyPlan, store=None, note: str = ""):
+    """Reserve the plan's ε in its dataset's ledger (:mod:`engine.run.reserve`); :class:`Refused` past the
+    operator's limit, nothing booked. Returns the :class:`~engine.run.ledger.Spend`."""
+    from .booking import Refused
+    from .limits import release_limit
+    from .reserve import Reservations
+
+    study = plan.study
+    products = [
+        {
+            "product": c.product.name,
+            "mechanism": c.mechanism,
+            "epsilon": c.epsilon,
+            "repeat": c.product.repeat,
+            "config": {"depth": c.product.depth, "regions": c.product.regions, "params": _params(c)},
+        }
+        for c in plan.choices
+        if c.mechanism is not None
+    ]
+    limit = release_limit(study.dataset)
+    res = Reservations(store).reserve(ledger_of(study), study.key, products, limit, note or f"study {study.name}")
+    if not res.ok:
+        raise Refused(sum(p["epsilon"] * p["repeat"] for p in products), res.spent, limit)
+    return res
+
+
+def _params(c: Choice) -> dict:
+    params = dict(c.product.params.get(c.mechanism, {}))
+    if c.mechanism == "laplace_regions" and c.product.regions is not None:
+        params.setdefault("regions", c.product.regions)
+    return params
+
+
+def cancel(study: Study, store=None) -> float:
+    """Cancel the study's reservation; returns the ε it still held, now free."""
+    from .reserve import Reservations
+
+    return Reservations(store).cancel(ledger_of(study), study.key)
+
+
+def held(study: Study, store=None) -> list:
+    """The study's reservation in its dataset's ledger, one row per product (empty: nothing reserved)."""
+    from .reserve import Reservations
+
+    return Reservations(store).held(ledger_of(study), study.key)
