@@ -67,10 +67,11 @@ def _plan(text: str):
 
 
 def _alone(study):
-    """Each product planned alone with the single-release planner's default mechanism, Identity."""
+    """Each product planned alone with its first-listed mechanism (what planning one release at a time with the
+    mechanism one would have picked gives: the targets are separate, so this is each product's own plan)."""
     from dataclasses import replace
 
-    products = tuple(replace(p, mechanisms=("identity",)) for p in study.products)
+    products = tuple(replace(p, mechanisms=p.mechanisms[:1]) for p in study.products)
     return _plan_of(replace(study, products=products))
 
 
