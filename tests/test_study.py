@@ -211,3 +211,31 @@ def test_the_cli_tells_a_bad_study_file_in_one_line(tmp_path):
         p = _cli(*args)
         assert p.returncode == 2 and p.stderr.startswith("error: ") and "Traceback" not in p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_bias_and_noise_apart_where_contributions_are_bounded():
+    """With four locations per person, Identity (each person's locations weighted 1/4) states its closed-form noise;
+    the bias against the distinct people per cell is checked against the engine's own truth of a run on the same
+    proxy (the weighted mass per cell). Adaptive HH, whose release states no margin for people with several
+    locations, gets no prediction; with one location per person nothing is split."""
+    from engine.run.config import RunConfig
+    from engine.run.runner import run
+    from engine.run.study_bias import several
+
+    text = HEAD.replace("20000", "5000") + "locations_per_user = 4\n"
+    text += product("map", target=20, mechanisms=("identity",), depth=5)
+    text += product("hh", target=20, mechanisms=("adaptive_hh",), depth=5)
+    doc = S.make_study_plan(F.parse(text)).to_dict()
+    m, hh = doc["products"]
+    assert m["error"]["noise"] == pytest.approx(m["predicted"])
+    frame = P.frame_of("synthetic:polycentric", {})
+    ds = several(P.synthetic_proxy(), 4).sample(frame, 5000, seed=0)
+    res = run(RunConfig(dataset="synthetic:polycentric", mechanism="identity", epsilon=1.0, depth=5), dataset=ds)
+    dom = res.release.domain
+    pairs = np.unique(np.column_stack([ds.user_id, dom.flat_index(ds.xy)]), axis=0)
+    distinct = np.bincount(pairs[:, 1], minlength=dom.n * dom.n)
+    assert m["error"]["bias"] == pytest.approx(np.quantile(distinct - res.truth.ravel(), 0.9))
+    assert m["error"]["dominates"] == ("bias" if m["error"]["bias"] > m["error"]["noise"] else "noise")
+    assert hh["predicted"] is None and "no prediction for adaptive_hh" in hh["method"] and doc["unmet"] == ["hh"]
+    one = S.make_study_plan(F.parse(HEAD + product("map", target=20, depth=5))).to_dict()
+    assert one["products"][0]["error"] is None

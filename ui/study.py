@@ -134,6 +134,8 @@ def table(plan) -> pd.DataFrame:
                 "predicted": p["predicted"],
                 "target": p["target"],
                 "figure": p["statistic"],
+                "bias (bounding)": None if p["error"] is None else p["error"]["bias"],
+                "dominates": None if p["error"] is None else p["error"]["dominates"],
                 "how": p["method"],
             }
         )

@@ -32,6 +32,8 @@ import numpy as np
 
 from ..core.errors import Cancelled
 from . import plan as P
+from .study_bias import SeveralProxy, several
+from .study_bias import split as split_error
 from .study_file import Product, Study
 
 SAMPLE_EPS = (0.1, 1.0, 10.0)  # where a curve without a closed form is first predicted
@@ -51,6 +53,11 @@ class Curve:
     c: float | None = None
     points: dict[float, float] = field(default_factory=dict)
     predictions: dict[float, P.Prediction] = field(default_factory=dict)
+
+    @property
+    def no_margin(self) -> bool:
+        """Whether the release states no figure at any ε sampled (no prediction is made for it)."""
+        return self.c is None and bool(self.points) and not any(math.isfinite(v) for v in self.points.values())
 
     def value(self, eps: float) -> float:
         if self.c is not None:
@@ -225,6 +232,7 @@ class Choice:
     method: str
     candidates: dict[str, float | None]
     side_information: list[str]
+    error: object = None  # bias and noise apart (engine.run.study_bias.Split), where contributions are bounded
 
     def to_dict(self) -> dict:
         p = self.product
@@ -240,6 +248,7 @@ class Choice:
             "method": self.method,
             "candidates": {k: P._clean(v) for k, v in self.candidates.items()},
             "side_information": self.side_information,
+            "error": None if self.error is None else self.error.to_dict(),
         }
 
 
@@ -324,6 +333,7 @@ def make_study_plan(
     frame = P.frame_of(study.dataset, options)
     users = P.stated_users(study.users) if study.users is not None else P.released_users(study.users_from)
     proxy = P.released_proxy(study.proxy_from) if study.proxy_from else P.synthetic_proxy(study.proxy or P.PROXY_PRESET)
+    proxy = several(proxy, study.locations_per_user)
     watch = _Watch(P.plan_seconds() if seconds is None else float(seconds), cancelled)
     inp = Inputs(frame, users, proxy, study.runs, watch, progress)
     products = list(study.products)
@@ -342,8 +352,13 @@ def make_study_plan(
         ratio=ratio,
         budget=budget,
         read=P.what_was_read(study.dataset, options, frame, key),
-        side_information=[*users.side_information, *frame.side_information],
+        side_information=[*users.side_information, *frame.side_information, *_per_user(study)],
     )
+
+
+def _per_user(study: Study) -> list[str]:
+    k = study.locations_per_user
+    return [f"each user has up to {k} locations, stated by the analyst"] if k > 1 else []
 
 
 def _options(study: Study) -> dict:
@@ -358,11 +373,16 @@ def _choice(inp: Inputs, product: Product, curves: list[Curve], pick, ratio: flo
     goal = ratio * product.target
     candidates = {c.mechanism: (None if (e := c.epsilon_for(goal)) is None else _round(e, up)) for c in curves}
     side = [*inp.users.side_information, *inp.frame.side_information]
+    if isinstance(inp.proxy, SeveralProxy):
+        side.append(f"each user has up to {inp.proxy.per_user} locations, stated by the analyst")
     if product.regions is not None:
         regions = inp.regions_of(product)
         side.append(f"the regions: {regions.public_spec} (public)")
     if pick is None:
+        silent = [c.mechanism for c in curves if c.no_margin]
         method = f"no mechanism listed meets it at any ε up to {P.EPS_HI:g}"
+        if silent:
+            method += f"; no prediction for {', '.join(silent)}: its release states no margin here"
         return Choice(product, None, None, None, method, candidates, side)
     curve, eps = pick
     eps = _round(eps, up)
@@ -371,7 +391,8 @@ def _choice(inp: Inputs, product: Product, curves: list[Curve], pick, ratio: flo
     else:
         pred = _sample(inp, product, curve, eps)  # predicted at the ε stated, never interpolated
         method = curve.predictions[eps].method
-    return Choice(product, curve.mechanism, eps, pred, method, candidates, side)
+    error = split_error(inp.proxy, inp.frame, inp.users, product, curve.mechanism, pred, inp.regions_of(product))
+    return Choice(product, curve.mechanism, eps, pred, method, candidates, side, error)
 
 
 def describe(plan: StudyPlan) -> str:
@@ -387,6 +408,13 @@ def describe(plan: StudyPlan) -> str:
             f"{c['name'][:26]:<26} {str(c['mechanism'] or '—'):<16} {eps:>8} {c['repeat']:>4} {pred:>10} "
             f"{c['target']:>8g}  {c['statistic']}; {c['method']}"
         )
+    for c in d["products"]:
+        if c["error"] is not None:
+            e = c["error"]
+            lines.append(
+                f"{c['name']}: noise {e['noise']:.3g}, bias of bounding contributions {e['bias']:.3g} "
+                f"(the {e['dominates']} dominates)"
+            )
     lines.append(f"total ε: {d['total_epsilon']:g}")
     if d["limit"] is not None:
         lines.append(

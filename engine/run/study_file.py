@@ -17,7 +17,9 @@ A TOML file (standard-library :mod:`tomllib`)::
 Every key is checked before any work starts, and a bad file is told what is wrong in one sentence
 (:class:`~engine.core.errors.ParamError`), never with a traceback. Optional keys of ``[study]``: ``data``
 (the dataset's options, as ``--data-opt``), ``proxy`` (a synthetic city) or ``proxy_from`` (a published
-release's map), ``runs`` (proxy draws per simulated figure), ``name``. Of a product: ``regions`` (``h3:RES``,
+release's map), ``runs`` (proxy draws per simulated figure), ``name``, ``locations_per_user`` (a public bound
+on the locations each person has: the proxy's people get that many, and the plan splits the error into
+noise and the bias of bounding contributions, :mod:`engine.run.study_bias`). Of a product: ``regions`` (``h3:RES``,
 ``grid`` or ``PATH[:ID_COLUMN]``, as ``--regions``; a ``regions`` product needs it), ``repeat`` (released that
 many times at its ε each), ``params`` (``{mechanism = {key = value}}``). A ``ranges`` product's target is the
 relative error of range queries (SNH's metric) on the proxy, a fraction, not people.
@@ -42,7 +44,19 @@ MAX_REPEAT = 1000
 DEPTHS = (1, 10)  # 2^depth cells a side, as --depth
 DEFAULT_DEPTH = 8
 DEFAULT_RUNS = 3  # proxy draws per simulated figure (the Plan panel's)
-STUDY_KEYS = {"dataset", "data", "users", "users_from", "budget", "proxy", "proxy_from", "runs", "name"}
+STUDY_KEYS = {
+    "dataset",
+    "data",
+    "users",
+    "users_from",
+    "budget",
+    "proxy",
+    "proxy_from",
+    "runs",
+    "name",
+    "locations_per_user",
+}
+MAX_LOCATIONS_PER_USER = 100
 PRODUCT_KEYS = {"name", "kind", "depth", "regions", "target", "statistic", "repeat", "mechanisms", "params"}
 
 
@@ -80,6 +94,7 @@ class Study:
     proxy_from: str | None = None
     runs: int = DEFAULT_RUNS
     name: str = "study"
+    locations_per_user: int = 1
 
     @property
     def key(self) -> str:
@@ -167,6 +182,9 @@ def parse(text: str, base: Path | None = None) -> Study:
         proxy_from=_path(head.get("proxy_from"), base, "[study] proxy_from"),
         runs=_integer(head.get("runs", DEFAULT_RUNS), "[study] runs", 1, 100),
         name=_text(head, "name", "[study]") or "study",
+        locations_per_user=_integer(
+            head.get("locations_per_user", 1), "[study] locations_per_user", 1, MAX_LOCATIONS_PER_USER
+        ),
     )
 
 
