@@ -239,3 +239,24 @@ def test_bias_and_noise_apart_where_contributions_are_bounded():
     assert hh["predicted"] is None and "no prediction for adaptive_hh" in hh["method"] and doc["unmet"] == ["hh"]
     one = S.make_study_plan(F.parse(HEAD + product("map", target=20, depth=5))).to_dict()
     assert one["products"][0]["error"] is None
+
+
+def test_closed_form_only_where_each_cell_is_its_own_noise_unit():
+    """Hierarchical histograms at 3,000 users and ε 1 stop their tree above a 64 x 64 grid (leaves of 2 x 2 cells):
+    a cell's margin then carries its share of a leaf's released count, which depends on where people are, so the
+    planner simulates it; at 20,000 users the leaves are the cells and the figure is the closed form. Two cities
+    of 3,000 people state different median margins, so the coarse case cannot be a closed form."""
+    from engine.bench.plan import measured
+    from engine.data.regions import grid_regions
+    from engine.data.synthetic import generate
+
+    frame = P.frame_of("synthetic:polycentric", {})
+    coarse = P.predict("hierarchical", 1.0, frame, P.stated_users(3000), 6, runs=2)
+    fine = P.predict("hierarchical", 1.0, frame, P.stated_users(20000), 6, runs=2)
+    assert coarse.method.startswith("simulated on 2 draws") and coarse.runs == 2
+    assert fine.method == "closed form" and fine.runs == 1
+    figs = []
+    for preset in ("monocentric", "sprawl"):
+        ds = generate(preset, n=3000, seed=5)
+        figs.append(measured("hierarchical", ds, grid_regions(frame.domain(6), ds.crs), 1)["cell_median"])
+    assert abs(figs[0] / figs[1] - 1) > 0.05, figs
