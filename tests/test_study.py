@@ -260,3 +260,23 @@ def test_closed_form_only_where_each_cell_is_its_own_noise_unit():
         ds = generate(preset, n=3000, seed=5)
         figs.append(measured("hierarchical", ds, grid_regions(frame.domain(6), ds.crs), 1)["cell_median"])
     assert abs(figs[0] / figs[1] - 1) > 0.05, figs
+
+
+def test_a_pilot_release_gives_the_prediction_an_interval(tmp_path):
+    """With a pilot release as the proxy, a simulated prediction carries an interval (two readings of the pilot,
+    people drawn again) that holds the figure stated; a closed form's interval is the figure itself; a synthetic
+    proxy gives none, and says why."""
+    pilot = tmp_path / "pilot"
+    cmd = [sys.executable, "-m", "engine", "release", "--mechanism", "identity", "--epsilon", "0.2", "--depth", "4"]
+    p = subprocess.run([*cmd, "--out", str(pilot)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    text = HEAD.replace("20000", "100000") + f'proxy_from = "{pilot}"\n'
+    text += product("tree", target=40, mechanisms=("privtree",), depth=6)
+    text += product("cells", target=40, mechanisms=("identity",), depth=6)
+    tree, cells = S.make_study_plan(F.parse(text)).to_dict()["products"]
+    lo, hi = tree["interval"]
+    assert lo <= tree["predicted"] <= hi and lo < hi and "two readings of the pilot" in tree["method"]
+    assert cells["interval"] == [cells["predicted"], cells["predicted"]]
+    synthetic = S.make_study_plan(F.parse(HEAD + product("tree", target=40, mechanisms=("privtree",), depth=6)))
+    only = synthetic.to_dict()["products"][0]
+    assert only["interval"] is None and "no interval" in only["method"]

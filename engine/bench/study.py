@@ -133,6 +133,56 @@ def _achieved(choice, seeds: int) -> tuple[float, float]:
     return float(np.quantile(e, 0.95)) / p.target, float(np.mean(e <= p.target))
 
 
+FACTOR_MECHANISMS = ("privtree", "ug")
+
+
+def _factors(seeds: int, progress) -> list[Figure]:
+    """A pilot release as the proxy on a sparse and a dense test city: the predicted figure (p90 and median of the
+    cells' margins, 64 x 64, ε 1) against the same statistic of the margins seeded releases of the real city state
+    (median over ``seeds``), and whether the prediction's interval holds it."""
+    from ..data.regions import grid_regions
+    from ..data.synthetic import generate
+    from ..run import plan as P
+    from ..run import study as S
+    from ..run.study_file import Product
+    from .plan import DEPTH, EPSILON, PILOT_EPSILON, measured, pilot_proxy
+    from .shapes import islands_city
+
+    cities = {
+        "sparse (islands)": islands_city(USERS, seed=3),
+        "dense (polycentric)": generate("polycentric", n=USERS, seed=11),
+    }
+    figs = []
+    for label, ds in cities.items():
+        frame = P.Frame(ds.meta, ds.crs, ds.meta.name)
+        users, proxy = P.stated_users(ds.n_users), pilot_proxy(ds)
+        watch = S._Watch(600, None)
+        inp = S.Inputs(frame, users, proxy, 3, watch, lambda f, m: None, pilot_scale=1.0 / PILOT_EPSILON)
+        for m in FACTOR_MECHANISMS:
+            progress(f"pilot factor: {m} on the {label} city")
+            meas = measured(m, ds, grid_regions(frame.domain(DEPTH), ds.crs), seeds)
+            for stat in ("p90", "median"):
+                prod = Product("map", "map", 1.0, statistic=stat, depth=DEPTH, mechanisms=(m,))
+                pred = S.figure(inp.predict(prod, m, EPSILON), prod)
+                lo, hi = S.interval(inp, prod, m, EPSILON)
+                lo, hi = min(lo, pred), max(hi, pred)
+                q = meas[f"cell_{stat}"]
+                figs.append(
+                    Figure(
+                        f"study_pilot_factor_{label.split()[0]}_{m}_{stat}",
+                        max(pred / q, q / pred),
+                        "x",
+                        "informative",
+                        None,
+                        f"{label}: predicted {pred:.3g} [{lo:.3g}, {hi:.3g}] from a pilot (Identity, ε {PILOT_EPSILON:g}, "
+                        f"16 x 16), measured {q:.3g} (median of {seeds} seeded releases); the interval "
+                        f"{'holds' if lo <= q <= hi else 'misses'} it",
+                        {"predicted": pred, "measured": q, "interval": [lo, hi], "covered": bool(lo <= q <= hi)},
+                    )
+                )
+    return figs
+
+
 def run(quick: bool = False, progress=print) -> list[Figure]:
     text = STUDY.format(users=USERS)
     times, plan = [], None
@@ -208,4 +258,4 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
                 {"within_target": share, "cpu_seconds": cpu},
             )
         )
-    return figs
+    return figs + _factors(5 if quick else 20, progress)

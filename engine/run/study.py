@@ -39,6 +39,7 @@ from .study_file import Product, Study
 SAMPLE_EPS = (0.1, 1.0, 10.0)  # where a curve without a closed form is first predicted
 CHECK_EPS = (1.0, 0.25)  # a closed form is c / ε when its figure at these two is in proportion
 PROPORTION_TOL = 1e-6
+INTERVAL_DRAWS = 8  # redrawn pilots behind a simulated prediction's interval
 CHECK_ROUNDS = 4  # predictions at the chosen ε until it is a sampled point of its curve
 RATIO_STEPS = 200  # bisection steps on log r: far below the 2 % the ratio must be found within
 
@@ -133,6 +134,7 @@ class Inputs:
     calls: int = 0
     expected: int = 1
     regions: dict = field(default_factory=dict)
+    pilot_scale: float | None = None  # the pilot release's Laplace scale per cell (its interval's redraws)
 
     def regions_of(self, product: Product):
         key = (product.regions, product.depth)
@@ -144,9 +146,7 @@ class Inputs:
         self.progress(min(0.99, self.calls / max(self.expected, 1)), f"{product.name}: {mechanism} at ε {eps:.3g}")
         if self.watch.expired():
             raise self.watch.stop(mechanism, eps)
-        params = dict(product.params.get(mechanism, {}))
-        if mechanism == "laplace_regions" and product.regions is not None:
-            params.setdefault("regions", product.regions)  # its own regions are the product's
+        params = _product_params(product, mechanism)
         p = P.predict(
             mechanism,
             eps,
@@ -161,6 +161,13 @@ class Inputs:
         )
         self.calls += 1
         return p
+
+
+def _product_params(product: Product, mechanism: str) -> dict:
+    params = dict(product.params.get(mechanism, {}))
+    if mechanism == "laplace_regions" and product.regions is not None:
+        params.setdefault("regions", product.regions)  # its own regions are the product's
+    return params
 
 
 def _sample(inp: Inputs, product: Product, curve: Curve, eps: float) -> float:
@@ -233,6 +240,7 @@ class Choice:
     candidates: dict[str, float | None]
     side_information: list[str]
     error: object = None  # bias and noise apart (engine.run.study_bias.Split), where contributions are bounded
+    interval: tuple[float, float] | None = None  # the prediction's own 10th-90th percentile (see :func:`interval`)
 
     def to_dict(self) -> dict:
         p = self.product
@@ -249,6 +257,7 @@ class Choice:
             "candidates": {k: P._clean(v) for k, v in self.candidates.items()},
             "side_information": self.side_information,
             "error": None if self.error is None else self.error.to_dict(),
+            "interval": None if self.interval is None else [P._clean(v) for v in self.interval],
         }
 
 
@@ -335,7 +344,7 @@ def make_study_plan(
     proxy = P.released_proxy(study.proxy_from) if study.proxy_from else P.synthetic_proxy(study.proxy or P.PROXY_PRESET)
     proxy = several(proxy, study.locations_per_user)
     watch = _Watch(P.plan_seconds() if seconds is None else float(seconds), cancelled)
-    inp = Inputs(frame, users, proxy, study.runs, watch, progress)
+    inp = Inputs(frame, users, proxy, study.runs, watch, progress, pilot_scale=_pilot_scale(study))
     products = list(study.products)
     inp.expected = sum(len(p.mechanisms) * len(SAMPLE_EPS) for p in products) + 2 * len(products)
     curves = [[curve_of(inp, p, m) for m in p.mechanisms] for p in products]
@@ -354,6 +363,53 @@ def make_study_plan(
         read=P.what_was_read(study.dataset, options, frame, key),
         side_information=[*users.side_information, *frame.side_information, *_per_user(study)],
     )
+
+
+def _pilot_scale(study: Study) -> float | None:
+    """The Laplace scale per cell of the pilot release used as the proxy: 1 / its ε (Identity's; for a pilot by
+    another mechanism, the scale of a count it could have been)."""
+    if study.proxy_from is None:
+        return None
+    from .published import released_map
+
+    return 1.0 / float(released_map(study.proxy_from)[2]["parameters"]["epsilon"])
+
+
+def interval(inp: Inputs, product: Product, mechanism: str, eps: float) -> tuple[float, float] | None:
+    """The prediction's own interval with a pilot release as the proxy: the least and greatest figure over
+    :data:`INTERVAL_DRAWS` proxies drawn from two readings of the pilot, each with its people drawn again (the
+    proxy's spread): the pilot as published, whose noise puts people where nobody is (over the sea of a
+    sparse city), and the pilot with every cell under its own 95 % margin (ln 20 x its Laplace scale) emptied,
+    which takes people from thin places that hold some. The data lies between the two (BENCHMARKS.md, study,
+    measures how often). None with a synthetic proxy: how far a synthetic city is from the data no draw of it
+    can tell."""
+    if inp.proxy.density is None or inp.pilot_scale is None:
+        return None
+    per_user = getattr(inp.proxy, "per_user", 1)
+    dens = inp.proxy.density
+    readings = {"as published": dens, "thin cells emptied": np.where(dens < math.log(20) * inp.pilot_scale, 0, dens)}
+    regions, params = inp.regions_of(product), _product_params(product, mechanism)
+    figs = []
+    for b in range(INTERVAL_DRAWS):
+        name, d = list(readings.items())[b % 2]
+        redrawn = several(P.Proxy(f"{inp.proxy.label}, {name}", None, d, inp.proxy.domain), per_user)
+        p = P.predict(
+            mechanism,
+            eps,
+            inp.frame,
+            inp.users,
+            product.depth,
+            params,
+            regions,
+            1,
+            seed=1 + b,
+            proxy=redrawn,
+            deadline=inp.watch,
+        )
+        figs.append(figure(p, product))
+    v = np.array(figs, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return (float(v.min()), float(v.max())) if v.size else None
 
 
 def _per_user(study: Study) -> list[str]:
@@ -387,12 +443,18 @@ def _choice(inp: Inputs, product: Product, curves: list[Curve], pick, ratio: flo
     curve, eps = pick
     eps = _round(eps, up)
     if curve.c is not None:
-        pred, method = curve.c / eps, "closed form"
+        pred, method, span = curve.c / eps, "closed form", (curve.c / eps, curve.c / eps)
     else:
         pred = _sample(inp, product, curve, eps)  # predicted at the ε stated, never interpolated
         method = curve.predictions[eps].method
+        span = interval(inp, product, curve.mechanism, eps)
+        span = None if span is None else (min(span[0], pred), max(span[1], pred))  # the prediction's own draws too
+        if span is None:
+            method += "; no interval: how far a synthetic city is from the data is unknown (BENCHMARKS.md, study)"
+        else:
+            method += f"; interval over {INTERVAL_DRAWS} draws of two readings of the pilot"
     error = split_error(inp.proxy, inp.frame, inp.users, product, curve.mechanism, pred, inp.regions_of(product))
-    return Choice(product, curve.mechanism, eps, pred, method, candidates, side, error)
+    return Choice(product, curve.mechanism, eps, pred, method, candidates, side, error, span)
 
 
 def describe(plan: StudyPlan) -> str:
@@ -471,10 +533,7 @@ def reserve(plan: StudyPlan, store=None, note: str = ""):
 
 
 def _params(c: Choice) -> dict:
-    params = dict(c.product.params.get(c.mechanism, {}))
-    if c.mechanism == "laplace_regions" and c.product.regions is not None:
-        params.setdefault("regions", c.product.regions)
-    return params
+    return _product_params(c.product, c.mechanism)
 
 
 def cancel(study: Study, store=None) -> float:
