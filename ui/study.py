@@ -132,6 +132,7 @@ def table(plan) -> pd.DataFrame:
                 "releases": p["repeat"],
                 "ε in all": None if p["epsilon"] is None else p["epsilon"] * p["repeat"],
                 "predicted": p["predicted"],
+                "interval": None if p["interval"] is None else f"{p['interval'][0]:.3g} – {p['interval'][1]:.3g}",
                 "target": p["target"],
                 "figure": p["statistic"],
                 "bias (bounding)": None if p["error"] is None else p["error"]["bias"],
