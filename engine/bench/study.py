@@ -137,7 +137,7 @@ FACTOR_MECHANISMS = ("privtree", "ug")
 
 
 def _factors(seeds: int, progress) -> list[Figure]:
-    """A pilot release as the proxy on a sparse and a dense test city: the predicted figure (p90 and median of the
+    """A pilot release as the proxy on a sparse, a dense and a coastal test city: the predicted figure (p90 and median of the
     cells' margins, 64 x 64, ε 1) against the same statistic of the margins seeded releases of the real city state
     (median over ``seeds``), and whether the prediction's interval holds it."""
     from ..data.regions import grid_regions
@@ -151,6 +151,7 @@ def _factors(seeds: int, progress) -> list[Figure]:
     cities = {
         "sparse (islands)": islands_city(USERS, seed=3),
         "dense (polycentric)": generate("polycentric", n=USERS, seed=11),
+        "coastal": generate("coastal", n=USERS, seed=11),
     }
     figs = []
     for label, ds in cities.items():
