@@ -1,5 +1,6 @@
 """The Study panel of Release mode: a study planned in the background with progress and Cancel, its table and
-totals, and its ε reserved in the dataset's ledger and returned."""
+totals, its ε reserved in the dataset's ledger, a product released against the reservation, and the rest
+returned."""
 
 from __future__ import annotations
 
@@ -73,8 +74,14 @@ def test_the_study_panel_plans_reserves_and_cancels():
     at.button(key="study.reserve").click().run()
     assert _spent() == pytest.approx(total)
     assert "still held" in "\n".join(str(s.value) for s in at.success)
+    # a product released from the panel is booked against the reservation: the total stays what was reserved
+    at.button(key="study.release.monthly").click().run()
+    _until(at, lambda a: "booked against the study's reservation" in "\n".join(str(s.value) for s in a.success))
+    assert not at.exception, [e.value for e in at.exception]
+    assert _spent() == pytest.approx(total)
+    monthly = float(df["ε each"][1])
     at.button(key="study.unreserve").click().run()
-    assert _spent() == 0
+    assert _spent() == pytest.approx(monthly)  # the release made stays booked, the rest returns
     assert "returned to the dataset" in "\n".join(str(s.value) for s in at.info)
 
 

@@ -64,7 +64,7 @@ def before_release(cfg: RunConfig | None, ctl) -> None:
     )
     if cfg is not None:
         plan.panel(cfg, views.dataset(cfg), plan.plannable(), budget.remaining(cfg, ctl.release_limit))
-    study.panel()
+    study.panel(ctl.display)
 
 
 @dataclass

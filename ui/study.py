@@ -41,7 +41,8 @@ mechanisms = ["identity", "laplace_regions"]
 """
 
 
-def panel() -> None:
+def panel(display) -> None:
+    """``display``: the page's display settings (colour map, units), for a product released from the panel."""
     with st.expander("Plan a study: several releases under one budget", icon=":material/assignment:"):
         st.caption(
             "A study file (TOML) lists the releases a study needs, each with the 95 % margin it must have. The plan "
@@ -63,7 +64,7 @@ def panel() -> None:
             st.session_state["study.job"] = _start(study)
         job = st.session_state.get("study.job")
         if job is not None:
-            _job(job)
+            _job(job, display)
 
 
 def _read(up) -> str | None:
@@ -95,7 +96,7 @@ def _start(study) -> dict:
     return {"future": board().submit_task(work), "progress": prog, "study": study}
 
 
-def _job(job: dict) -> None:
+def _job(job: dict, display) -> None:
     fut, prog = job["future"], job["progress"]
     if not fut.done():
 
@@ -116,7 +117,7 @@ def _job(job: dict) -> None:
     if exc is not None:
         st.error(plain(exc, 400) if isinstance(exc, EngineError) else "The study plan failed unexpectedly.")
         return
-    show(fut.result())
+    show(fut.result(), display)
 
 
 def table(plan) -> pd.DataFrame:
@@ -143,7 +144,7 @@ def table(plan) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def show(plan) -> None:
+def show(plan, display=None) -> None:
     d = plan.to_dict()
     st.dataframe(table(plan), hide_index=True, column_config={"ε each": st.column_config.NumberColumn(format="%g")})
     c = st.columns(4)
@@ -159,10 +160,10 @@ def show(plan) -> None:
         st.caption(f"Every product reaches {100 * d['ratio']:.0f} % of its target (the worst margin / target).")
     for s in plan.side_information:
         st.caption(f"Side information: {s}")
-    _ledger(plan)
+    _ledger(plan, display)
 
 
-def _ledger(plan) -> None:
+def _ledger(plan, display) -> None:
     """Reserve the plan's ε, or show and cancel the study's reservation."""
     study, store = plan.study, budget.store()
     freed = st.session_state.pop("study.freed", None)
@@ -189,7 +190,72 @@ def _ledger(plan) -> None:
         + "; ".join(f"{h.product} ({h.used} of {h.repeat} made, {h.mechanism} at ε {h.epsilon:g})" for h in held),
         icon=":material/lock:",
     )
+    _release_buttons(study, held, display)
     if st.button("Cancel the reservation", key="study.unreserve", icon=":material/lock_open:"):
         freed = S.cancel(study, store)
         st.session_state["study.freed"] = freed
         st.rerun()
+
+
+def release_config(study, h):
+    """The release of a reserved product: its mechanism, ε, grid and parameters as reserved, OpenDP noise."""
+    from engine.mechanisms import get
+    from engine.run.config import RunConfig
+
+    return RunConfig(
+        dataset=study.dataset,
+        dataset_options=S._options(study),
+        mechanism=h.mechanism,
+        params=get(h.mechanism).schema().resolve(dict(h.config["params"])),
+        epsilon=h.epsilon,
+        depth=int(h.config["depth"]),
+        seed=0,
+        secure=True,
+        mode="release",
+    )
+
+
+def _release_buttons(study, held, display) -> None:
+    """A button per product with releases left: its next release, booked against the reservation, on the board."""
+    from engine.run.booking import TOLERANT, Bookkeeper
+    from engine.run.session import RunSession
+
+    from . import jobs
+
+    left = [h for h in held if h.used < h.repeat]
+    if not left:
+        return
+    cols = st.columns(min(len(left), 4))
+    for i, h in enumerate(left):
+        if cols[i % len(cols)].button(
+            f"Release {h.product} ({h.used + 1} of {h.repeat})",
+            key=f"study.release.{h.product}",
+            icon=":material/publish:",
+        ):
+            bk = Bookkeeper(
+                ident=budget.dataset_ident, policy=TOLERANT, opener=budget.store, reserved=(study.key, h.product)
+            )
+            try:
+                RunSession(jobs.session(), bk).start(
+                    "study", [release_config(study, h)], note="the dashboard's Study panel"
+                )
+            except EngineError as e:
+                st.error(plain(e, 300))
+                return
+            st.rerun()
+    g = jobs.get_group("study")
+    if g is not None:
+        if g.running:
+            jobs.progress_panel(["study"], "Releasing")
+        elif g.done and g.results:
+            res = g.results[0]
+            st.success(
+                f"Released {res.config.mechanism} at ε {res.config.epsilon:g}, booked against the study's reservation.",
+                icon=":material/publish:",
+            )
+            if display is not None:
+                from . import release
+
+                release.release_view(res, g.configs[0], display, 420)
+        elif g.errors:
+            st.error(plain(g.errors[0], 300))
