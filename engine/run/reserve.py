@@ -23,6 +23,7 @@ from ..core.errors import ParamError
 from .ledger import TOLERANCE, BudgetStore, Entry, Spend, _reads
 
 MODE = "reserved"  # the mode of a study's reservation entry among the releases
+RESERVED = "reserved for a study"  # its mechanism column: what the ledger's table shows
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS reservations (
     fingerprint TEXT NOT NULL,
@@ -82,7 +83,7 @@ class Reservations:
             return
         cur = con.execute(f"UPDATE releases SET epsilon = ? WHERE {where} AND release_key = ?", (eps, *keys, study))
         if cur.rowcount == 0:  # held again after all of it was spent (a release that published nothing)
-            self.store._insert(con, fp, [Entry(study, eps, "study", mode=MODE, note="reserved")])
+            self.store._insert(con, fp, [Entry(study, eps, RESERVED, mode=MODE, note="reserved")])
 
     def held(self, fp: str, study: str) -> list[Held]:
         """The study's reservation, one row per product (empty when nothing is reserved)."""
@@ -119,7 +120,7 @@ class Reservations:
                     for p in products
                 ],
             )
-            self.store._insert(con, fp, [Entry(study, total, "study", mode=MODE, time=now, note=note or "reserved")])
+            self.store._insert(con, fp, [Entry(study, total, RESERVED, mode=MODE, time=now, note=note or "reserved")])
         return Spend(True, before + total, total)
 
     def book(self, fp: str, study: str, product: str, entry: Entry) -> None:
