@@ -280,3 +280,15 @@ def test_a_pilot_release_gives_the_prediction_an_interval(tmp_path):
     synthetic = S.make_study_plan(F.parse(HEAD + product("tree", target=40, mechanisms=("privtree",), depth=6)))
     only = synthetic.to_dict()["products"][0]
     assert only["interval"] is None and "no interval" in only["method"]
+
+
+def test_a_budget_with_simulated_curves_evens_the_ratios_within_it():
+    """Within a budget, a simulated product (PrivTree or UG, chosen at every ratio) and a closed form end at nearly
+    the same margin / target (the simulated curve is predicted again at the ε chosen until it is a sample), and
+    the total stays within the budget."""
+    text = HEAD + "budget = 1.0\n" + product("tree", target=15, mechanisms=("privtree", "ug"), depth=6)
+    text += product("cells", target=10, depth=5, repeat=3)
+    doc = S.make_study_plan(F.parse(text)).to_dict()
+    ratios = [p["predicted"] / p["target"] for p in doc["products"]]
+    assert doc["total_epsilon"] <= 1.0 and max(ratios) / min(ratios) < 1.05, ratios
+    assert ratios[1] == pytest.approx(doc["ratio"], rel=0.01)  # the closed form sits at the common ratio
