@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -292,3 +293,32 @@ def test_a_budget_with_simulated_curves_evens_the_ratios_within_it():
     ratios = [p["predicted"] / p["target"] for p in doc["products"]]
     assert doc["total_epsilon"] <= 1.0 and max(ratios) / min(ratios) < 1.05, ratios
     assert ratios[1] == pytest.approx(doc["ratio"], rel=0.01)  # the closed form sits at the common ratio
+
+
+def test_a_polygon_file_is_read_from_the_study_files_folder(tmp_path):
+    """``regions = "districts.geojson:code"`` beside the study file is found from any working folder, and the
+    plan names it by its base name and hash (side information), never by its folder."""
+    from test_browser_regions import districts_geojson
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "districts.geojson").write_bytes(districts_geojson())
+    text = HEAD + product(
+        "quarters", "regions", target=5, mechanisms=("laplace_regions",), regions="districts.geojson:code"
+    )
+    (folder / "study.toml").write_text(text, encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = subprocess.run(
+        [sys.executable, "-m", "engine", "plan", "--study", str(folder / "study.toml"), "--json"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert p.returncode == 0, p.stderr
+    q = json.loads(p.stdout)["products"][0]
+    assert q["method"] == "closed form" and q["predicted"] <= 5
+    side = " ".join(q["side_information"])
+    assert "districts.geojson" in side and "sha256:" in side and str(folder) not in side

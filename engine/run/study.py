@@ -333,8 +333,8 @@ def make_study_plan(
     seconds: float | None = None,
 ) -> StudyPlan:
     """The study's plan (see the module docstring). ``progress(fraction, message)`` is told of every
-    prediction; ``cancelled()`` stops it (:class:`Cancelled`); past ``seconds`` (default: the plan's time
-    budget) it stops with a ParamError."""
+    prediction; ``cancelled()`` stops it (:class:`Cancelled`); past ``seconds`` (default: one plan's time budget,
+    ``HEATMAP_PLAN_SECONDS``, per product) it stops with a ParamError."""
     from .limits import release_limit
 
     progress = progress or (lambda f, m: None)
@@ -343,7 +343,8 @@ def make_study_plan(
     users = P.stated_users(study.users) if study.users is not None else P.released_users(study.users_from)
     proxy = P.released_proxy(study.proxy_from) if study.proxy_from else P.synthetic_proxy(study.proxy or P.PROXY_PRESET)
     proxy = several(proxy, study.locations_per_user)
-    watch = _Watch(P.plan_seconds() if seconds is None else float(seconds), cancelled)
+    # a study is a plan per product: each has the time budget of one
+    watch = _Watch(P.plan_seconds() * len(study.products) if seconds is None else float(seconds), cancelled)
     inp = Inputs(frame, users, proxy, study.runs, watch, progress, pilot_scale=_pilot_scale(study))
     products = list(study.products)
     inp.expected = sum(len(p.mechanisms) * len(SAMPLE_EPS) for p in products) + 2 * len(products)

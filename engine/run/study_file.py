@@ -166,7 +166,7 @@ def parse(text: str, base: Path | None = None) -> Study:
         raise ParamError("the study file needs at least one [[product]]")
     if len(raw) > MAX_PRODUCTS:
         raise ParamError(f"a study has at most {MAX_PRODUCTS} products (got {len(raw)})")
-    products = tuple(_product(p, i, users) for i, p in enumerate(raw))
+    products = tuple(_product(p, i, users, base) for i, p in enumerate(raw))
     names = [p.name for p in products]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
@@ -188,7 +188,7 @@ def parse(text: str, base: Path | None = None) -> Study:
     )
 
 
-def _product(p, i: int, users: int | None) -> Product:
+def _product(p, i: int, users: int | None, base: Path | None = None) -> Product:
     where = f"product {i + 1}"
     if not isinstance(p, dict):
         raise ParamError(f"{where} must be a [[product]] table")
@@ -217,12 +217,7 @@ def _product(p, i: int, users: int | None) -> Product:
     if kind != "regions" and regions is not None:
         raise ParamError(f"{where}: only a regions product takes regions (its kind is {kind})")
     if regions is not None:
-        from ..data.regions import parse_spec
-
-        try:
-            parse_spec(regions)
-        except ParamError as exc:
-            raise ParamError(f"{where}: {exc}") from None
+        regions = _regions(regions, base, where)
     mechanisms = p.get("mechanisms", [])
     if not isinstance(mechanisms, list) or not all(isinstance(m, str) and m.strip() for m in mechanisms):
         raise ParamError(f'{where}: mechanisms must be a list of mechanism names, e.g. ["identity", "privtree"]')
@@ -274,6 +269,19 @@ def _check_mechanisms(mechanisms, kind: str, where: str) -> None:
             raise ParamError(
                 f"{where}: {m!r} states no margin a {kind} target can be checked against; with one: {', '.join(known)}"
             )
+
+
+def _regions(spec: str, base: Path | None, where: str) -> str:
+    """A product's regions, checked; a polygon file's path read from the study file's folder."""
+    from ..data.regions import parse_spec
+
+    try:
+        kind, path, id_column = parse_spec(spec)
+    except ParamError as exc:
+        raise ParamError(f"{where}: {exc}") from None
+    if kind != "file" or base is None or Path(path).is_absolute():
+        return spec
+    return str(base / path) + (f":{id_column}" if id_column else "")
 
 
 def _known(table: dict, keys: set, where: str) -> None:
