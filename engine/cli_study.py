@@ -37,6 +37,8 @@ def plan(args) -> int:
     plan = S.make_study_plan(study, progress=S.stderr_progress())
     doc = plan.to_dict()
     if args.reserve:
+        if doc["unmet"]:
+            print(f"note: reserving a plan that does not meet {', '.join(doc['unmet'])}", file=sys.stderr)
         res = S.reserve(plan, note=f"python -m engine plan --study ({study.name})")
         doc["reserved"] = round(res.added, 12)
     if args.json:
