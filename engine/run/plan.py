@@ -346,9 +346,9 @@ def predict(
     get(mechanism)  # an unknown mechanism fails here
     proxy = proxy or synthetic_proxy()
     closed = exact(mechanism, regions)
-    runs = 1 if closed else int(runs or SIMULATED_RUNS)
-    rows, basis = [], ""
-    for r in range(runs):
+    asked, runs = runs, 1 if closed else int(runs or SIMULATED_RUNS)
+    rows, basis, r = [], "", -1
+    while (r := r + 1) < runs:
         if deadline is not None and deadline.expired():
             raise deadline.stop(mechanism, epsilon)
         ds = proxy.sample(frame, users.n, seed=seed + r)
@@ -368,6 +368,8 @@ def predict(
                 raise
             raise deadline.stop(mechanism, epsilon) from None
         cm = cell_margins(res.release, mechanism, frame.crs)
+        if closed and mechanism != "laplace_regions" and not _whole_cells(res.release, mechanism):
+            closed, runs = False, int(asked or SIMULATED_RUNS)  # a cell's margin carries its share of a unit's count
         row = [*margin_stats(cm.margin95)]
         basis = cm.basis
         if regions is not None:
@@ -393,6 +395,15 @@ def predict(
         margin_basis=basis,
         runs=runs,
     )
+
+
+def _whole_cells(release, mechanism: str) -> bool:
+    """Whether each of the release's noise units is one cell of its grid (the hierarchical tree's leaves are
+    coarser than the grid when its height rule stops above it): only then is a cell's margin its noise alone."""
+    from ..regions.margins import units_of
+
+    u = units_of(release, mechanism)
+    return not isinstance(u, str) and int(u.S.getnnz(axis=0).max(initial=0)) <= 1
 
 
 def _median(v: np.ndarray) -> float:
