@@ -186,7 +186,8 @@ class Bookkeeper:
         if self.reserved is not None:
             from .reserve import Reservations
 
-            self._ledger(lambda: Reservations(self.store).book(fp, *self.reserved, entry), release=True)
+            study, product = self.reserved
+            self._ledger(lambda: Reservations(self.store).book(fp, study, product, entry), release=True)
             return Booking(fp, entry.release_key, entry.epsilon, study=self.reserved)
         bound = lowered(limit, cfg.dataset)
         res = self._ledger(lambda: self.store.try_spend(fp, [entry], bound), release=True)

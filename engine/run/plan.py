@@ -400,10 +400,12 @@ def predict(
 def _whole_cells(release, mechanism: str) -> bool:
     """Whether each of the release's noise units is one cell of its grid (the hierarchical tree's leaves are
     coarser than the grid when its height rule stops above it): only then is a cell's margin its noise alone."""
+    from scipy import sparse
+
     from ..regions.margins import units_of
 
     u = units_of(release, mechanism)
-    return not isinstance(u, str) and int(u.S.getnnz(axis=0).max(initial=0)) <= 1
+    return not isinstance(u, str) and int(sparse.csr_matrix(u.S).getnnz(axis=0).max(initial=0)) <= 1
 
 
 def _median(v: np.ndarray) -> float:

@@ -73,7 +73,7 @@ class Reservations:
             "AND study = ? ORDER BY time, product",
             (*keys, study),
         ).fetchall()
-        return [Held(*r[:6], json.loads(r[6])) for r in rows]
+        return [Held(r[0], r[1], r[2], float(r[3]), int(r[4]), int(r[5]), json.loads(r[6])) for r in rows]
 
     def _entry(self, con, fp: str, study: str, eps: float) -> None:
         """Set the reservation entry's ε (gone at 0: nothing is held any more)."""

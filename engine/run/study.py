@@ -27,12 +27,13 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..core.errors import Cancelled
+from ..core.errors import Cancelled, ParamError
 from . import plan as P
-from .study_bias import SeveralProxy, several
+from .study_bias import SeveralProxy, Split, several
 from .study_bias import split as split_error
 from .study_file import Product, Study
 
@@ -239,7 +240,7 @@ class Choice:
     method: str
     candidates: dict[str, float | None]
     side_information: list[str]
-    error: object = None  # bias and noise apart (engine.run.study_bias.Split), where contributions are bounded
+    error: Split | None = None  # bias and noise apart (engine.run.study_bias.Split), where contributions are bounded
     interval: tuple[float, float] | None = None  # the prediction's own 10th-90th percentile (see :func:`interval`)
 
     def to_dict(self) -> dict:
@@ -443,6 +444,7 @@ def _choice(inp: Inputs, product: Product, curves: list[Curve], pick, ratio: flo
         return Choice(product, None, None, None, method, candidates, side)
     curve, eps = pick
     eps = _round(eps, up)
+    span: tuple[float, float] | None
     if curve.c is not None:
         pred, method, span = curve.c / eps, "closed form", (curve.c / eps, curve.c / eps)
     else:
@@ -504,7 +506,9 @@ def stderr_progress(stream=None) -> Callable[[float, str], None]:
 # ------------------------------------------------------------------ the ledger keeps the plan
 def ledger_of(study: Study) -> str:
     """The key of the study's dataset's ledger."""
-    return P.ledger_key(study.dataset, _options(study))
+    key = P.ledger_key(study.dataset, _options(study))
+    assert key is not None  # a study always names its dataset
+    return key
 
 
 def reserve(plan: StudyPlan, store=None, note: str = ""):
@@ -515,7 +519,7 @@ def reserve(plan: StudyPlan, store=None, note: str = ""):
     from .reserve import Reservations
 
     study = plan.study
-    products = [
+    products: list[dict[str, Any]] = [
         {
             "product": c.product.name,
             "mechanism": c.mechanism,
@@ -534,6 +538,8 @@ def reserve(plan: StudyPlan, store=None, note: str = ""):
 
 
 def _params(c: Choice) -> dict:
+    if c.mechanism is None:
+        raise ParamError(f"{c.product.name}: no mechanism meets its target, so it has no parameters to run")
     return _product_params(c.product, c.mechanism)
 
 

@@ -141,7 +141,7 @@ def parse(text: str, base: Path | None = None) -> Study:
     if not isinstance(head, dict):
         raise ParamError("the study file needs a [study] table (dataset, users or users_from, budget)")
     _known(head, STUDY_KEYS, "[study]")
-    dataset = _text(head, "dataset", "[study]", required=True)
+    dataset = _required(head, "dataset", "[study]")
     users, users_from = head.get("users"), head.get("users_from")
     if (users is None) == (users_from is None):
         raise ParamError("[study] needs either users (a public bound you state) or users_from (a release's folder)")
@@ -192,7 +192,7 @@ def _product(p, i: int, users: int | None, base: Path | None = None) -> Product:
     where = f"product {i + 1}"
     if not isinstance(p, dict):
         raise ParamError(f"{where} must be a [[product]] table")
-    name = _text(p, "name", where, required=True)
+    name = _required(p, "name", where)
     where = f"product {name!r}"
     _known(p, PRODUCT_KEYS, where)
     kind = _text(p, "kind", where, required=True)
@@ -279,15 +279,22 @@ def _regions(spec: str, base: Path | None, where: str) -> str:
         kind, path, id_column = parse_spec(spec)
     except ParamError as exc:
         raise ParamError(f"{where}: {exc}") from None
-    if kind != "file" or base is None or Path(path).is_absolute():
+    if kind != "file" or base is None or Path(str(path)).is_absolute():
         return spec
-    return str(base / path) + (f":{id_column}" if id_column else "")
+    return str(base / str(path)) + (f":{id_column}" if id_column else "")
 
 
 def _known(table: dict, keys: set, where: str) -> None:
     unknown = sorted(set(table) - keys)
     if unknown:
         raise ParamError(f"{where} has an unknown key {unknown[0]!r}; known: {', '.join(sorted(keys))}")
+
+
+def _required(table: dict, key: str, where: str) -> str:
+    """A text the file must give."""
+    v = _text(table, key, where, required=True)
+    assert v is not None  # _text raised without it
+    return v
 
 
 def _text(table: dict, key: str, where: str, required: bool = False) -> str | None:
