@@ -5,7 +5,8 @@ check-ins); 256 x 256; EMD in metres on 64 x 64; medians over seeds 0..SEEDS-1 (
 Parts (``--part``, all by default):
 
 * ``topt``: ``identity_topt``'s default and ``identity``, MSE and EMD each as a multiple of the uniform
-  map's, eps 0.1 0.3 1 3 10, on the built-in and the test cities;
+  map's, eps 0.1 0.3 1 3 10, on the built-in and the test cities, with the runs in which top-t kept no
+  cell and the fill models its runs used (no cell kept and an even fill: the uniform map);
 * ``trees``: the ``hierarchical`` default on the check-in city and the same with ``nonnegative`` off (the
   least-squares leaves), EMD in metres and MSE as a multiple of the uniform map's, eps 0.1 0.3 1 3 10;
 * ``instruments``: why the hierarchical default's EMD grew with eps on the check-in city (eps 0.1, 1, 10):
@@ -69,13 +70,18 @@ def part_topt(seeds, out):
         for eps in EPS:
             row = {"part": "topt", "city": name, "eps": eps}
             for key in ("identity_topt", "identity"):
-                v = np.array([errors(t, dom, run(key, d, dom, eps, s).density) for s in range(seeds)]) / base
+                rels = [run(key, d, dom, eps, s) for s in range(seeds)]
+                v = np.array([errors(t, dom, r.density) for r in rels]) / base
                 row[key] = {"mse": float(np.median(v[:, 0])), "emd": float(np.median(v[:, 1]))}
+                if key == "identity_topt":  # no cell kept and an even fill: exactly the uniform map
+                    row["none_kept"] = sum(r.diagnostics["cells_kept"] == 0 for r in rels)
+                    row["fill_models"] = sorted({r.diagnostics["fill_model"] for r in rels})
             out.append(row)
             a, b = row["identity_topt"], row["identity"]
             print(
                 f"{name:22s} eps {eps:4}: top-t {a['mse']:.3g} / {a['emd']:.3g}   Identity {b['mse']:.3g} / {b['emd']:.3g}"
-                "  (MSE / EMD of the uniform map's)",
+                f"  (MSE / EMD of the uniform map's); no cell kept in {row['none_kept']} of {seeds} runs,"
+                f" fill {', '.join(row['fill_models'])}",
                 flush=True,
             )
 
