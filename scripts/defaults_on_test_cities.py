@@ -10,9 +10,10 @@ Parts (``--part``, all by default):
 * ``trees``: the ``hierarchical`` default on the check-in city and the same with ``nonnegative`` off (the
   least-squares leaves), EMD in metres and MSE as a multiple of the uniform map's, eps 0.1 0.3 1 3 10;
 * ``instruments``: why the hierarchical default's EMD grew with eps on the check-in city (eps 0.1, 1, 10):
-  the rule's height from the noisy count and from the true n, the least-squares map (``nonnegative``
-  off) at fixed heights, without consistency, with unit = record, the mass its positive cells hold
-  (what a clipped map keeps) and the EMD coarsened to 64 and to 128 cells a side.
+  the rule's height from the noisy count and from the true n, the share of its leaves that hold no data,
+  the least-squares map (``nonnegative`` off) at fixed heights, without consistency, with unit = record,
+  the mass its positive cells hold (what a clipped map keeps) and the EMD coarsened to 64 and to 128
+  cells a side.
 
 Run: PYTHONPATH=. python scripts/defaults_on_test_cities.py [--part P] [--seeds N] [--json OUT]
 """
@@ -124,6 +125,9 @@ def part_instruments(seeds, out):
     for eps in (0.1, 1.0, 10.0):
         rule = run("hierarchical", d, dom, eps, 0).diagnostics["height"]
         row = {"part": "instruments", "eps": eps, "height_rule": rule, "height_true_n": height_rule(n_true, eps, 8)}
+        m = 1 << rule
+        leaves = t.reshape(m, t.shape[0] // m, m, -1).sum(axis=(1, 3))
+        row["empty_leaves"] = float((leaves == 0).mean())
         ls = {"nonnegative": False}
         row["default"] = med(eps)
         row["least_squares"] = med(eps, **ls)
@@ -133,7 +137,10 @@ def part_instruments(seeds, out):
         row["record"] = med(eps, unit="record", **ls)
         row["fixed"] = {h: med(eps, height=h, **ls) for h in range(3, 8)}
         out.append(row)
-        print(f"eps {eps}: height {rule} (rule on the noisy count; {row['height_true_n']} for the true n)")
+        print(
+            f"eps {eps}: height {rule} (rule on the noisy count; {row['height_true_n']} for the true n);"
+            f" {row['empty_leaves']:.0%} of its {m}^2 leaves hold no data"
+        )
         for k in ("default", "least_squares", "least_squares_128", "default_128", "no_consistency", "record"):
             r = row[k]
             print(
