@@ -5,13 +5,15 @@ check-ins); 256 x 256; EMD in metres on 64 x 64; medians over seeds 0..SEEDS-1 (
 Parts (``--part``, all by default):
 
 * ``topt``: ``identity_topt``'s default and ``identity``, MSE and EMD each as a multiple of the uniform
-  map's, eps 0.1 0.3 1 3 10, on the built-in and the test cities;
-* ``trees``: the ``hierarchical`` default on the check-in city, EMD in metres and MSE as a multiple of the
-  uniform map's, eps 0.1 0.3 1 3 10;
+  map's, eps 0.1 0.3 1 3 10, on the built-in and the test cities, with the runs in which top-t kept no
+  cell and the fill models its runs used (no cell kept and an even fill: the uniform map);
+* ``trees``: the ``hierarchical`` default on the check-in city and the same with ``nonnegative`` off (the
+  least-squares leaves), EMD in metres and MSE as a multiple of the uniform map's, eps 0.1 0.3 1 3 10;
 * ``instruments``: why the hierarchical default's EMD grew with eps on the check-in city (eps 0.1, 1, 10):
-  the rule's height from the noisy count and from the true n, the least-squares map (``nonnegative``
-  off) at fixed heights, without consistency, with unit = record, the mass its positive cells hold
-  (what a clipped map keeps) and the EMD coarsened to 64 and to 128 cells a side.
+  the rule's height from the noisy count and from the true n, the share of its leaves that hold no data,
+  the least-squares map (``nonnegative`` off) at fixed heights, without consistency, with unit = record,
+  the mass its positive cells hold (what a clipped map keeps) and the EMD coarsened to 64 and to 128
+  cells a side.
 
 Run: PYTHONPATH=. python scripts/defaults_on_test_cities.py [--part P] [--seeds N] [--json OUT]
 """
@@ -25,6 +27,7 @@ import numpy as np
 
 from engine.bench.shapes import checkin_city, shape_cities
 from engine.mechanisms import RunContext, get
+from engine.mechanisms.central.readings import topt_fill
 from engine.metrics import emd_m, mse
 from engine.run.runner import load_dataset
 
@@ -68,14 +71,19 @@ def part_topt(seeds, out):
         base = errors(t, dom, flat)
         for eps in EPS:
             row = {"part": "topt", "city": name, "eps": eps}
-            for key in ("identity_topt", "identity"):
-                v = np.array([errors(t, dom, run(key, d, dom, eps, s).density) for s in range(seeds)]) / base
+            rels = {key: [run(key, d, dom, eps, s) for s in range(seeds)] for key in ("identity_topt", "identity")}
+            for key, runs in rels.items():
+                v = np.array([errors(t, dom, r.density) for r in runs]) / base
                 row[key] = {"mse": float(np.median(v[:, 0])), "emd": float(np.median(v[:, 1]))}
+            fills = [topt_fill(r) for r in rels["identity_topt"]]
+            row["none_kept"] = sum(kept == 0 for kept, _ in fills)  # with an even fill: exactly the uniform map
+            row["fill_models"] = sorted({model for _, model in fills})
             out.append(row)
             a, b = row["identity_topt"], row["identity"]
             print(
                 f"{name:22s} eps {eps:4}: top-t {a['mse']:.3g} / {a['emd']:.3g}   Identity {b['mse']:.3g} / {b['emd']:.3g}"
-                "  (MSE / EMD of the uniform map's)",
+                f"  (MSE / EMD of the uniform map's); no cell kept in {row['none_kept']} of {seeds} runs,"
+                f" fill {', '.join(row['fill_models'])}",
                 flush=True,
             )
 
@@ -84,11 +92,16 @@ def part_trees(seeds, out):
     d, dom, t = prepared(checkin_city())
     base = mse(t, np.ones_like(t))
     for eps in EPS:
-        v = np.array([errors(t, dom, run("hierarchical", d, dom, eps, s).density) for s in range(seeds)])
-        row = {"part": "trees", "eps": eps, "emd_m": float(np.median(v[:, 1])), "mse": float(np.median(v[:, 0]) / base)}
+        row = {"part": "trees", "eps": eps}
+        for k, p in (("default", {}), ("least_squares", {"nonnegative": False})):
+            v = np.array([errors(t, dom, run("hierarchical", d, dom, eps, s, **p).density) for s in range(seeds)])
+            row[k] = {"emd_m": float(np.median(v[:, 1])), "mse": float(np.median(v[:, 0]) / base)}
         out.append(row)
+        a, b = row["default"], row["least_squares"]
         print(
-            f"check-ins, hierarchical default, eps {eps:4}: EMD {row['emd_m']:.0f} m, MSE {row['mse']:.3f}", flush=True
+            f"check-ins, hierarchical, eps {eps:4}: default EMD {a['emd_m']:.0f} m, MSE {a['mse']:.3f};"
+            f" nonnegative off EMD {b['emd_m']:.0f} m, MSE {b['mse']:.3f}",
+            flush=True,
         )
 
 
@@ -114,6 +127,9 @@ def part_instruments(seeds, out):
     for eps in (0.1, 1.0, 10.0):
         rule = tree_height(run("hierarchical", d, dom, eps, 0))
         row = {"part": "instruments", "eps": eps, "height_rule": rule, "height_true_n": height_rule(n_true, eps, 8)}
+        m = 1 << rule
+        leaves = t.reshape(m, t.shape[0] // m, m, -1).sum(axis=(1, 3))
+        row["empty_leaves"] = float((leaves == 0).mean())
         ls = {"nonnegative": False}
         row["default"] = med(eps)
         row["least_squares"] = med(eps, **ls)
@@ -123,7 +139,10 @@ def part_instruments(seeds, out):
         row["record"] = med(eps, unit="record", **ls)
         row["fixed"] = {h: med(eps, height=h, **ls) for h in range(3, 8)}
         out.append(row)
-        print(f"eps {eps}: height {rule} (rule on the noisy count; {row['height_true_n']} for the true n)")
+        print(
+            f"eps {eps}: height {rule} (rule on the noisy count; {row['height_true_n']} for the true n);"
+            f" {row['empty_leaves']:.0%} of its {m}^2 leaves hold no data"
+        )
         for k in ("default", "least_squares", "least_squares_128", "default_128", "no_consistency", "record"):
             r = row[k]
             print(

@@ -178,3 +178,34 @@ def test_an_entry_carries_the_mechanisms_neighbouring_relation(monkeypatch):
     assert entry_for(RunConfig(mechanism="zero_out_stub")).neighbouring == "zero-out user"
     assert entry_for(RunConfig(mechanism="by_unit_stub")).neighbouring == "add/remove user"
     assert entry_for(RunConfig(mechanism="by_unit_stub", params={"unit": "record"})).neighbouring == "add/remove record"
+
+
+def test_concurrent_sessions_cannot_reserve_past_the_limit(db):
+    """16 sessions reserve a study of ε 1 (two releases of 0.5) at once against a limit of 10: exactly 10
+    reservations hold; then 16 sessions book a release against one study's five reserved releases at once: exactly
+    five are booked, and the reservation holds nothing more."""
+    from engine.run.reserve import Reservations
+
+    def reserve(store, i):
+        plan = [{"product": "map", "mechanism": "identity", "epsilon": 0.5, "repeat": 2}]
+        return Reservations(store).reserve(FP, f"study/{i}", plan, limit=10.0)
+
+    results = sessions(db, 16, reserve)
+    assert sum(r.ok for r in results) == 10 and all(r.spent <= 10.0 + 1e-9 for r in results)
+    assert BudgetStore(db).spent(FP) == pytest.approx(10.0)
+
+    other = "sha256:another-dataset"
+    plan = [{"product": "monthly", "mechanism": "identity", "epsilon": 0.5, "repeat": 5}]
+    assert Reservations(BudgetStore(db)).reserve(other, "study/one", plan, limit=10.0).ok
+
+    def book(store, i):
+        try:
+            Reservations(store).book(other, "study/one", "monthly", Entry(f"release-{i}", 0.5, "identity"))
+            return True
+        except ParamError:
+            return False
+
+    assert sum(sessions(db, 16, book)) == 5
+    store = BudgetStore(db)
+    assert store.spent(other) == pytest.approx(2.5)
+    assert [e.release_key for e in store.entries(other)].count("study/one") == 0  # all of it spent

@@ -46,8 +46,9 @@ GUIDE = [
     (
         "A trusted curator; range queries (how many people in this rectangle?)",
         "Hierarchical histogram (HB default)",
-        "its leaves sized from a noisy count: 0.24x (ε 0.1) and 0.73x (ε 1) the error of the best "
-        "fixed-branching tree at full height at 10^4 points; the same tree at 10^6 points",
+        "its leaves sized from a noisy count: 0.84x (ε 0.1) and 1.39x (ε 1) the error of the best "
+        "fixed-branching tree at full height at 10^4 points; for range queries set its non-negative map off: the "
+        "unbiased least-squares leaves' error is 0.55-0.98x the default's in 14 of 16 settings",
         "central",
     ),
     (

@@ -39,6 +39,7 @@ SUITES = (
     "frame",
     "hdmm",
     "local",
+    "study",
 )
 
 

@@ -295,6 +295,14 @@ def exact(mechanism: str, regions=None, params: dict | None = None, user_ids: bo
     return planning(mechanism, regions, params, user_ids)[0] == "exact"
 
 
+def counts_regions(mechanism: str) -> bool:
+    """Whether the mechanism counts regions of its own (a ``regions`` parameter, as Laplace over regions): a
+    product over regions gives it those regions, and only such a product is one it can release."""
+    from ..mechanisms import get
+
+    return "regions" in {p.name for p in get(mechanism).params}
+
+
 def plannable() -> list[str]:
     """The mechanisms whose margins the planner predicts (exactly or by simulation)."""
     from ..mechanisms import registry
@@ -333,9 +341,9 @@ def predict(
     mode, why = planning(mechanism, regions, params, frame.user_ids)  # an unknown mechanism fails here
     proxy = proxy or synthetic_proxy()
     closed = mode == "exact"
-    runs = 1 if closed else int(runs or SIMULATED_RUNS)
-    rows, basis = [], ""
-    for r in range(runs):
+    asked, runs = runs, 1 if closed else int(runs or SIMULATED_RUNS)
+    rows, basis, r = [], "", -1
+    while (r := r + 1) < runs:
         if deadline is not None and deadline.expired():
             raise deadline.stop(mechanism, epsilon)
         ds = proxy.sample(frame, users.n, seed=seed + r)
@@ -358,6 +366,11 @@ def predict(
             row, basis = [math.nan] * 4, why
         else:
             cm = cell_margins(res.release, frame.crs)
+            if closed and (regions is None or regions.kind == "grid") and not _whole_cells(res.release):
+                closed, runs = (
+                    False,
+                    int(asked or SIMULATED_RUNS),
+                )  # a cell's margin carries its share of a unit's count
             row, basis = [*summary(cm.margin95)], cm.basis
             row += [*summary(region_margins(res.release, regions).margin95)] if regions is not None else [math.nan] * 2
         row.append(float(res.metrics.get("range_rel_error", math.nan)))
@@ -378,6 +391,15 @@ def predict(
         margin_basis=basis,
         runs=runs,
     )
+
+
+def _whole_cells(release) -> bool:
+    """Whether each of the release's noise units is one cell of its grid (the hierarchical tree's leaves are
+    coarser than the grid when its height rule stops above it): only then is a cell's margin its noise alone."""
+    model = release.noise
+    if isinstance(model, str):
+        return False
+    return int(model.spread(release.domain.n**2).getnnz(axis=0).max(initial=0)) <= 1
 
 
 def _median(v: np.ndarray) -> float:

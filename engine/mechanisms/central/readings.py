@@ -14,3 +14,9 @@ def grid_size(release) -> int | None:
 def tree_height(release) -> int:
     """The hierarchical histogram's leaves are a ``2^height`` grid: the height it chose (its rule's, or given)."""
     return int(release.diagnostics["height"])
+
+
+def topt_fill(release) -> tuple[int, str]:
+    """The top-t release's cells kept above the threshold, and how the rest were filled (``ebfill``'s model)."""
+    d = release.diagnostics
+    return int(d["cells_kept"]), str(d["fill_model"])
