@@ -33,6 +33,7 @@ SUITES = (
     "central",
     "dask",
     "regions",
+    "city_regions",
     "dpbench",
     "plan",
     "frame",
