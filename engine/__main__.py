@@ -142,7 +142,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     from .cli_grid import config_fields
     from .data.registry import get_source
     from .mechanisms import get, load_all
-    from .run.config import RunConfig
+    from .run.config import RunConfig, with_regions
 
     load_all()
     src = get_source(args.dataset)
@@ -153,11 +153,8 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
         if "url" in data_opts:
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
-    params = _options(args.param, "mechanism parameter")
-    if getattr(args, "regions", None) and mechanism == "laplace_regions":
-        params.setdefault("regions", args.regions)  # the regions reported are the regions counted
-        if args.regions_crs:
-            params.setdefault("regions_crs", args.regions_crs)
+    # the regions reported are the regions counted
+    params = with_regions(mechanism, _options(args.param, "mechanism parameter"), *cli_data.region_args(args))
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)
@@ -373,9 +370,12 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_plan(args) -> int:
+    from .mechanisms import load_all
     from .run import plan as P
+    from .run.config import with_regions
     from .run.frame import auto_depth
 
+    load_all()
     if args.users is not None and args.users > P.MAX_USERS:
         raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
     if args.target_margin is not None and not (math.isfinite(args.target_margin) and args.target_margin > 0):
@@ -384,15 +384,14 @@ def _cmd_plan(args) -> int:
     options = {}
     if args.dataset is not None:
         from .data.registry import get_source
-        from .mechanisms import load_all
 
-        load_all()
         src = get_source(args.dataset)
         options = src.schema().resolve(_options(args.data_opt, "dataset option"))
         if src.kind == "file":
             cli_data.warn_about_file(args.dataset, options)
     frame = P.frame_of(args.dataset, options) if args.dataset else None
     params = _options(args.param, "mechanism parameter")
+    params = {m: with_regions(m, params, *cli_data.region_args(args)) for m in args.mechanism}
     proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
     plan = P.make_plan(
         args.mechanism,
@@ -402,7 +401,7 @@ def _cmd_plan(args) -> int:
         depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
         regions_spec=args.regions,
         polygons=cli_data.polygon_file(args),
-        params={m: params for m in args.mechanism},
+        params=params,
         target=args.target_margin,
         dataset=args.dataset,
         options=options,

@@ -1,0 +1,68 @@
+"""One region set per analysis on the command line: ``plan``, ``run`` and ``release`` given the same ``--regions``
+agree. Laplace over regions is planned on the file's regions (not on hexagons), in closed form, and the ε the plan
+finds for a target margin gives that margin in the run and in the release; the regions parameter cannot name
+other regions besides."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from engine.__main__ import main
+from engine.bench.city_regions import city_geojson
+from engine.run.runner import load_dataset
+
+DATA = ["--dataset", "synthetic:monocentric", "--data-opt", "n=3000", "--data-opt", "seed=4", "--depth", "5"]
+
+
+@pytest.fixture(scope="module")
+def neighbourhoods(tmp_path_factory):
+    """77 neighbourhoods of realistic shape over the synthetic city's map (its local CRS, its side)."""
+    ds = load_dataset("synthetic:monocentric", {"n": 3000, "seed": 4})
+    side = ds.public_domain(5).side
+    path = city_geojson(tmp_path_factory.mktemp("public") / "neighbourhoods.geojson", crs=ds.crs, side=side)
+    return f"{path}:area_id"
+
+
+def cli_json(capsys, *argv) -> dict:
+    assert main(list(argv)) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_plan_run_and_release_agree_on_one_regions_file(neighbourhoods, capsys, tmp_path):
+    plan = cli_json(
+        capsys, "plan", *DATA, "--mechanism", "laplace_regions", "--epsilon", "1", "--users", "3000",
+        "--regions", neighbourhoods, "--target-margin", "10", "--json",
+    )  # fmt: skip
+    p = plan["predictions"][0]
+    assert p["method"] == "closed form" and p["regions"] == 77
+    # each neighbourhood is one Laplace(1/eps) count: its margin is ln(20)/eps exactly, at the median and worst tenth
+    assert p["region_median"] == pytest.approx(math.log(20)) and p["region_p90"] == pytest.approx(math.log(20))
+    eps = plan["suggested_epsilon"]["laplace_regions"]
+    assert eps is not None and math.log(20) / eps <= 10 < math.log(20) / (eps * 0.99)
+    run = cli_json(
+        capsys, "run", *DATA, "--mechanism", "laplace_regions", "--epsilon", str(eps), "--seed", "1",
+        "--regions", neighbourhoods, "--format", "json",
+    )  # fmt: skip
+    margins = [r["margin95"] for r in run["regions"]]
+    assert len(margins) == 77 and max(margins) <= 10 and run["regions_info"]["count"] == 77
+    out = tmp_path / "release"
+    assert main(["release", *DATA, "--mechanism", "laplace_regions", "--epsilon", str(eps),
+                 "--regions", neighbourhoods, "--out", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    table = pd.read_csv(out / "regions.csv")
+    assert list(table["id"]) == [r["id"] for r in run["regions"]] and (table["margin95"] <= 10).all()
+    doc = json.loads((out / "manifest.json").read_text())
+    # the regions counted are the regions reported: one name, the file's base name, id column and content hash
+    assert doc["parameters"]["mechanism_params"]["regions"] == doc["regions"]["spec"]
+    assert doc["regions"]["spec"].startswith("neighbourhoods.geojson:area_id (sha256:")
+
+
+def test_regions_named_twice_must_be_the_same(neighbourhoods, capsys):
+    argv = ["run", *DATA, "--mechanism", "laplace_regions", "--seed", "1", "--regions", neighbourhoods]
+    assert main([*argv, "--param", "regions=h3:7"]) == 2
+    assert "the regions are given twice" in capsys.readouterr().err
+    assert main([*argv, "--param", f"regions={neighbourhoods}"]) == 0  # the same regions, said twice, are one set
