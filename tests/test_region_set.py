@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -66,3 +67,33 @@ def test_regions_named_twice_must_be_the_same(neighbourhoods, capsys):
     assert main([*argv, "--param", "regions=h3:7"]) == 2
     assert "the regions are given twice" in capsys.readouterr().err
     assert main([*argv, "--param", f"regions={neighbourhoods}"]) == 0  # the same regions, said twice, are one set
+
+
+def test_plan_panel_plans_per_region_on_the_uploaded_polygons_and_its_epsilon_keeps_the_promise(tmp_path):
+    """The dashboard: the sidebar's regions (an uploaded polygon file) are what the Plan panel plans over, stated
+    "per region", and what Laplace over regions counts; the ε the panel suggests for ±10 per region gives a release
+    whose every region's margin is at most 10."""
+    from test_app import click_run, open_app
+
+    ds = load_dataset("synthetic:polycentric", {"n": 3000})
+    path = city_geojson(tmp_path / "neighbourhoods.geojson", crs=ds.crs, side=ds.public_domain(5).side)
+    at = open_app(mode="release", mech="laplace_regions", eps="1", baselines="0")
+    at.segmented_control(key="regions.kind").set_value("Your polygons").run()
+    at.file_uploader(key="regions.file").set_value((path.name, path.read_bytes(), "application/geo+json")).run()
+    at.selectbox(key="regions.id").set_value("area_id").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="plan.where").value == "regions"
+    at.number_input(key="plan.users").set_value(3000).run()
+    at.number_input(key="plan.target").set_value(10.0).run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    m = next(x for x in at.metric if "Predicted 95 % margin per region at ε 1" in x.label)
+    assert float(m.value.split()[0].lstrip("±")) == pytest.approx(math.log(20), abs=0.01)  # 3 figures
+    body = "\n".join(str(x.value) for x in at.markdown)
+    eps = float(re.search(r"smallest ε giving ±10 people per region is \*\*([0-9.]+)\*\*", body)[1])
+    assert math.log(20) / eps <= 10 < math.log(20) / (eps * 0.98)  # the smallest, to the search's precision
+    at.button(key="plan.use").click().run()
+    assert at.sidebar.select_slider(key="cfg.eps").value == pytest.approx(eps)
+    click_run(at, "explore")
+    table = next(d.value for d in at.dataframe if "95 % margin" in d.value.columns)
+    assert len(table) == 77 and (table["95 % margin"] <= 10).all()

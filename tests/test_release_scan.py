@@ -189,12 +189,12 @@ def _released_on_the_page(private, mechanism: str, downloads, res: str = "32"):
 
 
 def _choose_polygons(at, private) -> None:
-    at.segmented_control(key="release.regions.kind").set_value("Your polygons").run()
-    at.file_uploader(key="release.regions.file").set_value(
+    at.segmented_control(key="regions.kind").set_value("Your polygons").run()
+    at.file_uploader(key="regions.file").set_value(
         (private.regions.name, private.regions.read_bytes(), "application/geo+json")
     ).run()
-    at.selectbox(key="release.regions.id").set_value("code").run()
-    at.selectbox(key="release.regions.name").set_value("name").run()
+    at.selectbox(key="regions.id").set_value("code").run()
+    at.selectbox(key="regions.name").set_value("name").run()
     assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
 
 

@@ -26,9 +26,14 @@ MAX_DRAWN = 5000  # polygons per map: more would make the page's JSON too heavy 
 
 @dataclass(frozen=True)
 class Choice:
-    spec: str
+    spec: str  # engine.data.regions.parse_spec: grid, h3:RES, or an upload's NAME:ID (sha256:HEX)
     polygons: object = None  # engine.data.files.polygons.PolygonFile of an upload
     name_column: str | None = None
+
+    @property
+    def noun(self) -> str:
+        """What one region is called in words: "region" for the analyst's polygons, "cell", "hexagon"."""
+        return "region" if self.polygons is not None else ("cell" if self.spec == "grid" else "hexagon")
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -40,66 +45,130 @@ def _read(data: bytes, name: str, id_column: str | None, name_column: str | None
     return load_polygons_isolated(data, name, id_column=id_column, name_column=name_column, crs=crs or None)
 
 
-def control(prefix: str, domain, container=None) -> Choice | None:
-    """The regions control; None when off or not ready (an upload still to come, or refused)."""
-    from engine.data.regions import auto_resolution
+KEY = "regions"  # the analysis's one region set: widgets and the kept upload, shared by every page
+_UPLOAD = "_regions_upload"  # (name, bytes) of the polygon file: kept across pages, which drop the uploader's value
 
-    c = container or st
-    kind = c.segmented_control("Regions", CHOICES, default="Off", key=f"{prefix}.regions.kind")
+
+def _on_file() -> None:
+    if st.session_state.get(f"{KEY}.file") is None:  # the analyst removed the file
+        st.session_state.pop(_UPLOAD, None)
+
+
+def control(container, counted: bool = False, domain=None) -> Choice | None:
+    """The analysis's regions (the sidebar's *Regions*): what Laplace over regions counts and what the plan, the
+    regional maps, the tables and the release files report over. ``counted``: a chosen mechanism counts them, so
+    "Off" is not offered. None when off or not ready (an upload still to come, or refused)."""
+    from . import state
+
+    c = container
+    choices = CHOICES[1:] if counted else CHOICES
+    state.seed(f"{KEY}.kind", "Off")
+    if state.get(f"{KEY}.kind") not in choices:
+        state.put(f"{KEY}.kind", "H3 hexagons")
+    kind = c.segmented_control(
+        "Regions",
+        choices,
+        **state.bind(f"{KEY}.kind"),
+        help="The regions of this analysis: Laplace over regions counts them; the plan, the regional maps, the table "
+        "and the release files report over them.",
+    )
     if kind in (None, "Off"):
         return None
     if kind == "Grid cells":
         return Choice("grid")
     if kind == "H3 hexagons":
-        auto = min(max(auto_resolution(domain), H3_RANGE[0]), H3_RANGE[1])
+        from engine.data.regions import auto_resolution
+
+        if state.get(f"{KEY}.h3") is None:
+            dom = domain() if callable(domain) else domain
+            state.seed(f"{KEY}.h3", 8 if dom is None else min(max(auto_resolution(dom), H3_RANGE[0]), H3_RANGE[1]))
         res = c.slider(
             "H3 resolution",
             *H3_RANGE,
-            value=auto,
-            key=f"{prefix}.regions.h3",
+            **state.bind(f"{KEY}.h3"),
             help="Finer resolutions have smaller hexagons (resolution 7: about 5 km², 8: 0.7 km², 9: 0.1 km²).",
         )
         return Choice(f"h3:{res}")
+    return _polygons(c)
+
+
+def sidebar(container, ctl) -> None:
+    """The sidebar's *Regions*: sets ``ctl.regions`` (an error when a chosen mechanism counts regions not ready)."""
+    from engine.mechanisms import registry
+
+    counted = [m for m in ctl.mechanisms if m in registry() and registry()[m].region_params]
+    container.markdown("### Regions")
+    ctl.regions = control(container, bool(counted), lambda: _public_domain(ctl))
+    if counted and ctl.regions is None:
+        ctl.errors.append("Laplace over regions counts the analysis's regions: upload them under Regions")
+
+
+def _public_domain(ctl):
+    """The map's square before any run (for H3's default resolution), None while the dataset is not ready."""
+    from ui import views
+
+    try:
+        return views.dataset(ctl.config()).public_domain(ctl.depth) if ctl.ready else None
+    except EngineError:
+        return None
+
+
+def _polygons(c) -> Choice | None:
+    from engine.data.regions import keep_upload
+
+    from . import state
+
     up = c.file_uploader(
         "Polygons (GeoJSON, GeoPackage, GeoParquet or zipped Shapefile)",
         type=["geojson", "json", "gpkg", "parquet", "zip"],
-        key=f"{prefix}.regions.file",
+        key=f"{KEY}.file",
+        on_change=_on_file,
     )
-    if up is None:
-        c.caption("Upload a file of polygons (districts, postcodes) to report over them.")
+    if up is not None:
+        st.session_state[_UPLOAD] = (up.name, up.getvalue())
+    if st.session_state.get(_UPLOAD) is None:
+        c.caption("Upload a file of polygons (districts, postcodes, neighbourhoods) to report over them.")
         return None
+    name, data = st.session_state[_UPLOAD]
+    if up is None:
+        c.caption(f"Regions: {plain(name, 80)} (uploaded before).")
+    state.seed(f"{KEY}.crs", "")
     crs = c.text_input(
         "CRS of the polygons (when the file does not say)",
-        key=f"{prefix}.regions.crs",
+        **state.bind(f"{KEY}.crs"),
         placeholder="EPSG:27700",
         help="Empty: the CRS the file declares (a Shapefile's .prj), or longitude and latitude in degrees. A "
         "Shapefile without its .prj needs its CRS here: an EPSG code, or a PROJ string such as "
         "+proj=utm +zone=36 +units=km +datum=WGS84.",
     ).strip()
-    data = up.getvalue()
     try:
-        first = _read(data, up.name, None, None, crs)
+        first = _read(data, name, None, None, crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
         return None
     fields = list(first.fields)
     if not fields:
-        return Choice(up.name, first)
-    cols = st.columns(2) if container is None else container.columns(2)
-    idc = cols[0].selectbox(
-        "Id column", fields, index=fields.index(first.id_column) if first.id_column in fields else 0,
-        key=f"{prefix}.regions.id",
-    )  # fmt: skip
-    namec = cols[1].selectbox(
-        "Name column", fields, index=fields.index(first.name_column) if first.name_column in fields else 0,
-        key=f"{prefix}.regions.name",
-    )  # fmt: skip
+        return Choice(keep_upload(first), first)
+    cols = c.columns(2)
+    picked = []
+    for col, label, default in ((cols[0], "Id column", first.id_column), (cols[1], "Name column", first.name_column)):
+        key = f"{KEY}.{label.split()[0].lower()}"
+        state.seed(key, default if default in fields else fields[0])
+        if state.get(key) not in fields:
+            state.put(key, default if default in fields else fields[0])
+        picked.append(col.selectbox(label, fields, **state.bind(key)))
     try:
-        pf = _read(data, up.name, idc, namec, crs)
+        pf = _read(data, name, picked[0], picked[1], crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
         return None
-    return Choice(up.name, pf, namec)
+    return Choice(keep_upload(pf), pf, picked[1])
+
+
+def _public(choice: Choice) -> str:
+    from engine.data.regions import public_spec
+
+    return public_spec(choice.spec)
 
 
 def report(result, choice: Choice, dataset=None):
@@ -210,8 +279,19 @@ def block(results, choice: Choice | None, scale, fr, key: str, unit: str, datase
     (Evaluate), each result's private one, the first result's table, what its margins rest on, downloads.
     Returns the first result's regional table (None without regions, or when they could not be made)."""
     if choice is None:
-        st.caption("Report over regions (grid cells, H3 hexagons or your own polygons) with the control above.")
+        st.caption(
+            "Report over regions (grid cells, H3 hexagons or your own polygons): choose them in the sidebar's Regions."
+        )
         return None
+    counted = {
+        res.release.extras.get("regions") for _, res in results if res.release.extras.get("region_counts") is not None
+    }
+    if counted and counted != {_public(choice)}:
+        st.warning(
+            f"Laplace over regions counted {', '.join(sorted(counted))}, not these regions: their figures below are "
+            "spread from its counts. Press Run to count these regions.",
+            icon=":material/warning:",
+        )
     try:
         reps = [(title, report(res, choice, dataset)) for title, res in results]
     except EngineError as exc:

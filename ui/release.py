@@ -95,11 +95,11 @@ def release_report(result, scale: ColourScale) -> str:
 CSS = "body{font-family:sans-serif;max-width:900px;margin:2rem auto}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
 
 
-def release_view(result, cfg: RunConfig, display, px: int = 500) -> None:
+def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) -> None:
     """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
     the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only), the publication figure
     and the release report; its regions. The map is a square of ``px`` pixels with its legend beside it, so both
-    stay in the window."""
+    stay in the window. ``choice``: the analysis's regions (ui/regions.py), None: none."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
     scale = views.scale_for(np.clip(dens, 0, None), fr.domain, display, people=views.counts_people(cfg))
@@ -125,10 +125,9 @@ def release_view(result, cfg: RunConfig, display, px: int = 500) -> None:
             "the private release is shown and exported.",
             icon=":material/lock:",
         )
-    with st.expander("Regions"):  # post-processing of the release: no truth here
+    with st.expander("Regions", expanded=choice is not None):  # post-processing of the release: no truth here
         from . import regions
 
-        choice = regions.control("release", fr.domain)
         table = regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
     chosen = None if table is None else table.regions
     t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
