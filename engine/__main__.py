@@ -226,7 +226,15 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
 
     regions = cli_data.regions(args, res.release.domain, res.crs)
     data = prepare(cfg)[0] if evaluate and cfg.mode == "evaluate" else None
-    return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
+    return regional_report(res, regions, data, people=_counts_people(cfg))
+
+
+def _counts_people(cfg) -> bool:
+    """Whether the run counts people (else records): the dataset's schema and the mechanism's unit."""
+    from .regions.report import counts_people
+    from .run.runner import load_dataset
+
+    return counts_people(load_dataset(cfg.dataset, cfg.dataset_options), cfg.params)
 
 
 def _release_regions(args, cfg, domain=None):
@@ -358,7 +366,7 @@ def _cmd_release(args) -> int:
     if regions is not None and (cfg.resolution == "auto" or cfg.frame == "dp"):  # a frame or grid the run chose
         regions = _release_regions(args, cfg, res.release.domain)
     # once a grid exists the booking stays, even if writing it fails half way
-    paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
+    paths = write_release(res, out, args.format, release_key=booking.key, regions=regions, people=_counts_people(cfg))
     report = {
         "files": {k: str(v) for k, v in paths.items()},
         "epsilon_spent": res.release.ledger.total(),

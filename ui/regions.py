@@ -175,10 +175,11 @@ def report(result, choice: Choice, dataset=None):
     """The regional table of a result (``dataset``: the prepared data, Evaluate only)."""
     from engine.data.regions import build
     from engine.regions import regional_report
+    from ui import views
 
     rel = result.release
     regions = build(choice.spec, rel.domain, result.crs, choice.name_column, polygons=choice.polygons)
-    return regional_report(result, regions, dataset)
+    return regional_report(result, regions, dataset, people=views.counts_people(result.config))
 
 
 def colours(values_per_cell: np.ndarray, scale) -> np.ndarray:
@@ -191,7 +192,63 @@ def colours(values_per_cell: np.ndarray, scale) -> np.ndarray:
 
 
 def _fmt(v: float) -> str:
+    from engine.regions.report import whole
+
+    if isinstance(whole(v), int):
+        return f"{whole(v):,}"
     return f"{v:,.1f}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+# A region whose 95 % margin exceeds its estimate cannot be told from nothing: it is drawn apart from every class
+# of the scale (a separate class, VSUP's rule that values too uncertain to read get no value colour), in a light
+# grey no palette here holds, hatched, so that neither its fill nor the lowest class can be mistaken for the other
+UNRELIABLE_FILL = (200, 200, 200, 255)
+HATCH = (100, 100, 100, 255)
+HATCHES = 90  # hatch lines across the map's width
+
+
+def unreliable(rep) -> np.ndarray:
+    """The regions whose 95 % margin exceeds their estimate (a region without a margin is not judged)."""
+    m = rep.margins
+    return np.isfinite(m.margin95) & (m.margin95 > m.estimate)
+
+
+def hatch_paths(rep, mask: np.ndarray) -> list[dict]:
+    """Diagonal hatch lines clipped to the regions of ``mask`` (lon/lat paths for a PathLayer)."""
+    import shapely
+
+    geoms = rep.regions.lonlat_geoms()[mask]
+    if not len(geoms):
+        return []
+    x0, y0, x1, y1 = shapely.total_bounds(rep.regions.lonlat_geoms())
+    step, span = (x1 - x0) / HATCHES, (x1 - x0) + (y1 - y0)
+    starts = np.arange(x0 - (y1 - y0), x1 + step, step)
+    lines = shapely.multilinestrings([[(s, y0), (s + span, y0 + span)] for s in starts])
+    out = []
+    for cut in shapely.intersection(geoms, lines):
+        for part in shapely.get_parts(cut):
+            if part.geom_type == "LineString" and not part.is_empty:
+                out.append({"path": np.round(np.asarray(part.coords)[:, :2], 6).tolist()})
+    return out
+
+
+def hatch_layer(paths: list[dict], layer_id: str) -> pdk.Layer:
+    return pdk.Layer("PathLayer", id=layer_id, data=paths, get_path="path", get_color=list(HATCH), width_min_pixels=1.5)
+
+
+def legend_html(scale, n_unreliable: int, noun: str) -> str:
+    """The regional maps' legend: the page's colour scale and the unreliable class beside it."""
+    swatch = (
+        '<span class="unreliable-swatch" style="display:inline-block;width:36px;height:16px;vertical-align:middle;'
+        f"margin-right:6px;border:1px solid rgb(60,60,70);background:repeating-linear-gradient(45deg, "
+        f'rgb{HATCH[:3]} 0 2px, rgb{UNRELIABLE_FILL[:3]} 2px 7px)"></span>'
+    )
+    return (
+        f'<div class="region-legend">{scale.legend_html("a region is coloured by its estimate over its area", shared=True)}'
+        f'<div style="font-size:0.85rem">{swatch}<b>unreliable</b>: the 95 % margin exceeds the estimate, so the '
+        f"region cannot be told from an empty one; drawn apart from every colour of the scale ({n_unreliable:,} "
+        f"{html.escape(noun)}{'' if n_unreliable == 1 else 's'} here)</div></div>"
+    )
 
 
 def layer_rows(rep, scale, which: str, unit: str) -> list[dict]:
@@ -202,6 +259,8 @@ def layer_rows(rep, scale, which: str, unit: str) -> list[dict]:
     m = rep.margins
     value = m.estimate if which == "private" else rep.true
     fill = colours(np.divide(value, cells, out=np.zeros_like(value), where=cells > 0), scale)
+    apart = unreliable(rep) if which == "private" else np.zeros(len(value), dtype=bool)
+    fill[apart] = UNRELIABLE_FILL
     rows = []
     for i, g in enumerate(rep.regions.lonlat_geoms()):
         margin = m.margin95[i]
@@ -209,6 +268,8 @@ def layer_rows(rep, scale, which: str, unit: str) -> list[dict]:
             f" ± {_fmt(margin)} (95 % margin)" if math.isfinite(margin) else " (no margin: see the basis below)"
         )
         tip = f"<b>{html.escape(rep.regions.names[i])}</b><br/>private: {html.escape(est)}"
+        if apart[i]:
+            tip += "<br/>unreliable: the margin exceeds the estimate"
         if rep.true is not None:
             tip += f"<br/>true: {_fmt(rep.true[i])} {unit} (evaluation only)"
         for part in shapely.get_parts(g):
@@ -237,15 +298,21 @@ def polygon_layer(rows: list[dict], layer_id: str) -> pdk.Layer:
 
 def draw(panels, scale, fr, view, key: str, unit: str, height: int = 420, per_row: int = 2) -> None:
     """Regional maps on the shared scale, ``per_row`` to a row: ``panels`` = (title, report, "true" or
-    "private") each; the true one only in Evaluate."""
+    "private") each; the true one only in Evaluate. Under them, their legend (:func:`legend_html`)."""
+    apart = 0
     for row in range(0, len(panels), per_row):
         cols = st.columns(per_row)
         for i, (col, (title, rep, which)) in enumerate(zip(cols, panels[row : row + per_row])):
             col.html(f'<div class="map-title">{html.escape(title)}</div>')
             layers = [maps.region_layer(fr), polygon_layer(layer_rows(rep, scale, which, unit), f"{key}_{row + i}")]
+            if which == "private":
+                mask = unreliable(rep)
+                apart = max(apart, int(mask.sum()))
+                layers.append(hatch_layer(hatch_paths(rep, mask), f"{key}_hatch_{row + i}"))
             col.pydeck_chart(
                 maps.deck(layers, view, tooltip={"html": "{tip}"}), height=height, key=f"{key}_regions_{row + i}"
             )
+    st.html(legend_html(scale, apart, "region"))
 
 
 def _caption_and_downloads(rep, result, key: str) -> None:

@@ -137,7 +137,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
         "Release files (zip: GeoTIFF with margins, GeoParquet, CSV, "
         + ("the regional table, " if chosen is not None else "")
         + "manifest)",
-        lambda: release_zip(result, chosen),
+        lambda people=views.counts_people(cfg): release_zip(result, chosen, people),
         file_name=f"{cfg.mechanism}_release.zip",
         mime="application/zip",
         on_click="ignore",
@@ -166,7 +166,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
     )
 
 
-def release_zip(result, regions=None) -> bytes:
+def release_zip(result, regions=None, people: bool = False) -> bytes:
     """The release folder of :func:`engine.run.export.write_release` as a zip (with ``regions``, an
     :class:`engine.data.regions.Regions`, its regional table)."""
     import io
@@ -177,7 +177,13 @@ def release_zip(result, regions=None) -> bytes:
     from engine.run.export import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
-        paths = write_release(result, Path(tmp) / "release", formats=("geotiff", "geoparquet", "csv"), regions=regions)
+        paths = write_release(
+            result,
+            Path(tmp) / "release",
+            formats=("geotiff", "geoparquet", "csv"),
+            regions=regions,
+            people=people,
+        )
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             for p in paths.values():
