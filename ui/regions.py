@@ -204,7 +204,7 @@ def _fmt(v: float) -> str:
 # grey no palette here holds, hatched, so that neither its fill nor the lowest class can be mistaken for the other
 UNRELIABLE_FILL = (200, 200, 200, 255)
 HATCH = (100, 100, 100, 255)
-HATCHES = 90  # hatch lines across the map's width
+HATCHES = 60  # hatch lines across the regions' width
 
 
 def unreliable(rep) -> np.ndarray:
