@@ -97,3 +97,16 @@ def test_plan_panel_plans_per_region_on_the_uploaded_polygons_and_its_epsilon_ke
     click_run(at, "explore")
     table = next(d.value for d in at.dataframe if "95 % margin" in d.value.columns)
     assert len(table) == 77 and (table["95 % margin"] <= 10).all()
+
+
+def test_a_link_carries_the_regions_and_laplace_over_regions_counts_them():
+    from test_app import open_app
+
+    at = open_app(mech="laplace_regions", regions="h3:7", baselines="0")
+    assert at.segmented_control(key="regions.kind").value == "H3 hexagons" and at.slider(key="regions.h3").value == 7
+    assert at.query_params["regions"] in ("h3:7", ["h3:7"])  # written back: the page's link names them
+    at = open_app(mech="identity", regions="grid")
+    assert at.segmented_control(key="regions.kind").value == "Grid cells"
+    at = open_app(mech="identity", regions="/srv/secret.geojson")  # a path in a link is no region set
+    assert at.segmented_control(key="regions.kind").value == "Off"
+    assert "regions=/srv/secret.geojson" in " ".join(w.value for w in at.warning)

@@ -62,7 +62,7 @@ def control(container, counted: bool = False, domain=None) -> Choice | None:
 
     c = container
     choices = CHOICES[1:] if counted else CHOICES
-    state.seed(f"{KEY}.kind", "Off")
+    state.seed(f"{KEY}.kind", "Off", "regions", _kind_of)
     if state.get(f"{KEY}.kind") not in choices:
         state.put(f"{KEY}.kind", "H3 hexagons")
     kind = c.segmented_control(
@@ -81,7 +81,8 @@ def control(container, counted: bool = False, domain=None) -> Choice | None:
 
         if state.get(f"{KEY}.h3") is None:
             dom = domain() if callable(domain) else domain
-            state.seed(f"{KEY}.h3", 8 if dom is None else min(max(auto_resolution(dom), H3_RANGE[0]), H3_RANGE[1]))
+            auto = 8 if dom is None else min(max(auto_resolution(dom), H3_RANGE[0]), H3_RANGE[1])
+            state.seed(f"{KEY}.h3", auto, "regions", _h3_of)
         res = c.slider(
             "H3 resolution",
             *H3_RANGE,
@@ -92,6 +93,23 @@ def control(container, counted: bool = False, domain=None) -> Choice | None:
     return _polygons(c)
 
 
+def _kind_of(text: str) -> str:
+    """A link's ``regions=grid`` or ``regions=h3:RES`` as the control's choice (an uploaded file has no link)."""
+    from engine.data.regions import parse_spec
+
+    kind = parse_spec(text)[0]
+    if kind == "file":
+        raise ValueError("a link names grid cells or H3 hexagons; a polygon file is uploaded")
+    return {"grid": "Grid cells", "h3": "H3 hexagons"}[kind]
+
+
+def _h3_of(text: str) -> int:
+    res = int(text.removeprefix("h3:")) if text.startswith("h3:") and text[3:].isdigit() else None
+    if res is None or not H3_RANGE[0] <= res <= H3_RANGE[1]:
+        raise ValueError(f"an H3 resolution of {H3_RANGE[0]} to {H3_RANGE[1]}")
+    return res
+
+
 def sidebar(container, ctl) -> None:
     """The sidebar's *Regions*: sets ``ctl.regions`` (an error when a chosen mechanism counts regions not ready)."""
     from engine.mechanisms import registry
@@ -99,6 +117,8 @@ def sidebar(container, ctl) -> None:
     counted = [m for m in ctl.mechanisms if m in registry() and registry()[m].region_params]
     container.markdown("### Regions")
     ctl.regions = control(container, bool(counted), lambda: _public_domain(ctl))
+    if ctl.regions is not None and ctl.regions.polygons is None:  # a link holds them; an upload it cannot
+        ctl.url["regions"] = ctl.regions.spec
     if counted and ctl.regions is None:
         ctl.errors.append("Laplace over regions counts the analysis's regions: upload them under Regions")
 
