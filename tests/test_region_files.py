@@ -33,15 +33,19 @@ def test_true_counts_of_people_print_as_whole_numbers_where_they_are_whole():
     assert np.allclose(cells.astype(float), true)
 
 
-def test_regional_maps_draw_a_legend_and_set_unreliable_regions_apart():
+def test_regional_maps_draw_a_legend_and_set_unreliable_regions_apart(monkeypatch):
     """Release mode, Laplace over regions at a small ε: the regions whose margin exceeds their estimate are filled
-    with the unreliable class and hatched, the others take the scale's colours, and the legend shows both."""
+    with the unreliable class and hatched, the others take the scale's colours, and the legend shows both; the
+    release report lists the regions with the same flag."""
+    import html
     import json
 
+    import release_scan as R
     from test_app import click_run, open_app, texts
 
     from ui.regions import HATCH, UNRELIABLE_FILL
 
+    downloads = R.record_downloads(monkeypatch)
     at = open_app(mode="release", mech="laplace_regions", eps="0.2", baselines="0")
     click_run(at, "explore")
     assert not at.exception, [e.value for e in at.exception]
@@ -64,3 +68,6 @@ def test_regional_maps_draw_a_legend_and_set_unreliable_regions_apart():
     assert "unreliable-swatch" in legend and f"{apart.sum()} regions here" in legend
     assert "linear-gradient(to right" in legend  # the scale's colour bar
     assert "Laplace over regions counted" not in texts(at)  # the release counted the regions it reports
+    report = html.unescape(R.page_downloads(at, downloads)["laplace_regions_release_report.html"].decode())
+    assert f"<h2>Regions</h2><p>{len(table):,} regions (h3:" in report
+    assert report.count("unreliable: the margin exceeds the estimate") == apart.sum()

@@ -49,8 +49,9 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{th}</tr>{body}</table>"
 
 
-def release_report(result, scale: ColourScale) -> str:
-    """An HTML page holding only DP outputs, their margins and the ledger (see the module's note)."""
+def release_report(result, scale: ColourScale, regions=None) -> str:
+    """An HTML page holding only DP outputs, their margins and the ledger (see the module's note); with
+    ``regions`` (:class:`engine.regions.report.RegionReport`), the regional table."""
     meta, dom = result.dataset_meta, result.release.domain
     title = export.release_title(result)
     side = dom.n * max(1, math.ceil(512 / dom.n))
@@ -82,6 +83,7 @@ def release_report(result, scale: ColourScale) -> str:
             if margins
             else ""
         )
+        + _regions_html(regions)
         + f"<h2>Privacy ledger</h2><p><b>Total ε = {_e(led['ledger']['total'])}</b>{_e(led['ledger']['delta'])}</p>"
         + _table(["Step", "ε", "Composition", "Group", "δ", "Note"], entries)
         + f"<p><b>Guarantee:</b> {_e(led['guarantee'])}</p><p><b>Threat model:</b> {_e(led['threat_model'])}</p>"
@@ -89,6 +91,26 @@ def release_report(result, scale: ColourScale) -> str:
         + "".join(f"<li>{_e(x)}</li>" for x in led["side"])
         + "</ul>"
         + "</body></html>"
+    )
+
+
+def _regions_html(rep) -> str:
+    """The regional table of the report: each region's estimate and 95 % margin, what they count and rest on."""
+    if rep is None:
+        return ""
+    from .regions import _fmt, unreliable
+
+    about, info = rep.about, rep.describe()
+    apart = unreliable(rep)
+    rows = [
+        [r["id"], r["name"], _fmt(r["estimate"]), "–" if r["margin95"] is None else f"± {_fmt(r['margin95'])}"]
+        + (["unreliable: the margin exceeds the estimate"] if a else [""])
+        for r, a in zip(rep.rows(), apart)
+    ]
+    return (
+        f"<h2>Regions</h2><p>{info['count']:,} regions ({_e(info['spec'])}); counts of {_e(about.get('unit', ''))} "
+        f"({_e(about.get('recorded', ''))}), 95 % margins: {_e(info['margin_basis'])}.</p>"
+        + _table(["Id", "Name", "Estimate", "95 % margin", ""], rows)
     )
 
 
@@ -154,7 +176,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
     )
     b.download_button(
         "Release report (HTML: the map, its margins, the ledger)",
-        lambda: release_report(result, scale),
+        lambda: release_report(result, scale, table),
         file_name=f"{cfg.mechanism}_release_report.html",
         mime="text/html",
         on_click="ignore",
