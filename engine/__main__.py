@@ -153,8 +153,12 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
         if "url" in data_opts:
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
-    # the regions reported are the regions counted
-    params = with_regions(mechanism, _options(args.param, "mechanism parameter"), *cli_data.region_args(args))
+    # the regions reported are the regions counted: one set, given by --regions or by the parameter
+    params = _options(args.param, "mechanism parameter")
+    named = params.get("regions") if get(mechanism).region_params else None
+    if named and hasattr(args, "regions") and not args.regions:
+        args.regions = cli_data.regions_spec(named)
+    params = with_regions(mechanism, params, *cli_data.region_args(args))
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)

@@ -9,6 +9,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -110,3 +111,13 @@ def test_a_link_carries_the_regions_and_laplace_over_regions_counts_them():
     at = open_app(mech="identity", regions="/srv/secret.geojson")  # a path in a link is no region set
     assert at.segmented_control(key="regions.kind").value == "Off"
     assert "regions=/srv/secret.geojson" in " ".join(w.value for w in at.warning)
+
+
+def test_the_regions_parameter_is_the_same_region_set_as_regions(capsys, tmp_path):
+    """``--param regions=h3:7`` is ``--regions h3:7``: counted, and reported in the release's regional files."""
+    out = tmp_path / "release"
+    argv = ["release", *DATA, "--mechanism", "laplace_regions", "--param", "regions=h3:7", "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    doc = json.loads((out / "manifest.json").read_text())
+    assert doc["regions"]["spec"] == doc["parameters"]["mechanism_params"]["regions"] == "h3:7"
+    assert np.allclose(pd.read_csv(out / "regions.csv")["margin95"], math.log(20))  # each region counted
