@@ -5,3 +5,7 @@ Pure Python (numpy/scipy/geopandas); it never imports Streamlit. The dashboard i
 """
 
 __version__ = "0.1.0"
+
+from .core import astguard as _astguard
+
+_astguard.install()  # background runs and source parsing share ast's constructor: one thread at a time

@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import replace
 
-from . import cli_data, progress
+from . import cli_data, cli_study, progress
 from .cli_grid import add_options as add_grid_options
 from .cli_grid import depth as grid_depth
 from .core.csvtext import csv_text
@@ -346,6 +346,7 @@ def _cmd_release(args) -> int:
     from .run.export import FILE_NAMES, MANIFEST, write_release
     from .run.runner import run
 
+    reserved = cli_study.release_args(args)  # a study's product: its reservation says what to release
     cfg = _config_from_args(args, args.mechanism, args.epsilon, 0, mode="release")
     cfg.validate()
     if not args.out.strip():
@@ -359,7 +360,7 @@ def _cmd_release(args) -> int:
         raise ParamError(f"{out} already holds {', '.join(taken)}: write each release to a folder of its own")
     created = not out.exists()
     _check_writable(out)  # before any ε is booked: a release nobody can write must not spend it
-    bk = Bookkeeper(policy=STRICT)  # any ledger failure stops the command, before any noise
+    bk = Bookkeeper(policy=STRICT, reserved=reserved)  # any ledger failure stops the command, before any noise
     try:
         regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
         res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
@@ -388,6 +389,12 @@ def _cmd_plan(args) -> int:
     from .run.frame import auto_depth
 
     load_all()
+    if args.study:
+        return cli_study.plan(args)
+    if args.reserve or args.cancel:
+        raise ParamError("--reserve and --cancel act on a study: give it with --study FILE")
+    if args.users is None and args.users_from is None:
+        raise ParamError("the plan needs a user count: --users N (a public bound) or --users-from FOLDER")
     if args.users is not None and args.users > P.MAX_USERS:
         raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
     if args.target_margin is not None and not (math.isfinite(args.target_margin) and args.target_margin > 0):
@@ -493,7 +500,7 @@ def _add_plan_parser(sub) -> None:
         "--depth", type=grid_depth, default=None, help="2^depth cells per side (default 8), or auto (--users)"
     )
     cli_data.add_region_options(pl, "plan over regions", names=False)
-    who = pl.add_mutually_exclusive_group(required=True)
+    who = pl.add_mutually_exclusive_group()
     who.add_argument("--users", type=_int_in(1), default=None, help="a public bound on the users (side information)")
     who.add_argument("--users-from", default=None, metavar="FOLDER", help="a published release whose total to use")
     pl.add_argument("--dataset", default=None, help="the dataset whose public frame and ledger to plan for")
@@ -505,6 +512,7 @@ def _add_plan_parser(sub) -> None:
     pl.add_argument("--target-margin", type=float, default=None, metavar="X", help="find the smallest epsilon for ±X")
     pl.add_argument("--runs", type=_int_in(1, 100), default=None, help="proxy runs of a simulated mechanism (5)")
     pl.add_argument("--json", action="store_true")
+    cli_study.add_plan_options(pl)
     pl.set_defaults(fn=_cmd_plan)
 
 
@@ -581,6 +589,7 @@ def main(argv=None) -> int:
         "$HEATMAP_RELEASE_LIMIT or $HEATMAP_LIMITS_FILE)",
     )
     common(rl, release=True)
+    cli_study.add_release_options(rl)
     rl.set_defaults(fn=_cmd_release)
 
     b = sub.add_parser("bench", help="benchmark suite")

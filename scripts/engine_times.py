@@ -5,7 +5,8 @@
 ROOT is a checkout of this project (e.g. a `git worktree` of an older commit), so two trees are compared
 with the same script. Each mechanism: one warm-up run (its first in the process: imports, compilation,
 the dataset), then the median of 3 seeded runs (SNH: 1) of ``engine.run.runner.run`` with the default
-``RunConfig`` (polycentric city, 100,000 locations), its own timings (mechanism, metrics, total).
+``RunConfig`` (polycentric city, 100,000 locations), its own timings (mechanism, metrics, total: wall) and the
+process's CPU seconds (``first_cpu_s``, ``cpu_s``).
 """
 
 import json
@@ -28,13 +29,18 @@ res = {}
 for m in mechs:
     reps = 1 if m == "snh" else 3
     try:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         run(RunConfig(mechanism=m, seed=99), use_cache=False)
-        first = time.perf_counter() - t
-        rows = [run(RunConfig(mechanism=m, seed=100 + s), use_cache=False).timings for s in range(reps)]
-        res[m] = {"first_s": first, "reps": reps, "load": os.getloadavg()[0]}
+        first, first_cpu = time.perf_counter() - t, time.process_time() - c
+        rows, cpu = [], []
+        for s in range(reps):
+            c = time.process_time()
+            rows.append(run(RunConfig(mechanism=m, seed=100 + s), use_cache=False).timings)
+            cpu.append(time.process_time() - c)
+        res[m] = {"first_s": first, "first_cpu_s": first_cpu, "reps": reps, "load": os.getloadavg()[0]}
         for k in ("mechanism_s", "metrics_s", "total_s"):
             res[m][k] = statistics.median(r[k] for r in rows)
+        res[m]["cpu_s"] = statistics.median(cpu)  # the load does not inflate it
     except Exception as e:  # an older tree may lack a mechanism or a default
         res[m] = {"error": repr(e)[:200]}
     print(m, res[m], flush=True)

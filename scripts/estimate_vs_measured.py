@@ -2,8 +2,8 @@
 default city, in one fresh process (as a new dashboard session: after its warm-up, no history; the
 city loaded first, as the page does to draw the true map before Run), in the order of
 ``engine.mechanisms.heatmap_keys``. For each: the estimate with the load factor (the default) and
-without it (the former estimate), the measured ``engine.run.runner.run`` wall time (cache off), the
-1-minute load average, and measured / estimate. A run is "within 2x" when that ratio is in
+without it (the model and this process's history alone), the measured ``engine.run.runner.run`` wall
+time (cache off), the 1-minute load average, and measured / estimate. A run is "within 2x" when that ratio is in
 [0.5, 2]. Run: PYTHONPATH=. python scripts/estimate_vs_measured.py [--snh] [--burn K] [--json OUT]
 
 ``--burn K`` makes the machine busy the same way every time: K processes spin on the CPU from before the

@@ -67,7 +67,10 @@ def cpu(n: int) -> dict:
     rng = np.random.default_rng(0)
     ll = np.column_stack([rng.uniform(-0.5, 0.3, n), rng.uniform(51.2, 51.7, n)])
     out = {"locations": n}
-    for name, f in (("exact key (before)", exact_key), ("people keys (now, with the exact key)", fingerprint_people)):
+    for name, f in (
+        ("exact key alone", exact_key),
+        ("people keys (centroid keys and the exact key)", fingerprint_people),
+    ):
         ts = []
         for _ in range(3):
             t0 = time.process_time()

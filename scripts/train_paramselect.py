@@ -56,7 +56,7 @@ COLUMNS = (
 PRESETS = ("polycentric", "monocentric", "sprawl", "coastal")
 N_VALUES = (25_000, 100_000, 400_000)
 EPS_VALUES = (0.05, 0.2, 0.8)
-Q_RANGES = ((0.002, 0.008), (0.005, 0.02))  # the reference code's range, the issue's range (fractions of the side)
+Q_RANGES = ((0.002, 0.008), (0.005, 0.02))  # the reference code's range, the snh benchmark's (fractions of the side)
 RHO_MULT = (0.25, 0.5, 1.0, 2.0, 4.0)  # candidate rho = multiple of the mid query side
 # concentrated cities (records at venues: preset, venues, scatter in m), so the entropy feature
 # spans more than the presets' 10.2-10.5 nats: ~7.3 nats (Gowalla cities 4.0-7.8) and ~9.5 (SF cabs 9.0)
@@ -145,7 +145,7 @@ def run_setting(preset, city_seed, n, eps, q, mults, n_queries, progress, venues
     def trial(mult):
         rho = mult * mid
         params = SNH.schema().resolve(
-            # weight_floor 0: the settings the shipped table was made with (SNH's default is now 1)
+            # weight_floor 0: the settings the shipped table was made with (SNH's default is 1)
             {
                 "rho_m": rho,
                 "k": k,

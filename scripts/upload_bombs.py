@@ -6,7 +6,7 @@ what a region or context upload costs it, the way the dashboard's page takes it.
     python scripts/upload_bombs.py KIND page        # KIND: comb-4k | comb-40k | specks-100k | context-136mb | neighbourhoods-77
 
 Each call is a fresh interpreter standing in for the server (so its memory high-water mark starts low);
-the bombs are tests/test_upload_limits.py's at the issue's sizes (a 0.4 MB Parquet whose dictionary pages
+the bombs are tests/test_upload_limits.py's at full size (a 0.4 MB Parquet whose dictionary pages
 decode to 1.9 GB; a 104 MB GeoJSON MultiPoint of 5M points; a 141 MB FeatureCollection of 1.5M points;
 a 19 MB CSV of 1M points, which is valid and loads).
 

@@ -2,8 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_ids() -> set[str]:
+    """Node ids of the tests that took 5 s or more in the last full run (scripts/slow_tests.py writes them)."""
+    lines = SLOW_LIST.read_text(encoding="utf-8").splitlines() if SLOW_LIST.exists() else []
+    return {s.strip() for s in lines if s.strip() and not s.startswith("#")}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks the listed tests ``slow``: ``pytest -m "not slow and not browser"`` is the fast tier."""
+    slow = slow_ids()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="session")

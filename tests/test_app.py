@@ -478,7 +478,7 @@ def test_upload_bad_and_good_files():
 # ---------------------------------------------------------------------- compare
 def test_compare_marks_best_and_ranks():
     """The ranking is on one chosen metric (EMD by default) over 5 seeds, with intervals
-    and ties marked; it used to be a mean rank over 8 correlated metrics of one seed."""
+    and ties marked, rather than a mean rank over 8 correlated metrics of one seed."""
     at = open_app("compare", mechs="identity,uniform", eps="1", seed="2")
     assert at.sidebar.multiselect(key="cfg.mechs").value == ["identity", "uniform"]
     click_run(at, "compare")

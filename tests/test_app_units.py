@@ -42,8 +42,6 @@ def test_png_is_indexed_north_up_with_transparent_zero():
     px = np.asarray(img)
     assert px[3, 0] == 255 and px[0, 0] == 0  # drawn in the bottom-left pixel (north up)
     assert tuple(img.getpalette()[255 * 3 : 255 * 3 + 3]) == tuple(lut("viridis", 255)[-1])
-    rgba = Image.open(io.BytesIO(s.rgba_png(g, min_side=64)))
-    assert rgba.size == (64, 64) and rgba.mode == "RGBA"
 
 
 def test_legend_ticks_within_range_and_labelled():

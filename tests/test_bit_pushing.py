@@ -23,7 +23,6 @@ from engine.mechanisms.bit_pushing.bits import (
     bit_of,
     bit_probabilities,
     cap_inclusion,
-    lemma31_variance,
     randomized_response,
     rr_keep_probability,
     rr_unbias,
@@ -31,6 +30,19 @@ from engine.mechanisms.bit_pushing.bits import (
     squash_c_default,
 )
 from engine.mechanisms.bit_pushing.rounds import _aggregate, _squash, _Sums
+
+
+def lemma31_variance(bit_means, p, n, b_send: int = 1, weights=None) -> np.ndarray:
+    """Cormode et al.'s Lemma 3.1 (Corollary 3.2 with ``b_send``), the variance the tests hold the mechanism to:
+    ``V = 1/(n b_send) sum_j w_j^2 xbar^(j)(1 - xbar^(j)) / p_j`` (bits with ``p_j = 0`` must be constant)."""
+    m = np.clip(np.asarray(bit_means, dtype=np.float64), 0.0, 1.0)
+    p = np.asarray(p, dtype=np.float64)
+    w = np.ldexp(1.0, np.arange(m.shape[-1])) if weights is None else np.asarray(weights, dtype=np.float64)
+    beta = w**2 * m * (1.0 - m)
+    terms = np.divide(beta, p, out=np.zeros_like(beta), where=p > 0)
+    terms = np.where((p <= 0) & (beta > 0), np.inf, terms)
+    return terms.sum(axis=-1) / (np.asarray(n, dtype=np.float64) * b_send)
+
 
 Z = 4.5
 
@@ -225,7 +237,12 @@ def test_adaptive_is_insensitive_to_bit_depth_unlike_one_round_weighted():
     x = ages(5000, rng)
 
     def rmse(method, b, **kw):
-        e = [B.estimate_mean(x, Encoding(b), rng, method, **kw).value - x.mean() for _ in range(40)]
+        enc = Encoding(b)
+        if method == "adaptive":
+            e = [B.adaptive_bitpush(x, enc, rng, **kw).value - x.mean() for _ in range(40)]
+        else:
+            p = bit_probabilities(b, method, 0.5, None, enc.weights)
+            e = [B.bitpush(x, enc, p, rng, **kw).value - x.mean() for _ in range(40)]
         return math.sqrt(np.mean(np.square(e)))
 
     a8, a32 = rmse("adaptive", 8), rmse("adaptive", 32)
@@ -286,7 +303,7 @@ def test_squashed_ldp_error_hardly_grows_from_10_to_32_bits(tau):
     """Figure 4c: with squashing, adaptive bit-pushing under LDP keeps its accuracy as the
     bit depth grows. A noise bit of weight up to 2^31 that survives, or bit 6 (ages >= 64,
     mean ~0.17) squashed for want of round-1 reports, multiplies the 32-bit RMSE by 10-200
-    (both happened while the round-1 floor was being changed). Bound 3x over 50 runs each:
+    (a wrong round-1 floor does both). Bound 3x over 50 runs each:
     the ratio of two RMSEs of 50 runs has a relative sd of ~15%, so a correct run (~1.2x)
     exceeds 3x with probability below 1e-6."""
     x = ages(60_000, np.random.default_rng(13))
@@ -342,8 +359,8 @@ def test_an_unused_bit_survives_squashing_at_the_stated_rate(c):
 
 
 def test_squashing_keeps_a_small_used_bit_once_the_noise_resolves_it():
-    """With an absolute threshold 0.1 a bit of mean 0.04 was zeroed at every
-    epsilon (here ages >= 64: 2.6 years of a mean of ~40 vanished). The threshold now
+    """With an absolute threshold 0.1 alone a bit of mean 0.04 would be zeroed at every
+    epsilon (here ages >= 64: 2.6 years of a mean of ~40 would vanish). The threshold
     follows the noise: at eps = 5 the bit is kept and the mean is unbiased (z-test at
     |z| < 4.5 over 60 runs, false-alarm rate 7e-6); at eps = 0.3, where 3 noise standard
     errors exceed 0.1, the absolute threshold still squashes it."""
@@ -452,8 +469,8 @@ def _secure(seed=0):
     return NoiseSource(np.random.default_rng(seed), secure=True)
 
 
-def test_seeded_randomized_response_and_laplace_baseline_are_the_old_formulas():
-    """Without secure mode the numbers are those of the old code on the same stream."""
+def test_seeded_randomized_response_and_laplace_baseline_are_the_plain_numpy_formulas():
+    """Without secure mode the numbers are the plain numpy formulas on the same stream, so a seeded run repeats."""
     bits = (np.arange(500) % 3 == 0).astype(np.int8)
     rng = np.random.default_rng(21)
     ref = copy.deepcopy(rng)
@@ -502,7 +519,7 @@ def test_secure_bitpush_keeps_bit_choices_on_rng_and_stays_unbiased():
     enc = Encoding(8)
     seeded = B.bitpush(x, enc, None, np.random.default_rng(7), epsilon=2.0)
     secure = B.bitpush(x, enc, None, np.random.default_rng(7), epsilon=2.0, noise=_secure())
-    np.testing.assert_array_equal(secure.log.client, seeded.log.client)  # which bit: numpy, as before
+    np.testing.assert_array_equal(secure.log.client, seeded.log.client)  # which bit: numpy, as when seeded
     np.testing.assert_array_equal(secure.log.bit, seeded.log.bit)
     assert not np.array_equal(secure.log.report, seeded.log.report)  # the RR flips: OpenDP
     assert abs(secure.value - x.mean()) < Z * secure.stderr[0]

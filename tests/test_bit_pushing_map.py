@@ -251,8 +251,8 @@ def test_seeded_mode_reports_numpy_noise(small_city):
 
 def test_ldp_error_falls_with_epsilon_and_is_unbiased_where_small_high_bits_are_resolved():
     """A street-grid city (engine/bench/unseen.py) whose ages >= 64 are
-    3-11% of each region (bit 6 of an 8-bit age: small, non-zero) and never >= 128. With the
-    absolute squashing threshold 0.1 bit 6 was zeroed at every epsilon: NRMSE 8.5% -> 8.6% ->
+    3-11% of each region (bit 6 of an 8-bit age: small, non-zero) and never >= 128. With an
+    absolute squashing threshold 0.1 alone bit 6 is zeroed at every epsilon: NRMSE 8.5% -> 8.6% ->
     9.0% at eps 1, 2, 5 and mean age 3.4 years low. With the threshold tied to the noise the
     error falls with epsilon, and at eps = 5 (regions of ~6,000 clients, where 3 noise
     standard errors of a round-1 bit mean are ~0.01) the population mean over 20 seeds is

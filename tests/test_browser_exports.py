@@ -40,7 +40,7 @@ def test_exports_open_in_gis_and_offline(page, app_url, tmp_path, browser):
     page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 1", timeout=120_000)
     page.wait_for_selector(READY, timeout=120_000)
     page.wait_for_timeout(800)
-    assert heat_pixels(page, 0, "right") > 2_000  # Snow + UG: the private map is drawn (it was an empty grid)
+    assert heat_pixels(page, 0, "right") > 2_000  # Snow + UG: the private map is drawn, not an empty grid
     save(page, tmp_path, "explore_snow_ug")
     page.get_by_role("tab", name="Export").click()
 

@@ -117,9 +117,9 @@ def test_eight_concurrent_sessions(browser, app_server, tmp_path):
 
 
 def test_a_file_uploaded_in_the_pages_first_seconds_is_read(browser, tmp_path_factory):
-    """A file dropped as soon as the upload page is ready, on a fresh server, is read. The page used to rerun
-    then to learn the browser's size, and Streamlit lost the upload's own rerun in the merge of the two: the
-    file stayed listed in the uploader, never read (4 of 5 fresh servers)."""
+    """A file dropped as soon as the upload page is ready, on a fresh server, is read. Were the page to rerun
+    then to learn the browser's size, Streamlit would lose the upload's own rerun in the merge of the two: the
+    file would stay listed in the uploader, never read (4 of 5 fresh servers)."""
     for attempt in range(2):  # two fresh servers: each had the race once, on its first page
         with serve(tmp_path_factory) as (url, _):
             ctx = browser.new_context(viewport={"width": 1440, "height": 1000})

@@ -93,7 +93,7 @@ def test_concurrent_sessions_cannot_both_pass_the_limit(db, tmp_path):
     # the sessions do race: checking, then booking in a second call, lets more than 10 through
     # (0.5 s between the two; the 16 checks take milliseconds), so the result above is not luck
     def check_then_book(store, i):
-        ok = not store.would_exceed(FP, 1.0, 10.0)
+        ok = store.spent(FP) + 1.0 <= 10.0
         time.sleep(0.5)
         return ok and store.record(FP, [Entry(f"naive-{i}", 1.0, "identity")]) > 0
 
@@ -101,11 +101,9 @@ def test_concurrent_sessions_cannot_both_pass_the_limit(db, tmp_path):
     assert sum(sessions(naive, 16, check_then_book)) > 10 and BudgetStore(naive).spent(FP) > 10.0
 
 
-def test_would_exceed_and_remove(db):
+def test_a_booking_is_removed_once(db):
     store = BudgetStore(db)
     store.record(FP, [Entry("a", 9.5, "identity")])
-    assert not store.would_exceed(FP, 0.5, 10.0) and store.would_exceed(FP, 0.6, 10.0)
-    assert not store.would_exceed(FP, 0.0, 1.0)  # spending nothing never exceeds
     assert store.remove(FP, "a") and not store.remove(FP, "a") and store.spent(FP) == 0.0
 
 
@@ -180,3 +178,34 @@ def test_an_entry_carries_the_mechanisms_neighbouring_relation(monkeypatch):
     assert entry_for(RunConfig(mechanism="zero_out_stub")).neighbouring == "zero-out user"
     assert entry_for(RunConfig(mechanism="by_unit_stub")).neighbouring == "add/remove user"
     assert entry_for(RunConfig(mechanism="by_unit_stub", params={"unit": "record"})).neighbouring == "add/remove record"
+
+
+def test_concurrent_sessions_cannot_reserve_past_the_limit(db):
+    """16 sessions reserve a study of ε 1 (two releases of 0.5) at once against a limit of 10: exactly 10
+    reservations hold; then 16 sessions book a release against one study's five reserved releases at once: exactly
+    five are booked, and the reservation holds nothing more."""
+    from engine.run.reserve import Reservations
+
+    def reserve(store, i):
+        plan = [{"product": "map", "mechanism": "identity", "epsilon": 0.5, "repeat": 2}]
+        return Reservations(store).reserve(FP, f"study/{i}", plan, limit=10.0)
+
+    results = sessions(db, 16, reserve)
+    assert sum(r.ok for r in results) == 10 and all(r.spent <= 10.0 + 1e-9 for r in results)
+    assert BudgetStore(db).spent(FP) == pytest.approx(10.0)
+
+    other = "sha256:another-dataset"
+    plan = [{"product": "monthly", "mechanism": "identity", "epsilon": 0.5, "repeat": 5}]
+    assert Reservations(BudgetStore(db)).reserve(other, "study/one", plan, limit=10.0).ok
+
+    def book(store, i):
+        try:
+            Reservations(store).book(other, "study/one", "monthly", Entry(f"release-{i}", 0.5, "identity"))
+            return True
+        except ParamError:
+            return False
+
+    assert sum(sessions(db, 16, book)) == 5
+    store = BudgetStore(db)
+    assert store.spent(other) == pytest.approx(2.5)
+    assert [e.release_key for e in store.entries(other)].count("study/one") == 0  # all of it spent

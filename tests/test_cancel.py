@@ -16,7 +16,7 @@ from engine.run import jobs
 from engine.run.config import RunConfig
 from engine.run.jobs import JobManager
 
-STOP_BOUND_S = 5.0  # the "Cancel ends the work within 5 s"
+STOP_BOUND_S = 5.0  # the promise: Cancel ends the work within 5 s
 
 
 class _Counted:

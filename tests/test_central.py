@@ -207,7 +207,7 @@ def test_top_t_threshold_lets_one_empty_cell_in_a_hundred_maps_through():
 
 @pytest.mark.parametrize("city", ["polycentric", "street_grid"])
 def test_top_t_default_beats_a_uniform_map_at_eps_10_and_reports_the_kept_cells(city):
-    """At the paper's t = 0.01% the baseline kept 7 of 65,536 cells for 20,000 users and was
+    """At the paper's t = 0.01% the baseline keeps 7 of 65,536 cells for 20,000 users and is
     27-1,370x a uniform map's MSE at eps = 10. The default keeps the cells above the noise and
     fills the rest (topt_release); medians over 3 seeds must beat Uniform."""
     from engine.bench.unseen import street_grid_city
@@ -352,7 +352,7 @@ def test_aligned_sizes_are_the_papers_snapped_to_the_nearest_divisor(city, eps):
     """The papers' sizes snapped to the nearest power of two in ratio, no floor added.
     AG's minimum m1 = 10 becomes 8 (10/8 = 1.25 < 16/10 = 1.6); UG's Guideline 1 has no floor:
     on these ~20,000 points m = ceil(sqrt(N eps / 10)) is 5 at eps 0.01 (-> 4) and 10 at 0.05
-    (-> 8). The former floor of 10 made all of them 16."""
+    (-> 8). A floor of 10 like AG's would make all of them 16."""
     data, dom = city
     n = len(data)
     m = math.ceil(math.sqrt(n * eps / 10))
@@ -416,18 +416,18 @@ def test_single_cell_hotspot_stays_in_its_cell(key):
     true_mass = data.true_histogram(dom)[iy, ix]
     share = [run_mech(key, data, dom, 1.35, seed=s, total="public").density[iy, ix] / true_mass for s in range(5)]
     assert np.mean(share) >= 0.9
-    old = [
+    unaligned = [
         run_mech(key, data, dom, 1.35, seed=s, total="public", align="off").density[iy, ix] / true_mass
         for s in range(5)
     ]
-    assert np.mean(old) < 0.8  # the former sizes smear it (the test has power)
+    assert np.mean(unaligned) < 0.8  # the papers' sizes spread by area smear it (the test has power)
 
 
 def test_ag_error_falls_with_epsilon_at_a_million_points():
     """On the benchmark's hot-spot city (10^6 points at 256 x 256) AG's scaled range-query
     error falls with epsilon: medians over 5 seeds at eps 0.1, 1, 10 (measured 3.0e-4, 5.7e-5,
-    9.6e-6: each step more than 3x; the assertion asks for 2x, at fixed seeds). The former
-    sizes (align off) have a bias floor: 5.1e-4 at eps 1 and 5.6e-4 at eps 10."""
+    9.6e-6: each step more than 3x; the assertion asks for 2x, at fixed seeds). The paper's
+    sizes unaligned (align off) have a bias floor: 5.1e-4 at eps 1 and 5.6e-4 at eps 10."""
     from engine.bench.central import hotspot_city, random_rectangles, scaled_l1
 
     ds, _ = hotspot_city(800_000, seed=0)
@@ -444,11 +444,11 @@ def test_ag_error_falls_with_epsilon_at_a_million_points():
             )
         )
 
-    new = [med(e) for e in (0.1, 1.0, 10.0)]
-    assert new[1] < new[0] / 2 and new[2] < new[1] / 2
-    old = [med(e, align="off") for e in (1.0, 10.0)]
-    assert old[1] > old[0]  # the bias the issue reported: no gain from a 10x larger budget
-    assert new[2] < old[1] / 10
+    aligned = [med(e) for e in (0.1, 1.0, 10.0)]
+    assert aligned[1] < aligned[0] / 2 and aligned[2] < aligned[1] / 2
+    unaligned = [med(e, align="off") for e in (1.0, 10.0)]
+    assert unaligned[1] > unaligned[0]  # the bias floor: no gain from a 10x larger budget
+    assert aligned[2] < unaligned[1] / 10
 
 
 def test_ag_polya_cells_are_aligned():
@@ -740,12 +740,13 @@ def test_hb_default_levels_and_ledger(city):
         run_mech("hierarchical", data, dom, eps, branching=1)
 
 
-def test_former_quadtree_default_is_reproduced(city):
-    """``branching = 2, budget = uniform`` is the former default: an independent implementation
-    (pyramid, Laplace per level from the root, Hay et al.'s closed form with k = 4) agrees."""
+def test_uniform_quadtree_is_hay_et_al_s_closed_form(city):
+    """``branching = 2, budget = uniform``, ``nonnegative`` off is Hay et al.'s quadtree: an independent
+    implementation (pyramid, Laplace per level from the root, Hay et al.'s closed form with k = 4) agrees."""
     data, dom = city
     eps, seed = 0.7, 5
-    rel = run_mech("hierarchical", data, dom, eps, seed=seed, branching=2, budget="uniform", height=dom.depth)
+    p = {"branching": 2, "budget": "uniform", "height": dom.depth, "nonnegative": False}
+    rel = run_mech("hierarchical", data, dom, eps, seed=seed, **p)
     levels = pyramid(data.true_histogram(dom))
     rng = np.random.default_rng(seed)
     e = eps / len(levels)
@@ -766,8 +767,8 @@ def test_former_quadtree_default_is_reproduced(city):
 
 def test_hb_default_beats_the_quadtrees_on_range_queries(city):
     """Data-independent error on 1,000 random rectangles at 64 x 64, eps = 1, mean over 20 seeds:
-    the default (b = 8, variance-optimal split) has clearly lower error than the former
-    quadtree default (b = 2, uniform) and than the geometric quadtree. Measured ratios about
+    the default (b = 8, variance-optimal split) has clearly lower error than the uniform
+    quadtree (b = 2, Hay et al.) and than the geometric quadtree. Measured ratios about
     0.5 and 0.8; asserted 0.75 and 1.0 at these fixed seeds."""
     from engine.bench.central import random_rectangles, scaled_l1
 
@@ -915,7 +916,7 @@ def test_privtree_sampling_law(weighted):
 
 @pytest.mark.parametrize("key", CENTRAL_KEYS)
 def test_record_unit_ignores_user_ids(multi, key):
-    # unit = record is the behaviour from before the unit parameter: user ids play no part
+    # unit = record counts location records: user ids play no part
     ds, dom = multi
     a = run_mech(key, ds, dom, 0.8, seed=4, unit="record")
     b = run_mech(key, replace(ds, user_id=None), dom, 0.8, seed=4, unit="record")
@@ -1039,8 +1040,8 @@ def test_adding_one_user_moves_identity_input_by_at_most_one(existing, new, weig
 
 
 # ------------------------------------------------------ noise source: seeded and secure
-class _OldFormula:
-    """The noise of the code before ``add_laplace``: ``x + rng.laplace(0, scale, x.shape)``."""
+class _NumpyLaplace:
+    """Plain numpy Laplace noise, ``x + rng.laplace(0, scale, x.shape)``: what a seeded run draws."""
 
     def __init__(self, rng):
         self.rng = rng
@@ -1050,41 +1051,41 @@ class _OldFormula:
         return x + self.rng.laplace(0.0, scale, x.shape if x.ndim else None)
 
 
-class OldFormulaContext(RunContext):
+class NumpyLaplaceContext(RunContext):
     @property
     def noise(self):
-        return self.__dict__.setdefault("_old", _OldFormula(self.rng))
+        return self.__dict__.setdefault("_numpy", _NumpyLaplace(self.rng))
 
 
 @pytest.mark.parametrize("key,params", VARIANTS + [("privtree", {"unit": "record"}), ("uniform", {})])
-def test_seeded_outputs_unchanged_bit_for_bit(city, key, params):
-    """Without secure mode every mechanism releases exactly what the old formula
-    ``x + rng.laplace(0, scale, shape)`` gives on the same seed (seeded results do not move)."""
+def test_seeded_outputs_are_plain_numpy_laplace_bit_for_bit(city, key, params):
+    """Without secure mode every mechanism releases exactly what plain numpy Laplace noise
+    ``x + rng.laplace(0, scale, shape)`` gives on the same seed (a seeded run repeats)."""
     data, dom = city
     cls = get(key)
     p = cls.schema().resolve(params)
     for seed in (0, 1):
-        new = cls().run(data, dom, 0.8, p, RunContext(rng=np.random.default_rng(seed)))
-        old = cls().run(data, dom, 0.8, p, OldFormulaContext(rng=np.random.default_rng(seed)))
-        assert np.array_equal(new.density, old.density)
-        assert new.diagnostics["noise_source"] == "seeded numpy Generator"
+        ours = cls().run(data, dom, 0.8, p, RunContext(rng=np.random.default_rng(seed)))
+        plain = cls().run(data, dom, 0.8, p, NumpyLaplaceContext(rng=np.random.default_rng(seed)))
+        assert np.array_equal(ours.density, plain.density)
+        assert ours.diagnostics["noise_source"] == "seeded numpy Generator"
 
 
-def test_laplace_baseline_is_the_old_formula_on_a_copied_generator():
+def test_laplace_baseline_is_plain_numpy_laplace_on_a_copied_generator():
     truth = np.arange(48.0).reshape(6, 8) / 7
     rng = np.random.default_rng(42)
     ref = copy.deepcopy(rng)
     out = laplace_baseline(truth, 0.6, rng, clip=False, sensitivity=2.0)
     assert np.array_equal(out, truth + ref.laplace(0, 2.0 / 0.6, truth.shape))
     # PrivTree's split rule: the root (count 0.3, theta 0) splits iff 0.3 + Lap(2) > 0, a coin
-    # close to fair, so agreeing with the old formula on 40 seeds checks the draw itself
+    # close to fair, so agreeing with plain numpy Laplace on 40 seeds checks the draw itself
     levels = pyramid(np.full((2, 2), 0.075))
     for seed in range(40):
         rng2 = np.random.default_rng(seed)
         ref2 = copy.deepcopy(rng2)
         leaves = privtree_decompose(levels, 2.0, 1.0, 0.0, rng2)
-        old_split = max(0.3, -1.0) + ref2.laplace(0.0, 2.0, 1)[0] > 0.0
-        assert bool(leaves[0][0, 0]) == (not old_split)
+        split = max(0.3, -1.0) + ref2.laplace(0.0, 2.0, 1)[0] > 0.0
+        assert bool(leaves[0][0, 0]) == (not split)
 
 
 def _tiny(n=300, seed=1):

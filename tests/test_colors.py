@@ -1,14 +1,16 @@
-"""Colour maps from the libraries that define them, and the diverging scale of a difference map."""
+"""Colour maps from the libraries that define them, and the one diverging palette of the difference map."""
 
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from ui.colors import DIVERGING, SEQUENTIAL, ColourScale, lut
+from ui.colors import DIVERGING, SEQUENTIAL, lut
+from ui.diverging import DiffScale
 
 
 def lightness(rgb: np.ndarray) -> np.ndarray:
@@ -49,51 +51,34 @@ def test_an_unknown_map_is_refused():
         lut("no_such_map")
 
 
-def _truth_and_private(rng):
-    truth = rng.poisson(20.0, (32, 32)).astype(np.float64)
-    truth[:4] = 0.0  # an empty strip
-    private = truth + rng.normal(0.0, 5.0, truth.shape)
-    private[:4] = 0.0  # nobody there in either map
-    return truth, private
-
-
-def test_the_difference_scale_is_symmetric_around_zero(rng):
-    truth, private = _truth_and_private(rng)
-    s = ColourScale.difference(truth, private, cell_km2=0.25)
-    assert s.diverging and s.hi > 0 and s.lo == -s.hi and s.cmap == DIVERGING
-    d = np.abs(private - truth)[4:]
-    assert np.mean(d <= s.hi) == pytest.approx(0.995, abs=0.003)  # the 99.5th percentile: a few saturate
-    x = np.linspace(0.01, 1.5, 50) * s.hi
-    up, down = s.index(x).astype(int), s.index(-x).astype(int)
-    assert (up + down == 256).all()  # mirror images around the centre index 128
-    assert up.max() == 255 and down.min() == 1  # beyond the half-width: the end colours
-    assert s.index(np.array([0.0, np.nan]))[0] == 0 and s.index(np.array([np.nan]))[0] == 0  # no difference: empty
-    assert s.index(np.array([1e-9]))[0] == 128
-    labels = dict((round(p, 6), lbl) for p, lbl in s.ticks())
-    assert labels[0.5] == "0" and any(lbl.startswith("-") for lbl in labels.values())
-    assert "±" in s.legend_html() and "private − true" in s.legend_html()
-
-
-def test_the_difference_scale_is_shared_by_several_releases_and_follows_the_units(rng):
-    truth, private = _truth_and_private(rng)
-    worse = truth + rng.normal(0.0, 15.0, truth.shape)
-    one = ColourScale.difference(truth, private, cell_km2=0.25)
-    both = ColourScale.difference(truth, [private, worse], cell_km2=0.25)
-    assert both.hi > 2 * one.hi  # the noisier release sets the page's width
-    share = ColourScale.difference(truth, private, cell_km2=0.25, units="share")
-    assert share.factor == pytest.approx(100.0 / truth.sum()) and one.factor == pytest.approx(4.0)
-    flat = ColourScale.difference(truth, truth.copy(), cell_km2=1.0)
-    assert flat.hi == 1.0 and not flat.index(truth - truth).any()  # identical maps: nothing drawn
-
-
-def test_a_difference_map_draws_excess_red_and_deficit_blue():
+def _truth_and_private():
     truth = np.full((8, 8), 10.0)
     private = truth.copy()
     private[0, 0] += 6.0  # south-west: more than the truth
     private[7, 7] -= 6.0  # north-east: fewer
-    s = ColourScale.difference(truth, private, cell_km2=1.0)
-    im = Image.open(io.BytesIO(s.rgba_png(private - truth, min_side=8)))
-    px = np.asarray(im)
-    sw, ne, same = px[7, 0], px[0, 7], px[3, 3]  # the PNG is north up
-    assert sw[3] == ne[3] == 255 and same[3] == 0
-    assert sw[0] > sw[2] + 60 and ne[2] > ne[0] + 60
+    private[3, 3] += 3.0  # half the end
+    return truth, private
+
+
+def test_a_difference_map_draws_excess_red_and_deficit_blue():
+    truth, private = _truth_and_private()
+    s = DiffScale.of(truth, private, factor=1.0, unit="u")
+    px = np.asarray(Image.open(io.BytesIO(s.png(truth, private))))
+    sw, ne, same = px[7, 0].astype(int), px[0, 7].astype(int), px[5, 5].astype(int)  # the PNG is north up
+    assert sw[0] > sw[2] + 60 and ne[2] > ne[0] + 60  # red above the truth, blue below
+    assert same.min() > 200  # agreement: the light centre
+
+
+def test_the_difference_map_and_its_legend_use_the_one_diverging_palette():
+    """Every colour of the difference map is a colour of :data:`ui.colors.DIVERGING` at its place on the scale,
+    and the legend's gradient is the same palette: what the legend says blue means is what the map draws blue."""
+    truth, private = _truth_and_private()
+    s = DiffScale.of(truth, private, factor=1.0, unit="u")
+    pal = lut(DIVERGING, 255)
+    d = (private - truth)[::-1]  # north up, as drawn
+    idx = np.clip(np.round((d / s.end + 1) / 2 * 254), 0, 254).astype(int)
+    assert np.array_equal(s.rgb(truth, private), pal[idx])
+    assert idx.min() == 0 and idx.max() == 254 and 127 in idx  # both ends and the centre are drawn
+    stops = re.findall(r"rgb\((\d+),(\d+),(\d+)\) ([\d.]+)%", s.legend_html())
+    assert np.array_equal(np.array([[int(r), int(g), int(b)] for r, g, b, _ in stops]), lut(DIVERGING, 17))
+    assert [float(q) for *_, q in stops] == pytest.approx(np.linspace(0, 100, 17), abs=0.06)

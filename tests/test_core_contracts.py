@@ -5,7 +5,7 @@ import pytest
 
 from engine.core.accounting import Ledger
 from engine.core.errors import EngineError, ParamError
-from engine.core.params import Param, Schema, parse_kv
+from engine.core.params import Param, Schema
 from engine.run.config import RunConfig
 from engine.run.jobs import JobManager
 from engine.run.runner import run
@@ -29,7 +29,6 @@ def test_param_coercion_and_ranges():
     assert s.resolve({"clip": "yes"}) == {"w": 20, "clip": True}
     with pytest.raises(ParamError, match="unknown parameter"):
         s.resolve({"nope": 1})
-    assert parse_kv(["a=1", "b = x=y"]) == {"a": "1", "b": "x=y"}
 
 
 def test_ledger_composition():

@@ -1,4 +1,4 @@
-"""Inputs that crashed pages or were silently misread: weights near 1e308 (the legend's ticks), a link with
+"""Inputs that could crash a page or be silently misread: weights near 1e308 (the legend's ticks), a link with
 more than seven mechanisms or one named twice (Compare and Range queries; a repeat is said on the page), blank user ids (merged into
 one person)."""
 

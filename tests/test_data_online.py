@@ -107,7 +107,9 @@ def test_gowalla_download_progress_cache_and_cut(server, rng):
     server.files["/snap/loc-gowalla_totalCheckins.txt.gz"] = data
     url = server.url("/snap/loc-gowalla_totalCheckins.txt.gz")
     calls = []
-    ds = online.load_gowalla("san_francisco", url=url, progress=lambda done, total: calls.append((done, total)))
+    ds = online.load_checkins(
+        "gowalla", "san_francisco", url=url, progress=lambda done, total: calls.append((done, total))
+    )
     assert len(ds) == truth["sf"]
     assert ds.user_id is not None and ds.n_users == len(truth["sf_users"])
     assert ds.meta.source == "gowalla:san_francisco" and ds.meta.bbox == catalogue.city("san_francisco").bbox
@@ -117,31 +119,31 @@ def test_gowalla_download_progress_cache_and_cut(server, rng):
     assert server.hits["/snap/loc-gowalla_totalCheckins.txt.gz"] == 1
     assert online.is_cached(url) and not _stray()
     # second load: from the cache, no request
-    again = online.load_gowalla("san_francisco", url=url)
+    again = online.load_checkins("gowalla", "san_francisco", url=url)
     np.testing.assert_array_equal(again.lonlat, ds.lonlat)
     # another city and a period: cut from the cached file, still no request
-    chi = online.load_gowalla("chicago", url=url)
+    chi = online.load_checkins("gowalla", "chicago", url=url)
     assert len(chi) == truth["chicago"]
-    jan = online.load_gowalla("san_francisco", url=url, start="2010-01-01", end="2010-02-01")
+    jan = online.load_checkins("gowalla", "san_francisco", url=url, start="2010-01-01", end="2010-02-01")
     assert len(jan) == truth["sf_jan"]
     assert server.hits["/snap/loc-gowalla_totalCheckins.txt.gz"] == 1
     with pytest.raises(DataError, match="no Gowalla check-ins inside"):
-        online.load_gowalla("tokyo", url=url)
+        online.load_checkins("gowalla", "tokyo", url=url)
 
 
 def test_local_copy_of_a_snap_file(rng, tmp_path):
     data, truth = _checkins_gz(rng)
     local = tmp_path / "loc-gowalla_totalCheckins.txt.gz"
     local.write_bytes(data)
-    ds = online.load_gowalla("chicago", path=local)
+    ds = online.load_checkins("gowalla", "chicago", path=local)
     assert len(ds) == truth["chicago"]
     plain = tmp_path / "checkins.txt"
     plain.write_bytes(gzip.decompress(data))
-    assert len(online.load_gowalla("chicago", path=plain)) == truth["chicago"]
+    assert len(online.load_checkins("gowalla", "chicago", path=plain)) == truth["chicago"]
     bad = tmp_path / "bad.txt.gz"
     bad.write_bytes(data[:40])
     with pytest.raises(DataError, match="unusable"):
-        online.load_gowalla("chicago", path=bad)
+        online.load_checkins("gowalla", "chicago", path=bad)
     assert bad.exists()  # the user's own file is never deleted
 
 
@@ -158,7 +160,7 @@ def test_brightkite_through_the_registry_source(server, rng):
 
 def test_http_404_is_a_data_error_not_offline(server):
     with pytest.raises(DataError, match="HTTP 404") as exc:
-        online.load_gowalla("miami", url=server.url("/missing/loc-gowalla_totalCheckins.txt.gz"))
+        online.load_checkins("gowalla", "miami", url=server.url("/missing/loc-gowalla_totalCheckins.txt.gz"))
     assert not isinstance(exc.value, OfflineError)
 
 
@@ -168,7 +170,7 @@ def test_truncated_gzip_is_rejected_and_nothing_is_cached(server, rng):
     server.files[path] = data[: len(data) // 2]  # complete transfer of an incomplete archive
     url = server.url(path)
     with pytest.raises(DataError, match="gzip"):
-        online.load_gowalla("san_francisco", url=url)
+        online.load_checkins("gowalla", "san_francisco", url=url)
     assert not online.is_cached(url)
     assert not _stray()
 
@@ -180,7 +182,7 @@ def test_transfer_cut_short_is_reported(server, rng):
     server.lie_length[path] = len(data) + 5000  # the server closes before sending all it announced
     url = server.url(path)
     with pytest.raises(DataError, match="cut short"):
-        online.load_gowalla("san_francisco", url=url)
+        online.load_checkins("gowalla", "san_francisco", url=url)
     assert not online.is_cached(url)
 
 
@@ -189,7 +191,7 @@ def test_corrupt_cached_file_is_removed_with_a_clear_error(server):
     p = cache_path(url)
     p.write_bytes(b"\x1f\x8b\x08\x00garbage that is not deflate data")
     with pytest.raises(DataError, match="corrupt.*removed"):
-        online.load_gowalla("boston", url=url)
+        online.load_checkins("gowalla", "boston", url=url)
     assert not p.exists()
 
 
@@ -212,7 +214,9 @@ def _closed_port_url(path: str) -> str:
 
 def test_offline_is_an_offline_error():
     with pytest.raises(OfflineError, match="offline"):
-        online.load_gowalla("milwaukee", url=_closed_port_url("/loc-gowalla_totalCheckins.txt.gz"), timeout=5)
+        online.load_checkins(
+            "gowalla", "milwaukee", url=_closed_port_url("/loc-gowalla_totalCheckins.txt.gz"), timeout=5
+        )
     with pytest.raises(OfflineError):
         online.load_sf_cabs(url=_closed_port_url("/CABS_SFS.npy"), timeout=5)
 
@@ -403,10 +407,10 @@ def test_a_cached_file_that_no_longer_matches_is_downloaded_again(server, rng):
     path = "/pinned/loc-gowalla_totalCheckins.txt.gz"
     server.files[path] = data
     url = server.url(path)
-    assert len(online.load_gowalla("chicago", url=url, sha256=_sha(data))) == truth["chicago"]
+    assert len(online.load_checkins("gowalla", "chicago", url=url, sha256=_sha(data))) == truth["chicago"]
     other, _ = _checkins_gz(np.random.default_rng(7))
     cache_path(url).write_bytes(other)  # the cached copy changed on disk
-    sf = online.load_gowalla("san_francisco", url=url, sha256=_sha(data))  # a new cut reads the file again
+    sf = online.load_checkins("gowalla", "san_francisco", url=url, sha256=_sha(data))  # a new cut reads the file again
     assert len(sf) == truth["sf"] and server.hits[path] == 2
     assert cache_path(url).read_bytes() == data
 

@@ -21,7 +21,6 @@ from engine.mechanisms.dawa.greedyh import (
     bucket_workload,
     build_tree,
     greedy_weights,
-    greedyh_matrix,
     least_squares,
     node_totals,
     node_weights,
@@ -32,10 +31,28 @@ from engine.mechanisms.dawa.partition import (
     cost_noise_scale,
     least_cost_partition,
     noisy_costs,
-    partition_cost,
     private_partition,
     window_devs,
 )
+
+
+def greedyh_matrix(tree, weights: np.ndarray) -> np.ndarray:
+    """GreedyH's weighted strategy as a dense matrix (measured nodes x buckets), to check it on small cases."""
+    lo, hi = tree.nodes()
+    keep = np.flatnonzero(weights > 0)
+    A = np.zeros((keep.size, tree.m))
+    for r, k in enumerate(keep):
+        A[r, lo[k] : hi[k]] = weights[k]
+    return A
+
+
+def partition_cost(x: np.ndarray, starts: np.ndarray, eps2: float) -> float:
+    """Noise-free total cost of a partition: sum over buckets of dev(B) + 1/eps2 (the paper's Section 3)."""
+    edges = np.append(starts, x.size)
+    return float(
+        sum(np.abs(x[a:b] - x[a:b].mean()).sum() + 1.0 / eps2 for a, b in zip(edges[:-1], edges[1:], strict=True))
+    )
+
 
 SIDE = 16_000.0
 

@@ -25,7 +25,7 @@ def test_methods_guide_states_snh_against_its_grid_and_the_best_baseline():
 def test_readme_states_snhs_measured_time_and_its_load():
     readme = (ROOT / "README.md").read_text()
     sentence = readme[readme.index("*SNH* trains") :][:400]
-    assert "about 15 s" not in sentence  # the former claim, not what was measured
+    assert "about 15 s" not in sentence  # a round figure, not the measured median
     assert "median" in sentence and "load" in sentence
     bench = (ROOT / "BENCHMARKS.md").read_text()
     seconds = re.findall(r"(\d+(?:\.\d)?) s at a load", sentence)

@@ -7,14 +7,23 @@ false-alarm rate of 1e-4 per check. What is checked: EMD no worse than the bette
 and the uniform map, MSE no worse than the uniform map's, and MSE no worse than Identity's except
 where no height of the tree can be (streets and hot spots at 20,000 users: Identity's per-cell
 noise is the smallest any unbiased map has, and coarser leaves blur single-cell hot spots and
-streets one cell wide; BENCHMARKS.md, "defaults on data nobody tuned them on")."""
+streets one cell wide; BENCHMARKS.md, "defaults on data nobody tuned them on").
+
+And the default's EMD does not grow with eps (check-ins, Berlin, the polycentric city: the least-squares
+leaves' did, 953 m at eps 0.1 to 2,160 m at 10 on the check-ins), with the top-down non-negative map
+no worse in MSE than the least-squares leaves it comes from."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
 
+from engine.bench.shapes import checkin_city
+from engine.mechanisms.central.nonnegative import nonnegative_leaves
 from engine.mechanisms.central.sizing import HEIGHT_COUNT_SHARE, height_rule
+from engine.mechanisms.central.trees import tree_height, tree_levels
 from engine.metrics import emd_m, mse
 from tests.test_defaults_topt import BUILTIN, SEEDS, _city, _not_worse, _run
 
@@ -60,3 +69,75 @@ def test_height_follows_guideline_1_from_the_noisy_root_count():
     small = [_run("hierarchical", data, dom, 0.1, s) for s in range(6)]
     roots = [r for r in small if r.diagnostics["height"] == 0]  # a count under 791: P > 0.98 each
     assert len(roots) >= 5 and all(np.ptp(r.density) == pytest.approx(0, abs=1e-9) for r in roots)
+
+
+EPS = (0.1, 0.3, 1.0, 3.0, 10.0)
+
+
+def _place(name):
+    if name != "checkins":
+        return _city(name)
+    d = checkin_city()
+    dom = d.public_domain(8)
+    d = d.in_domain(dom)
+    return d, dom, d.true_histogram(dom, per_user_normalised=True)
+
+
+@pytest.mark.parametrize("name", ["checkins", "berlin_airbnb", "synthetic:polycentric"])
+def test_hierarchical_default_emd_does_not_grow_with_eps(name):
+    """Each step up in eps (0.1, 0.3, 1, 3, 10): the EMD over 8 seeds, paired by seed, is not larger
+    (one-sided paired t at 1e-4 per step). The least-squares leaves' grew at every step on the
+    check-ins and on Berlin, and from 0.1 to 1 on the polycentric city."""
+    data, dom, truth = _place(name)
+    emd = [
+        [emd_m(truth, _run("hierarchical", data, dom, e, s).density, dom.cell, 64)[0] for s in range(SEEDS)]
+        for e in EPS
+    ]
+    for (e0, a), (e1, b) in itertools.pairwise(zip(EPS, emd)):
+        _not_worse(b, np.array(a), f"{name}: EMD at eps {e1} against eps {e0}")
+
+
+@pytest.mark.parametrize("name", ["checkins", "synthetic:polycentric"])
+def test_nonnegative_map_is_no_worse_in_mse_than_the_least_squares_leaves(name):
+    """Same seeds, same noise draws: the non-negative step is post-processing of the same tree."""
+    data, dom, truth = _place(name)
+    for e in EPS:
+        nonneg = [mse(truth, _run("hierarchical", data, dom, e, s).density) for s in range(SEEDS)]
+        ls = [mse(truth, _run("hierarchical", data, dom, e, s, nonnegative=False).density) for s in range(SEEDS)]
+        _not_worse(nonneg, np.array(ls), f"{name} eps {e}: MSE of the non-negative map against the least-squares one")
+
+
+def _reference(levels, b, inside):
+    """The rule node by node: a node's value shared among its children meeting the domain in
+    proportion to their estimates clipped at 0, evenly when none is positive."""
+    H = len(levels) - 1
+    out = np.zeros(levels[H].shape)
+
+    def walk(d, i, j, value):
+        if d == H:
+            out[i, j] = value
+            return
+        kids = [(i * b + u, j * b + v) for u in range(b) for v in range(b)]
+        kids = [(y, x) for y, x in kids if y < inside[d + 1] and x < inside[d + 1]]
+        pos = [max(levels[d + 1][y, x], 0.0) for y, x in kids]
+        for (y, x), p in zip(kids, pos):
+            walk(d + 1, y, x, value * p / sum(pos) if sum(pos) > 0 else value / len(kids))
+
+    walk(0, 0, 0, max(levels[0][0, 0], 0.0))
+    return out
+
+
+@pytest.mark.parametrize("m,b", [(8, 2), (6, 3), (5, 2), (9, 3)])
+def test_nonnegative_leaves_follow_the_rule_node_by_node(m, b):
+    rng = np.random.default_rng(m * 10 + b)
+    for _ in range(5):
+        leaves = rng.normal(0.5, 2.0, (m, m)) * (rng.random((m, m)) < 0.6)
+        levels = tree_levels(leaves, b)  # consistent: every node the sum of its children; padding empty
+        inside = [-(-m // b ** (tree_height(m, b) - d)) for d in range(len(levels))]
+        got = nonnegative_leaves(levels, b, inside)
+        assert np.allclose(got, _reference(levels, b, inside), rtol=0, atol=1e-12)
+        assert (got >= 0).all() and np.all(got[m:, :] == 0) and np.all(got[:, m:] == 0)
+        assert got.sum() == pytest.approx(max(leaves.sum(), 0.0))
+    positive = tree_levels(rng.random((m, m)), b)
+    inside = [-(-m // b ** (tree_height(m, b) - d)) for d in range(len(positive))]
+    assert np.allclose(nonnegative_leaves(positive, b, inside)[:m, :m], positive[-1][:m, :m], rtol=0, atol=1e-12)

@@ -108,6 +108,33 @@ def test_regret_table_bands():
     assert t["all"] == {"dawa": 2.0, "identity": 2.0}
 
 
+def test_findings_set_the_best_of_each_class_side_by_side_per_band_and_at_the_largest_scale():
+    """Regrets by hand: small (10^3) dawa 1, ag 2, hdmm 3, identity 4, uniform 10; at 10^6 dawa 1, identity 1.5,
+    hdmm 2, ag 4, uniform 10; at 10^7 identity 1, dawa 1.4, hdmm 3, ag 4.5, uniform 15. Uniform is in neither
+    class."""
+    from engine.bench.dpbench import findings
+
+    errors = {
+        1_000: {"dawa": 1, "ag": 2, "identity": 4, "hdmm": 3, "uniform": 10},
+        1_000_000: {"dawa": 2, "ag": 8, "identity": 3, "hdmm": 4, "uniform": 20},
+        10_000_000: {"dawa": 2.8, "ag": 9, "identity": 2, "hdmm": 6, "uniform": 30},
+    }
+    res = {("d", n, 1.0): {m: [(e, 0.0)] for m, e in by.items()} for n, by in errors.items()}
+    methods = ("dawa", "ag", "identity", "hdmm", "uniform")
+    figs = {f.name: f for f in findings(res, regret_table(res, methods), methods)}
+    ratio = "finding/independent_over_dependent/"
+    assert figs[ratio + "small"].value == pytest.approx(3.0)  # hdmm 3 over dawa 1
+    assert figs[ratio + "large"].value == pytest.approx(1.25 / 1.2)  # identity (1.5 + 1)/2 over dawa (1 + 1.4)/2
+    assert figs[ratio + "n=10^7"].value == pytest.approx(1 / 1.4)
+    assert figs[ratio + "all"].value == pytest.approx(((4 + 1.5 + 1) / 3) / ((1 + 1 + 1.4) / 3))
+    beaten = figs["finding/beaten_by_identity/large"]
+    assert beaten.value == 3 and beaten.unit == "methods of 4" and beaten.note.endswith("ag, hdmm, uniform")
+    assert figs["finding/dawa_best_at_small_scale"].value == 1.0
+    del res[("d", 10_000_000, 1.0)]
+    names = {f.name for f in findings(res, regret_table(res, methods), methods)}
+    assert ratio + "large" in names and not any("10^7" in n for n in names)  # no 10^7 setting, no 10^7 figure
+
+
 # ------------------------------------------------------------------ the bound column
 def test_bound_column_is_each_methods_rmse_over_the_bound_of_the_setting():
     """Per setting the RMSE is the root of the mean of the trials' squared RMSE; a band reports the median, least

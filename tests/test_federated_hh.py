@@ -132,7 +132,7 @@ def test_eq8_inverts_eq5():
 
 
 def test_reference_schedule_matches_logged_level0_epsilons():
-    # REFERENCE_NOTES 1: level-0 epsilons logged by the reference code (4 cells, c = 0.1, S = 10,000)
+    # level-0 epsilons the authors' reference code logs (ebagdasa/location-heatmaps; 4 cells, c = 0.1, S = 10,000)
     logged = {10_000: 0.01131, 100_000: 0.003578, 1_000_000: 0.001131}
     for n, eps0 in logged.items():
         sigma = sigma_target("reference", 0.1, n, 4, 10_000)
@@ -197,7 +197,7 @@ def test_split_and_collapse_rules_on_hand_made_counts():
 def test_orphans_and_max_depth_nodes():
     # a node with a grandchild but no child (Section 5.6) and a node at the maximum depth
     deep = make_ids(np.array([0b011011]), 3)  # level 3
-    tree = PrefixTree.from_ids(3, [1, int(deep[0] >> 2 >> 2), int(deep[0])])
+    tree = PrefixTree(3, np.unique(np.array([1, int(deep[0] >> 2 >> 2), int(deep[0])], dtype=np.int64)))
     rep = tree.reporting()
     assert set(rep.tolist()) == set(tree.nodes.tolist())  # every node has < 4 children
     lut = paint_lut(rep, 3)
@@ -559,13 +559,13 @@ def test_bad_parameters_are_rejected(city):
 
 def test_count_min_error_does_not_rise_with_epsilon_on_a_hot_venue_city():
     """On a street grid with a few very hot venues (engine/bench/unseen.py;
-    20k users, 256²) the former default estimator, the minimum over the sketch's rows, is
-    biased by about -2 noise standard deviations per cell under DP noise: the deep cells
-    opened at large epsilon lost their mass and MSE rose 0.99x -> 1.7x -> 4.2x a uniform
+    20k users, 256²) the minimum over the sketch's rows (count-min's estimate for counters that
+    only grow) is biased by about -2 noise standard deviations per cell under DP noise: the deep
+    cells opened at large epsilon lose their mass and MSE rises 0.99x -> 1.7x -> 4.2x a uniform
     map at eps 1, 3, 10. The median over rows (count-min's estimate when counters can
-    decrease) is the default now. Medians over 5 seeds must not rise by more than 25%
+    decrease) is the default. Medians over 5 seeds must not rise by more than 25%
     from one epsilon to the next: over 7 seeds the MSE at one epsilon spans at most 1.4x
-    (max / min), so the median of 5 moves far less; the former estimator rose 1.8-4.2x."""
+    (max / min), so the median of 5 moves far less; the minimum rises 1.8-4.2x."""
     from engine.bench.unseen import street_grid_city
     from engine.metrics import mse
 
@@ -584,7 +584,7 @@ def test_count_min_error_does_not_rise_with_epsilon_on_a_hot_venue_city():
 def test_withheld_shards_send_nothing_on_every_path():
     """Policy 'abort' withholds a shard whose clients cannot carry the DP shard's noise (here a DP shard of
     7 against shards of 7, 7 and 6): its clients' data must be left out of the total on the aggregated
-    path too (it used to sum everyone when nobody dropped), as the per-shard and verified paths do."""
+    path too, even when nobody dropped, as the per-shard and verified paths do."""
     client = np.arange(20)
     key = np.zeros(20, dtype=np.int64)
     kw = dict(secagg_shard=7, dp_shard=7, excess="abort")

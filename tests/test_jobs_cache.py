@@ -44,9 +44,9 @@ class RunsCode:
 
 
 def plant_pickles(cfg: RunConfig, marker, monkeypatch) -> list:
-    """A code-running pickle at every name a cache reader could open for ``cfg``: the old
-    format's ``<key>.pkl`` (under this engine's key and under the key of cache format 1,
-    the last pickled one) and the new ``<key>.npz``, plus a pickled object array inside a
+    """A code-running pickle at every name a cache reader could open for ``cfg``: a pickled
+    ``<key>.pkl`` (under this engine's key and under the key of cache format 1, a pickled
+    one) and the ``<key>.npz``, plus a pickled object array inside a
     real npz (read only with allow_pickle=True)."""
     runs = cache_dir() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -264,7 +264,7 @@ def test_stale_temporaries_are_cleaned_when_the_cache_is_first_used(tmp_path, mo
     ]
     fresh = [runs / "89abcdef.6e6e.tmp", dl / ".x.gz.1.cafe.part.gz", free / ".3d4e5f.6f6f.tmp"]  # a writer's
     kept = [runs / "feedbeef.npz", dl / "ab12-file.txt.gz", runs / "notes.txt", free / "0a1b2c.f64"]
-    legacy = runs / "0123abcd.pkl"  # the old pickled format: never read, removed
+    legacy = runs / "0123abcd.pkl"  # a pickled entry: never read, removed
     for p in stale + fresh + kept + [legacy]:
         p.write_bytes(b"x")
     for p in stale + kept + [legacy]:

@@ -121,7 +121,7 @@ def test_a_shapefile_of_regions_without_its_prj_is_read_with_the_crs_given(tmp_p
 
 @pytest.mark.parametrize("ext", ["zip", "parquet", "geojson", "gpkg"])
 def test_one_column_may_give_both_the_regions_ids_and_their_names(tmp_path, ext):
-    """A file with one attribute column: the dashboard's pickers then name it for both (it was read twice)."""
+    """A file with one attribute column: the dashboard's pickers then name it for both: ids and names from the one column."""
     import geopandas as gpd
     import shapely
 

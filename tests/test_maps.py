@@ -63,7 +63,7 @@ SPARSE_BY_DESIGN = ("identity_topt", "laplace_topt_gauss", "sparse_emd", "sparse
 
 
 def check(ratios: dict):
-    """The issue's criterion, coloured area >= half the truth's; for a release sparse by design, the display
+    """The criterion: coloured area >= half the truth's; for a release sparse by design, the display
     must instead hide none of its substance: the cells drawn hold >= 95% of its mass."""
     bad = {}
     for m, (good, area, mass) in ratios.items():
@@ -77,7 +77,7 @@ def check(ratios: dict):
 @pytest.mark.parametrize("dataset", OFFLINE)
 def test_good_private_maps_are_drawn_on_every_offline_dataset(dataset):
     """Every heatmap mechanism whose EMD beats Uniform's at ε = 1 colours at least half the area the true
-    map colours (John Snow + UG used to draw an empty grid with the run's best EMD)."""
+    map colours (an empty grid drawn for a good release, such as John Snow + UG with the run's best EMD, fails)."""
     check(area_ratios(dataset))
 
 
@@ -93,8 +93,8 @@ def user_id_csv(n_users: int = 2000, per_user: int = 10, seed: int = 0) -> bytes
 
 @pytest.mark.slow
 def test_good_private_maps_are_drawn_on_an_uploaded_user_id_file():
-    """20,000 locations of 2,000 users: the truth counts people (weights 1/k), which the old fixed floor of
-    half a location per cell blanked; every good release must still be drawn."""
+    """20,000 locations of 2,000 users: the truth counts people (weights 1/k), which a fixed floor of
+    half a location per cell would blank; every good release must still be drawn."""
     ds = load_file(user_id_csv(), "people.csv")
     ratios = area_ratios(None, ds)
     check(ratios)
@@ -109,8 +109,8 @@ def test_the_scale_floor_is_stated_and_keeps_the_true_mass():
     assert drawn >= 0.999 * truth.sum() - 1e-12
     assert coloured(sc, smooth) == 64 * 64  # an even release is drawn everywhere, not blanked
     assert "drawn as empty" in sc.legend_html() and f"{sc.lo:.2g}" in sc.legend_html()
-    old = ColourScale(0.5, truth.max(), True, 1.0, "u")  # the former fixed floor: the truth vanished
-    assert coloured(old, truth) == 0
+    fixed = ColourScale(0.5, truth.max(), True, 1.0, "u")  # a fixed floor of half a location: the truth vanishes
+    assert coloured(fixed, truth) == 0
 
 
 # ------------------------------------------------------------------ the dashboard

@@ -102,6 +102,8 @@ def test_polya_matches_negative_binomial_pmf(alpha, r):
 def test_polya_alpha_zero_and_arrays():
     rng = np.random.default_rng(4)
     assert N.polya(rng, 0.0, 0.5, 5).tolist() == [0] * 5
+    one = N.polya(rng, 2.0, 0.5)  # a scalar alpha without size: one draw, as for alpha = 0
+    assert isinstance(one, np.int64) and one >= 0 and isinstance(N.polya(rng, 0.0, 0.5), np.int64)
     a = np.array([0.0, 1.0, 3.0])
     out = N.polya(rng, a, 0.5, (20_000, 3))
     assert out.shape == (20_000, 3)
@@ -346,10 +348,10 @@ def _copy(rng: np.random.Generator) -> np.random.Generator:
 
 
 @pytest.mark.parametrize("shape", [(), (7,), (3, 4), (0,)])
-def test_add_forms_without_secure_mode_are_the_old_formula_bit_for_bit(shape):
+def test_add_forms_without_secure_mode_are_plain_numpy_bit_for_bit(shape):
     """Non-secure add_laplace / add_gaussian / add_discrete_laplace return exactly
-    ``x + rng.<law>(0, scale, x.shape)`` from the same stream (so seeded results do not
-    change), and leave the stream where the old code left it."""
+    ``x + rng.<law>(0, scale, x.shape)`` from the same stream (so a seeded run repeats),
+    and leave the stream where those plain draws leave it."""
     data = np.random.default_rng(1)
     x = data.normal(0, 50, shape) if shape else 12.375
     xi = data.integers(-100, 100, shape) if shape else 17
@@ -460,7 +462,7 @@ def test_polya_epsilon_precise_when_r_is_close_to_one():
     r = N.dl_r(t)
     p = -math.expm1(-1 / t)
     assert N.polya_difference_epsilon(1.0, r, one_minus_r=p) == pytest.approx(1 / t, rel=1e-12)
-    assert abs(N.polya_difference_epsilon(1.0, r) * t - 1) > 1e-6  # the old form is visibly off
+    assert abs(N.polya_difference_epsilon(1.0, r) * t - 1) > 1e-6  # from r alone (1 - r cancels): visibly off
     # alpha < 1 still exceeds 1/t (with a moderate t the sums are not truncated)
     t2 = 40.0
     e = N.polya_difference_epsilon(0.5, N.dl_r(t2), one_minus_r=-math.expm1(-1 / t2))

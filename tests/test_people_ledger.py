@@ -143,9 +143,9 @@ def test_a_six_decimal_csv_and_a_float32_geoparquet_copy_keep_the_ledger(place, 
     ups = {k: upload_fp(p.read_bytes(), p.name, owner=k) for k, p in paths.items()}
     cli = {k: ledger.fingerprint_source("file", {"path": str(p)}) for k, p in paths.items()}
     assert ups["original.csv"] == cli["original.csv"]
-    # the copies really moved locations: the key before this one told them apart
-    old = {k: exact_key(load_file(p.read_bytes(), p.name)) for k, p in paths.items()}
-    assert [k for k in paths if old[k] == old["original.csv"]] == ["original.csv"]
+    # the copies really moved locations: the exact key tells them apart
+    exact = {k: exact_key(load_file(p.read_bytes(), p.name)) for k, p in paths.items()}
+    assert [k for k in paths if exact[k] == exact["original.csv"]] == ["original.csv"]
     for name in paths:
         assert shares_ledger(ups["original.csv"], ups[name]), name
         assert shares_ledger(ups["original.csv"], cli[name]), name
@@ -192,19 +192,19 @@ def test_other_people_are_another_ledger():
 
 
 def test_a_ledger_booked_under_the_exact_key_keeps_counting():
-    """Ledgers stored before the centroid keys were booked under a hash of the exact locations: the same people
-    read that key too, so the ε spent before still counts, once, and new releases go under the new key."""
+    """A ledger without centroid keys holds bookings under a hash of the exact locations: the same people
+    read that key too, so the ε spent there counts, once, and new releases go under the centroid key."""
     ds = load_file(BASE, "f.csv")
     fp = upload_fp(BASE)
-    old = exact_key(ds)
-    assert ledger_keys(fp)[-1] == old and ledger_keys(fp)[0] != old
+    exact = exact_key(ds)
+    assert ledger_keys(fp)[-1] == exact and ledger_keys(fp)[0] != exact
     store = ledger.BudgetStore()
-    store.record(old, [ledger.Entry("before", 2.5, "ug", mode="release")])
+    store.record(exact, [ledger.Entry("before", 2.5, "ug", mode="release")])
     assert store.spent(fp) == 2.5
     assert store.try_spend(fp, [ledger.Entry("after", 1.0, "ug", mode="release")], limit=3.0).ok is False
     assert store.try_spend(fp, [ledger.Entry("after", 0.5, "ug", mode="release")], limit=3.0).ok
     assert store.spent(fp) == 3.0 and [e.release_key for e in store.entries(fp)] == ["before", "after"]
-    assert store.spent(old) == 2.5  # booked under the new key, not the old
+    assert store.spent(exact) == 2.5  # booked under the centroid key, not the exact one
     assert store.remove(fp, "after") and store.spent(fp) == 2.5
 
 

@@ -164,7 +164,7 @@ def test_the_command_line_uses_a_catalogues_published_size(capsys):
 
 def test_the_data_page_shows_no_statistic_of_an_upload_in_release_mode():
     """The Data page has no Mode of its own: in a session switched to Release it keeps the public card and
-    shows neither counts nor density (before, it listed the upload's exact locations and users)."""
+    shows neither counts nor density (the upload's exact numbers of locations and users are not DP outputs)."""
     at = AppTest.from_file(APP, default_timeout=90)
     at.query_params.update({"baselines": "0"})
     at.run()

@@ -12,6 +12,10 @@ from conftest import ledger_total
 from streamlit.testing.v1 import AppTest
 from test_app import APP, SMALL, charts, click_run, open_app, texts, wait_jobs
 
+# a hang detector, not a timing: an audit of thousands of runs takes 20 s on an idle machine and several
+# times that beside other work, so the ceiling only catches an audit that never ends
+HANG_S = 600
+
 
 def test_a_session_starts_from_a_fresh_seed_and_can_draw_another():
     seeds = set()
@@ -105,7 +109,7 @@ def test_mixed_relations_are_flagged_and_the_ledger_names_the_relation():
 def test_adaptive_hh_add_remove_option_names_its_relation_and_joins_add_remove_comparisons():
     """Adaptive HH's relation option: chosen in its parameters, the ledger names
     add/remove user and books the private client count, the guarantee mentions the option, and a
-    comparison with an add/remove baseline is no longer flagged as mixing relations."""
+    comparison with an add/remove baseline is not flagged as mixing relations."""
     ex = open_app(mech="adaptive_hh", baselines="0", eps="0.5", seed="1")
     box = ex.sidebar.selectbox(key="cfg.p.adaptive_hh.relation")
     assert box.options == ["zero-out", "add/remove"] and "whether a person took part" in box.help
@@ -142,7 +146,7 @@ def test_methods_audits_a_mechanism_in_the_background():
     at.button(key="audit_identity").click().run()
     t0 = time.time()
     while not any("measured lower bound" in s.value for s in at.success):
-        assert time.time() - t0 < 60, "the audit did not finish"
+        assert time.time() - t0 < HANG_S, "the audit did not finish"
         time.sleep(0.3)
         at.run()
     msg = next(s.value for s in at.success if "measured lower bound" in s.value)
@@ -178,7 +182,7 @@ def test_methods_audits_adaptive_hh_under_add_remove_too():
     at.button(key="audit_adaptive_hh").click().run()
     t0 = time.time()
     while not any("measured lower bound" in s.value for s in at.success):
-        assert time.time() - t0 < 90, "the audit did not finish"
+        assert time.time() - t0 < HANG_S, "the audit did not finish"
         time.sleep(0.3)
         at.run()
     msg = next(s.value for s in at.success if "measured lower bound" in s.value)

@@ -79,6 +79,58 @@ def test_a_quick_reproduction_runs_in_the_background_and_shows_the_suites_number
     assert any("Quick run finished" in c.value for c in at.caption)
 
 
+def test_dpbench_rows_name_the_figures_and_units_the_suite_reports():
+    """Every DPBench row reads a figure that the suite's findings produce from its own results, in the row's unit:
+    here from random errors of every method of the suite at each scale band's settings."""
+    import numpy as np
+
+    from engine.bench import dpbench
+
+    rng = np.random.default_rng(0)
+    res = {
+        ("d", n, eps): {m: [(float(e), 0.0)] for m, e in zip(dpbench.METHODS, rng.random(len(dpbench.METHODS)))}
+        for n in (1_000, 10_000, 1_000_000, 10_000_000)
+        for eps in (0.1, 1.0)
+    }
+    figs = {f.name: f for f in dpbench.figures(res, dpbench.regret_table(res), "note")}
+    for row in reproduce.BY_SUITE["dpbench"].rows:
+        assert row.figure in figs, row.figure
+        value = figs[row.figure].value
+        assert reproduce.shown(value, row) != "n/a"
+        if row.unit.startswith("of "):
+            assert figs[row.figure].unit == "methods " + row.unit
+
+
+@pytest.mark.parametrize("suite", ["dpbench", "hdmm"])
+def test_the_recorded_figures_are_those_of_the_suites_section_in_benchmarks(suite):
+    """A row's full-suite figure is the one BENCHMARKS.md records in the suite's section: every number it quotes."""
+    import re
+    from pathlib import Path
+
+    bench = (Path(__file__).resolve().parents[1] / "BENCHMARKS.md").read_text()
+    start = bench.index(f"## {suite} — ")
+    section = bench[start : bench.index("\n## ", start + 5)]
+    for row in reproduce.BY_SUITE[suite].rows:
+        numbers = re.findall(r"\d+\.\d+", row.recorded) or re.findall(r"\d+", row.recorded)
+        assert numbers and all(n in section for n in numbers), (row.what, row.recorded)
+
+
+def test_a_quick_hdmm_reproduction_shows_its_published_figure():
+    """HDMM's quick version reproduces the README's all-range RMSE at the published setting (256 x 256, p = 16,
+    ε = √2): the page shows the suite's own figures, the 2-D one within 3 % of the paper's 32.69."""
+    at = open_app("reproduce")
+    at.button(key="repro.run.hdmm").click().run()
+    run = _run(at, "hdmm")
+    _wait(at, "hdmm", timeout=600)
+    assert run.state == "ok", run.message
+    t = _table(at, "hdmm")
+    quick = list(t["Engine, this quick run"])
+    for row, got in zip(reproduce.BY_SUITE["hdmm"].rows, quick):
+        assert got == reproduce.shown(run.figures[row.figure]["value"], row)
+    assert abs(float(quick[0]) / 32.69 - 1) <= 0.03 and abs(float(quick[1]) / 5.736 - 1) <= 0.03
+    assert list(t["Paper"]) == ["32.69 (README)", "5.736 (README)"]
+
+
 def test_cancel_ends_the_suite():
     at = open_app("reproduce")
     at.button(key="repro.run.adaptive_hh").click().run()

@@ -16,6 +16,18 @@ from engine.mechanisms.snh.collection import CellGrid
 from engine.mechanisms.snh.mechanism import SNH, IdentityParamSelect
 from engine.mechanisms.snh.training import augment, fit_snh, workload_weights
 
+
+def forward_numpy(params, x: np.ndarray) -> np.ndarray:
+    """The network in numpy, to check the jitted path: sin, swish layers, linear output."""
+    w, b = params[0]
+    h = np.sin(x @ w + b)
+    for w, b in params[1:-1]:
+        z = h @ w + b
+        h = z / (1.0 + np.exp(-z))
+    w, b = params[-1]
+    return (h @ w + b)[..., 0]
+
+
 TINY = dict(
     rho_m=625.0,  # 32 cells over the 20 km synthetic city
     k=2,
@@ -123,8 +135,6 @@ def test_predictions_are_deterministic_by_seed(city):
 
 
 def test_model_utilisation_rule_pickling_and_jit_match_numpy(city):
-    from engine.mechanisms.snh.networks import forward_numpy
-
     ds, dom = city
     params = SNH.schema().resolve(TINY)
     fit = fit_snh(ds, dom, 1.0, params, RunContext(rng=np.random.default_rng(3)))
@@ -158,7 +168,6 @@ def test_models_share_one_compiled_forward_pass_with_their_own_weights():
         BatchPredictor,
         NetConfig,
         _predict_fn,
-        forward_numpy,
         init_params_np,
         jax_modules,
     )
@@ -171,7 +180,7 @@ def test_models_share_one_compiled_forward_pass_with_their_own_weights():
         params = init_params_np(seed, cfg, 3)
         pred = BatchPredictor(params)
         dev = [(jnp.asarray(w), jnp.asarray(b)) for w, b in params]
-        baked = jax.jit(lambda xx, d=dev: _forward_of(jnp, jax, d, 2, xx))  # the former form: weights compiled in
+        baked = jax.jit(lambda xx, d=dev: _forward_of(jnp, jax, d, 2, xx))  # weights compiled in as constants
         got = pred(2, x)
         want = forward_numpy([(w[2], b[2]) for w, b in params], x)
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -576,9 +576,9 @@ def test_secure_mode_draws_through_the_noise_source(small_city):
         assert "OpenDP" in rel.diagnostics["noise_source"]
 
 
-# -------------------------------------------------- seeded outputs unchanged, secure law
-class _OldFormula:
-    """The noise of the code before ``add_laplace``: ``x + rng.laplace(0, scale, x.shape)``."""
+# -------------------------------------------------- seeded outputs are plain numpy, secure law
+class _NumpyLaplace:
+    """Plain numpy Laplace noise, ``x + rng.laplace(0, scale, x.shape)``: what a seeded run draws."""
 
     def __init__(self, rng):
         self.rng = rng
@@ -588,13 +588,13 @@ class _OldFormula:
         return x + self.rng.laplace(0.0, scale, x.shape if x.ndim else None)
 
 
-class _OldFormulaContext(RunContext):
+class _NumpyLaplaceContext(RunContext):
     @property
     def noise(self):
-        return self.__dict__.setdefault("_old", _OldFormula(self.rng))
+        return self.__dict__.setdefault("_numpy", _NumpyLaplace(self.rng))
 
 
-def test_laplace_measure_is_the_old_formula_on_a_copied_generator():
+def test_laplace_measure_is_plain_numpy_laplace_on_a_copied_generator():
     levels, e = level_epsilons(1.0, 4, 20)
     pyr = pyramid(np.random.default_rng(1).uniform(0, 3, (16, 16)))
     rng = np.random.default_rng(5)
@@ -608,16 +608,16 @@ def test_laplace_measure_is_the_old_formula_on_a_copied_generator():
 
 
 @pytest.mark.parametrize("key", ["sparse_emd", "laplace_gauss", "laplace_topt_gauss"])
-def test_seeded_outputs_unchanged_bit_for_bit(small_city, key):
+def test_seeded_outputs_are_plain_numpy_laplace_bit_for_bit(small_city, key):
     dom = small_city.public_domain(5)
     data = small_city.sample_users(300, np.random.default_rng(2))
     M = get(key)
     p = M.schema().resolve({})
     for seed in (0, 1):
-        new = M().run(data, dom, 1.0, p, RunContext(rng=np.random.default_rng(seed)))
-        old = M().run(data, dom, 1.0, p, _OldFormulaContext(rng=np.random.default_rng(seed)))
-        np.testing.assert_array_equal(new.density, old.density)
-        assert new.diagnostics["noise_source"] == "seeded numpy Generator"
+        ours = M().run(data, dom, 1.0, p, RunContext(rng=np.random.default_rng(seed)))
+        plain = M().run(data, dom, 1.0, p, _NumpyLaplaceContext(rng=np.random.default_rng(seed)))
+        np.testing.assert_array_equal(ours.density, plain.density)
+        assert ours.diagnostics["noise_source"] == "seeded numpy Generator"
 
 
 def test_secure_laplace_measure_has_the_laplace_law():

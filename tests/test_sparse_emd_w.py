@@ -26,7 +26,7 @@ def street_grid():
 
 @pytest.mark.parametrize("eps", [1.0, 10.0])
 def test_default_w_beats_the_laplace_baseline_and_a_uniform_map(street_grid, eps):
-    """20,000 users on a street grid with hot venues (one seed). The old default w = 20 had EMD
+    """20,000 users on a street grid with hot venues (one seed). The paper's w = 20 has EMD
     205 m (eps 1) and 166 m (eps 10) against the Laplace baseline's 161 and 33 m; the rule's
     w = 2,000 gives 35 and 10 m. The margins (> 3x) are many times the seed-to-seed spread
     (seeds 0, 1: within 15%), so a false alarm is not a realistic outcome."""

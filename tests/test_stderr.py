@@ -112,14 +112,18 @@ def rect_labels(r) -> np.ndarray:
         ("uniform", {}),
         ("ug", {"total": "public"}),
         ("ug", {"total": "public", "align": "off"}),
-        ("hierarchical", {}),
-        ("hierarchical", {"branching": 3, "budget": "geometric"}),
+        ("hierarchical", {"nonnegative": False}),  # the least-squares leaves the closed form is exact for
+        ("hierarchical", {"branching": 3, "budget": "geometric", "nonnegative": False}),
         ("hierarchical", {"consistency": False}),
         ("flat_onehot", {"secagg_shard": 700}),
         ("hierarchical_onehot", {"selection": "level", "level": 3}),
         ("identity_paramselect", {"rho_m": 700.0, "aux": "none", "clip_answers": False}),
         ("hdmm", {}),
         ("hdmm", {"workload": "squares", "workload_queries": 200}),
+        ("privelet", {}),
+        ("quadtree", {}),
+        ("quadtree", {"budget": "uniform", "height": 3}),
+        ("quadtree", {"post_processing": False}),
     ],
 )
 def test_closed_form_matches_the_spread_over_seeded_runs(data, key, params):
@@ -204,6 +208,19 @@ def test_dawa_is_exact_given_its_partition(data):
         assert_units_residuals(runs("dawa", d0, **params), truth, lambda r: r.extras["buckets"], f"dawa {params}")
 
 
+def test_ahp_and_dpcube_are_exact_given_their_clusters_or_partition(data):
+    """AHP's clusters come from the first share's noisy counts, its cluster totals from fresh noise: given the
+    clusters, each cluster's residual in units of its SE has mean square 1. DPCube without its consistency step
+    likewise given its kd-tree partition (with it, the released totals reuse the noisy cells that chose the
+    partition, and no SE is given)."""
+    d0, _ = data
+    truth = d0.true_histogram(Domain(0.0, 0.0, SIDE, 4))
+    for params in ({}, {"ratio": 0.5}):
+        assert_units_residuals(runs("ahp", d0, **params), truth, lambda r: r.extras["clusters"], f"ahp {params}")
+    assert_units_residuals(runs("dpcube", d0, consistency=False), truth, rect_labels, "dpcube without consistency")
+    assert "stderr" not in release("dpcube", d0).extras
+
+
 def test_kept_cells_have_the_noise_sd_and_zeroed_cells_none(data):
     """Clipping and top-t: a cell set to 0 after the noise has no SE (NaN); the cells dense enough to be
     kept in every run spread as the Laplace noise says."""
@@ -242,8 +259,21 @@ STDERR_KEYS = (
     "identity_paramselect",
     "dawa",
     "hdmm",
+    "privelet",
+    "quadtree",
+    "ahp",
 )
-NO_CLOSED_FORM = ("ag", "ag_polya", "hierarchical_onehot", "cms_hierarchical", "sparse_emd", "federated_rff_kde", "hdg")
+NO_CLOSED_FORM = (
+    "ag",
+    "ag_polya",
+    "hierarchical_onehot",
+    "cms_hierarchical",
+    "sparse_emd",
+    "federated_rff_kde",
+    "hdg",
+    "mwem",
+    "dpcube",
+)
 
 
 @pytest.mark.parametrize("key", STDERR_KEYS)
@@ -272,6 +302,8 @@ def test_mechanisms_without_a_closed_form_leave_it_to_repeated_runs(data, key):
     [
         ("identity", {}),
         ("hierarchical", {}),
+        ("quadtree", {}),
+        ("privelet", {}),
         ("ug", {"total": "public"}),
         ("flat_onehot", {}),
         ("hierarchical_onehot", {"selection": "level"}),
@@ -331,6 +363,23 @@ def test_hover_block_margins_follow_the_cells_that_share_noise(data):
         assert_ratio_one(dev2, float((se**2).sum()), f"hover blocks {key} k={k}")
 
 
+def test_quadtree_block_margins_use_the_trees_covariance(data):
+    """QuadTree's least squares correlates its leaves, so a block's margin needs the tree's covariance (the
+    hierarchical baseline's path): the spread of block sums over seeded runs matches it, with leaves at the output
+    cells (blocks of 4 x 4), coarser leaves (height 4 on a 32 x 32 map, blocks of 8 x 8) and the raw leaves."""
+    from engine.regions.margins import block_margins
+    from ui.maps import block_sums
+
+    d0, _ = data
+    for params, k in [({}, 4), ({"height": 4}, 8), ({"post_processing": False}, 2)]:
+        rels = runs("quadtree", d0, n=200, depth=5, **params)
+        blocks = np.stack([block_sums(r.density, k) for r in rels])
+        se = block_margins(rels[0], "quadtree", CRS, k).noise_sd
+        assert np.isfinite(se).all()
+        dev2 = ((blocks - blocks.mean(axis=0)) ** 2).sum(axis=(1, 2)) * 200 / 199
+        assert_ratio_one(dev2, float((se**2).sum()), f"quadtree blocks {params} k={k}")
+
+
 def test_hover_shows_the_margin_and_skips_zeroed_cells():
     from ui.maps import Frame, hover_layer
 
@@ -384,8 +433,8 @@ def _bunched() -> Dataset:
 def test_hover_block_margins_cover_the_true_block_counts(data, key):
     """The linked map's hover sums 2 x 2 cells and shows ± its 95 % margin (noise and spreading, from the
     release alone). Over 100 seeded runs at 64 x 64 cells, on smooth and on bunched data, the interval holds the
-    block's true count for 90-99 % of the (block, run) pairs (measured 0.95-0.98; the noise-only margin the hover
-    used to show covers 0.61-0.63 for UG, PrivTree and Adaptive HH on the smooth data, 0.78-0.90 on the bunched)."""
+    block's true count for 90-99 % of the (block, run) pairs (measured 0.95-0.98; a noise-only margin
+    covers 0.61-0.63 for UG, PrivTree and Adaptive HH on the smooth data, 0.78-0.90 on the bunched)."""
     from engine.regions.margins import block_margins
     from ui.maps import block_sums
 

@@ -24,8 +24,8 @@ def checkins():
 @pytest.mark.parametrize("unit", ["user", "record"])
 def test_range_error_is_scored_against_the_release_unit(checkins, mech, params, unit):
     """At eps = 100 the release is near noiseless: its range error against the truth in its own unit
-    is small, and about 1 - 1/5 = 0.8 (user release) or 4 (record release) against the other unit.
-    Before the fix the record-unit release scored ~4 (truth always per user)."""
+    is small, and about 1 - 1/5 = 0.8 (user release) or 4 (record release) against the other unit:
+    scored against a truth always per user, the record-unit release would score ~4."""
     cfg = RunConfig(dataset="test", mechanism=mech, epsilon=100.0, params={**params, "unit": unit}, depth=6)
     res = run(cfg, dataset=checkins, use_cache=False)
     ds, dom = checkins.in_domain(checkins.public_domain(6)), checkins.public_domain(6)

@@ -31,7 +31,7 @@ MiB = 1 << 20
 
 
 def parquet_dictionary_bomb(groups: int = 1000, value_bytes: int = 2_000_000) -> bytes:
-    """The issue's bomb: a string column whose dictionary holds one 2 MB value, in many small row groups
+    """A dictionary bomb: a string column whose dictionary holds one 2 MB value, in many small row groups
     (each row group carries its own dictionary page): a few hundred kB on disk, gigabytes decoded."""
     big = "5" * value_bytes
     t = pa.table(
@@ -131,7 +131,7 @@ def test_the_parquet_dictionary_bomb_is_refused_from_its_footer(tmp_path, monkey
 
 
 def test_a_large_geojson_multipoint_is_refused_before_it_is_decoded(tmp_path):
-    data = multipoint_geojson(1_000_000)  # ~21 MB; the issue's was 152 MB (BENCHMARKS.md has that size)
+    data = multipoint_geojson(1_000_000)  # ~21 MB; scripts/upload_bombs.py measures a 104 MB one (BENCHMARKS.md)
     out = serve(tmp_path, "mp.geojson", data, HEATMAP_PARSE_MEMORY_MB=20)
     assert "of memory to parse as GeoJSON" in out["error"], out
     assert out["server_growth"] < 2 * len(data) + 30 * MiB, out

@@ -7,8 +7,8 @@ locations per cell); the mapping works in counts per cell internally.
 
 The colour maps come from the libraries that define them: matplotlib's perceptually
 uniform sequential maps (viridis, magma, cividis, inferno) for counts, and colorcet's
-perceptually uniform diverging blue-white-red map (Kovesi's CET-D1A) for a difference
-such as private − true (:meth:`ColourScale.difference`), whose equal steps of lightness
+perceptually uniform diverging blue-white-red map (Kovesi's CET-D1, :data:`DIVERGING`) for the
+difference map private − true and its legend (:mod:`ui.diverging`), whose equal steps of lightness
 on either side of its white centre make a deficit and an excess of the same size look
 equally strong.
 """
@@ -25,7 +25,8 @@ import numpy as np
 from PIL import Image
 
 SEQUENTIAL = ("viridis", "magma", "cividis", "inferno")  # matplotlib's
-DIVERGING = "CET_D1A"  # colorcet's name: blue (below) - white (0) - red (above), lightness 20 -> 95 -> 20
+# colorcet's CET_D1 (diverging_bwr_40_95_c42): blue (below) - white (0) - red (above), lightness 40 -> 95 -> 40
+DIVERGING = "CET_D1"
 UNITS = {"km2": "locations per km²", "share": "% of all locations (per cell)"}
 
 
@@ -69,8 +70,7 @@ def mass_floor(grid, faint: float) -> float:
 
 @dataclass(frozen=True)
 class ColourScale:
-    """Counts per cell -> colour index; ``lo``/``hi`` are counts per cell. A ``diverging`` scale is
-    linear from ``lo = -hi`` to ``hi``, with 0 at the map's centre colour."""
+    """Counts per cell -> colour index; ``lo``/``hi`` are counts per cell."""
 
     lo: float
     hi: float
@@ -78,7 +78,6 @@ class ColourScale:
     factor: float  # counts per cell -> display units
     unit: str
     cmap: str = "viridis"
-    diverging: bool = False
 
     @classmethod
     def shared(
@@ -120,39 +119,11 @@ class ColourScale:
         factor = 1.0 / cell_km2 if units == "km2" else 100.0 / total
         return cls(lo, hi, log, factor, UNITS.get(units, units), cmap)
 
-    @classmethod
-    def difference(
-        cls, truth: np.ndarray, privates, cell_km2: float, *, units: str = "km2", cmap: str = DIVERGING
-    ) -> ColourScale:
-        """One diverging scale for the maps private − true of a view (``privates``: one grid or several),
-        symmetric around 0: blue where a release shows fewer locations than the truth, red where more.
-
-        Its half-width is the largest 99.5th percentile of |private − true| over the cells where either
-        map is non-zero (a few extreme cells then saturate the end colours rather than washing out the
-        rest, as the linear count scale does); in display units, like the count maps of the view."""
-        t = np.asarray(truth, dtype=np.float64)
-        grids = [privates] if isinstance(privates, np.ndarray) and privates.ndim == t.ndim else list(privates)
-        half = 0.0
-        for p in grids:
-            d = np.asarray(p, dtype=np.float64) - t
-            d = np.abs(d[np.isfinite(d) & ((t != 0) | (np.asarray(p) != 0))])
-            if d.size:
-                half = max(half, float(np.percentile(d, 99.5)) if d.size > 200 else float(d.max()))
-        half = half if half > 0 else 1.0
-        total = float(t.sum()) if t.sum() > 0 else 1.0
-        factor = 1.0 / cell_km2 if units == "km2" else 100.0 / total
-        unit = f"private − true, {UNITS.get(units, units)}"
-        return cls(-half, half, False, factor, unit, cmap, diverging=True)
-
     # ---------------------------------------------------------------- mapping
     def index(self, grid: np.ndarray) -> np.ndarray:
-        """uint8 indices: 0 = transparent (no one, or a negative estimate; on a diverging scale, no
-        difference), 1..255 colours."""
+        """uint8 indices: 0 = transparent (no one, or a negative estimate), 1..255 colours."""
         g = np.asarray(grid, dtype=np.float64)
-        if self.diverging:
-            t = (g - self.lo) / (self.hi - self.lo)
-            show = g != 0
-        elif self.log:
+        if self.log:
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = (np.log(np.maximum(g, 1e-300)) - math.log(self.lo)) / (math.log(self.hi) - math.log(self.lo))
             show = g >= self.lo
@@ -182,20 +153,6 @@ class ColourScale:
             img.save(buf, format="PNG", compress_level=6)
         return buf.getvalue()
 
-    def rgba_png(self, grid: np.ndarray, min_side: int = 512) -> bytes:
-        """RGBA PNG for export, upscaled (nearest) so small grids stay visible."""
-        idx = self.index(grid)[::-1]
-        pal = np.zeros((256, 4), dtype=np.uint8)
-        pal[1:, :3] = lut(self.cmap, 255)
-        pal[1:, 3] = 255
-        rgba = pal[idx]
-        k = max(1, int(math.ceil(min_side / max(rgba.shape[0], 1))))
-        if k > 1:
-            rgba = rgba.repeat(k, axis=0).repeat(k, axis=1)
-        buf = io.BytesIO()
-        Image.fromarray(rgba, mode="RGBA").save(buf, format="PNG")
-        return buf.getvalue()
-
     # ----------------------------------------------------------------- legend
     def ticks(self) -> list[tuple[float, str]]:
         """(position 0..1, label in display units)."""
@@ -214,7 +171,7 @@ class ColourScale:
                         out.append(((math.log10(v) - la) / (lb - la), _fmt(v)))
         else:
             step = _nice_step((b - a) / 4)
-            # whole multiples of the step: a diverging scale's 0 is exactly 0, never 1e-17
+            # whole multiples of the step: labels without float residue (0, never 1e-17)
             for k in range(math.ceil(a / step), math.floor(b * 1.0001 / step) + 1):
                 v = k * step
                 out.append(((v - a) / (b - a), _fmt(v)))
@@ -227,21 +184,14 @@ class ColourScale:
             f'<span style="position:absolute;left:{p * 100:.1f}%;transform:translateX(-50%);">{html.escape(lbl)}</span>'
             for p, lbl in self.ticks()
         )
-        scale = "log scale" if self.log else "linear scale, centred on 0" if self.diverging else "linear scale"
+        scale = "log scale" if self.log else "linear scale"
         if floor is None:
             floor = (
                 f"below {_fmt(self.lo * self.factor)} (and negative estimates): drawn as empty"
                 if self.log
-                else "no difference: drawn as empty"
-                if self.diverging
                 else "zero or negative estimates: drawn as empty"
             )
-        top = _fmt(self.hi * self.factor)
-        ends = (
-            f"differences beyond ±{top} get the end colours"
-            if self.diverging
-            else f"values above {top} get the top colour"
-        )
+        ends = f"values above {_fmt(self.hi * self.factor)} get the top colour"
         extra = f" · {html.escape(note)}" if note else ""
         return (
             '<div class="heat-legend" style="font-size:0.85rem;line-height:1.2;margin:0.2rem 0 0.6rem 0;">'

@@ -1,7 +1,7 @@
 """The difference map: private - true on a diverging scale centred on zero, with its own legend.
 
-Blue where the release counts fewer than the truth, red where it counts more, white where they agree;
-symmetric about zero, its end the 99th percentile of |private - true| over the cells where either is
+Blue where the release counts fewer than the truth, red where it counts more, white where they agree, in
+the one diverging palette of the dashboard (:data:`ui.colors.DIVERGING`, colorcet's CET-D1); symmetric about zero, its end the 99th percentile of |private - true| over the cells where either is
 non-zero (one extreme cell does not wash the rest out), in the page's display units.
 """
 
@@ -14,17 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from .colors import _fmt
-
-
-def _palette(n: int = 255) -> np.ndarray:
-    """colorcet's blue-white-red diverging map (CET-D1A, perceptually uniform), ``n`` colours."""
-    import colorcet
-
-    hexes = colorcet.palette["diverging_bwr_40_95_c42"]
-    rgb = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in hexes], dtype=np.float64)
-    x, t = np.linspace(0, 1, len(rgb)), np.linspace(0, 1, n)
-    return np.stack([np.interp(t, x, rgb[:, c]) for c in range(3)], axis=1).round().astype(np.uint8)
+from .colors import DIVERGING, _fmt, lut
 
 
 @dataclass(frozen=True)
@@ -42,7 +32,7 @@ class DiffScale:
 
     def rgb(self, truth, private) -> np.ndarray:
         d = (np.asarray(private, dtype=np.float64) - np.asarray(truth, dtype=np.float64)) * self.factor
-        pal = _palette()
+        pal = lut(DIVERGING, 255)
         idx = np.clip(np.round((np.nan_to_num(d) / self.end + 1) / 2 * 254), 0, 254).astype(np.int64)
         return pal[idx[::-1]]  # grid row 0 is the south edge
 
@@ -52,7 +42,7 @@ class DiffScale:
         return buf.getvalue()
 
     def legend_html(self) -> str:
-        pal = _palette(17)
+        pal = lut(DIVERGING, 17)
         grad = ", ".join(f"rgb({r},{g},{b}) {i * 100 / 16:.1f}%" for i, (r, g, b) in enumerate(pal))
         ticks = "".join(
             f'<span style="position:absolute;left:{p}%;transform:translateX(-50%);">{html.escape(s)}</span>'

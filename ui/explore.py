@@ -11,7 +11,7 @@ import streamlit as st
 from engine.mechanisms import registry
 from engine.run.config import RunConfig
 
-from . import budget, export, jobs, plan, state, views
+from . import budget, export, jobs, plan, state, study, views
 from . import regions as uregions
 
 BASELINES = ("identity", "uniform")
@@ -66,6 +66,7 @@ def before_release(cfg: RunConfig | None, ctl) -> None:
         plan.panel(
             cfg, views.dataset(cfg), plan.plannable(), budget.remaining(cfg, ctl.release_limit), regions=ctl.regions
         )
+    study.panel(ctl.display)
 
 
 @dataclass

@@ -25,7 +25,7 @@ POLL_MAX_S = 2.0  # on a busy one: every poll is a script run holding the GIL th
 
 def poll_interval() -> float:
     """Seconds between a running page's polls: 0.1 s per run in flight on the server, within
-    [POLL_S, POLL_MAX_S] (16 sessions polling every 0.3 s were 50 script runs a second)."""
+    [POLL_S, POLL_MAX_S] (16 sessions polling every 0.3 s make 50 script runs a second)."""
     return min(POLL_MAX_S, max(POLL_S, 0.1 * board().running()))
 
 

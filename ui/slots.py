@@ -50,7 +50,7 @@ def render_slot(wait: float = WAIT_S):
 @contextmanager
 def given_up():
     """Let another page render while this one waits on work outside the server's Python (then take a slot back,
-    waiting at most ``WAIT_S`` as before)."""
+    waiting at most ``WAIT_S``, as :func:`render_slot` does)."""
     held = _held()
     if not (held and held[-1]):
         yield

@@ -4,7 +4,7 @@ Convention shared by every suite: a suite module ``engine/bench/<name>.py``
 defines ``run(quick: bool = False, progress=print) -> list[Figure]``. The CLI
 prints a readable table, or with ``--json`` one JSON object mapping each
 figure's name to ``{"value", "unit", "target", "pass", ...}``. Speed figures are
-medians of repeated runs, and where the issue asks for a ratio the baseline is
+medians of repeated runs, and where a target is a ratio the baseline is
 run in the same process (these machines are shared and noisy).
 """
 
@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Third-party benchmark data beside the checkout (``../shared/data``): benchmarks may read it, never
-# the app or the tests; every figure that needs it is skipped with a message when it is absent.
+# Third-party benchmark data in a folder beside the checkout (``../shared/data``, not part of the repository;
+# each suite's docstring names the files it reads): benchmarks may read it, never the app or the tests; every
+# figure that needs it is skipped with a message when it is absent.
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SF_CABS_PATH = SHARED_DATA / "sf_cabs_pickups.npy"
 
@@ -39,6 +40,7 @@ SUITES = (
     "frame",
     "hdmm",
     "local",
+    "study",
 )
 
 

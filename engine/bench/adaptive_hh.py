@@ -327,7 +327,7 @@ TEXTURED_TARGET = 1.15  # the paper's own Table 1 ratio at 100k users is 6.99 / 
 def _cms_over_epsilon(quick: bool, progress) -> list[Figure]:
     """The count-min baseline on a street grid with a few very hot venues
     (engine/bench/unseen.py; 20k users, 256 x 256), MSE as a ratio to a uniform map at
-    eps 1, 3, 10 (medians over seeds), with the default estimator and the former 'min'."""
+    eps 1, 3, 10 (medians over seeds), with the default estimator and the minimum over the rows ('min')."""
     from ..mechanisms import RunContext, get
     from .unseen import street_grid_city
 

@@ -415,7 +415,7 @@ def _squashing_bias(quick: bool, reps: int, rng: np.random.Generator, progress) 
         )
     )
     # an effect-size target: bits of mean ~3% near the test's threshold are still squashed in ~10% of
-    # runs, a residual of ~0.1% of the mean that enough seeds detect (was 7.7% with the absolute rule)
+    # runs, a residual of ~0.1% of the mean that enough seeds detect (7.7% with an absolute threshold of 0.1)
     mb, se = bias[("top", 5.0)]
     figs.append(
         Figure(

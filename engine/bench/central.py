@@ -1,5 +1,5 @@
 """``python -m engine bench central [--quick] [--json]``: the central-DP baselines on real
-location data (issue "Central baselines that hold up on real location data").
+location data.
 
 Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*):
 
@@ -16,12 +16,12 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
   uniformly per axis, the rectangle spanning both; DPBench's random range queries), one
   fixed set for every run.
 * Error. Scaled average L1 error per query, ``||W x - W x_hat||_1 / (q ||x||_1)``
-  (REFERENCE_NOTES section 6), answered exactly on the released 256 x 256 map.
+  (DPBench's error measure, Hay et al. SIGMOD 2016), answered exactly on the released 256 x 256 map.
 * Methods. Every central baseline of engine/mechanisms/central/ at its defaults;
-  informatively, UG and AG with ``align = off`` (the sizes and area-spreading of the code
-  before this issue) and HB with DPComp's equal split (``budget = hb``).
-* Trees. The hierarchical default against fixed branchings per axis (b = 2 with the former
-  default's uniform budget, with Cormode et al.'s geometric budget and with the
+  informatively, UG and AG with ``align = off`` (the papers' sizes, cells spread over the
+  output cells by area) and HB with DPComp's equal split (``budget = hb``).
+* Trees. The hierarchical default against fixed branchings per axis (b = 2 with Hay et
+  al.'s uniform budget, with Cormode et al.'s geometric budget and with the
   variance-optimal split; b = 4, 8, 16 with the variance-optimal split). A tree's error
   does not depend on the data (it is a linear estimator of noisy counts, nothing clipped),
   so this comparison runs on one dataset (the hot-spot city, 10^4 points; the scaled error
@@ -29,13 +29,11 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
   differ by a few percent.
 * Statistics. Medians over seeds (5; 3 in ``--quick``). Each run's random stream is seeded
   by (trial seed, mechanism key, epsilon): variants of one mechanism share noise streams
-  (common random numbers for their comparison), and the ``align = off`` rows and the
-  b = 2 uniform tree release exactly what the code before this issue released at the same
-  seeds (its defaults; checked against a run of that code, BENCHMARKS.md). Each
+  (common random numbers for their comparison). Each
   (dataset, size, epsilon) also gets a ranking of the defaults by mean error with 95%
   t-intervals and the methods tied with the best (:func:`engine.run.sweeps.rank_over_seeds`).
 
-Targets (the issue): at 10^6 points UG's and AG's errors fall as epsilon rises (0.1 -> 1);
+Targets: at 10^6 points UG's and AG's errors fall as epsilon rises (0.1 -> 1);
 AG at or below UG at 10^4 points and epsilon 0.1; the hierarchical default at most 1.05x the
 best fixed-branching tree, at every dataset, size and epsilon.
 """
@@ -68,7 +66,7 @@ DEFAULTS = (
     ("privtree", "privtree", {}),
     ("hierarchical", "hierarchical", {}),
 )
-FULL = {"height": 8}  # leaves at the benchmark's 256 x 256 output cells (the former default height)
+FULL = {"height": 8}  # leaves at the benchmark's 256 x 256 output cells: a tree of full height
 FIXED_TREES = (
     ("tree b=2 uniform", "hierarchical", {"branching": 2, "budget": "uniform", **FULL}),
     ("tree b=2 geometric", "hierarchical", {"branching": 2, "budget": "geometric", **FULL}),

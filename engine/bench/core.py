@@ -1,6 +1,6 @@
 """``python -m engine bench core``: binning, synthetic generation, central baselines, exact EMD.
 
-Figures (issue "Engine core"):
+Figures:
 * binning 10 M points into 1024 x 1024, points per second per core (>= 50 M/s);
 * peak memory of generating and binning 10 M points, in a fresh process (< 2 GB);
 * a synthetic city of 1 M points generated in < 2 s;

@@ -122,7 +122,7 @@ def sweep_figures(quick: bool, progress) -> list[Figure]:
             cluster_t.append(time.perf_counter() - t)
             # the workers' CPU and this process's (the client and, in a LocalCluster, the scheduler)
             cluster_cpu.append(sum(client.run(_cpu).values()) - w0 + time.process_time() - c)
-            # control without Dask: what two processes get from this machine right now
+            # control without Dask, in the same round: what two processes get from this machine at this load
             t = time.perf_counter()
             pool.map(_run_all, [configs[0::2], configs[1::2]])
             pool_t.append(time.perf_counter() - t)

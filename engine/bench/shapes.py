@@ -6,7 +6,8 @@ square of ``side_m`` metres placed at a fictional spot (:func:`engine.bench.unse
   4 m, Zipf shares), the rest spread thinly over the whole square (uniform);
 * ``islands``: an archipelago: 12 small islands (discs of radius 60-250 m, users uniform on
   each, island sizes log-normal) in an empty sea;
-* ``streets``: :func:`engine.bench.unseen.street_grid_city` (a street grid with 5 hot venues).
+* ``streets``: :func:`engine.bench.unseen.street_grid_city` (a street grid with 5 hot venues);
+* :func:`checkin_city`: check-ins, several locations per user at shared venues, on a 20 km city.
 
 Used by the defaults' tests and ``python -m engine bench central`` to check that a default holds
 on data nobody tuned it on.
@@ -56,3 +57,12 @@ def shape_cities(n_users: int = 20_000, seed: int = 0) -> dict[str, Dataset]:
         "islands": islands_city(n_users, seed),
         "streets": street_grid_city(n_users, seed),
     }
+
+
+def checkin_city(n_users: int = 3_000, seed: int = 0) -> Dataset:
+    """Check-ins (:func:`engine.bench.sparse_emd.checkin_region` on the monocentric city): 2,000 venues,
+    each user about 8 check-ins at 1 + Poisson(2) favourite venues, each user's check-ins weighing 1 in all.
+    Sparse: 3,000 users fill 1,334 of the 65,536 cells of a 256 x 256 map."""
+    from .sparse_emd import checkin_region
+
+    return checkin_region("monocentric", seed, n_users=n_users)

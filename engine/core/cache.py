@@ -52,8 +52,8 @@ def cache_dir() -> Path:
 def clean_cache_dir(path: Path, max_age: float = STALE_TMP_S) -> list[Path]:
     """Remove stale temporaries (older than ``max_age`` seconds, so a concurrent writer is left
     alone): the runs' ``*.tmp`` and the downloads' ``.*.part*`` files (see
-    ``engine.data.online``), and the runs' ``*.pkl`` entries of the old pickled format, which
-    are never read. Returns what was removed."""
+    ``engine.data.online``), and the runs' ``*.pkl`` entries, a pickled format that is never
+    read (unpickling runs code). Returns what was removed."""
     cutoff = time.time() - max_age
     removed = []
     candidates = [*(path / "runs").glob("*.tmp"), *(path / "downloads").glob(".*.part*")]

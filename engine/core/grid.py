@@ -244,11 +244,6 @@ def pyramid(grid: np.ndarray) -> list[np.ndarray]:
     return levels[::-1]
 
 
-def upsample(grid: np.ndarray, factor: int) -> np.ndarray:
-    """Spread each cell's value uniformly over ``factor x factor`` children."""
-    return np.kron(grid, np.ones((factor, factor))) / (factor * factor)
-
-
 def integral_image(grid: np.ndarray) -> np.ndarray:
     """``S[j, i]`` = sum of ``grid[:j, :i]`` (shape ``(n+1, n+1)``)."""
     s = np.zeros((grid.shape[0] + 1, grid.shape[1] + 1), dtype=np.float64)

@@ -147,14 +147,3 @@ class Schema:
 
     def __iter__(self):
         return iter(self.params)
-
-
-def parse_kv(pairs: list[str]) -> dict:
-    """Parse CLI ``key=value`` strings into a dict of raw strings."""
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ParamError(f"expected key=value, got {pair!r}")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out

@@ -19,7 +19,7 @@ What is simulated, and what is not:
 * Arithmetic: numpy uint64 wraps modulo 2^64, so any modulus 2^q with q <= 64 is
   obtained by keeping the low q bits (2^q divides 2^64).
 * Dropout recovery is left out. If a client drops after masking, its masks
-  with every other client no longer cancel; Bonawitz et al. recover them by having
+  with every other client do not cancel; Bonawitz et al. recover them by having
   the survivors reveal Shamir shares of the dropped client's pair seeds (and add
   per-client self-masks so a late client's input stays hidden); Bell et al.
   (CCS 2020) do the same over a sparse neighbour graph. Here clients that drop

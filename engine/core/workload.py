@@ -69,7 +69,7 @@ class RangeWorkload:
     def queries(self) -> int:
         if self.kind == ALL_RANGES:
             return (self.n * (self.n + 1) // 2) ** 2
-        return int(self.cx.shape[0])
+        return int(self._coverages()[0].shape[0])
 
     @property
     def cells(self) -> int:
@@ -83,16 +83,23 @@ class RangeWorkload:
             h.update(np.ascontiguousarray(self.cy, dtype=np.float64).tobytes())
         return h.hexdigest()[:32]
 
+    def _coverages(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(cx, cy)`` of a rectangle workload, which :meth:`rectangles` always sets."""
+        if self.cx is None or self.cy is None:
+            raise ParamError(f"a {self.kind} workload has no per-axis coverages cx, cy")
+        return self.cx, self.cy
+
     def row_gram(self) -> np.ndarray:
         """``W W^T`` (``q x q``) of a rectangle workload, from its per-axis coverages."""
         if self.kind != RECTANGLES:
             raise ParamError("W W^T is formed for rectangle workloads only (all ranges: use the Kronecker factors)")
-        return (self.cy @ self.cy.T) * (self.cx @ self.cx.T)
+        cx, cy = self._coverages()
+        return (cy @ cy.T) * (cx @ cx.T)
 
     def dense(self) -> np.ndarray:
         """``W`` itself, ``q x n^2`` (small grids only: tests and brute force)."""
         if self.kind == RECTANGLES:
-            cx, cy = self.cx, self.cy
+            cx, cy = self._coverages()
         else:
             lo, hi = np.triu_indices(self.n)
             one = axis_coverage(lo, hi + 1, self.n)

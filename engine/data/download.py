@@ -3,7 +3,7 @@
 :func:`pooch.retrieve` does the bookkeeping a well-kept data library does: it streams into a
 temporary file beside the cache, compares the bytes' SHA-256 with the one the catalogue names
 (:class:`Remote`), moves the file into place only when they match and, for a cached file that
-no longer matches, downloads it anew. What pooch leaves to its downloaders is done here: the size
+does not match, downloads it anew. What pooch leaves to its downloaders is done here: the size
 limit (a hostile or mistaken address cannot fill the disk), progress as
 ``progress(bytes_done, bytes_total_or_None)``, a format check (``validate``) and plain errors:
 :class:`OfflineError` when the host cannot be reached, :class:`DataError` for anything refused.

@@ -124,12 +124,6 @@ def nearest_place_km(lon, lat) -> np.ndarray:
     return 2 * EARTH_KM * np.arcsin(np.clip(np.asarray(chord) / 2, 0, 1))
 
 
-def nearest_place(lon: float, lat: float) -> tuple[str, float]:
-    """The nearest place's name and its distance in km."""
-    chord, i = _tree().query(_unit([lon], [lat])[0])
-    return str(places().name[i]), float(2 * EARTH_KM * np.arcsin(min(chord / 2, 1.0)))
-
-
 def land_share(lon, lat) -> float:
     """The share of points on land (GEBCO elevation above sea level on a 1 km grid)."""
     from global_land_mask import globe

@@ -240,10 +240,6 @@ def _cut_checkins(path: Path, url: str | None, bbox, start: str, end: str) -> di
     }
 
 
-def load_gowalla(city: str, **options) -> Dataset:
-    return load_checkins("gowalla", city, **options)
-
-
 # ------------------------------------------------------------------ SF cabs
 CABS_CITATION = (
     "M. Piorkowski, N. Sarafijanovic-Djukic, M. Grossglauser. CRAWDAD dataset epfl/mobility (v. 2009-02-24), "
@@ -261,8 +257,8 @@ def load_sf_cabs(
     max_bytes: int = MAX_CABS_BYTES,
     timeout: float = 60.0,
 ) -> Dataset:
-    """San Francisco cab pick-ups (SNH's CABS): a local ``path`` to the .npy (e.g.
-    ``../shared/data/sf_cabs_pickups.npy``) or else a download from ``url``, cached and checked
+    """San Francisco cab pick-ups (SNH's CABS): a local ``path`` to the .npy (e.g. a copy of
+    ``data/CABS_SFS.npy`` of github.com/szeighami/SNH) or else a download from ``url``, cached and checked
     against ``sha256`` (None: the catalogue's, which a mirror must match).
     Columns (latitude, longitude); the public region is SNH's San Francisco box."""
     sha256 = sha256 or SF_CABS.sha256
@@ -400,7 +396,7 @@ def _register() -> None:
                     "path",
                     "str",
                     "",
-                    "local copy of the .npy (e.g. ../shared/data/sf_cabs_pickups.npy); empty: download",
+                    "local copy of the .npy (e.g. data/CABS_SFS.npy of github.com/szeighami/SNH); empty: download",
                 ),
                 Param("url", "str", SF_CABS_URL, url_help),
             ),

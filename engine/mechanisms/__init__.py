@@ -33,6 +33,11 @@ FAMILY_MODULES = (
     "dawa",
     "hdmm",
     "hdg",
+    "privelet",
+    "quadtree",
+    "ahp",
+    "mwem",
+    "dpcube",
 )
 
 _loaded = False

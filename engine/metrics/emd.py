@@ -5,8 +5,8 @@ What is computed
 ``EMD(p, q) = min over transport plans T >= 0 with row sums p and column sums q
 of sum_ij T_ij d(i, j)``, where ``i, j`` run over the grid cells, ``d`` is the L1
 (Manhattan) distance between cell centres in metres, and ``p``, ``q`` are the two
-grids normalised to sum 1. This is the definition of Ghazi et al. 2023 (papers/
-ghazi2023_*, Section 2.1: EMD with the ``||x - y||_1`` ground distance on the grid),
+grids normalised to sum 1. This is the definition of Ghazi et al. ("Differentially Private
+Heatmaps", AAAI 2023, Section 2.1: EMD with the ``||x - y||_1`` ground distance on the grid),
 i.e. the 2-D Wasserstein-1 distance between the two maps, *not* a 1-D Wasserstein
 distance between the multisets of pixel values.
 

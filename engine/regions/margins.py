@@ -51,6 +51,8 @@ BASIS = (
     "could be in the region's part, f at least 5 %, else f x that count) and 1.96 x sqrt(sum of f (1 - f) x count^2) "
     "over the units cut (many placements adding up). A region made of whole units has the exact noise margin"
 )
+# trees of noisy counts made consistent by least squares (the tree's public parameters in the diagnostics)
+TREE_KEYS = ("hierarchical", "quadtree")
 NO_CLOSED_FORM = "no margin: the mechanism's noise has no closed form given its release (repeated runs only)"
 
 
@@ -87,10 +89,10 @@ def units_of(release, key: str) -> Units | str:
     if ex.get("stderr_cells") is not None:
         cells = np.broadcast_to(np.asarray(ex["stderr_cells"]), se.shape)
         return _block_units(release, se, cells, diag.get("stderr_basis", ""))
-    if key == "hierarchical" and diag.get("consistency", True) is False:
+    if key in TREE_KEYS and diag.get("consistency", True) is False:
         f = n >> int(diag["height"])
         return _block_units(release, se, np.full(se.shape, f * f), diag.get("stderr_basis", ""))
-    if key == "hierarchical":
+    if key in TREE_KEYS:
         f = n >> int(diag["height"])
         u = _block_units(release, se, np.full(se.shape, f * f), diag.get("stderr_basis", ""))
         return Units(u.S, u.sigma, u.count, u.basis, var_of=_hierarchical_var(release))

@@ -12,6 +12,9 @@ dashboard, the benchmarks). It never imports Streamlit.
 * ``uploads.py``: each session's uploaded files, private to it;
 * ``ledger.py``: the per-dataset privacy ledger (SQLite: releases, and evaluations listed apart);
   ``booking.py``: the one booking protocol every door follows; ``limits.py``: the operator's limit;
+  ``reserve.py``: a study's ε held in the ledger for its releases;
+* ``plan.py``: one release's accuracy predicted before spending; ``study.py``: a study's releases planned under
+  one budget (``study_file.py``: its TOML; ``study_bias.py``: bias and noise apart);
 * ``sweeps.py``: sweep configurations and their statistics; ``margins.py``: margins of error;
 * ``estimates.py``: run-time estimates; ``cluster.py``: runs on a Dask cluster;
 * ``export.py``: release files and manifest; ``audit.py``, ``noise_audit.py``: empirical privacy audits.

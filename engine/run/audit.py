@@ -198,6 +198,23 @@ PLANS: dict[str, Plan] = {
         "at 16 x 16 and below p = 1 and Θ = 0 is best): the target cell's estimate moves by exactly 1 with the "
         "person",
     ),
+    "privelet": Plan(
+        depth=1,
+        note="a 2 x 2 map: the noise scale is (1 + depth)^2 / epsilon, 4 / epsilon here (25 / epsilon on 16 x 16, "
+        "spread over the cells' shared coefficients, hides one person at a single cell from the test)",
+    ),
+    "quadtree": Plan(
+        depth=1,
+        note="a 2 x 2 map (two levels): on 16 x 16 the leaves get under a third of epsilon and the least squares "
+        "spreads the person over the tree",
+    ),
+    "mwem": Plan(
+        depth=1,
+        params={"rounds": 1, "passes": 1, "rho": 0.5, "workload_queries": 10},
+        note="a 2 x 2 map, one round and one update, half of epsilon on the noisy total, 10 rectangles: the person "
+        "then moves the total and the one measurement that the target's value is made of (at the defaults, ten "
+        "rounds of a twentieth each and a 5 % total drown one person)",
+    ),
     "identity_paramselect": Plan(runs=2000, test_runs=150),  # ParamSelect's regressor: 12 ms per run
     # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
     "identity_topt": Plan(runs=100_000),

@@ -13,19 +13,20 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .config import RunConfig
-from .jobs import JobManager
+from .jobs import Job, JobManager
 
 
 def deep_nbytes(obj, _seen: set | None = None, _depth: int = 0) -> int:
     """Bytes held by the arrays reachable from ``obj``: a result's truth, its release's density, partition,
     extras and diagnostics, and arrays captured by its callables (range answerers, server views). Counting
-    only ``truth`` and ``density`` had let a board of "1.5 GB" hold 6.6 GB."""
+    only ``truth`` and ``density`` would let a board of "1.5 GB" hold 6.6 GB."""
     seen = set() if _seen is None else _seen
     if obj is None or _depth > 12 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool)):
         return 0
@@ -94,7 +95,7 @@ class Status:
 
 @dataclass
 class _Inflight:
-    job: object
+    job: Job
     holders: set = field(default_factory=set)
     light: bool = False  # every holder wants only the summary
 
@@ -127,7 +128,7 @@ class Board:
         self._failed: dict[str, tuple[str, str]] = {}
         self._owner: dict[str, str] = {}  # key of a private run -> owner session
         self._timings: dict[str, list[tuple[int, int, float]]] = {}  # mechanism -> (depth, points, seconds)
-        self._warm = None
+        self._warm: Future | None = None
 
     @property
     def workers(self) -> int:
@@ -193,6 +194,8 @@ class Board:
         """Call ``fn(state, value)`` once the run ``key`` has ended: ("ok", its result or summary), ("error" or
         "cancelled", the message), or ("missing", "") when the board holds no such run. In the thread that
         ends the run, so it is called even when no page asks for the run again; at once when it has ended."""
+        ended: tuple[str, object] = ("missing", "")
+        inf = None
         with self._lock:
             if key in self._results or key in self._light:
                 ended = ("ok", self._results[key] if key in self._results else self._light[key])
@@ -200,8 +203,7 @@ class Board:
                 ended = self._failed[key]
             else:
                 inf = self._inflight.get(key)
-                ended = ("missing", "") if inf is None else None
-        if ended is None:
+        if inf is not None:
             inf.job.when_done(fn)
         else:
             fn(*ended)
@@ -338,7 +340,7 @@ def _warmup() -> None:
     try:
         cfg = RunConfig(dataset="synthetic:monocentric", dataset_options={"n": 2000}, depth=4, mechanism="identity")
         run(cfg, use_cache=False)
-        warm()  # the upload parser's forkserver and the gazetteer: a first upload no longer waits for them
+        warm()  # the upload parser's forkserver and the gazetteer, so that a first upload does not wait for them
         nearest_place_km([0.0], [51.5]), land_share([0.0], [51.5])
     except Exception:  # a warm-up failure only costs speed
         pass

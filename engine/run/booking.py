@@ -88,6 +88,7 @@ class Booking:
     key: str
     epsilon: float
     release: bool = True
+    study: tuple[str, str] | None = None  # (study, product): booked against the study's reservation
 
 
 def cost(cfg: RunConfig) -> float:
@@ -108,21 +109,25 @@ class Bookkeeper:
         evaluations: BudgetStore | None = None,
         policy: LedgerPolicy = STRICT,
         opener: Callable[[str], BudgetStore] | None = None,
+        reserved: tuple[str, str] | None = None,
     ):
         self._tables = {"releases": store, "evaluations": evaluations}
         self._opener = opener
         self.ident, self.policy = ident, policy
+        self.reserved = reserved  # (study, product): releases booked against that reservation (engine/run/reserve.py)
 
     def _open(self, table: str) -> BudgetStore:
         """The table, opened at its first use (kept: a run's settlement then touches nothing but the store)."""
-        if self._tables[table] is None:
+        store = self._tables[table]
+        if store is None:
             if self._opener is not None:
-                self._tables[table] = self._opener(table)
+                store = self._opener(table)
             else:
                 base = self._tables["releases"]
                 path, timeout = (base.path, base.timeout) if base is not None else (None, 30.0)
-                self._tables[table] = BudgetStore(path, timeout, table=table)
-        return self._tables[table]
+                store = BudgetStore(path, timeout, table=table)
+            self._tables[table] = store
+        return store
 
     @property
     def store(self) -> BudgetStore:
@@ -178,6 +183,11 @@ class Bookkeeper:
                 return Booking(fp, entry.release_key, entry.epsilon, release=False)
 
             return self._ledger(record)
+        if self.reserved is not None:
+            from .reserve import Reservations
+
+            self._ledger(lambda: Reservations(self.store).book(fp, *self.reserved, entry), release=True)
+            return Booking(fp, entry.release_key, entry.epsilon, study=self.reserved)
         bound = lowered(limit, cfg.dataset)
         res = self._ledger(lambda: self.store.try_spend(fp, [entry], bound), release=True)
         if not res.ok:
@@ -208,6 +218,10 @@ class Bookkeeper:
 
         def remove():
             table = self._table(booking)
+            if booking.study is not None:  # its ε is held for the study again
+                from .reserve import Reservations
+
+                Reservations(table).unbook(booking.fingerprint, *booking.study, booking.key)
             table.remove(booking.fingerprint, booking.key)
             table.remove(booking.fingerprint, booking.key + "/effective")
 

@@ -29,7 +29,7 @@ import numpy as np
 from .. import __version__
 from ..core.errors import ParamError
 
-CACHE_VERSION = 2  # 2: data-only .npz entries (1 was pickled)
+CACHE_VERSION = 2  # the entries' format (data-only .npz), in every key: an entry of another format is never read
 ROOT = Path(__file__).resolve().parents[2]
 MIN_EPS, MAX_EPS = 1e-4, 100.0
 MODES = ("evaluate", "release")
@@ -53,7 +53,7 @@ def fresh_seed() -> int:
 def source_fingerprint(root: Path = ROOT) -> str:
     """Digest of what decides a release: the engine's Python sources (benchmarks aside) and the
     tables shipped in ``data/`` (ParamSelect's). Part of every run's cache key, so a changed
-    engine never serves a release that the old code computed."""
+    engine never serves a release computed by other code or tables."""
     h = hashlib.sha256()
     files = [p for p in sorted(root.glob("engine/**/*.py")) if "bench" not in p.relative_to(root).parts[:2]]
     for p in files + sorted((root / "data").glob("*.csv")):

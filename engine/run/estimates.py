@@ -49,7 +49,7 @@ SNH_RHO_FRAC = 0.01  # typical ParamSelect cell width, fraction of the side (que
 
 _LOCK = threading.Lock()
 _RATIOS: dict[str, deque] = {}
-_SEEN: set[str] = set()  # mechanisms that have run in this process (no first-run cost any more)
+_SEEN: set[str] = set()  # mechanisms that have run in this process (their first-run cost is paid)
 _PER_USER: dict[int, tuple] = {}  # id(dataset) -> (weak reference, locations per user)
 
 
@@ -176,7 +176,7 @@ def load_factor() -> float:
     new run gets about ``C / (L + 1)`` of the machine, so ``max(1, (L + 1) / C)``. The model's
     table was calibrated on a quiet machine and the history stores ratios divided by the
     factor of their time, so a busy machine scales the estimate now, not the runs of an hour ago
-    (without it the estimate was 3-5x low under a load of 6-7 on 2 cores)."""
+    (without it the estimate is 3-5x low under a load of 6-7 on 2 cores)."""
     try:
         load = os.getloadavg()[0]
     except OSError:  # no load average on this platform

@@ -27,14 +27,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.accounting import LedgerEntry
-from ..core.errors import DataError
+from ..core.errors import DataError, ParamError
 from ..core.grid import Domain
 from ..core.noise import NoiseSource, quantile_scale
 from ..data.dataset import Dataset
+
+if TYPE_CHECKING:
+    from ..data.parquet_source import PartitionedPoints
 
 PER_CELL = 2.0  # the automatic grid aims at this many people per cell on average over the region
 AUTO_SIDES = (16, 512)
@@ -68,7 +72,7 @@ class Setup:
     values behind its DP outputs. The runner keeps ``declared`` for the analyst's own file only (a catalogue's
     size is public)."""
 
-    data: object
+    data: Dataset | PartitionedPoints
     domain: Domain
     steps: list[LedgerEntry] = field(default_factory=list)
     frame: str | None = None
@@ -159,6 +163,13 @@ def dp_count(data, epsilon: float, relation: str, noise: NoiseSource) -> tuple[i
     return noisy, true, entry
 
 
+def _spending(noise: NoiseSource | None, share: str) -> NoiseSource:
+    """The noise of a step that spends ε, which :meth:`RunConfig.validate` gives a positive ``share``."""
+    if noise is None:
+        raise ParamError(f"{share} must be a positive share of ε for the step that spends it (got 0)")
+    return noise
+
+
 def choose(data, region: Domain, config, relation: str, rng: np.random.Generator, secure: bool) -> Setup:
     """The frame and grid of ``config`` over ``data`` (already inside ``region``, the dataset's public
     square, and sampled): the module docstring's steps in order, frame first (the count is of the people
@@ -168,7 +179,9 @@ def choose(data, region: Domain, config, relation: str, rng: np.random.Generator
     eps = float(config.epsilon)
     unit, _ = _step_units(relation)
     if config.frame == "dp":
-        dom, entry, text = dp_frame(data, region, eps * config.frame_share, config.frame_quantile, relation, noise)
+        dom, entry, text = dp_frame(
+            data, region, eps * config.frame_share, config.frame_quantile, relation, _spending(noise, "frame_share")
+        )
         inside = data.in_domain(dom)
         out.evaluation["frame_left_out"] = _count(data, unit) - _count(inside, unit)
         out.data, out.domain = inside, dom
@@ -185,7 +198,7 @@ def choose(data, region: Domain, config, relation: str, rng: np.random.Generator
                 "public number given with the run (a bound the analyst states), not read off the data"
             )
         else:
-            noisy, true, entry = dp_count(out.data, eps * config.count_share, relation, noise)
+            noisy, true, entry = dp_count(out.data, eps * config.count_share, relation, _spending(noise, "count_share"))
             depth = auto_depth(max(noisy, 1))
             out.steps.append(entry)
             out.evaluation.update(people_exact=true, people_dp_count=noisy)

@@ -135,7 +135,7 @@ class Session:
         }
         if wait:
             b.wait(keys, self.sync_wait_s)
-        return self.get_group(name)
+        return self.group(name)
 
     def _cluster_status(self, name: str) -> Status | None:
         """A key of a sweep running on the cluster: "running" until its summary arrives, or the sweep's error."""
@@ -197,6 +197,13 @@ class Session:
     def get_group(self, name: str) -> Group | None:
         g = self._groups().get(name)
         return None if g is None else self._group(name, g, self._statuses(g, name))
+
+    def group(self, name: str) -> Group:
+        """The group ``name`` this session has started (its groups are replaced, never dropped)."""
+        g = self.get_group(name)
+        if g is None:
+            raise EngineError(f"this session has started no group of runs named {name!r}")
+        return g
 
     def when_done(self, name: str, key: str, fn: Callable[[str, object], None]) -> None:
         """Call ``fn(state, value)`` once the run ``key`` of the group ``name`` has ended (see

@@ -23,9 +23,9 @@ MAX_UNCOLLECTED = 50  # finished jobs whose outcome nobody read, kept for a late
 class Job:
     id: str
     config: RunConfig
-    future: Future  # set by JobManager.submit right after the job is made
     cancel_event: threading.Event
     started: float
+    future: Future = field(init=False)  # set by JobManager.submit right after the job is made
     progress: float = 0.0
     message: str = "queued"
     finished: float | None = None
@@ -108,9 +108,9 @@ class JobManager:
     def submit(self, config: RunConfig, use_cache: bool = True, dataset=None) -> Job:
         """Run ``config`` in the pool (``dataset``: a dataset object instead of the registry's, e.g. an upload)."""
         ev = threading.Event()
-        # the job exists before its work starts, so no early progress message is lost (a
-        # running job used to show "queued" until the mechanism's first report)
-        job = Job(uuid.uuid4().hex[:12], config, None, ev, time.time(), on_collected=self._collected_cb)
+        # the job exists before its work starts, so no early progress message is lost (a running
+        # job would show "queued" until the mechanism's first report)
+        job = Job(uuid.uuid4().hex[:12], config, ev, time.time(), on_collected=self._collected_cb)
 
         def prog(f, msg=""):
             job.progress, job.message = f, msg

@@ -30,6 +30,7 @@ and ε: nothing read from the data.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -93,7 +94,7 @@ def _file_digest(path: str) -> str:
             if p != root:
                 h.update(p.relative_to(root).as_posix().encode() + b"\0")
             with open(p, "rb") as f:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                for block in iter(functools.partial(f.read, 1 << 20), b""):
                     h.update(block)
     except OSError as exc:
         raise ParamError(f"cannot read {path} to fingerprint it ({exc.strerror or exc})") from None
@@ -349,11 +350,6 @@ class BudgetStore:
             new = self._new(con, fp, entries)
             self._insert(con, fp, new)
         return sum(e.epsilon for e in new)
-
-    def would_exceed(self, fp: str, add: float, limit: float) -> bool:
-        """True when spending ``add`` more on ``fp`` would take it past ``limit`` (nothing is
-        booked; :meth:`try_spend` checks and books at once). Spending nothing never exceeds."""
-        return add > 0 and self.spent(fp) + add > limit * (1 + TOLERANCE)
 
     def try_spend(self, fp: str, entries: Iterable[Entry], limit: float) -> Spend:
         """Book ``entries`` only if the total stays within ``limit``, checked and booked in one

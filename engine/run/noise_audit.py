@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from ..core.grid import Domain
@@ -78,7 +79,7 @@ def _planar_from_k(k1: int, k2: int, eps: float) -> tuple[float, float]:
     return float((radius * np.cos(theta))[0]), float((radius * np.sin(theta))[0])
 
 
-def numpy_planar_producible(y: np.ndarray, base: np.ndarray, eps: float, window: int = 3) -> np.ndarray:
+def numpy_planar_producible(y: np.ndarray, base: ArrayLike, eps: float, window: int = 3) -> np.ndarray:
     """For each released location ``y`` (n, 2): could ``base + planar_laplace(rng, eps)``
     (the seeded path of ``NoiseSource.add_planar_laplace``) have produced it exactly?"""
     y = np.asarray(y, dtype=np.float64).reshape(-1, 2)

@@ -21,8 +21,8 @@ fingerprint (:func:`fingerprint_people`) is made of what such copies keep:
 
 The fingerprint is a string ``"people:<booked>|people:<read>|..."`` (:func:`ledger_keys`): the first key is where
 its releases are booked, the others are ledgers it also counts. The last is the exact key (:func:`exact_key`), a
-hash of every location rounded to 1e-7°: the key of stores written by earlier versions, read so that the ε spent
-on the same file there still counts.
+hash of every location rounded to 1e-7°: the key of stores whose bookings carry no centroid key, read so that the ε
+spent on the same file there counts too.
 
 Coarse keys only make the ledger stricter: two uploads with the same numbers of people and locations per person
 and centroids within about 20 m share one ledger even when their people differ. What they do not catch: a copy
@@ -99,7 +99,7 @@ def fingerprint_people(dataset) -> str:
     return SEP.join([*keys, exact_key(dataset)])
 
 
-# ------------------------------------------------------------------ the exact key of earlier stores
+# ------------------------------------------------------------------ the exact key, which stores may hold ε under
 def canonical_points(lonlat: np.ndarray) -> np.ndarray:
     """(n, 2) int64: each (lon, lat) wrapped to [-180, 180) and rounded to multiples of 1e-7 degrees."""
     ll = np.asarray(lonlat, dtype=np.float64).reshape(-1, 2)
@@ -110,8 +110,9 @@ def canonical_points(lonlat: np.ndarray) -> np.ndarray:
 
 
 def exact_key(dataset) -> str:
-    """The exact key of these people, which earlier versions booked under: a hash of every location rounded to
-    1e-7° and of which locations belong to one person, sorted (the same file finds the ε spent on it there)."""
+    """The exact key of these people, which stores without centroid keys booked under: a hash of every location
+    rounded to 1e-7° and of which locations belong to one person, sorted (the same file finds the ε spent on it
+    there)."""
     q = canonical_points(dataset.lonlat)
     h = hashlib.sha256(_EXACT_VERSION + b"\0" + str(EXACT_PRECISION_DEG).encode())
     uid = getattr(dataset, "user_id", None)

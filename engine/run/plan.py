@@ -48,9 +48,24 @@ from .published import released_map
 
 PROXY_PRESET = "polycentric"
 # margins fixed by epsilon, the grid and the user count alone: one proxy run is the exact answer
-DATA_FREE = frozenset({"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect", "hdmm"})
+DATA_FREE = frozenset(
+    {"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect", "hdmm", "quadtree"}
+)
 # with a margin whose size depends on where people are (simulated on the proxy)
-SIMULATED = frozenset({"ug", "privtree", "adaptive_hh", "hh_scheduled_fixed_t", "flat_onehot", "dawa"})
+SIMULATED = frozenset(
+    {
+        "ug",
+        "privtree",
+        "adaptive_hh",
+        "hh_scheduled_fixed_t",
+        "flat_onehot",
+        "dawa",
+        "privelet",
+        "ahp",
+        "mwem",
+        "dpcube",
+    }
+)
 SIMULATED_RUNS = 5
 MIN_USERS, MAX_USERS = 1, 5_000_000
 EPS_LO, EPS_HI = MIN_EPS, MAX_EPS  # the search for a target's ε covers every ε a run accepts
@@ -176,7 +191,7 @@ def frame_of(dataset: str, options: dict) -> Frame:
 
 def frame_from(ds: Dataset) -> Frame:
     """A dataset's public frame: its region and CRS; its locations are not read."""
-    side = ()
+    side: tuple[str, ...] = ()
     if ds.meta.bbox_from_data:
         side = ("the region: the bounding box of the locations, read off the data (as a release of it declares)",)
     return Frame(ds.meta, ds.crs, ds.meta.name, side)
@@ -234,6 +249,8 @@ class Proxy:
 
     def _points(self, frame: Frame, n_users: int, seed: int) -> np.ndarray:
         if self.density is None:
+            if self.preset is None:
+                raise ParamError("a proxy needs a synthetic city (preset) or a release's map (density)")
             from ..data.synthetic import generate
 
             city = generate(self.preset, n=n_users, seed=seed)
@@ -241,6 +258,8 @@ class Proxy:
             dom = frame.domain(0)
             u = (city.xy + side / 2) / side  # in [0, 1]^2
             return dom.x0 + np.clip(u, 0.0, 1.0 - 1e-12) * dom.side
+        if self.domain is None:
+            raise ParamError("the release's map used as a proxy has no grid (domain)")
         rng = np.random.default_rng([int(seed), 29])
         w = np.clip(self.density, 0.0, None).ravel()
         if not w.sum() > 0:
@@ -327,9 +346,9 @@ def predict(
     get(mechanism)  # an unknown mechanism fails here
     proxy = proxy or synthetic_proxy()
     closed = exact(mechanism, regions)
-    runs = 1 if closed else int(runs or SIMULATED_RUNS)
-    rows, basis = [], ""
-    for r in range(runs):
+    asked, runs = runs, 1 if closed else int(runs or SIMULATED_RUNS)
+    rows, basis, r = [], "", -1
+    while (r := r + 1) < runs:
         if deadline is not None and deadline.expired():
             raise deadline.stop(mechanism, epsilon)
         ds = proxy.sample(frame, users.n, seed=seed + r)
@@ -349,6 +368,8 @@ def predict(
                 raise
             raise deadline.stop(mechanism, epsilon) from None
         cm = cell_margins(res.release, mechanism, frame.crs)
+        if closed and mechanism != "laplace_regions" and not _whole_cells(res.release, mechanism):
+            closed, runs = False, int(asked or SIMULATED_RUNS)  # a cell's margin carries its share of a unit's count
         row = [*margin_stats(cm.margin95)]
         basis = cm.basis
         if regions is not None:
@@ -374,6 +395,15 @@ def predict(
         margin_basis=basis,
         runs=runs,
     )
+
+
+def _whole_cells(release, mechanism: str) -> bool:
+    """Whether each of the release's noise units is one cell of its grid (the hierarchical tree's leaves are
+    coarser than the grid when its height rule stops above it): only then is a cell's margin its noise alone."""
+    from ..regions.margins import units_of
+
+    u = units_of(release, mechanism)
+    return not isinstance(u, str) and int(u.S.getnnz(axis=0).max(initial=0)) <= 1
 
 
 def _median(v: np.ndarray) -> float:
@@ -442,10 +472,10 @@ def budget_of(dataset: str | None, options: dict, key: str | None = None) -> dic
     """The dataset's ledger as a plan shows it: ε spent, the operator's limit, what remains."""
     if dataset is None:
         return None
-    from .ledger import BudgetStore
+    from .ledger import BudgetStore, fingerprint_source
     from .limits import release_limit
 
-    spent = BudgetStore().spent(key or ledger_key(dataset, options))
+    spent = BudgetStore().spent(key or fingerprint_source(dataset, options))
     limit = release_limit(dataset)
     return {"spent": spent, "limit": limit, "remaining": max(0.0, limit - spent)}
 
@@ -456,7 +486,7 @@ def what_was_read(dataset: str | None, options: dict, frame: Frame | None, key: 
     if frame is None and dataset is None:
         return "no dataset was read; no location entered the prediction"
     path = options.get("path")
-    name = f"the file {Path(str(path)).name}" if path else f"the dataset {dataset or frame.meta.name}"
+    name = f"the file {Path(str(path)).name}" if path else f"the dataset {dataset or (frame and frame.meta.name)}"
     parts = []
     if frame is not None:
         meta = frame.meta

@@ -223,7 +223,9 @@ class QuickRuns:
 
     def _watch(self, run: QuickRun) -> None:
         """Wait for the run's process, escalating a cancel to SIGKILL, then end the run."""
-        proc, termed = run.proc, False
+        proc, folder, termed = run.proc, run.folder, False
+        if proc is None or folder is None:  # _start sets both before it starts this thread
+            raise RuntimeError(f"the quick run of {run.suite} is watched before its process started")
         while True:
             try:
                 proc.wait(timeout=0.2)
@@ -240,14 +242,14 @@ class QuickRuns:
         if run.cancel_at is not None:
             self._end(run, "cancelled", "")
         elif proc.returncode == 0:
-            self._finished(run)
+            self._finished(run, folder)
         else:
-            last = _last_line(run.folder / "progress.txt")
+            last = _last_line(folder / "progress.txt")
             self._end(run, "error", last or f"the command exited with code {proc.returncode}")
 
-    def _finished(self, run: QuickRun) -> None:
+    def _finished(self, run: QuickRun, folder: Path) -> None:
         try:
-            figures = json.loads(read_regular(run.folder / "figures.json", FIGURES_BYTES))
+            figures = json.loads(read_regular(folder / "figures.json", FIGURES_BYTES))
         except (ParamError, ValueError) as exc:
             self._end(run, "error", f"the suite's output could not be read ({str(exc)[:120]})")
             return
@@ -255,7 +257,7 @@ class QuickRuns:
             self._end(run, "error", "the suite's output is not a table of figures")
             return
         run.figures = figures
-        self._end(run, "ok", _last_line(run.folder / "progress.txt"))
+        self._end(run, "ok", _last_line(folder / "progress.txt"))
 
     def _end(self, run: QuickRun, state: str, message: str) -> None:
         if run.folder is not None:
@@ -266,7 +268,7 @@ class QuickRuns:
                 self._running.remove(run)
             if state == "ok":
                 hist = self._durations.setdefault(run.suite, [])
-                hist.append(run.ended - run.started)
+                hist.append(run.elapsed())
                 del hist[:-HISTORY]
         self._advance()
 

@@ -66,7 +66,7 @@ class _Corrupt(Exception):
 
 
 class _Encoder:
-    def __init__(self):
+    def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
         self._names: dict[int, str] = {}  # an array referenced twice (a map also in extras) is stored once
 
@@ -137,6 +137,8 @@ def _encode(res: RunResult) -> tuple[bytes, dict[str, np.ndarray]]:
         raise _NotData("callables in the release")
     if type(res.dataset_meta) is not DatasetMeta:
         raise _NotData("dataset meta")
+    if res.n_users is None or res.n_points is None:
+        raise _NotData("a release-mode result, which is fresh every run")
     enc = _Encoder()
     dom = rel.domain
     doc = {
@@ -186,7 +188,8 @@ def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunR
     dec = _decoder(arrays)
     _expect(type(doc) is dict and doc.get("schema") == CACHE_VERSION and doc.get("key") == config.key(), "schema")
     r = doc.get("release")
-    _expect(type(r) is dict and set(r) == _RELEASE_FIELDS - {"range_answerer"}, "release keys")
+    if type(r) is not dict or set(r) != _RELEASE_FIELDS - {"range_answerer"}:
+        raise _Corrupt("release keys")
     n = 1 << config.depth
     density, truth = dec(r["density"]), dec(doc["truth"])
     for a in (density, truth):
@@ -216,7 +219,8 @@ def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunR
     evaluation = dec(doc["evaluation"])
     _expect(type(evaluation) is dict, "evaluation")
     crs = doc.get("crs")
-    _expect(type(crs) is str, "crs")
+    if type(crs) is not str:
+        raise _Corrupt("crs")
     release = Release(
         density=density,
         domain=Domain(x0, y0, side, depth),
@@ -246,7 +250,7 @@ def store(path: Path, res: RunResult) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("wb") as f:
-            np.savez(f, **members)
+            np.savez(f, allow_pickle=False, **members)  # plain arrays only, as load reads them
         tmp.replace(path)
     except OSError:
         with contextlib.suppress(OSError):  # a full or read-only disk only costs the cache entry

@@ -246,12 +246,13 @@ def run(
         if progress:
             progress(0.05 + 0.85 * f, msg)
 
+    evaluation: dict = {}  # what the mechanism computes from the truth (the context's record in Evaluate)
     ctx = RunContext(
         rng=np.random.default_rng(mech_seq),
         secure=config.secure or releasing,
         progress_cb=mech_progress,
         cancel_cb=cancelled,
-        evaluation=None if releasing else {},  # a release records nothing computed from the truth
+        evaluation=None if releasing else evaluation,  # a release records nothing computed from the truth
     )
     t1 = time.perf_counter()
     ctx.check_cancelled()
@@ -304,7 +305,7 @@ def run(
         n_users=ds.n_users,
         n_points=len(ds),
         dataset_meta=ds.meta,
-        evaluation=ctx.evaluation,
+        evaluation=evaluation,
         crs=ds.crs,
     )
     if cache_file is not None:

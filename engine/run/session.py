@@ -71,7 +71,7 @@ class RunSession:
             self.session.when_done(name, cfg.key(), _Settle(self.bookkeeper, cfg, booking))
         if wait:
             board.wait(group.keys, self.session.sync_wait_s)
-            group = self.session.get_group(name)
+            group = self.session.group(name)
         return Started(group, [b for _, b in booked])
 
     def reshow(self, name: str, configs: list[RunConfig], label: str = "", light: bool = False) -> Group | None:

@@ -5,12 +5,17 @@ The charts drawn from these tables are the dashboard's (``ui/sweep.py``)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .config import RunConfig
+from ..core.errors import EngineError
+from .config import RunConfig, RunResult
+
+if TYPE_CHECKING:
+    from .board import Light
 
 MAX_RUNS = 600
 
@@ -59,10 +64,12 @@ def configs(base_cfgs: dict[str, RunConfig], epsilons, users, trials: int, seed0
     return out
 
 
-def trials_frame(results: list[tuple[RunConfig, object]], labels: dict[str, str]) -> pd.DataFrame:
+def trials_frame(results: list[tuple[RunConfig, RunResult | Light]], labels: dict[str, str]) -> pd.DataFrame:
     """One row per trial: mechanism, ε, users, seed, ε × n, every metric, run time."""
     rows = []
     for cfg, r in results:
+        if r.n_users is None:
+            raise EngineError(f"a sweep's trials are Evaluate runs, which count their users ({cfg.mechanism}: none)")
         row = {
             "mechanism": labels.get(cfg.mechanism, cfg.mechanism),
             "mechanism_key": cfg.mechanism,

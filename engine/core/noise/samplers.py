@@ -97,10 +97,13 @@ def _one_minus_r(r: float, one_minus_r: float | None) -> float:
     return p
 
 
-def polya(rng: np.random.Generator, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray:
+def polya(
+    rng: np.random.Generator, alpha, r: float, size=None, *, one_minus_r: float | None = None
+) -> np.ndarray | np.int64:
     """Pólya(alpha, r) = negative binomial with ``alpha`` "successes" and success
     probability ``1 - r`` (mean ``alpha r/(1-r)``). ``alpha`` may be an array
-    (broadcast); ``alpha == 0`` gives 0. float64 throughout (never float16).
+    (broadcast); ``alpha == 0`` gives 0 (one ``np.int64`` for a scalar ``alpha`` without ``size``).
+    float64 throughout (never float16).
     ``one_minus_r``: ``1 - r`` computed without cancellation (``-expm1(-1/t)``),
     used instead of ``1.0 - r`` when given (precision for r close to 1)."""
     r = _prob("Pólya parameter r", r)
@@ -111,7 +114,7 @@ def polya(rng: np.random.Generator, alpha, r: float, size=None, *, one_minus_r: 
     if a.ndim == 0:
         if a == 0:
             return np.zeros(size, dtype=np.int64) if size is not None else np.int64(0)
-        return rng.negative_binomial(float(a), p, size).astype(np.int64)
+        return np.asarray(rng.negative_binomial(float(a), p, size), dtype=np.int64)[()]  # a scalar without size
     shape = np.broadcast_shapes(a.shape, size if size is not None else a.shape)
     a = np.broadcast_to(a, shape)
     out = np.zeros(shape, dtype=np.int64)
@@ -122,7 +125,7 @@ def polya(rng: np.random.Generator, alpha, r: float, size=None, *, one_minus_r: 
 
 def polya_difference(
     rng: np.random.Generator, alpha, r: float, size=None, *, one_minus_r: float | None = None
-) -> np.ndarray:
+) -> np.ndarray | np.int64:
     """``Polya(alpha, r) - Polya(alpha, r)``: discrete Laplace(r) when ``alpha = 1``."""
     return polya(rng, alpha, r, size, one_minus_r=one_minus_r) - polya(rng, alpha, r, size, one_minus_r=one_minus_r)
 

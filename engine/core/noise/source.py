@@ -218,7 +218,7 @@ class NoiseSource:
             return self._secure_draw("gauss", _positive("Gaussian sigma", sigma), size, np.float64)
         return gaussian(self.rng, sigma, size)
 
-    def polya(self, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray:
+    def polya(self, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray | np.int64:
         """Pólya draws from the seeded stream; secure mode has no float-safe Pólya sampler for
         a general shape (see :meth:`polya_difference_sum` for the secure shares)."""
         if self.secure:
@@ -259,7 +259,7 @@ class NoiseSource:
     def add_planar_laplace(self, xy, eps: float) -> np.ndarray:
         """Locations ``xy`` (n, 2) moved by planar Laplace noise of ``eps`` per unit of
         distance. Without secure mode exactly ``xy + planar_laplace(rng, eps, n)`` (the seeded
-        stream, as before). Secure mode: each location snapped to the lattice ``u Z^2``
+        stream, so a seeded run repeats draw for draw). Secure mode: each location snapped to the lattice ``u Z^2``
         (:func:`planar_lattice_step`) and moved by ``u k``, ``P(k) ∝ exp(-eps u |k|_2)``: exact
         lattice points (package docstring, with the guarantee)."""
         eps = _positive("planar Laplace epsilon", eps)

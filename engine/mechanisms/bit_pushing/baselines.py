@@ -1,7 +1,7 @@
-"""The baselines of Cormode, Markov & Srinivas 2024, Sections 2 and 4 (formulas in REFERENCE_NOTES.md
-section 3): subtractive dithering and randomized rounding (both optionally with randomized response),
-Duchi et al.'s one-bit mechanism, the piecewise mechanism and Laplace noise on the clipped value
-(:func:`baseline_mean`). Secure mode: see :mod:`.bitpush`."""
+"""The baselines of Cormode, Markov & Srinivas 2024, Sections 2 and 4: subtractive dithering and randomized
+rounding (both optionally with randomized response), Duchi et al.'s one-bit mechanism, the piecewise mechanism
+and Laplace noise on the clipped value (:func:`baseline_mean`, with their formulas). Secure mode: see
+:mod:`.bitpush`."""
 
 from __future__ import annotations
 
@@ -53,7 +53,11 @@ def baseline_mean(
       with ``epsilon`` randomized response on that bit.
     * ``duchi`` (Duchi et al. [13], one bit): ``t = 2x' - 1`` in [-1, 1]; output
       ``+-B``, ``B = (e^eps + 1)/(e^eps - 1)``, ``P(+B) = 1/2 + t/(2B)`` (needs epsilon).
-    * ``piecewise`` (Wang et al. [28]; REFERENCE_NOTES section 3; needs epsilon).
+    * ``piecewise`` (Wang et al. [28], "Collecting and analyzing multidimensional data with local
+      differential privacy", ICDE 2019; needs epsilon): ``t = 2x' - 1``,
+      ``C = (e^(eps/2) + 1)/(e^(eps/2) - 1)``, ``l = (C + 1)/2 t - (C - 1)/2``, ``r = l + C - 1``;
+      with probability ``e^(eps/2)/(e^(eps/2) + 1)`` uniform on ``[l, r]``, else uniform on
+      ``[-C, l) U (r, C]``; unbiased.
     * ``laplace``: Laplace noise of scale ``(high - low)/eps`` on the clipped value.
 
     ``noise``: an :class:`engine.core.noise.NoiseSource`. In secure mode randomized
@@ -110,7 +114,7 @@ def baseline_mean(
     else:
         from ...core.noise import NoiseSource
 
-        src = noise if _secure(noise) else NoiseSource(rng)  # seeded: x + rng.laplace(0, scale, n), as before
+        src = noise if _secure(noise) else NoiseSource(rng)  # seeded: exactly x + rng.laplace(0, scale, n)
         report = src.add_laplace(xs * width + low, width / eps)
         est01 = (report - low) / width
     per_client = low + width * est01

@@ -1,7 +1,8 @@
 """Bit-pushing: numerical aggregation from one bit per value (no maps here).
 
 Cormode, Markov & Srinivas, "Private and Efficient Federated Numerical
-Aggregation", EDBT 2024 (papers/cormode2024_bit_pushing_numerical_aggregation.md).
+Aggregation", EDBT 2024 (Proceedings of the 27th International Conference on Extending
+Database Technology, OpenProceedings.org).
 
 Every client holds one value ``x_i``. It is written as a ``b``-bit fixed-point
 integer (``frac_bits`` fractional bits; unsigned, or two's complement when
@@ -27,15 +28,14 @@ What is here, with the paper's names:
   ``p = e^eps / (1 + e^eps)`` and the server-side unbiasing
   ``(r - (1 - p)) / (2p - 1)``; "bit squashing" with a threshold tied to the
   DP noise of each bit mean (see :func:`_squash`).
-* :func:`lemma31_variance` (Lemma 3.1 / Corollary 3.2), :func:`estimate_variance`
-  (Section 3.4, Lemma 3.5: ``E[X^2] - E[X]^2`` and ``E[(X - E[X])^2]``).
-* Baselines (Sections 2 and 4; formulas in REFERENCE_NOTES.md section 3):
+* :func:`estimate_variance` (Section 3.4, Lemma 3.5: ``E[X^2] - E[X]^2`` and ``E[(X - E[X])^2]``).
+* Baselines (Sections 2 and 4; formulas in :func:`.baselines.baseline_mean`):
   subtractive dithering (optionally with randomized response), the piecewise
   mechanism, Duchi et al.'s one-bit mechanism, randomized rounding (optionally
   with randomized response) and Laplace noise on the clipped value.
 
 Secure mode: the functions that draw privacy noise (:func:`bitpush`,
-:func:`adaptive_bitpush`, :func:`estimate_mean`, :func:`estimate_variance`,
+:func:`adaptive_bitpush`, :func:`estimate_variance`,
 :func:`baseline_mean`) take an optional ``noise``, an
 :class:`engine.core.noise.NoiseSource`. When it is in secure mode, randomized response
 is OpenDP's (``NoiseSource.randomized_response``: ``make_randomized_response_bitvec``)
@@ -48,7 +48,7 @@ in the DP sense: which bit a client reports, the QMC offsets, the client split
 of Algorithm 2, the subtractive dither ``h`` (public: the server sees it) and
 the coin of randomized rounding (its bit then goes through randomized response,
 which is epsilon-LDP whatever the bit). Without ``noise`` (or with a seeded
-source) every draw comes from ``rng``, exactly as before.
+source) every draw comes from ``rng``, so a seeded run repeats draw for draw.
 
 Layout: Algorithms 1 and 2 and the convenience estimators are in this module; the encoding,
 sampling probabilities, variance formulas, randomized response and squashing thresholds in
@@ -92,9 +92,9 @@ Departures from the paper (each also noted where it is coded):
   says "below an absolute threshold"; Section 4.2 varies it "as a multiple of
   the expected amount of DP noise" (Figure 4a: 0.05-0.2 works well; Figure 4b
   draws 0.05 on the bit means at eps = 2). Read as an absolute threshold alone
-  (an earlier version of this module), a bit whose true mean is below it is zeroed at
-  every epsilon: ages >= 64 (bit mean 0.03-0.10) vanished from mean ages and the
-  error stopped falling with epsilon. Here a bit is squashed when its mean is
+  a bit whose true mean is below it is zeroed at
+  every epsilon: ages >= 64 (bit mean 0.03-0.10) vanish from mean ages and the
+  error stops falling with epsilon. Here a bit is squashed when its mean is
   below BOTH the absolute threshold (default 0.1, the middle of Figure 4a's
   range) and ``c`` standard errors of its DP noise. The paper's 0.05-0.2 cannot
   be multiples of this standard error (at 0.1 it keeps about half the unused
@@ -360,28 +360,6 @@ def adaptive_bitpush(
         b_send=b_send,
         info={"round1_clients": n1, "round1_floor": floor, "round1_means": m1},
     )
-
-
-# --------------------------------------------------------------- convenience
-def estimate_mean(
-    values,
-    encoding: Encoding,
-    rng: np.random.Generator,
-    method: str = "adaptive",
-    *,
-    alpha: float = 0.5,
-    bit_means=None,
-    **kw,
-) -> BitPushResult:
-    """One entry point: ``adaptive`` (Algorithm 2) or a one-round scheme
-    (``uniform``, ``weighted`` with ``alpha``, ``optimal`` with ``bit_means``).
-    ``noise=`` (secure mode) is passed on through ``kw``."""
-    if method == "adaptive":
-        return adaptive_bitpush(values, encoding, rng, alpha=alpha, **kw)
-    for k in ("gamma", "delta", "caching", "round1_floor"):
-        kw.pop(k, None)
-    p = bit_probabilities(encoding.bits, method, alpha, bit_means, encoding.weights)
-    return bitpush(values, encoding, p, rng, **kw)
 
 
 def estimate_variance(

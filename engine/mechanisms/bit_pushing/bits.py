@@ -173,19 +173,6 @@ def cap_inclusion(p: np.ndarray, b_send: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------ variance formulas
-def lemma31_variance(bit_means, p, n, b_send: int = 1, weights=None) -> np.ndarray:
-    """Lemma 3.1 (Corollary 3.2 with ``b_send``):
-    ``V = 1/(n b_send) sum_j w_j^2 xbar^(j)(1 - xbar^(j)) / p_j`` (bits with
-    ``p_j = 0`` must be constant; they contribute nothing)."""
-    m = np.clip(np.asarray(bit_means, dtype=np.float64), 0.0, 1.0)
-    p = np.asarray(p, dtype=np.float64)
-    w = np.ldexp(1.0, np.arange(m.shape[-1])) if weights is None else np.asarray(weights, dtype=np.float64)
-    beta = w**2 * m * (1.0 - m)
-    terms = np.divide(beta, p, out=np.zeros_like(beta), where=p > 0)
-    terms = np.where((p <= 0) & (beta > 0), np.inf, terms)
-    return terms.sum(axis=-1) / (np.asarray(n, dtype=np.float64) * b_send)
-
-
 def rr_keep_probability(epsilon: float) -> float:
     """Randomized response keeps the true bit with ``p = e^eps / (1 + e^eps)``."""
     return 1.0 / (1.0 + math.exp(-epsilon))

@@ -578,7 +578,7 @@ class LdpRegionMeanBaseline(Mechanism):
     )
     summary = "The classical one-report LDP mean estimators the paper compares against, on the same regions."
     paper = PAPER + " Baselines: Ben-Basat et al. 2020; Wang et al. ICDE 2019; Duchi et al. JASA 2018."
-    equations = "Sec. 2 and 4.2 (baselines); REFERENCE_NOTES section 3"
+    equations = "Sec. 2 and 4.2 (baselines); the piecewise mechanism of Wang et al. ICDE 2019"
     needs = ("value",)
     dp_outputs = _DP_KEYS
     side_information_keys = _SIDE_KEYS

@@ -54,8 +54,7 @@ release's diagnostics and ledger notes).
   discard data.
 * ``unit = "record"``: one location record; every count has sensitivity 1, a
   user with k locations is protected at k*epsilon only (group privacy); counts are
-  sums of weights and a record of weight w is protected at w*epsilon. This was the
-  only behaviour before the ``unit`` parameter and is reproduced exactly.
+  sums of weights and a record of weight w is protected at w*epsilon.
 
 Outputs are estimated counts on the run's domain grid (``grid[iy, ix]``). Mechanisms
 whose cells are coarser than the output cells (UG, AG, PrivTree) spread each cell's count
@@ -77,10 +76,12 @@ floating-point-safe guarantee covers the released numbers (engine.core.noise). T
 non-noise draw, the sampled location per user of PrivTree under ``user``, stays on
 ``ctx.rng`` in both modes (not privacy noise: the guarantee holds conditionally on every draw).
 
-Of these papers only Ghazi et al. is in the shared corpus; the formulae of the
-others are taken from REFERENCE_NOTES section 6 and the papers as we know them;
-section numbers quoted for Qardaji et al. and theorem numbers for Hay et al. are
-from memory and should be checked against the papers. The text of Qardaji et al.'s
+Of these papers only Ghazi et al.'s text was at hand; the formulae of the others,
+restated in each mechanism's docstring, follow DPBench and DPComp's descriptions
+(Hay, Machanavajjhala, Miklau, Chen, Zhang, "Principled Evaluation of Differentially
+Private Algorithms using DPBench", SIGMOD 2016); section numbers quoted for Qardaji et
+al. and theorem numbers for Hay et al. are from memory and should be checked against
+the papers. The text of Qardaji et al.'s
 VLDB 2013 paper (HB) was not reachable either (the search tool holds its abstract only):
 ``hierarchical`` re-derives its variance analysis and says where its section number
 comes from.

@@ -340,14 +340,20 @@ def spread_rects(rects: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 
 
 def _total_count(
-    xy_count: float, eps: float, params: dict, ledger: Ledger, noise: NoiseSource, bounded: Bounded
+    xy_count: float,
+    eps: float,
+    params: dict,
+    ledger: Ledger,
+    noise: NoiseSource,
+    bounded: Bounded,
+    purpose: str = "to choose the grid size",
 ) -> tuple[float, float]:
-    """The total N used to size a grid: public side information, or a noisy count
+    """The total N used to size a grid (or for ``purpose``): public side information, or a noisy count
     bought with rho*epsilon (sensitivity 1 for either unit, see the module docstring).
     Returns (N used, epsilon left for the rest)."""
     if params["total"] == "public":
         ledger.note_side_information(
-            f"the true {bounded.total_name} N (used to choose the grid size; DPComp's convention, not epsilon-DP)"
+            f"the true {bounded.total_name} N (used {purpose}; DPComp's convention, not epsilon-DP)"
         )
         return float(xy_count), eps
     rho = float(params["rho"])

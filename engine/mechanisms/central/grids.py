@@ -40,7 +40,7 @@ def ug_size(n: float, eps: float, c: float = 10.0, cap: int | None = None) -> in
     """Qardaji et al. Guideline 1: m = ceil(sqrt(N eps / c)) (at least 1), optionally capped at ``cap``.
 
     No lower bound of 10: that is AG's first-level rule (:func:`ag_level1_size`), not UG's
-    (REFERENCE_NOTES section 6; DPComp's UG has none either, its AG has max(10, ...))."""
+    (DPComp's UG has none either, its AG has max(10, ...))."""
     m = max(1, math.ceil(math.sqrt(max(n, 0.0) * eps / c)))
     return int(min(m, cap)) if cap else int(m)
 
@@ -94,8 +94,8 @@ class UniformGrid(Mechanism):
     every UG cell is a block of whole output cells: a count lands exactly on the output
     cells of its UG cell instead of being spread by area over cells that straddle UG cell
     edges, which smeared single-cell hot spots (a cab rank, a stadium) into their
-    neighbours (issue "Central baselines that hold up on real location data": UG had 1.15 to
-    2.06x a peer implementation's error at 10^6 points, epsilon 0.1). By the paper's own
+    neighbours (unsnapped, UG measured 1.15 to 2.06x a peer implementation's error at 10^6
+    points, epsilon 0.1). By the paper's own
     error model a m + b/m (see :func:`snap_to_divisor`) the snapped size costs at most a
     factor (sqrt 2 + 1/sqrt 2)/2 = 1.061 in model error against the paper's m (1.025 for
     10 -> 8). A floor of 10 like AG's would snap 10 up to 16 (1.113);
@@ -274,10 +274,9 @@ class AdaptiveGrid(Mechanism):
     (:mod:`.alignment`), else as ``off``. With ``align = on`` m1 and each m2 are snapped to the power of
     two nearest in ratio (:func:`snap_to_divisor`), m1 <= 2^L and m1*m2 <= 2^L, so every
     sub-cell is a block of whole output cells and lands exactly on them: with the paper's
-    sizes (25 or 80 first-level cells over 256 output cells) second-level cells were
-    1.02-1.07 output cells wide and spreading them by area smeared single-cell hot spots
-    into their neighbours, a bias that did not fall with epsilon (issue "Central baselines
-    that hold up on real location data"). Each snapped size is within a factor sqrt 2 of
+    sizes (25 or 80 first-level cells over 256 output cells) second-level cells are
+    1.02-1.07 output cells wide and spreading them by area smears single-cell hot spots
+    into their neighbours, a bias that does not fall with epsilon. Each snapped size is within a factor sqrt 2 of
     the paper's, which can take m1 below the paper's minimum: its 10 becomes 8 (ratio 0.8;
     16 would be 1.6). m2 is Guideline 1 on a first-level cell, so ``ug``'s bound (at most
     1.061 in the model error a m + b/m) holds for it; m1 = sqrt(N eps/c)/4 is a heuristic

@@ -79,8 +79,9 @@ TOPT_TOTAL_SHARE = 0.05  # share of epsilon on the total whose remainder fills t
 @dataclass
 class TopTRelease:
     """The default top-t release (:func:`topt_release`): ``density`` (kept cells' noisy counts,
-    the rest filled evenly), ``raw`` (every cell's noisy count at ``eps_cells``), ``kept`` (mask),
-    ``fill`` (the value of each cell not kept), ``n_hat`` (the noisy total at ``eps_total``)."""
+    the rest filled), ``raw`` (every cell's noisy count at ``eps_cells``), ``kept`` (mask),
+    ``fill`` (the mean value of the cells not kept), ``fill_model`` (how the fill was weighted:
+    :func:`.ebfill.fill_weights`), ``n_hat`` (the noisy total at ``eps_total``)."""
 
     density: np.ndarray
     raw: np.ndarray
@@ -90,15 +91,18 @@ class TopTRelease:
     eps_cells: float
     eps_total: float
     threshold: float
+    fill_model: str = "even"
 
     def stderr(self) -> tuple[np.ndarray, np.ndarray]:
         """(per-cell SE, cells sharing its draw): a kept cell's Laplace(1/eps_cells); a filled cell's
-        share of the remainder ``n_hat - kept mass`` (the total's draw and the kept cells' draws,
-        given which cells were kept), spread over the ``rest`` cells that share it."""
+        share of the remainder ``n_hat - kept mass`` (the total's draw and the kept cells' draws), given
+        which cells were kept and the fill's weights (evenly: the remainder over the ``rest`` cells that
+        share it). The weights come from the noisy counts too; over repeated runs a filled cell also
+        moves with them, as a PrivTree leaf with its tree, and that part is not in the SE."""
         rest = int(self.raw.size - np.count_nonzero(self.kept))
         var_rest = LAPLACE_SD**2 / self.eps_total**2 + np.count_nonzero(self.kept) * LAPLACE_SD**2 / self.eps_cells**2
-        se_fill = math.sqrt(var_rest) / max(rest, 1) if self.fill > 0 else math.nan
-        se = np.where(self.kept, LAPLACE_SD / self.eps_cells, se_fill)
+        share = self.density / (self.fill * rest) if self.fill > 0 else np.full(self.density.shape, math.nan)
+        se = np.where(self.kept, LAPLACE_SD / self.eps_cells, math.sqrt(var_rest) * share)
         return se, np.where(self.kept, 1, max(rest, 1))
 
 
@@ -109,22 +113,43 @@ def topt_threshold(n_cells: int, eps: float, sensitivity: float = 1.0) -> float:
     return float(sensitivity) / float(eps) * math.log(max(n_cells / (2.0 * TOPT_FALSE_CELLS), 1.0))
 
 
+def share_capped(total: float, w: np.ndarray, cap: float) -> np.ndarray:
+    """``total`` shared in proportion to the weights ``w`` >= 0, no share above ``cap`` (water-filling:
+    ``min(lam w, cap)`` with the ``lam`` that makes them sum to ``total``; every positive weight at
+    ``cap`` when even that falls short). A cell the threshold did not keep is not shown above it."""
+    w = np.asarray(w, dtype=np.float64)
+    if total <= 0 or not w.sum() > 0:
+        return np.zeros(w.shape)
+    if total >= cap * np.count_nonzero(w):
+        return np.where(w > 0, cap, 0.0)
+    lo, hi = total / w.sum(), cap / w[w > 0].min()  # lam lies between: no share capped, every share capped
+    for _ in range(100):  # the sum of min(lam w, cap) grows with lam
+        lam = math.sqrt(lo * hi)
+        lo, hi = (lam, hi) if np.minimum(lam * w, cap).sum() < total else (lo, lam)
+    out = np.minimum(hi * w, cap)
+    return out * (total / out.sum())
+
+
 def topt_release(truth: np.ndarray, eps: float, noise, sensitivity: float = 1.0) -> TopTRelease:
     """The top-t baselines' default (Ghazi et al. 2023, Section 4, with t chosen by the noise).
 
     ``TOPT_TOTAL_SHARE`` of eps buys a Laplace count ``n_hat`` of the total, the rest Laplace noise
     on every cell. Kept: every cell whose noisy count exceeds :func:`topt_threshold` (about one empty
     cell in a hundred maps gets through). The cells not kept share the remainder
-    ``max(n_hat - kept mass, 0)`` evenly instead of being zeroed. Why both: the paper's fixed top
-    0.01% (7 of 65,536 cells, for 200 users) and then a threshold at one false cell per map, both
-    zeroing the rest, put all the mass on a handful of cells: at eps 0.1-1 that was up to 3,040x the
-    uniform map's MSE and 3.8x its EMD on built-in and test cities (BENCHMARKS.md, "defaults on data
-    nobody tuned them on"); what the threshold does not keep is where a uniform map is right. Where no cell stands
-    out of the noise the release is the uniform map (no false cell in 99 maps of 100), and every
-    cell kept holds a count the noise does not swamp. The remainder needs its own total: the noisy
-    cells' sum has sd sqrt(2C)/eps (362/eps at 256 x 256), more than the mass of small maps (392
-    Snow deaths at eps = 1: 12x the uniform map's MSE without it, 0.82x with 5% spent on it).
+    ``max(n_hat - kept mass, 0)`` instead of being zeroed, in proportion to empirical-Bayes
+    posterior means computed from their noisy counts (:func:`.ebfill.fill_weights`: the blocks' and
+    the cells' priors fitted to the noisy counts, each used only when it beats one common value;
+    evenly when neither does). Why: the paper's fixed top 0.01% (7 of 65,536 cells, for 200 users)
+    and then a threshold at one false cell per map, both zeroing the rest, put all the mass on a
+    handful of cells (up to 3,040x the uniform map's MSE); an even fill is the uniform map wherever no
+    single cell stands out, and gave away what Identity keeps there (Identity 0.82x the uniform map's
+    EMD on the synthetic cities at eps 0.1, 0.23x at eps 1 against the even fill's 1x and 0.65-0.87x;
+    BENCHMARKS.md, "defaults on data nobody tuned them on"). The remainder needs its own total: the
+    noisy cells' sum has sd sqrt(2C)/eps (362/eps at 256 x 256), more than the mass of small maps
+    (392 Snow deaths at eps = 1: 12x the uniform map's MSE without it, 0.82x with 5% spent on it).
     Everything after the two Laplace draws is post-processing."""
+    from .ebfill import fill_weights
+
     eps = float(eps)
     eps_total = TOPT_TOTAL_SHARE * eps
     eps_cells = eps - eps_total
@@ -134,9 +159,15 @@ def topt_release(truth: np.ndarray, eps: float, noise, sensitivity: float = 1.0)
     tau = topt_threshold(raw.size, eps_cells, sensitivity)
     kept = raw > tau
     rest = raw.size - int(np.count_nonzero(kept))
-    fill = max(n_hat - float(raw[kept].sum()), 0.0) / rest if rest else 0.0
-    density = np.where(kept, raw, fill)
-    return TopTRelease(density, raw, kept, fill, n_hat, eps_cells, eps_total, tau)
+    remainder = max(n_hat - float(raw[kept].sum()), 0.0)
+    if rest:
+        w, model = fill_weights(raw, kept, float(sensitivity) / eps_cells, tau)
+        filled = share_capped(remainder, w, tau)
+    else:
+        filled, model = np.zeros(raw.shape), "even"
+    density = np.where(kept, raw, filled)
+    fill = remainder / rest if rest else 0.0
+    return TopTRelease(density, raw, kept, fill, n_hat, eps_cells, eps_total, tau, model)
 
 
 @register
@@ -247,10 +278,10 @@ class Identity(Mechanism):
 
 TOPT_RULE_HELP = (
     "0 = the default rule: 5% of epsilon counts the total; keep every cell whose noisy count exceeds "
-    "ln(cells/0.02)/epsilon (one empty cell in a hundred maps passes on noise alone) and spread the rest of the "
-    "total evenly over the other cells (where nothing stands out the map is uniform); the number kept is in "
-    "the diagnostics ('cells_kept'). > 0: keep exactly the top t% and zero the rest (the paper used 0.01 and "
-    "0.001)"
+    "ln(cells/0.02)/epsilon (one empty cell in a hundred maps passes on noise alone) and share the rest of the "
+    "total over the other cells by empirical-Bayes estimates from their noisy counts (evenly where those show "
+    "no structure: then the map is uniform); the number kept is in the diagnostics ('cells_kept'). > 0: keep "
+    "exactly the top t% and zero the rest (the paper used 0.01 and 0.001)"
 )
 
 
@@ -264,13 +295,17 @@ class IdentityTopT(Identity):
     Default (``top_t = 0``, departure): t follows the noise, :func:`topt_release`: 5% of
     epsilon buys a Laplace count of the total, the cells get Laplace(1/(0.95 epsilon)); every
     cell above :func:`topt_threshold` (one empty cell in a hundred maps passes on noise alone)
-    is kept and the rest of the noisy total is spread evenly over the other cells instead of
-    zeroing them. The paper's fixed 0.01% kept 7 of 65,536 cells whatever the users, and any
-    rule that zeroes the rest puts all the mass on the few cells above the noise: up to
-    3,000x the uniform map's MSE (BENCHMARKS.md, "defaults on data nobody tuned them on"). The default is
-    never worse than the uniform map (it is the uniform map when no cell stands out) and
-    keeps the cells the noise does not swamp. ``diagnostics["cells_kept"]`` holds the
-    number kept, ``"fill"`` the value of the others.
+    is kept and the rest of the noisy total is shared out over the other cells instead of
+    zeroing them, in proportion to empirical-Bayes posterior means computed from their noisy
+    counts (:mod:`.ebfill`; evenly where the fitted priors do not beat one common value). The
+    paper's fixed 0.01% kept 7 of 65,536 cells whatever the users, and any rule that zeroes the
+    rest puts all the mass on the few cells above the noise: up to 3,000x the uniform map's MSE;
+    an even fill gave away the structure Identity keeps below the threshold (BENCHMARKS.md,
+    "defaults on data nobody tuned them on"). The default is measured never worse than the
+    better of Identity and the uniform map in MSE and EMD on the built-in and test cities at
+    eps 0.1-10 except where Identity is within 2% of the uniform map (there the fill is even:
+    the uniform map). ``diagnostics["cells_kept"]`` holds the number kept, ``"fill"`` the mean
+    value of the others, ``"fill_model"`` which priors the fill used.
 
     Guarantee: epsilon-DP under the same relation as ``identity``: the total (sensitivity 1)
     at 5% of epsilon and the cells (parallel, sensitivity 1) at 95% compose sequentially; the
@@ -281,13 +316,13 @@ class IdentityTopT(Identity):
 
     key = "identity_topt"
     label = "Identity + top-t% threshold (Ghazi et al. baseline)"
-    summary = "Laplace noise per cell; keep the cells that stand out of the noise, spread the rest of the total evenly."
+    summary = "Laplace noise per cell; keep the cells that stand out of the noise, share the rest of the total by empirical-Bayes weights."
     params = (
         UNIT_PARAM,
         Param("clip_negatives", "bool", True, "set negative noisy counts to zero (post-processing)"),
         Param("top_t", "float", 0.0, TOPT_RULE_HELP, min=0.0, max=100.0, label="top t (%)"),
     )
-    dp_outputs = ("cells_kept", "stderr", "stderr_cells", "fill", "top_t_percent")
+    dp_outputs = ("cells_kept", "stderr", "stderr_cells", "fill", "fill_model", "top_t_percent")
 
     def run(self, data, domain, epsilon, params, ctx):
         if float(params["top_t"]) > 0:
@@ -316,8 +351,9 @@ class IdentityTopT(Identity):
                 "cells_kept": kept,
                 "threshold": tt.threshold,
                 "fill": tt.fill,
-                "stderr_basis": "kept cells: Laplace(1/eps_cells), sqrt(2)/eps_cells; the others: the noisy "
-                "remainder of the total over the cells that share it",
+                "fill_model": tt.fill_model,
+                "stderr_basis": "kept cells: Laplace(1/eps_cells), sqrt(2)/eps_cells; the others: their share of the noisy "
+                "remainder of the total, given the fill's weights",
             }
         )
         return Release(

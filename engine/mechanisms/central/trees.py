@@ -25,6 +25,7 @@ from .common import (
     bound_contributions,
     curator_communication,
 )
+from .nonnegative import nonnegative_leaves
 from .sizing import height_rule, merge_root, root_count
 
 
@@ -436,7 +437,11 @@ class Hierarchical(Mechanism):
     (root = 0) gets Laplace(1/eps_d) counts; each location is in one node per level, so
     level d is eps_d-DP and the levels compose sequentially (sum eps_d = eps). Then the
     two-pass constrained inference (Hay et al. Theorem 3, per-node variances:
-    :func:`constrained_inference`) makes the tree consistent and returns the leaves.
+    :func:`constrained_inference`) makes the tree consistent; by default (``nonnegative``) the
+    leaves are then made non-negative top-down (:mod:`.nonnegative`: each node's value shared among
+    its children in proportion to their clipped estimates), so an empty region's noise does not
+    become mass spread where there are no data (without it the default's EMD grew with epsilon on
+    sparse data: BENCHMARKS.md, "defaults on data nobody tuned them on").
 
     The variance analysis (HB's approach, re-derived here for the 2-D tree). A rectangle
     query is answered by its canonical nodes: the largest nodes inside it whose parent is
@@ -455,7 +460,7 @@ class Hierarchical(Mechanism):
       the quadtree; the model then scores (b - 1) b^-H (sum_d b^(d/3))^3, minimised at
       m = 64, 256 by b = 8, 7 (34.8 at m = 256 against 73.5 for the geometric quadtree).
       This is the default (``budget = optimal``, branching 0): it measured 0.72x the error of
-      the geometric quadtree, 0.67x that of ``hb`` and 0.41x that of the former uniform
+      the geometric quadtree, 0.67x that of ``hb`` and 0.41x that of the uniform
       quadtree on 2,000 random rectangles at 256 x 256 (BENCHMARKS.md, central).
     * The root, the total, is not measured under either (a query smaller than the domain
       never uses it), beyond the default height's 5% count.
@@ -472,8 +477,8 @@ class Hierarchical(Mechanism):
     Options kept: ``branching`` fixes b (0: the rule above for the chosen split);
     ``budget = uniform`` spends eps / (H + 1) on every level including the root (Hay et al.),
     ``budget = geometric`` eps_d proportional to b^(d/3) including the root (Cormode et al.
-    ICDE 2012: 2^(d/3) for the quadtree). ``branching = 2`` with ``budget = uniform`` is this
-    mechanism's former default (a quadtree, uniform budget) and releases what it released.
+    ICDE 2012: 2^(d/3) for the quadtree). ``branching = 2`` with ``budget = uniform`` and ``nonnegative``
+    off is the plain quadtree of Hay et al. with a uniform budget, the comparison the default is measured against.
 
     Threat model: trusted curator; the public sees all the noisy node counts.
     Guarantee: epsilon-DP (central); consistency is post-processing.
@@ -492,8 +497,13 @@ class Hierarchical(Mechanism):
     Standard error: ``extras["stderr"]`` is each leaf's standard deviation after
     constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public tree
     alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
-    consistency), divided by the output cells of a leaf when leaves are coarser. Exact: the tree
-    does not depend on the data and the estimate is linear in the noisy counts. Consistency makes
+    consistency), divided by the output cells of a leaf when leaves are coarser: exact for the
+    least-squares leaves (``nonnegative`` off), since the tree does not depend on the data and that
+    estimate is linear in the noisy counts. The non-negative map differs from them only inside
+    nodes with a child estimated below 0, whose value it shares among the others; there the SE is
+    the least-squares leaf's, which the margins built on it were measured to cover (the regional and
+    hover coverage tests), not the exact spread of the map's cell (on tests/test_stderr.py's city its
+    variance over seeded runs was 0.53 of it: the share-out removes the empty cells' noise). Consistency makes
     neighbouring leaves' errors correlated (siblings negatively), so no ``stderr_cells``: the
     SE of a sum of leaves is not the sum of theirs.
     """
@@ -544,6 +554,13 @@ class Hierarchical(Mechanism):
             choices=TREE_BUDGETS,
         ),
         Param("consistency", "bool", True, "apply constrained inference (off: the raw noisy leaves)"),
+        Param(
+            "nonnegative",
+            "bool",
+            True,
+            "with consistency: share each node's value among its children in proportion to their estimates clipped "
+            "at 0, top-down, so empty regions get no noise mass (off: the least-squares leaves, negatives included)",
+        ),
     )
     dp_outputs = ("raw_leaves", "height", "branching", "tree_height", "padded_side", "levels", "height_rule_total")
     dp_outputs += ("epsilon_per_level", "stderr")
@@ -586,8 +603,12 @@ class Hierarchical(Mechanism):
         variances = [2.0 / e**2 if e > 0 else math.inf for e in eps_levels]
         if n_hat is not None:
             noisy[0], variances[0] = merge_root(noisy[0], variances[0], n_hat, eps_count)
-        est = constrained_inference(noisy, variances, b, inside)[H] if params["consistency"] else noisy[H]
-        est = est[:m, :m]
+        nonneg = bool(params["consistency"] and params["nonnegative"])
+        if params["consistency"]:
+            tree = constrained_inference(noisy, variances, b, inside)
+            est = nonnegative_leaves(tree, b, inside)[:m, :m] if nonneg else tree[H][:m, :m]
+        else:
+            est = noisy[H][:m, :m]
         density = est if f == 1 else est.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
         if params["consistency"]:
             var = constrained_inference_variance([g.shape[0] for g in levels], variances, b, inside)[H][:m, :m]
@@ -608,6 +629,7 @@ class Hierarchical(Mechanism):
                 "height_rule_total": n_hat,
                 "epsilon_per_level": [float(e) for e in eps_levels],
                 "consistency": bool(params["consistency"]),
+                "nonnegative": nonneg,
                 "stderr_basis": "Laplace(1/eps_d) per node, through the (linear) constrained inference",
             }
         )

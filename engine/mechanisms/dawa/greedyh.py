@@ -1,4 +1,4 @@
-"""DAWA's second stage, GreedyH (Li, Hay, Miklau, Wang, PVLDB 2014, Section 4; REFERENCE_NOTES section 7):
+"""DAWA's second stage, GreedyH (Li, Hay, Miklau, Wang, PVLDB 2014, Section 4; restated in :class:`.mechanism.Dawa`):
 weighted interval queries over a binary tree on the buckets, weights chosen greedily bottom-up for the
 workload, measured with Laplace(1/eps2), and the bucket totals estimated by least squares.
 
@@ -268,13 +268,3 @@ def node_totals(tree: Tree, bucket_totals: np.ndarray) -> np.ndarray:
     cs = np.concatenate([[0.0], np.cumsum(bucket_totals)])
     lo, hi = tree.nodes()
     return cs[hi] - cs[lo]
-
-
-def greedyh_matrix(tree: Tree, weights: np.ndarray) -> np.ndarray:
-    """The weighted strategy as a dense matrix (measured nodes x buckets), for tests on small cases."""
-    lo, hi = tree.nodes()
-    keep = np.flatnonzero(weights > 0)
-    A = np.zeros((keep.size, tree.m))
-    for r, k in enumerate(keep):
-        A[r, lo[k] : hi[k]] = weights[k]
-    return A

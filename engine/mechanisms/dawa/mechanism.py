@@ -54,9 +54,9 @@ class Dawa(Mechanism):
     """DAWA, the data- and workload-aware algorithm (Li, Hay, Miklau, Wang, "A data- and workload-aware
     algorithm for range queries under differential privacy", PVLDB 7(8), 2014), with GreedyH.
 
-    The paper's text is not in the project's corpora: what follows implements the restatement in
-    REFERENCE_NOTES section 7 (written from the public implementations, ektelo's plan and DPBench's 2-D
-    engine, which were read here to understand, not copied). The section numbers below (Section 3: the
+    The paper's text was not at hand: what follows restates the algorithm as its public implementations run
+    it (ektelo's ``Dawa`` plan and ``greedyH``, DPBench's ``dawa2D_engine``, read to understand, not
+    copied). The section numbers below (Section 3: the
     partition, Section 4: GreedyH, the 2-D extension through a Hilbert curve) are from memory of the paper
     and should be checked against it; no equation numbers are quoted for that reason.
 

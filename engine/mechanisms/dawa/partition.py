@@ -1,5 +1,5 @@
 """DAWA's first stage: a private partition of the (Hilbert-ordered) cell vector into contiguous buckets of
-near-uniform counts (Li, Hay, Miklau, Wang, PVLDB 2014, Section 3; restated in REFERENCE_NOTES section 7).
+near-uniform counts (Li, Hay, Miklau, Wang, PVLDB 2014, Section 3; restated in :class:`.mechanism.Dawa`).
 
 A bucket B costs ``dev(B) + 1/eps2``: its deviation from uniformity, ``dev(B) = sum_k |x_k - mean_B|``
 (the error of spreading its total evenly), plus the expected absolute error of measuring its total with
@@ -85,7 +85,7 @@ def candidate_lengths(n: int, variant: str) -> np.ndarray:
 
 
 def cost_noise_scale(length: int, n: int, eps1: float) -> float:
-    """Laplace scale on the cost of a bucket of ``length`` cells among ``n`` (REFERENCE_NOTES section 7)."""
+    """Laplace scale on the cost of a bucket of ``length`` cells among ``n``: ``(2 - 1/length - 1/n) / eps1``."""
     return (2.0 - 1.0 / length - 1.0 / n) / eps1
 
 
@@ -137,14 +137,6 @@ def least_cost_partition(costs: np.ndarray, lengths: np.ndarray, single_cost: fl
     """Start index of each bucket of the partition of least total cost (``lengths`` increasing;
     singletons cost ``single_cost``): ``C[0] = 0``, ``C[e] = min_L C[e - L] + cost(e - L, L)``."""
     return _least_cost(np.ascontiguousarray(costs), np.ascontiguousarray(lengths, dtype=np.int64), float(single_cost))
-
-
-def partition_cost(x: np.ndarray, starts: np.ndarray, eps2: float) -> float:
-    """Noise-free total cost of a partition: sum over buckets of dev(B) + 1/eps2 (for tests and diagnostics)."""
-    edges = np.append(starts, x.size)
-    return float(
-        sum(np.abs(x[a:b] - x[a:b].mean()).sum() + 1.0 / eps2 for a, b in zip(edges[:-1], edges[1:], strict=True))
-    )
 
 
 def private_partition(

@@ -400,8 +400,9 @@ class CountMinHierarchical(_HierarchicalBase):
     sensitivity is ``depth``; epsilon/L per level; Pólya-share SecAgg as the
     other baselines. Cell estimates are the median (default) or the minimum over
     rows; resolutions are chosen as in ``hierarchical_onehot``. The public
-    reference code for this baseline is broken (REFERENCE_NOTES 1); this is
-    re-derived from the paper's description (depth 20, width 2,000).
+    reference code for this baseline is broken (the authors' experiment code, ebagdasa/
+    location-heatmaps), so this is re-derived from the paper's description (depth 20,
+    width 2,000).
 
     Estimator (the paper does not name one): the minimum over rows is count-min's
     estimate for counters that only grow, where every row over-counts (Cormode &
@@ -409,7 +410,7 @@ class CountMinHierarchical(_HierarchicalBase):
     well as up, and the minimum of ``depth`` noisy rows is then biased by the expected
     minimum of the noise, about -2 noise standard deviations for 20 rows, in every
     cell. The deep cells that the split threshold opens at large epsilon lose their
-    mass, and the normalised map piles onto the few hot cells, so the error rose with
+    mass, and the normalised map piles onto the few hot cells, so the error rises with
     epsilon (street grid with hot venues, 20k users, 256²: 0.99x, 1.7x, 4.2x
     a uniform map's MSE at eps 1, 3, 10; at eps 10 the released cells summed to -500
     for 20,000 users, 5,950 positive and -6,451 negative, and the 10 hottest cells got
@@ -417,7 +418,7 @@ class CountMinHierarchical(_HierarchicalBase):
     sketches the median gives 0.99x, 0.23x, 0.017x. For counters that can decrease the
     same paper estimates by the median of the rows (Section 4.1, Theorem 2, the general
     case), which the symmetric noise leaves unbiased up to the collisions' median; it is
-    the default. ``estimator = 'min'`` keeps the former default."""
+    the default. ``estimator = 'min'`` keeps count-min's own estimate for comparison."""
 
     key = "cms_hierarchical"
     label = "Count-min sketch hierarchical (distributed DP, Table 1)"

@@ -214,7 +214,8 @@ class AdaptiveHH(Mechanism):
     which the ledger books as spent (the planned epsilon beside it, the note
     flagged); secure mode withholds such shards instead (engine.core.noise).
 
-    Departures from the paper and from its public code (REFERENCE_NOTES 1):
+    Departures from the paper and from its public code (google-research/federated's
+    analytics/location_heatmaps and the authors' ebagdasa/location-heatmaps):
     noise is sampled in float64/int64 (the reference uses float16); nodes at the
     maximum depth are kept (the reference drops them); a sub-query after which
     nothing was split spends the whole remainder on the final tree (the

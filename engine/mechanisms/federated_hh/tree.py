@@ -84,15 +84,6 @@ class PrefixTree:
         ids = [make_ids(np.arange(4**lv), lv) for lv in range(start + 1)]
         return cls(int(depth), np.concatenate(ids))
 
-    @classmethod
-    def from_ids(cls, depth: int, ids) -> PrefixTree:
-        ids = np.unique(np.asarray(ids, dtype=np.int64))
-        if ids.size and (ids.min() < 1 or node_level(ids).max() > depth):
-            raise ParamError("node ids outside the tree's depth")
-        if 1 not in set(ids[:1].tolist()):
-            ids = np.union1d(ids, [1])
-        return cls(int(depth), ids)
-
     def __len__(self) -> int:
         return int(self.nodes.size)
 

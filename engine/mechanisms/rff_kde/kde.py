@@ -118,25 +118,14 @@ def lemma3_band_probability(h: float, side: float, bands: int) -> float:
     return 1.0 - chi2_2_cdf((2 * math.pi * h * int(bands) / side) ** 2)
 
 
-def lemma4_bandwidth(h0: float, n: int) -> float:
-    """Lemma 4 (Eq. 24): the bandwidths a user accepts after drawing at ``h0``: ``(4n+1) h0``."""
-    if int(n) < 0:
-        raise ParamError("n of Lemma 4 must be a non-negative integer")
-    return (4 * int(n) + 1) * float(h0)
-
-
 def lemma4_index(h: float, h0: float, rtol: float = 1e-9) -> int | None:
-    """``n`` such that ``h = (4n+1) h0`` (``n >= 0``), or None when ``h`` is not allowed."""
+    """Lemma 4 (Eq. 24): the bandwidths a user accepts after drawing at ``h0`` are ``(4n+1) h0``; ``n``
+    such that ``h = (4n+1) h0`` (``n >= 0``), or None when ``h`` is not allowed."""
     q = float(h) / float(h0)
     k = round(q)
     if abs(q - k) > rtol * max(1.0, q) or k < 1 or (k - 1) % 4 != 0:
         return None
     return (k - 1) // 4
-
-
-def lemma4_min_bands(m: int, n: int) -> int:
-    """Lemma 4: of ``m`` bands at ``h0``, at least ``floor(m / (4n+1))`` remain at ``(4n+1) h0``."""
-    return int(m) // (4 * int(n) + 1)
 
 
 # ============================================================= server sums

@@ -465,8 +465,8 @@ class GeoIndKDE(Mechanism):
     region still contribute (their kernels' tails). The density is rescaled to the number
     of reports the server received (declared side information).
 
-    Departures: as :class:`FederatedKDE` (density scaling, attack grid). The paper (and
-    an earlier version of this mechanism) noised every check-in at ``eps``, which protects one
+    Departures: as :class:`FederatedKDE` (density scaling, attack grid). The paper
+    noises every check-in at ``eps``, which protects one
     check-in, not a person (a person with k check-ins at ``k eps d``). Noise: seeded numpy
     (Andres et al.'s polar method); in secure mode the lattice construction of
     :mod:`engine.core.noise` (exact, on OS entropy: locations snapped to a lattice of step at

@@ -43,7 +43,7 @@ Departures from the paper (and from the reference code, szeighami/SNH):
 * Coordinates are normalised with the **public** domain (the reference uses the private
   data's own min/max, which is not DP), to ``[-5, 5]`` as in the reference.
 * Noise comes from the run's seeded generator (the reference's seed is always 0).
-* The optimiser is optax Adam (``jax.experimental.optimizers`` no longer exists).
+* The optimiser is optax Adam (the reference's ``jax.experimental.optimizers`` is not in current JAX).
 * Workload weights ``w_(c,r)`` (Eq. 6) with ``workload = aux``: the workload ``Q_W`` is
   one square per public auxiliary point, centred on it, of side uniform in ``[l, u]``;
   ``w`` is the expected number of workload squares that overlap ``(c, r)`` (4-point
@@ -83,7 +83,7 @@ Departures from the paper (and from the reference code, szeighami/SNH):
   interactive on a CPU) = depth 4, width 64, at most 3,000 steps per network of batch 256, lr 3e-3
   with a cosine decay to 5%, and the sin layer's weights scaled by 2.5 (higher initial
   frequencies: a small network trained briefly otherwise underfits the city's structure);
-  ``quality`` = 1,500 steps of batch 1,024 (the former default: twice the training work, within the
+  ``quality`` = 1,500 steps of batch 1,024 (twice the training work, within the
   seed-to-seed spread of ``fast`` on the synthetic cities, BENCHMARKS.md).
 * Model utilisation extends to rectangles and to sizes outside ``[l, u]``: a rectangle is
   clipped to the domain and cut into ``a x b`` near-square pieces of side close to

@@ -108,17 +108,6 @@ def _forward(jnp, jax, params, x):
     return (h @ w + b)[..., 0]
 
 
-def forward_numpy(params, x: np.ndarray) -> np.ndarray:
-    """The same network in numpy (used to check the jitted path)."""
-    w, b = params[0]
-    h = np.sin(x @ w + b)
-    for w, b in params[1:-1]:
-        z = h @ w + b
-        h = z / (1.0 + np.exp(-z))
-    w, b = params[-1]
-    return (h @ w + b)[..., 0]
-
-
 def param_bytes(params) -> int:
     return int(sum(w.nbytes + b.nbytes for w, b in params))
 

@@ -99,7 +99,8 @@ class _LaplaceGaussBase(Mechanism):
             diag["stderr_basis"] = (
                 "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none"
                 if tt is None
-                else "kept cells: sqrt(2)/eps_cells; the others: the noisy remainder of the total over its cells"
+                else "kept cells: sqrt(2)/eps_cells; the others: their share of the noisy remainder of the total, given "
+                "the fill's weights"
             )
         return Release(
             density=density,
@@ -144,10 +145,11 @@ class LaplaceTopTGauss(_LaplaceGaussBase):
     Default (``t = 0``, departure): t follows the noise
     (:func:`engine.mechanisms.central.identity.topt_release`): 5% of epsilon counts the total,
     every cell above one-false-cell-in-a-hundred-maps (:func:`~engine.mechanisms.central.identity.topt_threshold`)
-    is kept, and the rest of the total is spread evenly over the other cells instead of zeroing them,
-    so the release is never worse than a uniform map and is one where no cell stands out (the
-    fixed 0.01% kept 7 of 65,536 cells whatever the users: up to 3,000x a uniform map's MSE;
-    BENCHMARKS.md, "defaults on data nobody tuned them on"). ``diagnostics["cells_kept"]`` holds the number kept.
+    is kept, and the rest of the total is shared out over the other cells by empirical-Bayes weights
+    from their noisy counts (:mod:`engine.mechanisms.central.ebfill`; evenly, the uniform map, where
+    those show no structure) instead of zeroing them (the fixed 0.01% kept 7 of 65,536 cells whatever
+    the users: up to 3,000x a uniform map's MSE; BENCHMARKS.md, "defaults on data nobody tuned them
+    on"). ``diagnostics["cells_kept"]`` holds the number kept.
     Guarantee and threat model as the baseline (the choice of t is post-processing of the
     noisy counts; the default's total and cells compose sequentially, 5% + 95% of epsilon).
     Departure: the rounding of t% of the cells to a count is ours (the paper does not say).

@@ -2,10 +2,11 @@
 and its distributed (secure-aggregation) variant.
 
 Paper: B. Ghazi, J. He, K. Kohlhoff, R. Kumar, P. Manurangsi, V. Navalpakkam,
-N. Valliappan, "Differentially Private Heatmaps", AAAI 2023
-(``papers/ghazi2023_dp_heatmaps_sparse_emd.md``). No official code is public; this
-module is derived from the paper (the one unofficial implementation is wrong, see
-REFERENCE_NOTES.md section 2).
+N. Valliappan, "Differentially Private Heatmaps", AAAI 2023. No official code is public;
+this module is derived from the paper. The one unofficial implementation is not a
+reference: it spends the same epsilon on every level, keeps the top w over all cells
+instead of the children of kept cells, runs BFGS on a non-smooth objective and scores
+a 1-D "EMD".
 
 What is implemented, by section:
 
@@ -65,10 +66,10 @@ Choices where the paper is silent (also listed in each mechanism's docstring):
   The metrics depend on it (KL most): see engine/bench/sparse_emd.py.
 * Among the LP's minimisers (not unique) we return the one that splits the mass of a kept
   cell's left-out children evenly among them (``split="even"``): they lost the top-w
-  contest, so their noisy counts are mostly noise; following them (``"noisy"``, the earlier
-  default) or the solver's vertex (``"solver"``) concentrates mass where the truth has
-  little (Figure 1 setting, ``python -m engine bench sparse_emd``: the comparisons lost went
-  from 4 + 2 to 2 + 1 of 16, offline + check-in; BENCHMARKS.md), and
+  contest, so their noisy counts are mostly noise; following them (``"noisy"``) or the
+  solver's vertex (``"solver"``) concentrates mass where the truth has
+  little (Figure 1 setting, ``python -m engine bench sparse_emd``: ``"noisy"`` loses 4 + 2
+  comparisons of 16, ``"even"`` 2 + 1, offline + check-in; BENCHMARKS.md), and
   spreads a left-out cell's mass uniformly over it (``fill``); both keep the objective.
 * The release's ``density`` is ``s_hat`` itself: an estimate of ``sum_i p_i`` in user units
   whose total is a DP estimate of the number of users (so no private count is needed to
