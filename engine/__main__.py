@@ -142,7 +142,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     from .cli_grid import config_fields
     from .data.registry import get_source
     from .mechanisms import get, load_all
-    from .run.config import RunConfig
+    from .run.config import RunConfig, with_regions
 
     load_all()
     src = get_source(args.dataset)
@@ -153,11 +153,12 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
         if "url" in data_opts:
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
+    # the regions reported are the regions counted: one set, given by --regions or by the parameter
     params = _options(args.param, "mechanism parameter")
-    if getattr(args, "regions", None) and mechanism == "laplace_regions":
-        params.setdefault("regions", args.regions)  # the regions reported are the regions counted
-        if args.regions_crs:
-            params.setdefault("regions_crs", args.regions_crs)
+    named = params.get("regions") if get(mechanism).region_params else None
+    if named and hasattr(args, "regions") and not args.regions:
+        args.regions = cli_data.regions_spec(named)
+    params = with_regions(mechanism, params, *cli_data.region_args(args))
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)
@@ -229,7 +230,15 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
 
     regions = cli_data.regions(args, res.release.domain, res.crs)
     data = prepare(cfg)[0] if evaluate and cfg.mode == "evaluate" else None
-    return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
+    return regional_report(res, regions, data, people=_counts_people(cfg))
+
+
+def _counts_people(cfg) -> bool:
+    """Whether the run counts people (else records): the dataset's schema and the mechanism's unit."""
+    from .regions.report import counts_people
+    from .run.runner import load_dataset
+
+    return counts_people(load_dataset(cfg.dataset, cfg.dataset_options), cfg.params)
 
 
 def _release_regions(args, cfg, domain=None):
@@ -362,7 +371,7 @@ def _cmd_release(args) -> int:
     if regions is not None and (cfg.resolution == "auto" or cfg.frame == "dp"):  # a frame or grid the run chose
         regions = _release_regions(args, cfg, res.release.domain)
     # once a grid exists the booking stays, even if writing it fails half way
-    paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
+    paths = write_release(res, out, args.format, release_key=booking.key, regions=regions, people=_counts_people(cfg))
     report = {
         "files": {k: str(v) for k, v in paths.items()},
         "epsilon_spent": res.release.ledger.total(),
@@ -374,9 +383,12 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_plan(args) -> int:
+    from .mechanisms import load_all
     from .run import plan as P
+    from .run.config import with_regions
     from .run.frame import auto_depth
 
+    load_all()
     if args.study:
         return cli_study.plan(args)
     if args.reserve or args.cancel:
@@ -391,15 +403,14 @@ def _cmd_plan(args) -> int:
     options = {}
     if args.dataset is not None:
         from .data.registry import get_source
-        from .mechanisms import load_all
 
-        load_all()
         src = get_source(args.dataset)
         options = src.schema().resolve(_options(args.data_opt, "dataset option"))
         if src.kind == "file":
             cli_data.warn_about_file(args.dataset, options)
     frame = P.frame_of(args.dataset, options) if args.dataset else None
     params = _options(args.param, "mechanism parameter")
+    params = {m: with_regions(m, params, *cli_data.region_args(args)) for m in args.mechanism}
     proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
     plan = P.make_plan(
         args.mechanism,
@@ -409,7 +420,7 @@ def _cmd_plan(args) -> int:
         depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
         regions_spec=args.regions,
         polygons=cli_data.polygon_file(args),
-        params={m: params for m in args.mechanism},
+        params=params,
         target=args.target_margin,
         dataset=args.dataset,
         options=options,

@@ -54,6 +54,11 @@ def add_region_options(sp, what: str = "also report over regions", names: bool =
     )
 
 
+def region_args(args) -> tuple[str | None, str | None]:
+    """The analysis's one region set from ``--regions`` and ``--regions-crs`` (None, None without them)."""
+    return getattr(args, "regions", None), getattr(args, "regions_crs", None)
+
+
 def regions(args, domain, local_crs: str):
     """The regions of ``--regions`` over ``domain`` (None without it)."""
     if not args.regions:

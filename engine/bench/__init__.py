@@ -34,6 +34,7 @@ SUITES = (
     "central",
     "dask",
     "regions",
+    "city_regions",
     "dpbench",
     "plan",
     "frame",

@@ -544,8 +544,11 @@ def make_plan(
     """Predictions for every mechanism at every ε; with ``target``, the smallest ε meeting it. Within a time
     budget of ``seconds`` (default :func:`plan_seconds`): a mechanism the cost model says would take longer is
     refused before anything runs, and a plan that runs out of time stops, each with a ParamError."""
+    from .config import with_regions
+
     deadline = Deadline(plan_seconds() if seconds is None else float(seconds))
-    params = params or {}
+    # a mechanism that counts regions is planned on the regions planned for, as it will be released
+    params = {m: with_regions(m, (params or {}).get(m) or {}, regions_spec) for m in mechanisms}
     key = ledger_key(dataset, options or {})
     read = what_was_read(dataset, options or {}, frame, key)
     frame = frame or default_frame()

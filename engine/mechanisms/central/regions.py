@@ -76,6 +76,7 @@ class LaplaceRegions(Mechanism):
             shown_if=(("regions", "PATH"),),  # a polygon file comes by its path, from the command line only
         ),
     )
+    region_params = ("regions", "regions_crs")
     dp_outputs = ("region_counts", "stderr", "region_sd")
     side_information_keys = ("region_ids", "region_weights", "regions")
 
