@@ -374,7 +374,6 @@ def _cmd_release(args) -> int:
 
 def _cmd_plan(args) -> int:
     from .run import plan as P
-    from .run.frame import auto_depth
 
     if args.users is not None and args.users > P.MAX_USERS:
         raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
@@ -391,10 +390,24 @@ def _cmd_plan(args) -> int:
         options = src.schema().resolve(_options(args.data_opt, "dataset option"))
         if src.kind == "file":
             cli_data.warn_about_file(args.dataset, options)
+    bar, moved = progress.counted("plan")  # from here on the reads and the proxy runs show on a terminal
+    with bar:
+        plan = _make_plan(args, users, options, moved)
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2))
+        return 0
+    print(P.describe(plan))
+    return 0
+
+
+def _make_plan(args, users, options: dict, moved):
+    from .run import plan as P
+    from .run.frame import auto_depth
+
     frame = P.frame_of(args.dataset, options) if args.dataset else None
     params = _options(args.param, "mechanism parameter")
     proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
-    plan = P.make_plan(
+    return P.make_plan(
         args.mechanism,
         args.epsilon,
         users,
@@ -408,13 +421,8 @@ def _cmd_plan(args) -> int:
         options=options,
         runs=args.runs,
         proxy=proxy,
+        progress=moved,
     )
-    doc = plan.to_dict()
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return 0
-    print(P.describe(plan))
-    return 0
 
 
 def _cmd_bench(args) -> int:
