@@ -78,7 +78,8 @@ def control(prefix: str, domain, container=None) -> Choice | None:
     ).strip()
     data = up.getvalue()
     try:
-        first = _read(data, up.name, None, None, crs)
+        with c.spinner("Reading the polygons…"):  # shown after half a second: a large file, a cold reader
+            first = _read(data, up.name, None, None, crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
         return None
@@ -95,7 +96,8 @@ def control(prefix: str, domain, container=None) -> Choice | None:
         key=f"{prefix}.regions.name",
     )  # fmt: skip
     try:
-        pf = _read(data, up.name, idc, namec, crs)
+        with c.spinner("Reading the polygons…"):
+            pf = _read(data, up.name, idc, namec, crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
         return None
@@ -213,7 +215,8 @@ def block(results, choice: Choice | None, scale, fr, key: str, unit: str, datase
         st.caption("Report over regions (grid cells, H3 hexagons or your own polygons) with the control above.")
         return None
     try:
-        reps = [(title, report(res, choice, dataset)) for title, res in results]
+        with st.spinner("Counting over the regions…"):
+            reps = [(title, report(res, choice, dataset)) for title, res in results]
     except EngineError as exc:
         st.error(plain(str(exc), 400))
         return None
@@ -222,7 +225,8 @@ def block(results, choice: Choice | None, scale, fr, key: str, unit: str, datase
         panels.insert(0, ("True count (evaluation only)", reps[0][1], "true"))
     px = 420 if per_row <= 2 else 250
     if len(reps[0][1].regions) <= MAX_DRAWN:
-        draw(panels, scale, fr, fr.view(px=px), key, unit, height=px, per_row=per_row)
+        with st.spinner("Drawing the regions…"):
+            draw(panels, scale, fr, fr.view(px=px), key, unit, height=px, per_row=per_row)
     else:
         st.info(
             f"{len(reps[0][1].regions):,} regions are too many to draw (at most {MAX_DRAWN:,}): the maps above show "
