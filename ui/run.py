@@ -103,6 +103,9 @@ def _go(name: str, configs: list[RunConfig], label: str, light: bool, cluster, c
 
 
 SLOW_S = 10.0  # above this, the page warns before Run
+# CPU seconds the server spends per run of a group beyond the run itself (its result kept, the progress polled):
+# Trade-offs' default sweep took 12 s of server CPU for 80 runs whose engine time is 5 s (BENCHMARKS.md, speed)
+GROUP_RUN_S = 0.08
 
 
 def _estimate_note(configs: list[RunConfig], c) -> None:
@@ -117,8 +120,11 @@ def _estimate_note(configs: list[RunConfig], c) -> None:
     known = [e for e in ests if e is not None]
     if not known:
         return
-    # the board runs up to its worker count in parallel
-    total = sum(known) / max(1, min(len(known), b.workers))
+    # the board runs up to its worker count in parallel, threads of one process: no faster than its cores
+    from engine.run.estimates import load_factor, usable_cores
+
+    work = sum(known) + (GROUP_RUN_S * len(known) * load_factor() if len(known) > 1 else 0.0)
+    total = work / max(1, min(len(known), b.workers, usable_cores()))
     text = f"about {total:.0f} s" if total >= 1.5 else "about a second"
     if total > SLOW_S:
         c.warning(
