@@ -38,6 +38,7 @@ SUITES = (
     "frame",
     "hdmm",
     "local",
+    "speed",
 )
 
 
