@@ -200,10 +200,13 @@ def _cmd_run(args) -> int:
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     bk = _evaluations()
-    if args.cluster:
-        res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
-    else:
-        res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+    with progress.bar(1, "run") as bar:  # on a terminal: which run, and its time so far when it ends
+        bar.set_postfix_str(progress.label(cfg))
+        if args.cluster:
+            res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        else:
+            res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        bar.update(1)
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -353,7 +356,10 @@ def _cmd_release(args) -> int:
     bk = Bookkeeper(policy=STRICT)  # any ledger failure stops the command, before any noise
     try:
         regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
-        res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
+        with progress.bar(1, "release") as bar:
+            bar.set_postfix_str(f"{cfg.mechanism} eps={cfg.epsilon:g}")  # its seed is drawn from fresh entropy
+            res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
+            bar.update(1)
     except BaseException:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
             out.rmdir()

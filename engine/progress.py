@@ -1,4 +1,5 @@
-"""Progress bars of the command line's long commands (``sweep``, ``audit``, ``plan``), drawn by ``tqdm``.
+"""Progress bars of the command line's long commands (``sweep``, ``audit``, ``plan``, ``run``, ``release``), drawn
+by ``tqdm``.
 
 A bar goes to stderr and only when stderr is a terminal: piped into a file or another program,
 the command writes nothing but its result (JSON or CSV on stdout) and its errors.
@@ -32,13 +33,13 @@ def bar(total: int | None, what: str, *, unit: str = "run", stream=None, bar_for
     )
 
 
-def _label(cfg) -> str:
+def label(cfg) -> str:
     return f"{cfg.mechanism} eps={cfg.epsilon:g} seed={cfg.seed}"
 
 
 def finished(progress, cfg) -> None:
     """One more run of ``progress`` is done: ``cfg`` names it."""
-    progress.set_postfix_str(_label(cfg), refresh=False)
+    progress.set_postfix_str(label(cfg), refresh=False)
     progress.update(1)
 
 
@@ -46,7 +47,7 @@ def on_finished(progress) -> Callable[[int, int, object], None]:
     """The ``progress(done, total, cfg)`` callback of :func:`engine.run.cluster.run_many`, moving ``progress``."""
 
     def callback(done: int, total: int, cfg) -> None:
-        progress.set_postfix_str(_label(cfg), refresh=False)
+        progress.set_postfix_str(label(cfg), refresh=False)
         progress.update(done - progress.n)
 
     return callback

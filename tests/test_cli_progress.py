@@ -136,3 +136,14 @@ def test_the_counted_bar_learns_its_total():
     with b:
         moved(2, 2, "done")
     assert quiet.getvalue() == ""
+
+
+def test_a_run_writes_the_same_json_with_its_bar_on_a_terminal():
+    args = ("run", "--mechanism", "ug", "--epsilon", "0.5", "--seed", "7", "--data-opt", "n=2000", "--depth", "4")
+    args += ("--no-cache", "--format", "json")
+    plain, quiet = _cli(*args, terminal=False)
+    drawn, bar = _cli(*args, terminal=True)
+    a, b = json.loads(plain), json.loads(drawn)
+    assert a.keys() == b.keys() and a["metrics"] == b["metrics"]  # the same run (its timings aside)
+    assert quiet == ""
+    assert bar.startswith("\rrun:") and "1/1" in bar and "ug eps=0.5 seed=7" in bar
