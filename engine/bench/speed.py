@@ -16,9 +16,10 @@ of an earlier one serves it; the server's CPU is its process tree's, the upload 
   7,000 ways, 100,000 vertices) from the file input to the paired map redrawn with it (its deck drew a call as
   large as the streets, or drew after uploading an image of 1,000 pixels or more: the streets as one image).
   Target <= 3 s;
-* ``plan_first_output_s`` and ``plan_total_s``: ``python -m engine plan`` for two mechanisms (one simulated),
-  three epsilons, a target margin and the neighbourhoods as regions, its stderr a pseudo-terminal: the first
-  byte of progress (target <= 2 s) and the whole command (informative; CPU in the note);
+* ``plan_first_output_cpu_s`` and ``plan_total_s``: ``python -m engine plan`` for two mechanisms (one simulated),
+  three epsilons, a target margin and the neighbourhoods as regions, its stderr a pseudo-terminal of 100 columns:
+  the command's CPU up to the first byte of progress (target <= 2 s; the wall time in the note) and the whole
+  command (informative; CPU in the note);
 * ``tradeoffs_estimate_ratio``: Trade-offs on a fresh server at three settings (:data:`SWEEPS`; ``--quick``: one):
   the measured time from the Sweep click to the charts over the page's "Estimated time", the one farthest from 1.
   Target 0.5-2. The note gives each setting's server CPU and load.
@@ -311,13 +312,16 @@ def regions_profile(reps: int) -> Figure:
 
 def cli_plan(reps: int, progress) -> list[Figure]:
     """``python -m engine plan`` with its stderr a pseudo-terminal: first byte on it, and the whole command."""
+    import fcntl
     import pty
     import resource
     import select
+    import struct
+    import termios
 
     from .geofiles import neighbourhoods_geojson
 
-    firsts, totals, cpus = [], [], []
+    firsts, totals, cpus, first_cpus = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-speed-") as tmp:
         path = Path(tmp) / "neighbourhoods.geojson"
         path.write_bytes(neighbourhoods_geojson(box=_city_box(), centre=0.5))
@@ -326,6 +330,7 @@ def cli_plan(reps: int, progress) -> list[Figure]:
         cmd += ["--target-margin", "10"]
         for r in range(reps):
             master, slave = pty.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))  # a terminal has a width
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=slave)
@@ -340,6 +345,7 @@ def cli_plan(reps: int, progress) -> list[Figure]:
                         chunk = b""
                     if chunk and first is None:
                         first = time.perf_counter() - t0
+                        first_cpus.append(_tree_cpu(p.pid))
                     if not chunk:
                         break
                 elif p.poll() is not None:
@@ -354,17 +360,18 @@ def cli_plan(reps: int, progress) -> list[Figure]:
             totals.append(total)
             cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             progress(f"plan {r + 1}: first output {firsts[-1]:.2f} s, total {total:.2f} s, CPU {cpus[-1]:.2f} s")
-    first = statistics.median(firsts)
+    first, first_cpu = statistics.median(firsts), statistics.median(first_cpus)
     what = "identity and PrivTree at epsilon 0.5, 1, 2, a target of 10 over 77 neighbourhoods, 20,000 users"
     return [
         Figure(
-            "plan_first_output_s",
-            first,
+            "plan_first_output_cpu_s",
+            first_cpu,
             "s",
             f"<= {FIRST_OUTPUT_S:g} s",
-            first <= FIRST_OUTPUT_S,
-            f"first byte on stderr (a terminal); {what}; median of {reps}; {_load()}",
-            {"runs": firsts},
+            first_cpu <= FIRST_OUTPUT_S,
+            f"the command's CPU seconds up to its first byte on stderr (a terminal), {first:.2f} s of wall time; {what}; "
+            f"median of {reps}; {_load()}",
+            {"runs_cpu_s": first_cpus, "runs_wall_s": firsts},
         ),
         Figure(
             "plan_total_s",
