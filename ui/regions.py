@@ -176,7 +176,8 @@ def draw(panels, scale, fr, view, key: str, unit: str, height: int = 420, per_ro
         for i, (col, (title, rep, which)) in enumerate(zip(cols, panels[row : row + per_row])):
             col.html(f'<div class="map-title">{html.escape(title)}</div>')
             layers = [maps.region_layer(fr), polygon_layer(layer_rows(rep, scale, which, unit), f"{key}_{row + i}")]
-            col.pydeck_chart(
+            # keyed: app.py's "Drawing the map…" shows under its canvas until the map is drawn
+            col.container(key=f"regionmap_{key}_{row + i}").pydeck_chart(
                 maps.deck(layers, view, tooltip={"html": "{tip}"}), height=height, key=f"{key}_regions_{row + i}"
             )
 
