@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import replace
 
-from . import cli_data, cli_study, progress
+from . import cli_data, cli_plan, cli_study, progress
 from .cli_grid import add_options as add_grid_options
 from .cli_grid import depth as grid_depth
 from .core.csvtext import csv_text
@@ -98,15 +98,6 @@ def _url(text: str) -> str:
     return text.strip()
 
 
-def _options(pairs, what: str) -> dict:
-    out: dict = {}
-    for k, v in pairs or []:
-        if k in out:
-            raise ParamError(f"{what} {k!r} is given twice")
-        out[k] = v
-    return out
-
-
 def _cmd_datasets(args) -> int:
     from .data import sources
     from .mechanisms import load_all
@@ -146,7 +137,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
 
     load_all()
     src = get_source(args.dataset)
-    data_opts = _options(args.data_opt, "dataset option")
+    data_opts = cli_data.options(args.data_opt, "dataset option")
     if args.url is not None:
         if "url" not in {p.name for p in src.schema()}:
             raise ParamError(f"dataset {args.dataset!r} is not downloaded: --url does not apply to it")
@@ -154,7 +145,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
     # the regions reported are the regions counted: one set, given by --regions or by the parameter
-    params = _options(args.param, "mechanism parameter")
+    params = cli_data.options(args.param, "mechanism parameter")
     named = params.get("regions") if get(mechanism).region_params else None
     if named and hasattr(args, "regions") and not args.regions:
         args.regions = cli_data.regions_spec(named)
@@ -201,10 +192,13 @@ def _cmd_run(args) -> int:
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     bk = _evaluations()
-    if args.cluster:
-        res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
-    else:
-        res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+    with progress.bar(1, "run") as bar:  # on a terminal: which run, and its time so far when it ends
+        bar.set_postfix_str(progress.label(cfg))
+        if args.cluster:
+            res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        else:
+            res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        bar.update(1)
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -363,7 +357,10 @@ def _cmd_release(args) -> int:
     bk = Bookkeeper(policy=STRICT, reserved=reserved)  # any ledger failure stops the command, before any noise
     try:
         regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
-        res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
+        with progress.bar(1, "release") as bar:
+            bar.set_postfix_str(f"{cfg.mechanism} eps={cfg.epsilon:g}")  # its seed is drawn from fresh entropy
+            res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
+            bar.update(1)
     except BaseException:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
             out.rmdir()
@@ -379,59 +376,6 @@ def _cmd_release(args) -> int:
         "dataset_epsilon_spent": bk.store.spent(booking.fingerprint),
     }
     print(json.dumps(report, indent=2))
-    return 0
-
-
-def _cmd_plan(args) -> int:
-    from .mechanisms import load_all
-    from .run import plan as P
-    from .run.config import with_regions
-    from .run.frame import auto_depth
-
-    load_all()
-    if args.study:
-        return cli_study.plan(args)
-    if args.reserve or args.cancel:
-        raise ParamError("--reserve and --cancel act on a study: give it with --study FILE")
-    if args.users is None and args.users_from is None:
-        raise ParamError("the plan needs a user count: --users N (a public bound) or --users-from FOLDER")
-    if args.users is not None and args.users > P.MAX_USERS:
-        raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
-    if args.target_margin is not None and not (math.isfinite(args.target_margin) and args.target_margin > 0):
-        raise ParamError(f"--target-margin must be a positive number (got {args.target_margin})")
-    users = P.stated_users(args.users) if args.users is not None else P.released_users(args.users_from)
-    options = {}
-    if args.dataset is not None:
-        from .data.registry import get_source
-
-        src = get_source(args.dataset)
-        options = src.schema().resolve(_options(args.data_opt, "dataset option"))
-        if src.kind == "file":
-            cli_data.warn_about_file(args.dataset, options)
-    frame = P.frame_of(args.dataset, options) if args.dataset else None
-    params = _options(args.param, "mechanism parameter")
-    params = {m: with_regions(m, params, *cli_data.region_args(args)) for m in args.mechanism}
-    proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
-    plan = P.make_plan(
-        args.mechanism,
-        args.epsilon,
-        users,
-        frame=frame,
-        depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
-        regions_spec=args.regions,
-        polygons=cli_data.polygon_file(args),
-        params=params,
-        target=args.target_margin,
-        dataset=args.dataset,
-        options=options,
-        runs=args.runs,
-        proxy=proxy,
-    )
-    doc = plan.to_dict()
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return 0
-    print(P.describe(plan))
     return 0
 
 
@@ -460,7 +404,7 @@ def _cmd_audit(args) -> int:
             args.mechanism,
             args.epsilon,
             args.runs,
-            params=_options(args.param, "parameter"),
+            params=cli_data.options(args.param, "parameter"),
             relation=args.relation,
             seed=args.seed,
             progress=moved,
@@ -513,7 +457,7 @@ def _add_plan_parser(sub) -> None:
     pl.add_argument("--runs", type=_int_in(1, 100), default=None, help="proxy runs of a simulated mechanism (5)")
     pl.add_argument("--json", action="store_true")
     cli_study.add_plan_options(pl)
-    pl.set_defaults(fn=_cmd_plan)
+    pl.set_defaults(fn=cli_plan.command)
 
 
 def main(argv=None) -> int:

@@ -99,3 +99,13 @@ def warn_about_file(key: str, options: dict) -> None:
     elif not options.get("crs"):
         msg += " Give it with --data-opt crs=... (an EPSG code or a PROJ string)."
     print(f"warning: {msg}", file=sys.stderr)
+
+
+def options(pairs, what: str) -> dict:
+    """``KEY=VALUE`` pairs of a repeated option as a dict; a key given twice is refused."""
+    out: dict = {}
+    for k, v in pairs or []:
+        if k in out:
+            raise ParamError(f"{what} {k!r} is given twice")
+        out[k] = v
+    return out

@@ -24,7 +24,7 @@ with page(
     configs = mains + [ctl.config(m, seed=ctl.seed + s) for s in range(1, SEEDS) for m in ctl.mechanisms]
 
     top = st.columns([1, 3], vertical_alignment="center")
-    g = p.launch("compare", configs, label="Compare", title="Comparing", container=top[0])
+    g = p.launch("compare", configs, label="Compare", title="Comparing", container=top[0], whole=True)
     if configs:
         budget.meter(configs[0], ctl.release_limit, views.dataset(configs[0]).meta.name, container=top[1])
     show = p.shown("compare", g, whole=True)

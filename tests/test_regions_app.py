@@ -101,3 +101,36 @@ def test_an_uploaded_polygon_file_is_not_read_or_weighed_again_on_a_rerun():
     at.run()
     at.run()
     assert isolate.TALLY["runs"] - runs == first and len(region_decks(at, "explore")[1]["data"]) == 2
+
+
+def test_an_upload_of_polygons_and_of_a_context_layer_shows_a_spinner(monkeypatch):
+    """Reading the polygons, counting over them and building their maps, and reading a context layer, each
+    run under a spinner (Streamlit shows it once the step has taken half a second)."""
+    import streamlit
+
+    from engine.bench.geofiles import neighbourhoods_geojson, streets_geojson
+    from engine.run.runner import load_dataset
+
+    seen = []
+    real = streamlit.spinner
+
+    def spy(text="", *args, **kwargs):
+        seen.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "spinner", spy)
+    box = tuple(load_dataset("synthetic:polycentric", {"n": 2000}).meta.bbox)
+    at = open_app(ds="synthetic:polycentric", **{"d.n": "2000"}, mech="identity", baselines="0", eps="1", seed="0")
+    click_run(at, "explore")
+    at.segmented_control(key="explore.regions.kind").set_value("Your polygons").run()
+    seen.clear()
+    data = neighbourhoods_geojson(n=12, box=box)
+    at.file_uploader(key="explore.regions.file").upload("areas.geojson", data, "application/geo+json").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(region_decks(at, "explore")[1]["data"]) == 12
+    assert {"Reading the polygons…", "Counting over the regions…", "Drawing the regions…"} <= set(seen), seen
+    seen.clear()
+    streets = streets_geojson(box=box, streets=3, avenues=1)
+    at.file_uploader(key="context_file").upload("streets.geojson", streets, "application/geo+json").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Reading the context layer…" in seen, seen

@@ -162,7 +162,8 @@ def _polygons(c) -> Choice | None:
         "+proj=utm +zone=36 +units=km +datum=WGS84.",
     ).strip()
     try:
-        first = _read(data, name, None, None, crs)
+        with c.spinner("Reading the polygons…"):  # shown after half a second: a large file, a cold reader
+            first = _read(data, name, None, None, crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
         return None
@@ -178,7 +179,8 @@ def _polygons(c) -> Choice | None:
             state.put(key, default if default in fields else fields[0])
         picked.append(col.selectbox(label, fields, **state.bind(key)))
     try:
-        pf = _read(data, name, picked[0], picked[1], crs)
+        with c.spinner("Reading the polygons…"):
+            pf = _read(data, name, picked[0], picked[1], crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
         return None
@@ -329,7 +331,8 @@ def draw(panels, scale, fr, view, key: str, unit: str, height: int = 420, per_ro
                 mask = unreliable(rep)
                 apart = max(apart, int(mask.sum()))
                 layers.append(hatch_layer(hatch_paths(rep, mask), f"{key}_hatch_{row + i}"))
-            col.pydeck_chart(
+            # keyed: app.py's "Drawing the map…" shows under its canvas until the map is drawn
+            col.container(key=f"regionmap_{key}_{row + i}").pydeck_chart(
                 maps.deck(layers, view, tooltip={"html": "{tip}"}), height=height, key=f"{key}_regions_{row + i}"
             )
     st.html(legend_html(scale, apart, "region"))
@@ -380,7 +383,8 @@ def block(results, choice: Choice | None, scale, fr, key: str, unit: str, datase
             icon=":material/warning:",
         )
     try:
-        reps = [(title, report(res, choice, dataset)) for title, res in results]
+        with st.spinner("Counting over the regions…"):
+            reps = [(title, report(res, choice, dataset)) for title, res in results]
     except EngineError as exc:
         st.error(plain(str(exc), 400))
         return None
@@ -389,7 +393,8 @@ def block(results, choice: Choice | None, scale, fr, key: str, unit: str, datase
         panels.insert(0, ("True count (evaluation only)", reps[0][1], "true"))
     px = 420 if per_row <= 2 else 250
     if len(reps[0][1].regions) <= MAX_DRAWN:
-        draw(panels, scale, fr, fr.view(px=px), key, unit, height=px, per_row=per_row)
+        with st.spinner("Drawing the regions…"):
+            draw(panels, scale, fr, fr.view(px=px), key, unit, height=px, per_row=per_row)
     else:
         st.info(
             f"{len(reps[0][1].regions):,} regions are too many to draw (at most {MAX_DRAWN:,}): the maps above show "

@@ -41,6 +41,7 @@ SUITES = (
     "hdmm",
     "local",
     "study",
+    "speed",
 )
 
 

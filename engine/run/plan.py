@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -334,10 +335,12 @@ def predict(
     seed: int = 0,
     proxy: Proxy | None = None,
     deadline: Deadline | None = None,
+    on_run: Callable[[], None] | None = None,
 ) -> Prediction:
     """Predicted 95 % margins of one release (see the module docstring). ``regions``: a built
     :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only). Past
-    ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError."""
+    ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError. ``on_run`` is
+    called after each proxy run."""
     from ..mechanisms import get
     from ..regions.margins import cell_margins, region_margins
     from .config import RunConfig
@@ -379,6 +382,8 @@ def predict(
             row += [math.nan, math.nan]
         row.append(float(res.metrics.get("range_rel_error", math.nan)))
         rows.append(row)
+        if on_run is not None:
+            on_run()
     med = [_median(col) for col in np.array(rows, dtype=np.float64).T]
     method = "closed form" if closed else f"simulated on {runs} draws of {users.n:,} users from the {proxy.label}"
     return Prediction(
@@ -431,6 +436,7 @@ def smallest_epsilon(
     steps: int = SEARCH_STEPS,
     proxy: Proxy | None = None,
     deadline: Deadline | None = None,
+    on_run: Callable[[], None] | None = None,
 ) -> float | None:
     """The smallest ε in [EPS_LO, EPS_HI] whose predicted margin (:func:`target_value`) is at most
     ``target``: bisection on log ε (margins shrink as ε grows; the proxy's seeds are the same at every ε,
@@ -439,7 +445,9 @@ def smallest_epsilon(
         raise ParamError(f"the target margin must be a positive number (got {target})")
 
     def value(eps: float) -> float:
-        p = predict(mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy, deadline=deadline)
+        p = predict(
+            mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy, deadline=deadline, on_run=on_run
+        )
         return target_value(p)
 
     hi_v = value(EPS_HI)
@@ -540,10 +548,13 @@ def make_plan(
     runs: int | None = None,
     proxy: Proxy | None = None,
     seconds: float | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Plan:
     """Predictions for every mechanism at every ε; with ``target``, the smallest ε meeting it. Within a time
     budget of ``seconds`` (default :func:`plan_seconds`): a mechanism the cost model says would take longer is
-    refused before anything runs, and a plan that runs out of time stops, each with a ParamError."""
+    refused before anything runs, and a plan that runs out of time stops, each with a ParamError.
+    ``progress(done, total, what)`` is called after each proxy run (``total``: the most the plan can make; a
+    search for the target's ε may stop early) and once at the end with ``done == total``."""
     from .config import with_regions
 
     deadline = Deadline(plan_seconds() if seconds is None else float(seconds))
@@ -553,8 +564,10 @@ def make_plan(
     read = what_was_read(dataset, options or {}, frame, key)
     frame = frame or default_frame()
     regions = _regions(frame, depth, regions_spec, polygons)
+    total = 0
     for m in mechanisms:
         need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target)
+        total += n
         if need > deadline.seconds:
             raise ParamError(
                 f"planning {m} would take about {need:,.0f} s here ({n} proxy runs of about {need / n:,.1f} s), over "
@@ -572,14 +585,28 @@ def make_plan(
         budget=budget_of(dataset, options or {}, key),
         read=read,
     )
+    done, what = 0, ""
+
+    def ran() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(min(done, total), total, what)
+
     for m in mechanisms:
         for e in epsilons:
-            p = predict(m, e, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline)
+            what = f"{m} ε {e:g}"
+            p = predict(
+                m, e, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline, on_run=ran
+            )
             plan.predictions.append(p)
         if target is not None:
+            what = f"{m}: the smallest ε for ±{target:g}"
             plan.suggested[m] = smallest_epsilon(
-                m, target, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline
+                m, target, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline, on_run=ran
             )
+    if progress is not None:
+        progress(total, total, "done")
     return plan
 
 
