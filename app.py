@@ -39,7 +39,18 @@ CSS = """<style>
 .metric-table td:first-child {text-align: left;}
 .metric-table tr.expl td {text-align: left; white-space: normal; font-size: 0.75rem; opacity: 0.7;
   padding: 0 6px 5px 6px; border-bottom: 1px solid #eee;}
-</style>"""
+"""
+# a regional map is blank while the browser builds and draws it (seconds when WebGL runs without a GPU): these words
+# under its canvas say so until the drawn square covers them
+DRAWING = (
+    "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='200' height='24'%3E%3Ctext x='100' y='17' "
+    "text-anchor='middle' font-family='sans-serif' font-size='15' fill='%23777'%3EDrawing the map%E2%80%A6%3C/text%3E"
+    "%3C/svg%3E"
+)
+CSS += (
+    f'[class*="st-key-regionmap_"] [data-testid="stDeckGlJsonChart"] {{background: center / 50% auto no-repeat '
+    f'url("{DRAWING}");}}\n</style>'
+)
 
 
 def main() -> None:

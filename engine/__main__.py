@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import sys
 from dataclasses import replace
 
-from . import cli_data, cli_study, progress
+from . import cli_data, cli_plan, cli_study, progress
 from .cli_grid import add_options as add_grid_options
 from .cli_grid import depth as grid_depth
 from .core.csvtext import csv_text
@@ -93,15 +92,6 @@ def _url(text: str) -> str:
     return text.strip()
 
 
-def _options(pairs, what: str) -> dict:
-    out: dict = {}
-    for k, v in pairs or []:
-        if k in out:
-            raise ParamError(f"{what} {k!r} is given twice")
-        out[k] = v
-    return out
-
-
 def _cmd_datasets(args) -> int:
     from .data import sources
     from .mechanisms import load_all
@@ -137,23 +127,23 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     from .cli_grid import config_fields
     from .data.registry import get_source
     from .mechanisms import get, load_all
-    from .run.config import RunConfig
-    from .run.plan import counts_regions
+    from .run.config import RunConfig, with_regions
 
     load_all()
     src = get_source(args.dataset)
-    data_opts = _options(args.data_opt, "dataset option")
+    data_opts = cli_data.options(args.data_opt, "dataset option")
     if args.url is not None:
         if "url" not in {p.name for p in src.schema()}:
             raise ParamError(f"dataset {args.dataset!r} is not downloaded: --url does not apply to it")
         if "url" in data_opts:
             raise ParamError("give the download address once, with --url or with --data-opt url=...")
         data_opts["url"] = args.url
-    params = _options(args.param, "mechanism parameter")
-    if getattr(args, "regions", None) and counts_regions(mechanism):
-        params.setdefault("regions", args.regions)  # a mechanism that counts regions counts the ones reported
-        if args.regions_crs:
-            params.setdefault("regions_crs", args.regions_crs)
+    # the regions reported are the regions counted: one set, given by --regions or by the parameter
+    params = cli_data.options(args.param, "mechanism parameter")
+    named = params.get("regions") if get(mechanism).region_params else None
+    if named and hasattr(args, "regions") and not args.regions:
+        args.regions = cli_data.regions_spec(named)
+    params = with_regions(mechanism, params, *cli_data.region_args(args))
     # unknown names and bad values fail here; resolved, so the CLI and the dashboard name one configuration
     # alike (one cache entry, one ledger key)
     params = get(mechanism).schema().resolve(params)
@@ -196,10 +186,13 @@ def _cmd_run(args) -> int:
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
     bk = _evaluations()
-    if args.cluster:
-        res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
-    else:
-        res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+    with progress.bar(1, "run") as bar:  # on a terminal: which run, and its time so far when it ends
+        bar.set_postfix_str(progress.label(cfg))
+        if args.cluster:
+            res, _ = bk.run(cfg, lambda c: _on_cluster(args, [c])[0], note="python -m engine run")
+        else:
+            res, _ = bk.run(cfg, lambda c: run(c, use_cache=not args.no_cache), note="python -m engine run")
+        bar.update(1)
     if args.seed is None:  # after the run, so a bad argument stays the only line
         print(f"seed {seed} (drawn at random; --seed {seed} repeats this run)", file=sys.stderr)
     out = res.summary()
@@ -225,7 +218,15 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
 
     regions = cli_data.regions(args, res.release.domain, res.crs)
     data = prepare(cfg)[0] if evaluate and cfg.mode == "evaluate" else None
-    return regional_report(res, regions, data) if data is not None else regional_report(res, regions)
+    return regional_report(res, regions, data, people=_counts_people(cfg))
+
+
+def _counts_people(cfg) -> bool:
+    """Whether the run counts people (else records): the dataset's schema and the mechanism's unit."""
+    from .regions.report import counts_people
+    from .run.runner import load_dataset
+
+    return counts_people(load_dataset(cfg.dataset, cfg.dataset_options), cfg.params)
 
 
 def _release_regions(args, cfg, domain=None):
@@ -350,7 +351,10 @@ def _cmd_release(args) -> int:
     bk = Bookkeeper(policy=STRICT, reserved=reserved)  # any ledger failure stops the command, before any noise
     try:
         regions = _release_regions(args, cfg)  # before any booking: a bad region file costs no budget
-        res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
+        with progress.bar(1, "release") as bar:
+            bar.set_postfix_str(f"{cfg.mechanism} eps={cfg.epsilon:g}")  # its seed is drawn from fresh entropy
+            res, booking = bk.run(cfg, run, args.limit, note="python -m engine release")
+            bar.update(1)
     except BaseException:
         if created and not any(out.iterdir()):  # a refused or failed release leaves no folder behind
             out.rmdir()
@@ -358,7 +362,7 @@ def _cmd_release(args) -> int:
     if regions is not None and (cfg.resolution == "auto" or cfg.frame == "dp"):  # a frame or grid the run chose
         regions = _release_regions(args, cfg, res.release.domain)
     # once a grid exists the booking stays, even if writing it fails half way
-    paths = write_release(res, out, args.format, release_key=booking.key, regions=regions)
+    paths = write_release(res, out, args.format, release_key=booking.key, regions=regions, people=_counts_people(cfg))
     report = {
         "files": {k: str(v) for k, v in paths.items()},
         "epsilon_spent": res.release.ledger.total(),
@@ -366,57 +370,6 @@ def _cmd_release(args) -> int:
         "dataset_epsilon_spent": bk.store.spent(booking.fingerprint),
     }
     print(json.dumps(report, indent=2))
-    return 0
-
-
-def _cmd_plan(args) -> int:
-    from .run import plan as P
-    from .run.frame import auto_depth
-
-    if args.study:
-        return cli_study.plan(args)
-    if args.reserve or args.cancel:
-        raise ParamError("--reserve and --cancel act on a study: give it with --study FILE")
-    if args.users is None and args.users_from is None:
-        raise ParamError("the plan needs a user count: --users N (a public bound) or --users-from FOLDER")
-    if args.users is not None and args.users > P.MAX_USERS:
-        raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
-    if args.target_margin is not None and not (math.isfinite(args.target_margin) and args.target_margin > 0):
-        raise ParamError(f"--target-margin must be a positive number (got {args.target_margin})")
-    users = P.stated_users(args.users) if args.users is not None else P.released_users(args.users_from)
-    options = {}
-    if args.dataset is not None:
-        from .data.registry import get_source
-        from .mechanisms import load_all
-
-        load_all()
-        src = get_source(args.dataset)
-        options = src.schema().resolve(_options(args.data_opt, "dataset option"))
-        if src.kind == "file":
-            cli_data.warn_about_file(args.dataset, options)
-    frame = P.frame_of(args.dataset, options) if args.dataset else None
-    params = _options(args.param, "mechanism parameter")
-    proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
-    plan = P.make_plan(
-        args.mechanism,
-        args.epsilon,
-        users,
-        frame=frame,
-        depth=auto_depth(users.n) if args.depth == "auto" else args.depth or 8,
-        regions_spec=args.regions,
-        polygons=cli_data.polygon_file(args),
-        params={m: params for m in args.mechanism},
-        target=args.target_margin,
-        dataset=args.dataset,
-        options=options,
-        runs=args.runs,
-        proxy=proxy,
-    )
-    doc = plan.to_dict()
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return 0
-    print(P.describe(plan))
     return 0
 
 
@@ -445,7 +398,7 @@ def _cmd_audit(args) -> int:
             args.mechanism,
             args.epsilon,
             args.runs,
-            params=_options(args.param, "parameter"),
+            params=cli_data.options(args.param, "parameter"),
             relation=args.relation,
             seed=args.seed,
             progress=moved,
@@ -498,7 +451,7 @@ def _add_plan_parser(sub) -> None:
     pl.add_argument("--runs", type=_int_in(1, 100), default=None, help="proxy runs of a simulated mechanism (5)")
     pl.add_argument("--json", action="store_true")
     cli_study.add_plan_options(pl)
-    pl.set_defaults(fn=_cmd_plan)
+    pl.set_defaults(fn=cli_plan.command)
 
 
 def main(argv=None) -> int:

@@ -54,6 +54,11 @@ def add_region_options(sp, what: str = "also report over regions", names: bool =
     )
 
 
+def region_args(args) -> tuple[str | None, str | None]:
+    """The analysis's one region set from ``--regions`` and ``--regions-crs`` (None, None without them)."""
+    return getattr(args, "regions", None), getattr(args, "regions_crs", None)
+
+
 def regions(args, domain, local_crs: str):
     """The regions of ``--regions`` over ``domain`` (None without it)."""
     if not args.regions:
@@ -94,3 +99,13 @@ def warn_about_file(key: str, options: dict) -> None:
     elif not options.get("crs"):
         msg += " Give it with --data-opt crs=... (an EPSG code or a PROJ string)."
     print(f"warning: {msg}", file=sys.stderr)
+
+
+def options(pairs, what: str) -> dict:
+    """``KEY=VALUE`` pairs of a repeated option as a dict; a key given twice is refused."""
+    out: dict = {}
+    for k, v in pairs or []:
+        if k in out:
+            raise ParamError(f"{what} {k!r} is given twice")
+        out[k] = v
+    return out

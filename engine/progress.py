@@ -1,4 +1,5 @@
-"""Progress bars of the command line's long commands (``sweep``, ``audit``), drawn by ``tqdm``.
+"""Progress bars of the command line's long commands (``sweep``, ``audit``, ``plan``, ``run``, ``release``), drawn
+by ``tqdm``.
 
 A bar goes to stderr and only when stderr is a terminal: piped into a file or another program,
 the command writes nothing but its result (JSON or CSV on stdout) and its errors.
@@ -15,7 +16,7 @@ def _terminal(stream) -> bool:
     return bool(isatty and isatty())
 
 
-def bar(total: int, what: str, *, unit: str = "run", stream=None, bar_format: str | None = None):
+def bar(total: int | None, what: str, *, unit: str = "run", stream=None, bar_format: str | None = None):
     """A ``tqdm`` bar of ``total`` steps on ``stream`` (default stderr), switched off unless it is a terminal.
     Use it as a context manager; ``update`` and ``set_postfix_str`` work either way."""
     from tqdm import tqdm
@@ -32,13 +33,13 @@ def bar(total: int, what: str, *, unit: str = "run", stream=None, bar_format: st
     )
 
 
-def _label(cfg) -> str:
+def label(cfg) -> str:
     return f"{cfg.mechanism} eps={cfg.epsilon:g} seed={cfg.seed}"
 
 
 def finished(progress, cfg) -> None:
     """One more run of ``progress`` is done: ``cfg`` names it."""
-    progress.set_postfix_str(_label(cfg), refresh=False)
+    progress.set_postfix_str(label(cfg), refresh=False)
     progress.update(1)
 
 
@@ -46,7 +47,7 @@ def on_finished(progress) -> Callable[[int, int, object], None]:
     """The ``progress(done, total, cfg)`` callback of :func:`engine.run.cluster.run_many`, moving ``progress``."""
 
     def callback(done: int, total: int, cfg) -> None:
-        progress.set_postfix_str(_label(cfg), refresh=False)
+        progress.set_postfix_str(label(cfg), refresh=False)
         progress.update(done - progress.n)
 
     return callback
@@ -60,5 +61,19 @@ def fraction(what: str, stream=None):
     def callback(frac: float, message: str) -> None:
         b.set_postfix_str(message, refresh=False)
         b.update(round(100 * min(max(frac, 0.0), 1.0)) - b.n)
+
+    return b, callback
+
+
+def counted(what: str, stream=None):
+    """A bar for work that learns its total as it goes and reports ``(done, total, message)`` (a plan); shown
+    from the start, so the wait before the first step is not silent. Returns the bar and that callback."""
+    b = bar(None, what, unit=" run", stream=stream)
+
+    def callback(done: int, total: int, message: str) -> None:
+        if b.total != total:
+            b.total = total
+        b.set_postfix_str(message, refresh=False)
+        b.update(done - b.n)
 
     return b, callback

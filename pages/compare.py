@@ -24,7 +24,7 @@ with page(
     configs = mains + [ctl.config(m, seed=ctl.seed + s) for s in range(1, SEEDS) for m in ctl.mechanisms]
 
     top = st.columns([1, 3], vertical_alignment="center")
-    g = p.launch("compare", configs, label="Compare", title="Comparing", container=top[0])
+    g = p.launch("compare", configs, label="Compare", title="Comparing", container=top[0], whole=True)
     if configs:
         budget.meter(configs[0], ctl.release_limit, views.dataset(configs[0]).meta.name, container=top[1])
     show = p.shown("compare", g, whole=True)
@@ -67,8 +67,8 @@ with page(
                     grid, scale, fr, view, key, ctl.display, rects=rects, title=title, container=col, height=250
                 )
         views.legend(scale, note=f"ε = {ok[0][0].epsilon:g} · seed {ok[0][0].seed} for every mechanism")
-        with st.expander("Regions", expanded=bool(st.session_state.get("compare.regions.kind") not in (None, "Off"))):
-            choice = uregions.control("compare", first.release.domain)
+        with st.expander("Regions", expanded=ctl.regions is not None):
+            choice = ctl.regions
             ds = views.prepared(ok[0][0])[0] if ok[0][0].mode == "evaluate" else None
             unit = "people" if first.n_users != first.n_points else "locations"
             uregions.block(

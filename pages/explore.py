@@ -32,7 +32,7 @@ with page(
     notices = st.container()
     show = p.shown("explore", g, notices=notices)
     if show is not None and show.configs[0].mode == "release":
-        release.release_view(show.results[0], show.configs[0], ctl.display, mapviews.release_px(room))
+        release.release_view(show.results[0], show.configs[0], ctl.display, mapviews.release_px(room), ctl.regions)
         p.stop()
     if ctl.mode == "release":  # no truth on screen in Release mode, not even before a run
         explore.before_release(cfg, ctl)

@@ -19,7 +19,7 @@ with page(
     state.seed("rq.count", 500, "wq", state.int_in(10, 5000))
     state.seed("rq.size", (2, 10), "wsize", ranges.parse_size)
     configs = [ctl.config(m) for m in ctl.mechanisms] if ctl.ready else []
-    g = p.launch("ranges", configs, label="Releases")
+    g = p.launch("ranges", configs, label="Releases", whole=True)
     show = p.shown("ranges", g, whole=True)
     if show is not None:
         ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]

@@ -81,6 +81,7 @@ with page(
         container=top[0],
         light=True,
         cluster=choice.client,
+        whole=True,
     )
     if configs:
         budget.meter(configs[0], ctl.release_limit, views.dataset(configs[0]).meta.name, container=top[1])

@@ -26,7 +26,7 @@ def test_plan_then_release_at_the_suggested_epsilon(page, app_url, tmp_path):
     page.get_by_role("spinbutton", name="Users (a public bound you state)").fill("4000")
     page.keyboard.press("Enter")
     page.wait_for_selector(READY, timeout=60_000)
-    page.get_by_role("spinbutton", name="Target ± (people)").fill("4")
+    page.get_by_role("spinbutton", name="Target ± per cell (people)").fill("4")
     page.keyboard.press("Enter")
     page.wait_for_selector(READY, timeout=60_000)
     page.get_by_role("button", name="Plan", exact=True).click()

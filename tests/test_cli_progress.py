@@ -8,6 +8,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -106,3 +107,43 @@ def test_the_bar_draws_only_on_a_terminal():
         moved(0.5, "100 of 200 runs per dataset")
         moved(1.0, "200 of 200 runs per dataset")
     assert b.n == 100 and "200 of 200 runs per dataset" in stream.getvalue()
+
+
+def test_a_plan_writes_the_same_json_with_its_bar_on_a_terminal():
+    # privtree is simulated (2 proxy runs per epsilon, and the target's search), identity has a closed form
+    args = ("plan", "--mechanism", "identity,privtree", "--epsilon", "0.5,1", "--users", "2000", "--depth", "4")
+    args += ("--runs", "2", "--target-margin", "40", "--json")
+    plain, quiet = _cli(*args, terminal=False)
+    drawn, bar = _cli(*args, terminal=True)
+    assert json.loads(drawn) == json.loads(plain)
+    assert quiet == ""
+    assert bar.startswith("\rplan: 0 run")  # drawn before the frame, the regions and the first proxy run
+    done = re.findall(r"100%\|[^|]*\| (\d+)/(\d+) ", bar)
+    assert done and done[-1][0] == done[-1][1] and int(done[-1][0]) > 2 and bar.rstrip().endswith("done]")
+
+
+def test_the_counted_bar_learns_its_total():
+    stream = _Tty()
+    b, moved = progress.counted("plan", stream=stream)
+    with b:
+        assert "plan" in stream.getvalue()  # shown before the first step
+        moved(1, 6, "identity ε 1")
+        moved(4, 6, "privtree ε 1")
+        moved(6, 6, "done")
+    assert b.n == 6 and b.total == 6 and "6/6" in stream.getvalue() and "done" in stream.getvalue()
+    quiet = io.StringIO()
+    b, moved = progress.counted("plan", stream=quiet)
+    with b:
+        moved(2, 2, "done")
+    assert quiet.getvalue() == ""
+
+
+def test_a_run_writes_the_same_json_with_its_bar_on_a_terminal():
+    args = ("run", "--mechanism", "ug", "--epsilon", "0.5", "--seed", "7", "--data-opt", "n=2000", "--depth", "4")
+    args += ("--no-cache", "--format", "json")
+    plain, quiet = _cli(*args, terminal=False)
+    drawn, bar = _cli(*args, terminal=True)
+    a, b = json.loads(plain), json.loads(drawn)
+    assert a.keys() == b.keys() and a["metrics"] == b["metrics"]  # the same run (its timings aside)
+    assert quiet == ""
+    assert bar.startswith("\rrun:") and "1/1" in bar and "ug eps=0.5 seed=7" in bar

@@ -208,6 +208,42 @@ def test_a_context_layer_from_a_file_is_drawn_under_the_maps_and_changes_no_run(
     assert any("bad.geojson" in unescaped(e.value) for e in at.error)
 
 
+def test_a_large_context_layer_is_drawn_as_an_image_of_the_square_with_its_lines_in_place():
+    """Beyond MAX_CONTEXT_VERTICES a context's lines go to the browser as one image (a browser drawing WebGL in
+    software spends seconds on a path layer of 100,000 vertices): the image has the lines where they are, in
+    the context's grey, on the same square as the heatmap, and a small context stays a path layer."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from engine.core.grid import Domain
+    from engine.data.context import Context
+    from engine.data.projection import to_lonlat
+    from ui import geo, maps
+
+    fr = maps.Frame(
+        Domain(-5_000.0, -5_000.0, 10_000.0, 8), "+proj=aeqd +lat_0=51.5 +lon_0=-0.13 +datum=WGS84 +units=m"
+    )
+    x0, y0, x1, y1 = fr.domain.bounds
+    # a straight line across the square a quarter of the way down, of more vertices than a path layer takes
+    ys = y1 - 0.25 * (y1 - y0)
+    xs = np.linspace(x0, x1, geo.MAX_CONTEXT_VERTICES + 1)
+    line = to_lonlat(xs, np.full_like(xs, ys), fr.crs).tolist()
+    big = Context("test", paths=[line])
+    (layer,) = geo.context_layers(fr, big, "k")
+    spec = json.loads(maps.deck([layer], fr.view()).to_json())["layers"][0]
+    assert spec["@@type"] == "BitmapLayer" and spec["bounds"] == fr.corners()
+    png = base64.b64decode(spec["image"].split(",", 1)[1])
+    img = np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+    side = img.shape[0]
+    drawn_rows = np.flatnonzero(img[:, :, 3].max(axis=1) > 128)
+    assert drawn_rows.size and abs(np.median(drawn_rows) - side / 4) <= 2  # the line a quarter down, 1-3 px thick
+    assert drawn_rows.size <= 3 and (img[drawn_rows[0], side // 2, :3] == geo.CONTEXT_GREY[:3]).all()
+    small = Context("test", paths=[line[:100]])
+    assert [la.type for la in geo.context_layers(fr, small, "k")] == ["PathLayer"]
+
+
 def test_load_context_refuses_what_is_not_geojson():
     from engine.core.errors import DataError
     from engine.data.context import load_context

@@ -55,7 +55,7 @@ def test_the_screen_the_report_and_the_files_state_the_same_margins(downloads, t
 
     at = open_app(mode="release", eps="0.7", res="32", mech=MECH, baselines="0")
     click_run(at, "explore")
-    at.segmented_control(key="release.regions.kind").set_value("H3 hexagons").run()
+    at.segmented_control(key="regions.kind").set_value("H3 hexagons").run()  # the sidebar's Regions
     assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
 
     # the screen: the stated margin per cell and the regional table

@@ -23,21 +23,13 @@ import numpy as np
 import pytest
 import shapely
 
+from engine.bench.geofiles import CHICAGO, feature, feature_collection, neighbourhoods_geojson
 from engine.core.errors import DataError
 from engine.data.projection import to_local
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
 LONDON = (-0.2, 51.4, 0.0, 51.6)  # the map the hostile regions are drawn over
-CHICAGO = (-87.94, 41.64, -87.52, 42.02)
-
-
-def _fc(features) -> bytes:
-    return json.dumps({"type": "FeatureCollection", "features": features}, separators=(",", ":")).encode()
-
-
-def _feature(geom: dict, **props) -> dict:
-    return {"type": "Feature", "properties": props, "geometry": geom}
 
 
 def comb_geojson(vertices: int, box=LONDON) -> bytes:
@@ -54,7 +46,7 @@ def comb_geojson(vertices: int, box=LONDON) -> bytes:
         ring += [[a, base], [a, y1], [b, y1], [b, base]]
     ring += [[x1, base], [x1, y0], [x0, y0]]
     ring = np.round(np.array(ring), 5).tolist()
-    return _fc([_feature({"type": "Polygon", "coordinates": [ring]}, id="comb")])
+    return feature_collection([feature({"type": "Polygon", "coordinates": [ring]}, id="comb")])
 
 
 def comb_ring(data: bytes) -> list:
@@ -67,42 +59,16 @@ def specks_geojson(parts: int, box=LONDON) -> bytes:
     c = np.round(np.random.default_rng(0).uniform([x0, y0], [x1, y1], (parts, 2)), 6)
     d = 1e-5
     polys = [[[[x, y], [x + d, y], [x + d, y + d], [x, y]]] for x, y in c.tolist()]
-    return _fc([_feature({"type": "MultiPolygon", "coordinates": polys}, id="specks")])
+    return feature_collection([feature({"type": "MultiPolygon", "coordinates": polys}, id="specks")])
 
 
 def roads_geojson(lines: int, per_line: int, box=LONDON) -> bytes:
     """A context layer of ``lines`` LineStrings of ``per_line`` vertices each."""
     x0, y0, x1, y1 = box
     xy = np.round(np.random.default_rng(1).uniform([x0, y0], [x1, y1], (lines, per_line, 2)), 6).tolist()
-    return _fc([_feature({"type": "LineString", "coordinates": c}, name=f"road {i}") for i, c in enumerate(xy)])
-
-
-def neighbourhoods_geojson(n: int = 77, box=CHICAGO, seed: int = 3) -> bytes:
-    """``n`` neighbourhoods tiling a city: Voronoi cells whose edges are split every 0.25 % of the city's width
-    and bent by a smooth displacement (the same at a shared edge from either side), 90 to 320 vertices each,
-    coordinates to 7 decimals (about 340 kB)."""
-    import shapely
-
-    rng = np.random.default_rng(seed)
-    x0, y0, x1, y1 = box
-    w, h = x1 - x0, y1 - y0
-    frame = shapely.box(*box)
-    seeds = shapely.multipoints(rng.uniform([x0, y0], [x1, y1], (n, 2)))
-    cells = shapely.intersection(shapely.get_parts(shapely.voronoi_polygons(seeds, extend_to=frame)), frame)
-    cells = shapely.segmentize(cells, w * 0.0025)
-
-    def bend(xy):
-        u, v = (xy[:, 0] - x0) / w, (xy[:, 1] - y0) / h
-        a = 0.004 * (np.sin(37 * v + 3 * u) + 0.5 * np.sin(91 * v - 17 * u)) * 4 * u * (1 - u)
-        b = 0.004 * (np.sin(41 * u - 5 * v) + 0.5 * np.sin(83 * u + 13 * v)) * 4 * v * (1 - v)
-        return np.round(np.column_stack([xy[:, 0] + a * w, xy[:, 1] + b * h]), 7)
-
-    cells = shapely.transform(cells, bend)
-    feats = [
-        _feature(json.loads(shapely.to_geojson(g)), area_num=str(i + 1), community=f"Area {i + 1}")
-        for i, g in enumerate(cells)
-    ]
-    return _fc(feats)
+    return feature_collection(
+        [feature({"type": "LineString", "coordinates": c}, name=f"road {i}") for i, c in enumerate(xy)]
+    )
 
 
 def domain_of(box, depth: int):

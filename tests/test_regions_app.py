@@ -22,7 +22,7 @@ def region_decks(at, prefix: str) -> list[dict]:
 def test_explore_draws_h3_regions_with_margins_and_truth():
     at = open_app(mech="privtree", baselines="0", eps="1", seed="0")
     click_run(at, "explore")
-    at.segmented_control(key="explore.regions.kind").set_value("H3 hexagons").run()
+    at.segmented_control(key="regions.kind").set_value("H3 hexagons").run()
     assert not at.exception, [e.value for e in at.exception]
     layers = region_decks(at, "explore")
     assert len(layers) == 2  # the true and the private regional map
@@ -43,7 +43,7 @@ def test_explore_draws_h3_regions_with_margins_and_truth():
 def test_explore_grid_regions_of_a_mechanism_without_margin_say_so():
     at = open_app(mech="ag", baselines="0", eps="1", seed="0")
     click_run(at, "explore")
-    at.segmented_control(key="explore.regions.kind").set_value("Grid cells").run()
+    at.segmented_control(key="regions.kind").set_value("Grid cells").run()
     tips = [r["tip"] for r in region_decks(at, "explore")[1]["data"]]
     assert tips and all("no margin" in t for t in tips)
     assert "no closed form" in texts(at)
@@ -52,7 +52,7 @@ def test_explore_grid_regions_of_a_mechanism_without_margin_say_so():
 def test_compare_draws_each_mechanism_over_the_same_regions():
     at = open_app("compare", mechs="identity,ug", eps="1", seed="2")
     click_run(at, "compare")
-    at.segmented_control(key="compare.regions.kind").set_value("H3 hexagons").run()
+    at.segmented_control(key="regions.kind").set_value("H3 hexagons").run()
     assert not at.exception, [e.value for e in at.exception]
     layers = region_decks(at, "compare")
     assert len(layers) == 3  # the truth, Identity and UG
@@ -66,7 +66,7 @@ def test_compare_draws_each_mechanism_over_the_same_regions():
 def test_release_mode_lists_regions_without_truth():
     at = open_app(mode="release", eps="0.5", res="32", ds="snow_cholera", mech="ug")
     click_run(at, "explore")
-    at.segmented_control(key="release.regions.kind").set_value("H3 hexagons").run()
+    at.segmented_control(key="regions.kind").set_value("H3 hexagons").run()
     assert not at.exception, [e.value for e in at.exception]
     layers = region_decks(at, "release")
     assert len(layers) == 1  # the private regional map only
@@ -91,9 +91,9 @@ def test_an_uploaded_polygon_file_is_not_read_or_weighed_again_on_a_rerun():
     data = json.dumps({"type": "FeatureCollection", "features": feats}).encode()
     at = open_app(ds="synthetic:polycentric", **{"d.n": "2000"}, mech="identity", baselines="0", eps="1", seed="0")
     click_run(at, "explore")
-    at.segmented_control(key="explore.regions.kind").set_value("Your polygons").run()
+    at.segmented_control(key="regions.kind").set_value("Your polygons").run()
     runs = isolate.TALLY["runs"]
-    at.file_uploader(key="explore.regions.file").upload("halves.geojson", data, "application/geo+json").run()
+    at.file_uploader(key="regions.file").upload("halves.geojson", data, "application/geo+json").run()
     assert not at.exception, [e.value for e in at.exception]
     assert [r["tip"].count("true:") for r in region_decks(at, "explore")[1]["data"]] == [1, 1]  # two halves drawn
     first = isolate.TALLY["runs"] - runs
@@ -101,3 +101,36 @@ def test_an_uploaded_polygon_file_is_not_read_or_weighed_again_on_a_rerun():
     at.run()
     at.run()
     assert isolate.TALLY["runs"] - runs == first and len(region_decks(at, "explore")[1]["data"]) == 2
+
+
+def test_an_upload_of_polygons_and_of_a_context_layer_shows_a_spinner(monkeypatch):
+    """Reading the polygons, counting over them and building their maps, and reading a context layer, each
+    run under a spinner (Streamlit shows it once the step has taken half a second)."""
+    import streamlit
+
+    from engine.bench.geofiles import neighbourhoods_geojson, streets_geojson
+    from engine.run.runner import load_dataset
+
+    seen = []
+    real = streamlit.spinner
+
+    def spy(text="", *args, **kwargs):
+        seen.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "spinner", spy)
+    box = tuple(load_dataset("synthetic:polycentric", {"n": 2000}).meta.bbox)
+    at = open_app(ds="synthetic:polycentric", **{"d.n": "2000"}, mech="identity", baselines="0", eps="1", seed="0")
+    click_run(at, "explore")
+    at.segmented_control(key="explore.regions.kind").set_value("Your polygons").run()
+    seen.clear()
+    data = neighbourhoods_geojson(n=12, box=box)
+    at.file_uploader(key="explore.regions.file").upload("areas.geojson", data, "application/geo+json").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(region_decks(at, "explore")[1]["data"]) == 12
+    assert {"Reading the polygons…", "Counting over the regions…", "Drawing the regions…"} <= set(seen), seen
+    seen.clear()
+    streets = streets_geojson(box=box, streets=3, avenues=1)
+    at.file_uploader(key="context_file").upload("streets.geojson", streets, "application/geo+json").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Reading the context layer…" in seen, seen

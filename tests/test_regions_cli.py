@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from engine.bench.regions import voronoi_geojson
+from engine.regions.report import ABOUT
 from engine.run import ledger as budget_store
 
 SYNTH = ["--dataset", "synthetic:monocentric", "--data-opt", "n=3000", "--data-opt", "seed=4", "--depth", "5"]
@@ -50,7 +51,7 @@ def test_run_json_lists_the_regions_with_margins_and_the_truth(run_json):
 def test_run_csv_is_one_row_per_region_and_null_margins_are_empty(tmp_path):
     out = cli("run", *SYNTH, "--mechanism", "ag", "--seed", "3", "--regions", "grid", "--format", "csv").stdout
     df = pd.read_csv(io.StringIO(out), comment="#")
-    assert list(df.columns) == ["id", "name", "estimate", "margin95", "true"]
+    assert list(df.columns) == ["id", "name", "estimate", "margin95", "true", *ABOUT]
     assert len(df) == 32 * 32 and df["margin95"].isna().all()  # AG has no closed form
 
 
@@ -80,9 +81,14 @@ def test_release_with_regions_writes_files_that_read_back(tmp_path):
     assert set(man["files"]) == {"geotiff", "geoparquet", "csv", "regions_csv", "regions_gpkg"}
     assert "Laplace" in man["margins"]["cells"] and man["regions"]["kind"] == "h3"
     csv = pd.read_csv(out / "regions.csv")
-    assert list(csv.columns) == ["id", "name", "estimate", "margin95"]  # no truth in a release
+    assert list(csv.columns) == ["id", "name", "estimate", "margin95", *ABOUT]  # no truth in a release
+    # every row says what it is: a reader of one figure has the release's epsilon, mechanism, date, unit, basis
+    about = {"unit": "records", "recorded": "locations", "epsilon": 1.0, "mechanism": "ug"}
+    about |= {"date": man["created_utc"][:10], "margin_basis": man["regions"]["margin_basis"]}
+    assert all((csv[k] == v).all() for k, v in about.items()), csv.iloc[0]
     gpkg = gpd.read_file(out / "regions.gpkg")
     assert list(gpkg["id"]) == list(csv["id"]) and np.allclose(gpkg["margin95"], csv["margin95"])
+    assert all((gpkg[k] == v).all() for k, v in about.items())
     assert gpkg.crs.to_epsg() == 4326 and (gpkg.geometry.geom_type == "Polygon").all()
     with rasterio.open(out / "heatmap.tif") as r:
         assert r.count == 2 and "margin" in r.descriptions[1]

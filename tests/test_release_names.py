@@ -74,16 +74,14 @@ def test_dashboard_release_names_the_uploaded_polygons_by_hash_and_the_upload_no
     downloads = R.record_downloads(monkeypatch)
     at = open_app(mode="release", eps="1", res="32", mech="laplace_regions", baselines="0")
     upload(at, csv.name, csv.read_bytes())
-    click_run(at, "explore")  # the dashboard counts H3 hexagons: a server path of polygons is the command line's
-    at.segmented_control(key="release.regions.kind").set_value("Your polygons").run()
-    at.file_uploader(key="release.regions.file").set_value(
-        (regions.name, regions.read_bytes(), "application/geo+json")
-    ).run()
+    at.segmented_control(key="regions.kind").set_value("Your polygons").run()
+    at.file_uploader(key="regions.file").set_value((regions.name, regions.read_bytes(), "application/geo+json")).run()
+    click_run(at, "explore")  # Laplace over regions counts the analysis's regions: the uploaded polygons
     files = R.page_downloads(at, downloads)
     z = zipfile.ZipFile(io.BytesIO(files["laplace_regions_release.zip"]))
     doc = json.loads(z.read("manifest.json"))
-    assert doc["parameters"]["mechanism_params"]["regions"].startswith("h3:")
-    assert doc["regions"]["spec"] == f"barrios_qzx.geojson (sha256:{digest})"  # the upload: its name and hash
+    named = f"barrios_qzx.geojson:code (sha256:{digest})"  # the upload: its name, id column and hash
+    assert doc["parameters"]["mechanism_params"]["regions"] == named and doc["regions"]["spec"] == named
     assert doc["dataset"]["name"] == OWN_FILE and doc["parameters"]["dataset"] == "an uploaded file"
     report = html.unescape(files["laplace_regions_release_report.html"].decode())
     assert OWN_FILE in report

@@ -76,13 +76,13 @@ def test_a_shapefile_of_regions_without_its_prj_is_read_once_its_crs_is_typed(tm
     at = upload(open_app(mech="identity", baselines="0", eps="1", seed="0"), "burkitt.csv", burkitt_csv())
     at.sidebar.text_input(key="upload_crs").input(UTM36_KM).run()
     click_run(at, "explore")
-    at.segmented_control(key="explore.regions.kind").set_value("Your polygons").run()
-    at.file_uploader(key="explore.regions.file").set_value(
+    at.segmented_control(key="regions.kind").set_value("Your polygons").run()
+    at.file_uploader(key="regions.file").set_value(
         ("districts.zip", km_squares_shapefile(tmp_path), "application/zip")
     ).run()
     said = " ".join(unescaped(e.value) for e in at.error)
     assert "no .prj" in said and "regions' CRS field" in said
-    at.text_input(key="explore.regions.crs").input(UTM36_KM).run()
+    at.text_input(key="regions.crs").input(UTM36_KM).run()
     assert not at.error, [e.value for e in at.error]
     table = next(d.value for d in at.dataframe if "estimate" in d.value.columns)
     assert sorted(table["id"]) == ["NE", "NW", "SE", "SW"] and table["true"].sum() == 300

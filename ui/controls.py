@@ -14,10 +14,11 @@ import streamlit as st
 from engine.core.errors import EngineError
 from engine.data.registry import Source
 from engine.mechanisms import registry
-from engine.run.config import RunConfig, fresh_seed
+from engine.run.config import RunConfig, fresh_seed, with_regions
 from engine.run.limits import release_limit
 
 from . import geocheck, state, uploads, widgets
+from . import regions as uregions
 from .jobs import board
 from .resolution import GridChoice, grid_controls
 from .text import plain
@@ -73,6 +74,7 @@ class Controls:
     url: dict = field(default_factory=dict)
     side_information: list[str] = field(default_factory=list)  # what the page read off private data
     grid: GridChoice = field(default_factory=GridChoice)  # the resolution and frame (ui/resolution.py)
+    regions: object = None  # the analysis's one region set (ui/regions.py Choice), None: none
 
     @property
     def release_limit(self) -> float:
@@ -88,7 +90,7 @@ class Controls:
         m = mechanism or (self.mechanisms[0] if self.mechanisms else "identity")
         params = dict(overrides.pop("params", self.params.get(m, {})))
         try:  # defaults filled in, so equal releases share one configuration key (and one ledger entry)
-            params = registry()[m].schema().resolve(params)
+            params = registry()[m].schema().resolve(with_regions(m, params, getattr(self.regions, "spec", None)))
         except (EngineError, KeyError):
             pass  # the run reports the problem
         cfg = RunConfig(
@@ -396,7 +398,8 @@ def mechanism_params(mech: str, container=None, expanded=False, in_expander=True
         return {}, []
     c = container or st.sidebar
     box = c.expander(f"Parameters of {cls.label or mech}", expanded=expanded) if in_expander else c
-    return widgets.schema_widgets(tuple(cls.params), f"cfg.p.{mech}", f"p.{mech}", container=box)
+    own = tuple(p for p in cls.params if p.name not in cls.region_params)  # the regions: the sidebar's Regions
+    return widgets.schema_widgets(own, f"cfg.p.{mech}", f"p.{mech}", container=box)
 
 
 def single_mechanism(container=None, key="cfg.mech", url_name="mech", default="identity", kind="heatmap") -> str:
@@ -536,6 +539,7 @@ def sidebar(
                 params[m] = vals
                 errors += errs
                 url.update(widgets.non_default(tuple(registry()[m].params), vals, f"p.{m}"))
+    regions_box = sb.container()  # filled once the grid is known (H3's default resolution follows the map)
     sb.markdown("### Run")
     eps = widgets.epsilon_widget(container=sb) if epsilon else 1.0
     n = (
@@ -611,7 +615,7 @@ def sidebar(
     if secure and mode == "evaluate":
         url["secure"] = True
     url.update(disp.url())
-    return Controls(
+    ctl = Controls(
         dataset=ds,
         dataset_options=opts,
         source=src,
@@ -628,3 +632,6 @@ def sidebar(
         url={k: v for k, v in url.items() if v is not None},
         grid=grid,
     )
+    if kind == "heatmap" and mechanisms != "none":
+        uregions.sidebar(regions_box, ctl)
+    return ctl

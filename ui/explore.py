@@ -63,7 +63,9 @@ def before_release(cfg: RunConfig | None, ctl) -> None:
         icon=":material/lock:",
     )
     if cfg is not None:
-        plan.panel(cfg, views.dataset(cfg), plan.plannable(), budget.remaining(cfg, ctl.release_limit))
+        plan.panel(
+            cfg, views.dataset(cfg), plan.plannable(), budget.remaining(cfg, ctl.release_limit), regions=ctl.regions
+        )
     study.panel(ctl.display)
 
 
@@ -128,10 +130,9 @@ def details(res, rcfg: RunConfig, ctl, scale, fr, view, title: str, noun: str, u
     and the exports."""
     with st.expander("Margin of error", expanded=bool(jobs.get_group("explore_se"))):
         views.margin_block(res, rcfg, ctl, scale, fr, view, ctl.display)
-    with st.expander("Regions", expanded=bool(st.session_state.get("explore.regions.kind") not in (None, "Off"))):
-        choice = uregions.control("explore", res.release.domain)
+    with st.expander("Regions", expanded=ctl.regions is not None):
         ds = views.prepared(rcfg)[0] if rcfg.mode == "evaluate" else None
-        uregions.block([(title, res)], choice, scale, fr, "explore", noun, ds)
+        uregions.block([(title, res)], ctl.regions, scale, fr, "explore", noun, ds)
     views.proportion_block(res, fr, view, ctl.display)
     t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "Who sees what", "Export"])
     views.ledger_block(res, t1)

@@ -18,9 +18,15 @@ from engine.data import geography
 from engine.data.context import Context
 from engine.data.projection import to_local
 
-from .maps import TEXT_STYLE
+from .maps import TEXT_STYLE, data_url
 
 INK = [30, 30, 40, 255]
+CONTEXT_GREY = (150, 150, 160, 255)
+# A context of more vertices is drawn as an image of the square: a browser drawing WebGL in software (no GPU)
+# spends seconds on every 100,000 vertices of a path layer, and the deck's JSON grows by ~45 bytes a vertex.
+MAX_CONTEXT_VERTICES = 20_000
+CONTEXT_PX = 1024
+_context_images: dict = {}
 HALO = [255, 255, 255, 255]  # opaque: a label reads the same over any colour
 
 
@@ -152,7 +158,16 @@ def context_layers(fr, ctx: Context | None, layer_id: str) -> list[pdk.Layer]:
     if ctx is None:
         return []
     out = []
-    if ctx.paths:
+    if ctx.paths and sum(len(p) for p in ctx.paths) > MAX_CONTEXT_VERTICES:
+        out.append(
+            pdk.Layer(
+                "BitmapLayer",
+                id=f"{layer_id}_ctxlines",
+                image=pdk.types.String(data_url(_context_png(ctx, fr.domain.bounds, fr.crs))),
+                bounds=fr.corners(),
+            )
+        )
+    elif ctx.paths:
         flat = np.concatenate([np.asarray(p, dtype=np.float64) for p in ctx.paths])
         moved = _drawn(fr, flat[:, 0], flat[:, 1]).round(7)
         ends = np.cumsum([len(p) for p in ctx.paths])[:-1]
@@ -163,7 +178,7 @@ def context_layers(fr, ctx: Context | None, layer_id: str) -> list[pdk.Layer]:
                 id=f"{layer_id}_ctxlines",
                 data=paths,
                 get_path="path",
-                get_color=[150, 150, 160, 255],
+                get_color=list(CONTEXT_GREY),
                 width_min_pixels=1,
                 width_max_pixels=2,
                 pickable=False,
@@ -191,6 +206,35 @@ def context_layers(fr, ctx: Context | None, layer_id: str) -> list[pdk.Layer]:
             )
         )
     return out
+
+
+def _context_png(ctx: Context, bounds, crs: str, side: int = CONTEXT_PX) -> bytes:
+    """The context's lines, in its grey, on a ``side`` x ``side`` transparent image of the square ``bounds``
+    (local metres): drawn at twice the size and halved, so the lines are smooth and two pixels wide. Kept for
+    the context and the square, so the paired map's second square costs nothing."""
+    key = (id(ctx), tuple(bounds), crs, side)
+    if _context_images.get(key, (None,))[0] is ctx:
+        return _context_images[key][1]
+    import io
+
+    from PIL import Image, ImageDraw
+
+    x0, y0, x1, y1 = bounds
+    flat = np.concatenate([np.asarray(p, dtype=np.float64) for p in ctx.paths])
+    xy = to_local(flat[:, 0], flat[:, 1], crs)
+    big = 2 * side
+    pix = np.column_stack([(xy[:, 0] - x0) / (x1 - x0), (y1 - xy[:, 1]) / (y1 - y0)]) * big
+    img = Image.new("RGBA", (big, big), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(img)
+    start = 0
+    for n in (len(p) for p in ctx.paths):
+        draw.line(pix[start : start + n].ravel().tolist(), fill=CONTEXT_GREY, width=4, joint="curve")
+        start += n
+    buf = io.BytesIO()
+    img.resize((side, side), Image.Resampling.BOX).save(buf, format="PNG", optimize=False)
+    _context_images.clear()  # one context is drawn at a time
+    _context_images[key] = (ctx, buf.getvalue())
+    return buf.getvalue()
 
 
 def frame_layers(fr, layer_id: str, places: int = 6) -> list[pdk.Layer]:

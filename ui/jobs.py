@@ -61,11 +61,12 @@ def shown(name: str, g: Group | None, whole: bool = False) -> Group | None:
     return session().shown(name, g, whole)
 
 
-def progress_panel(names: list[str], title: str = "Running") -> None:
+def progress_panel(names: list[str], title: str = "Running", whole: bool = False) -> None:
     """Progress bar, elapsed time and a Cancel button for the session's running groups.
 
     Polls with ``st.fragment(run_every=poll_interval())`` while something runs and reruns the
-    whole page when it finishes; when idle the fragment is static (``run_every=None``).
+    whole page as runs finish (``whole``, a page that draws a group only once all of it has finished:
+    when the last one does); when idle the fragment is static (``run_every=None``).
     The rest of the page stays usable meanwhile.
     """
     seen = session().seen_states()
@@ -82,8 +83,11 @@ def progress_panel(names: list[str], title: str = "Running") -> None:
         gs = [g for g in (get_group(n) for n in names) if g is not None]
         running = [g for g in gs if g.running]
         n_done = sum(s.state != "running" for g in gs for s in g.statuses)
-        if active and n_done > done_at_render:
-            st.rerun()  # a run finished since the page was drawn: redraw it (results appear as they come)
+        if active and n_done > done_at_render and not (whole and running):
+            # a run finished since the page was drawn: redraw it (results appear as they come). A page drawn
+            # whole shows nothing new before the end, and a rerun of it per run cost a sweep's server more CPU
+            # than its runs
+            st.rerun()
         for g in running:
             k_done = sum(s.state != "running" for s in g.statuses)
             notes = [s.note for s in g.statuses if s.state == "running" and s.note]

@@ -75,7 +75,8 @@ def _on_context() -> None:
         st.session_state.pop("context.layer", None)
         return
     try:
-        st.session_state["context.layer"] = load_context_isolated(f.getvalue(), f.name)
+        with st.spinner("Reading the context layer…"):  # at the top of the page, after half a second
+            st.session_state["context.layer"] = load_context_isolated(f.getvalue(), f.name)
     except EngineError as exc:
         st.session_state["_context_error"] = str(exc)
     except Exception as exc:  # never a traceback for a user's file

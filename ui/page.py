@@ -73,13 +73,23 @@ class Page:
         self._sync()
         st.stop()
 
-    def launch(self, name: str, configs: list[RunConfig], label: str, title: str = "Running", caption: str = "", **kw):
+    def launch(
+        self,
+        name: str,
+        configs: list[RunConfig],
+        label: str,
+        title: str = "Running",
+        caption: str = "",
+        whole: bool = False,
+        **kw,
+    ):
         """The Run button of the group ``name`` (:func:`ui.run.launch`, ``kw`` passed on), ``caption`` under its
-        row, and the progress panel of its runs; returns the session's group."""
+        row, and the progress panel of its runs (``whole``: the page draws the group once all of it has
+        finished, :meth:`shown`); returns the session's group."""
         g = run.launch(name, configs, self.ctl, label, **kw)
         if caption:
             st.caption(caption)
-        jobs.progress_panel([name], title)
+        jobs.progress_panel([name], title, whole)
         self._configs[name] = configs
         return g
 

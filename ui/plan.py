@@ -28,9 +28,12 @@ def _fmt(v) -> str:
     return "—" if v is None or not math.isfinite(v) else f"±{v:,.3g}"
 
 
-def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, unit: str = "people") -> None:
+def panel(
+    cfg: RunConfig, dataset, others: list[str], remaining: float | None, unit: str = "people", regions=None
+) -> None:
     """``dataset``: the loaded dataset, of which only the public frame is used; ``others``: mechanism keys
-    the analyst may compare; ``remaining``: ε left in the dataset's ledger (drawn on the curve)."""
+    the analyst may compare; ``remaining``: ε left in the dataset's ledger (drawn on the curve); ``regions``: the
+    analysis's regions (ui/regions.py Choice; None: the plan is per cell)."""
     with st.expander("Plan this release: predicted accuracy before spending", expanded=True, icon=":material/tune:"):
         st.caption(
             "Predicted from public inputs only: the mechanism, ε, the grid or regions, the dataset's public frame, "
@@ -47,13 +50,27 @@ def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, u
             step=1000,
             **state.bind("plan.users"),
         )
-        state.seed("plan.where", "cells")
+        places = {"cells": "each cell of the map"}
+        if regions is not None:
+            places["regions"] = f"each {regions.noun} of the analysis's regions (sidebar, Regions)"
+        state.seed("plan.where", "regions" if regions is not None else "cells")
+        if state.get("plan.where") not in places:
+            state.put("plan.where", next(iter(places)))
         where = c[1].selectbox(
-            "Margins of", ["cells", "H3 hexagons"], **state.bind("plan.where"), help="the map's cells, or hexagons"
+            "Margins of",
+            list(places),
+            format_func=lambda k: f"{regions.noun}s" if k == "regions" else k,
+            **state.bind("plan.where"),
+            help="; ".join(f"{k}: {v}" for k, v in places.items()),
         )
+        noun = regions.noun if where == "regions" else "cell"
         state.seed("plan.target", None)
         target = c[2].number_input(
-            f"Target ± ({unit})", min_value=0.0, value=None, **state.bind("plan.target"), help="find the smallest ε"
+            f"Target ± per {noun} ({unit})",
+            min_value=0.0,
+            value=None,
+            **state.bind("plan.target"),
+            help=f"find the smallest ε whose 95 % margin per {noun} (median over them) is at most this",
         )
         from engine.data.synthetic import PRESETS
 
@@ -79,8 +96,9 @@ def panel(cfg: RunConfig, dataset, others: list[str], remaining: float | None, u
             try:
                 with st.spinner("Planning on a synthetic city…"):
                     st.session_state["plan.result"] = _plan(
-                        cfg, dataset, int(users), where, target, [cfg.mechanism, *also], proxy
-                    )
+                        cfg, dataset, int(users), regions if where == "regions" else None, target,
+                        [cfg.mechanism, *also], proxy,
+                    )  # fmt: skip
             except EngineError as e:
                 st.error(plain(e, 400))
                 return
@@ -97,14 +115,9 @@ def plan_depth(cfg: RunConfig, users: int) -> int:
     return auto_depth(cfg.people or users)
 
 
-def _plan(cfg, dataset, users, where, target, mechanisms, proxy):
+def _plan(cfg, dataset, users, regions, target, mechanisms, proxy):
     frame = P.frame_from(dataset)
     depth = plan_depth(cfg, users)
-    regions = None
-    if where == "H3 hexagons":
-        from engine.data.regions import auto_resolution
-
-        regions = f"h3:{auto_resolution(frame.domain(depth))}"
     eps = sorted(set(CURVE) | {float(cfg.epsilon)})
     plan = P.make_plan(
         mechanisms,
@@ -112,18 +125,20 @@ def _plan(cfg, dataset, users, where, target, mechanisms, proxy):
         P.stated_users(users),
         frame=frame,
         depth=depth,
-        regions_spec=regions,
+        regions_spec=None if regions is None else regions.spec,
+        polygons=None if regions is None else regions.polygons,
         params={cfg.mechanism: dict(cfg.params)},
         target=target or None,
         runs=RUNS,
         proxy=P.synthetic_proxy(proxy),
     )
-    return {"plan": plan, "epsilon": float(cfg.epsilon), "mechanism": cfg.mechanism}
+    noun = "cell" if regions is None else regions.noun
+    return {"plan": plan, "epsilon": float(cfg.epsilon), "mechanism": cfg.mechanism, "noun": noun}
 
 
 def _show(res: dict, cfg: RunConfig, remaining: float | None, unit: str, target) -> None:
     plan = res["plan"]
-    what = "region" if plan.regions else "cell"
+    what = res.get("noun", "cell")
     now = [p for p in plan.predictions if p.mechanism == res["mechanism"] and p.epsilon == res["epsilon"]]
     if now:
         p = now[0]

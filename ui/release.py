@@ -50,8 +50,8 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 
 
 def release_report(result, scale: ColourScale, regions=None) -> str:
-    """An HTML page holding only DP outputs, their margins (with ``regions``, the regional estimates' too) and the
-    ledger (see the module's note)."""
+    """An HTML page holding only DP outputs, their margins and the ledger (see the module's note); with
+    ``regions`` (:class:`engine.regions.report.RegionReport`), the regional table and its margins' summary."""
     meta, dom = result.dataset_meta, result.release.domain
     title = export.release_title(result)
     side = dom.n * max(1, math.ceil(512 / dom.n))
@@ -64,7 +64,7 @@ def release_report(result, scale: ColourScale, regions=None) -> str:
         ["Grid", f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)"],
         ["Frame", region_frame(meta)],
     ]
-    rows = margin_rows(result.release, regions)
+    rows = margin_rows(result.release, None if regions is None else regions.regions)
     margins = [[m["name"], f"± {m['median']}", f"± {m['worst']}", f"± {m['largest']}"] for m in rows]
     entries = [
         [e["step"], e["epsilon"], e["composition"], e["group"], e["delta"], e["note"]] for e in led["ledger"]["entries"]
@@ -85,6 +85,7 @@ def release_report(result, scale: ColourScale, regions=None) -> str:
             if margins
             else ""
         )
+        + _regions_html(regions)
         + f"<h2>Privacy ledger</h2><p><b>Total ε = {_e(led['ledger']['total'])}</b>{_e(led['ledger']['delta'])}</p>"
         + _table(["Step", "ε", "Composition", "Group", "δ", "Note"], entries)
         + f"<p><b>Guarantee:</b> {_e(led['guarantee'])}</p><p><b>Threat model:</b> {_e(led['threat_model'])}</p>"
@@ -95,14 +96,34 @@ def release_report(result, scale: ColourScale, regions=None) -> str:
     )
 
 
+def _regions_html(rep) -> str:
+    """The regional table of the report: each region's estimate and 95 % margin, what they count and rest on."""
+    if rep is None:
+        return ""
+    from .regions import _fmt, unreliable
+
+    about, info = rep.about, rep.describe()
+    apart = unreliable(rep)
+    rows = [
+        [r["id"], r["name"], _fmt(r["estimate"]), "–" if r["margin95"] is None else f"± {_fmt(r['margin95'])}"]
+        + (["unreliable: the margin exceeds the estimate"] if a else [""])
+        for r, a in zip(rep.rows(), apart)
+    ]
+    return (
+        f"<h2>Regions</h2><p>{info['count']:,} regions ({_e(info['spec'])}); counts of {_e(about.get('unit', ''))} "
+        f"({_e(about.get('recorded', ''))}), 95 % margins: {_e(info['margin_basis'])}.</p>"
+        + _table(["Id", "Name", "Estimate", "95 % margin", ""], rows)
+    )
+
+
 CSS = "body{font-family:sans-serif;max-width:900px;margin:2rem auto}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
 
 
-def release_view(result, cfg: RunConfig, display, px: int = 500) -> None:
+def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) -> None:
     """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
     the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only), the publication figure
     and the release report; its regions. The map is a square of ``px`` pixels with its legend beside it, so both
-    stay in the window."""
+    stay in the window. ``choice``: the analysis's regions (ui/regions.py), None: none."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
     scale = views.scale_for(np.clip(dens, 0, None), fr.domain, display, people=views.counts_people(cfg))
@@ -128,10 +149,9 @@ def release_view(result, cfg: RunConfig, display, px: int = 500) -> None:
             "the private release is shown and exported.",
             icon=":material/lock:",
         )
-    with st.expander("Regions"):  # post-processing of the release: no truth here
+    with st.expander("Regions", expanded=choice is not None):  # post-processing of the release: no truth here
         from . import regions
 
-        choice = regions.control("release", fr.domain)
         table = regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
     chosen = None if table is None else table.regions
     t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
@@ -141,7 +161,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500) -> None:
         "Release files (zip: GeoTIFF with margins, GeoParquet, CSV, "
         + ("the regional table, " if chosen is not None else "")
         + "manifest)",
-        lambda: release_zip(result, chosen),
+        lambda people=views.counts_people(cfg): release_zip(result, chosen, people),
         file_name=f"{cfg.mechanism}_release.zip",
         mime="application/zip",
         on_click="ignore",
@@ -158,7 +178,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500) -> None:
     )
     b.download_button(
         "Release report (HTML: the map, its margins, the ledger)",
-        lambda: release_report(result, scale, chosen),
+        lambda: release_report(result, scale, table),
         file_name=f"{cfg.mechanism}_release_report.html",
         mime="text/html",
         on_click="ignore",
@@ -170,7 +190,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500) -> None:
     )
 
 
-def release_zip(result, regions=None) -> bytes:
+def release_zip(result, regions=None, people: bool = False) -> bytes:
     """The release folder of :func:`engine.run.export.write_release` as a zip (with ``regions``, an
     :class:`engine.data.regions.Regions`, its regional table)."""
     import io
@@ -181,7 +201,13 @@ def release_zip(result, regions=None) -> bytes:
     from engine.run.export import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
-        paths = write_release(result, Path(tmp) / "release", formats=("geotiff", "geoparquet", "csv"), regions=regions)
+        paths = write_release(
+            result,
+            Path(tmp) / "release",
+            formats=("geotiff", "geoparquet", "csv"),
+            regions=regions,
+            people=people,
+        )
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             for p in paths.values():

@@ -38,7 +38,7 @@ def launch(
     * ``light``: the page reads only each run's summary (a sweep), so the server keeps no maps for it.
     """
     c = container or st
-    _estimate_note(configs, c)
+    _estimate_note(configs, c, light)
     clicked = c.button(
         button,
         type="primary",
@@ -103,11 +103,17 @@ def _go(name: str, configs: list[RunConfig], label: str, light: bool, cluster, c
 
 
 SLOW_S = 10.0  # above this, the page warns before Run
+# CPU seconds the server spends on a sweep beyond its runs (BENCHMARKS.md, speed): per run (its result kept, the
+# progress polled; Trade-offs' default sweep took 12 s of server CPU for 80 runs whose engine time is 5 s), and once
+# (the page drawn with the sweep's charts and tables)
+SWEEP_RUN_S = 0.08
+SWEEP_DRAW_S = 2.0
 
 
-def _estimate_note(configs: list[RunConfig], c) -> None:
+def _estimate_note(configs: list[RunConfig], c, sweep: bool = False) -> None:
     """Before Run: how long the runs should take (the engine's cost model or this server's measured runs),
-    with a warning above ``SLOW_S`` seconds."""
+    with a warning above ``SLOW_S`` seconds; a ``sweep`` (runs kept light, drawn as charts) adds the server's own
+    work for it."""
     if not configs:
         return
     b = jobs.board()
@@ -117,8 +123,11 @@ def _estimate_note(configs: list[RunConfig], c) -> None:
     known = [e for e in ests if e is not None]
     if not known:
         return
-    # the board runs up to its worker count in parallel
-    total = sum(known) / max(1, min(len(known), b.workers))
+    # the board runs up to its worker count in parallel, threads of one process: no faster than its cores
+    from engine.run.estimates import load_factor, usable_cores
+
+    work = sum(known) + (SWEEP_RUN_S * len(known) * load_factor() if sweep else 0.0)
+    total = work / max(1, min(len(known), b.workers, usable_cores())) + (SWEEP_DRAW_S * load_factor() if sweep else 0)
     text = f"about {total:.0f} s" if total >= 1.5 else "about a second"
     if total > SLOW_S:
         c.warning(

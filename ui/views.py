@@ -110,17 +110,18 @@ def frame(cfg: RunConfig, domain) -> maps.Frame:
 def unit_noun(meta, people: bool = False) -> str:
     """What one unit of a map counts, in the plural: people (a file with user ids), the dataset's own unit
     (John Snow's deaths), or locations."""
-    if people:
-        return "people"
-    unit = str((getattr(meta, "extra", None) or {}).get("unit") or "")
-    return {"death": "deaths", "address": "addresses"}.get(unit, unit + "s" if unit else "locations")
+    from engine.regions.report import counted_word
+
+    return "people" if people else counted_word(meta)
 
 
 def counts_people(cfg: RunConfig) -> bool:
     """Whether the maps of ``cfg`` count people (a person's locations share weight 1): the dataset has user ids
     (its schema, public) and the mechanism does not count records. One answer for both modes, read off no
     count of the data."""
-    return dataset(cfg).user_id is not None and cfg.params.get("unit") != "record"
+    from engine.regions.report import counts_people as counts
+
+    return counts(dataset(cfg), cfg.params)
 
 
 def scale_for(truth: np.ndarray, domain, display, others=(), people: bool = False, noun: str = "") -> ColourScale:

@@ -34,12 +34,14 @@ SUITES = (
     "central",
     "dask",
     "regions",
+    "city_regions",
     "dpbench",
     "plan",
     "frame",
     "hdmm",
     "local",
     "study",
+    "speed",
 )
 
 

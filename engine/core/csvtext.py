@@ -49,6 +49,7 @@ def csv_text(table, columns: Iterable[str] | None = None, stamp: str | None = No
     for i in range(df.shape[1]):
         col = df.iloc[:, i]
         if not (types.is_numeric_dtype(col) or types.is_datetime64_any_dtype(col)):
-            df.isetitem(i, col.astype(object).map(safe_cell))
+            # built as objects: Series.map would make a column of whole and fractional numbers floats (65.0)
+            df.isetitem(i, pd.Series([safe_cell(v) for v in col], index=col.index, dtype=object))
     df.columns = [safe_cell(str(c)) for c in df.columns]
     return (f"# evaluation: {stamp}\r\n" if stamp else "") + df.to_csv(index=False, lineterminator="\r\n")

@@ -143,9 +143,16 @@ class Regions:
 AUTO_HEXAGONS = 300  # h3:auto: the finest resolution with at most about this many hexagons on the map
 
 
+HASHED = re.compile(r"(?P<name>.+?)(?::(?P<col>[^:()]+))? \(sha256:(?P<sha>[0-9a-f]{64})\)")
+
+
 def parse_spec(spec: str) -> tuple[str, str | int | None, str | None]:
-    """``grid`` | ``h3:RES`` | ``h3:auto`` | ``PATH[:ID_COLUMN]`` -> (kind, resolution or path, id column)."""
+    """``grid`` | ``h3:RES`` | ``h3:auto`` | ``PATH[:ID_COLUMN]`` | ``NAME[:ID_COLUMN] (sha256:HEX)`` (an uploaded
+    file, :func:`keep_upload`) -> (kind, resolution or path or name, id column)."""
     text = str(spec).strip()
+    hashed = HASHED.fullmatch(text)
+    if hashed:
+        return "file", hashed["name"], hashed["col"]
     if text == "grid":
         return "grid", None, None
     if text == "h3:auto":
@@ -173,6 +180,8 @@ def public_spec(spec: str, sha256: str = "") -> str:
     kind, arg, id_col = parse_spec(spec)
     if kind != "file":
         return str(spec).strip()
+    if HASHED.fullmatch(str(spec).strip()):
+        return str(spec).strip()
     name = Path(str(arg)).name + (f":{id_col}" if id_col else "")
     return f"{name} (sha256:{sha256})" if sha256 else name
 
@@ -184,7 +193,10 @@ def build(
     ``polygons``: an already read :class:`engine.data.files.polygons.PolygonFile` (an upload); ``file_crs``: the
     CRS of a polygon file that does not declare one (a Shapefile without its .prj).
     Built once per process for each spec, map and file version (a mechanism builds them on every run, a
-    page on every rerun); a file's regions are built in a bounded child process (the module docstring)."""
+    page on every rerun); a file's regions are built in a bounded child process (the module docstring). An
+    uploaded file's spec (:func:`keep_upload`) finds its polygons among those this process keeps."""
+    if polygons is None and HASHED.fullmatch(str(spec).strip()):
+        polygons = uploaded(spec)
     if polygons is not None:
         key = (polygons.digest, domain, crs, str(spec))
         with _KEPT_LOCK:
@@ -210,6 +222,29 @@ def build(
 
 _KEPT: OrderedDict = OrderedDict()
 _KEPT_LOCK = threading.Lock()
+_UPLOADS: OrderedDict = OrderedDict()  # an uploaded polygon file by its spec (name, id column, content hash)
+
+
+def keep_upload(pf) -> str:
+    """Keep an uploaded polygon file (:class:`engine.data.files.polygons.PolygonFile`) in this process and return
+    its spec, ``NAME:ID_COLUMN (sha256:HEX)``: the name a release gives it, by which a run's configuration names
+    the regions (a public input, named by its content, like every file a release names)."""
+    spec = public_spec(f"{pf.name}:{pf.id_column}" if pf.id_column else pf.name, pf.sha256)
+    with _KEPT_LOCK:
+        _UPLOADS[spec] = pf
+        _UPLOADS.move_to_end(spec)
+        while len(_UPLOADS) > KEPT:
+            _UPLOADS.popitem(last=False)
+    return spec
+
+
+def uploaded(spec: str):
+    """The polygon file an upload's spec names (:func:`keep_upload`); a DataError when this process has not got it."""
+    with _KEPT_LOCK:
+        pf = _UPLOADS.get(str(spec).strip())
+    if pf is None:
+        raise DataError(f"the regions {str(spec)[:80]!r} are not loaded here: upload the polygon file again")
+    return pf
 
 
 def _footprint(regions: Regions) -> int:

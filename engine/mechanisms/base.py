@@ -272,6 +272,9 @@ class Mechanism:
     params: ClassVar[tuple[Param, ...]] = ()
     uses_epsilon: ClassVar[bool] = True
     needs: ClassVar[tuple[str, ...]] = ()  # dataset attributes required, e.g. ("value",)
+    # the parameters naming the regions the mechanism counts (and their file's CRS): filled from the analysis's
+    # one region set (engine.run.config.with_regions), never chosen apart from it
+    region_params: ClassVar[tuple[str, ...]] = ()
     # the neighbouring relation the guarantee is stated for: one of RELATIONS; every mechanism sets it
     neighbouring: ClassVar[str] = ""
     # What a Release may hold: keys of ``Release.diagnostics`` / ``Release.extras`` and names of its typed

@@ -61,6 +61,29 @@ def source_fingerprint(root: Path = ROOT) -> str:
     return h.hexdigest()[:16]
 
 
+def with_regions(mechanism: str, params: dict, regions: str | None, regions_crs: str | None = None) -> dict:
+    """``params`` of ``mechanism`` with the analysis's one region set: a mechanism that counts regions (Laplace over
+    regions) counts exactly the regions the analysis plans, reports and downloads (``regions``: a spec of
+    :func:`engine.data.regions.parse_spec`; None: the mechanism's own default). A regions parameter given besides
+    must name the same regions, or the configuration is refused."""
+    from ..data.regions import parse_spec
+    from ..mechanisms import get
+
+    names = get(mechanism).region_params
+    if not names or not regions:
+        return dict(params)
+    given = params.get(names[0])
+    if given not in (None, "") and parse_spec(given) != parse_spec(regions):
+        raise ParamError(
+            f"the regions are given twice: {str(regions)[:80]!r} and the parameter {names[0]}={str(given)[:80]!r}; "
+            "give them once (--regions on the command line, the sidebar's Regions on the dashboard)"
+        )
+    out = {**params, names[0]: str(regions).strip()}
+    if regions_crs and len(names) > 1:
+        out[names[1]] = regions_crs
+    return out
+
+
 @dataclass(frozen=True)
 class RunConfig:
     dataset: str = "synthetic:polycentric"

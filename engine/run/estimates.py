@@ -139,8 +139,12 @@ def load_factor() -> float:
         load = os.getloadavg()[0]
     except OSError:  # no load average on this platform
         return 1.0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1.0, (load + 1.0) / max(cores, 1))
+    return max(1.0, (load + 1.0) / usable_cores())
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def _median(v: list[float]) -> float:

@@ -332,12 +332,15 @@ def _formats(formats) -> tuple[str, ...]:
     return fmts
 
 
-def write_release(result, folder, formats=FORMATS, release_key: str | None = None, regions=None) -> dict[str, Path]:
+def write_release(
+    result, folder, formats=FORMATS, release_key: str | None = None, regions=None, people: bool = False
+) -> dict[str, Path]:
     """Write a Release-mode run into ``folder`` (created if missing): the private grid in each
     of ``formats`` (:data:`FILE_NAMES`; the GeoTIFF and GeoParquet with each cell's 95 % margin),
     with ``regions`` (:class:`engine.data.regions.Regions`) the regional table as ``regions.csv`` and
     ``regions.gpkg``, and :data:`MANIFEST` (:func:`manifest`, with each file's name and SHA-256 and
-    the regions' description). Refuses a folder that already holds one of these files, so a manifest
+    the regions' description; ``people``: whether the release counts people, else records, as the regional
+    files say). Refuses a folder that already holds one of these files, so a manifest
     never describes another release's grids. Returns the paths by format, and ``"manifest"``."""
     _require_release(result)
     fmts = _formats(formats)
@@ -375,7 +378,7 @@ def write_release(result, folder, formats=FORMATS, release_key: str | None = Non
     if regions is not None:
         from ..regions.report import regional_report
 
-        report = regional_report(result, regions)
+        report = regional_report(result, regions, people=people)
         doc["files"].update(write_regions(report, out))
         doc["regions"] = report.describe()
     targets["manifest"].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -295,14 +296,6 @@ def exact(mechanism: str, regions=None, params: dict | None = None, user_ids: bo
     return planning(mechanism, regions, params, user_ids)[0] == "exact"
 
 
-def counts_regions(mechanism: str) -> bool:
-    """Whether the mechanism counts regions of its own (a ``regions`` parameter, as Laplace over regions): a
-    product over regions gives it those regions, and only such a product is one it can release."""
-    from ..mechanisms import get
-
-    return "regions" in {p.name for p in get(mechanism).params}
-
-
 def plannable() -> list[str]:
     """The mechanisms whose margins the planner predicts (exactly or by simulation)."""
     from ..mechanisms import registry
@@ -330,10 +323,12 @@ def predict(
     seed: int = 0,
     proxy: Proxy | None = None,
     deadline: Deadline | None = None,
+    on_run: Callable[[], None] | None = None,
 ) -> Prediction:
     """Predicted 95 % margins of one release (see the module docstring). ``regions``: a built
     :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only). Past
-    ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError."""
+    ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError. ``on_run`` is
+    called after each proxy run."""
     from ..regions.margins import cell_margins, region_margins, summary
     from .config import RunConfig
     from .runner import run
@@ -367,14 +362,14 @@ def predict(
         else:
             cm = cell_margins(res.release, frame.crs)
             if closed and (regions is None or regions.kind == "grid") and not _whole_cells(res.release):
-                closed, runs = (
-                    False,
-                    int(asked or SIMULATED_RUNS),
-                )  # a cell's margin carries its share of a unit's count
+                # a cell's margin carries its share of a unit's count
+                closed, runs = False, int(asked or SIMULATED_RUNS)
             row, basis = [*summary(cm.margin95)], cm.basis
             row += [*summary(region_margins(res.release, regions).margin95)] if regions is not None else [math.nan] * 2
         row.append(float(res.metrics.get("range_rel_error", math.nan)))
         rows.append(row)
+        if on_run is not None:
+            on_run()
     med = [_median(col) for col in np.array(rows, dtype=np.float64).T]
     method = "closed form" if closed else f"simulated on {runs} draws of {users.n:,} users from the {proxy.label}"
     return Prediction(
@@ -425,6 +420,7 @@ def smallest_epsilon(
     steps: int = SEARCH_STEPS,
     proxy: Proxy | None = None,
     deadline: Deadline | None = None,
+    on_run: Callable[[], None] | None = None,
 ) -> float | None:
     """The smallest ε in [EPS_MIN, EPS_MAX] whose predicted margin (:func:`target_value`) is at most
     ``target``: bisection on log ε (margins shrink as ε grows; the proxy's seeds are the same at every ε,
@@ -433,7 +429,9 @@ def smallest_epsilon(
         raise ParamError(f"the target margin must be a positive number (got {target})")
 
     def value(eps: float) -> float:
-        p = predict(mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy, deadline=deadline)
+        p = predict(
+            mechanism, eps, frame, users, depth, params, regions, runs, proxy=proxy, deadline=deadline, on_run=on_run
+        )
         return target_value(p)
 
     hi_v = value(EPS_MAX)
@@ -535,18 +533,26 @@ def make_plan(
     runs: int | None = None,
     proxy: Proxy | None = None,
     seconds: float | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Plan:
     """Predictions for every mechanism at every ε; with ``target``, the smallest ε meeting it. Within a time
     budget of ``seconds`` (default :func:`plan_seconds`): a mechanism the cost model says would take longer is
-    refused before anything runs, and a plan that runs out of time stops, each with a ParamError."""
+    refused before anything runs, and a plan that runs out of time stops, each with a ParamError.
+    ``progress(done, total, what)`` is called after each proxy run (``total``: the most the plan can make; a
+    search for the target's ε may stop early) and once at the end with ``done == total``."""
+    from .config import with_regions
+
     deadline = Deadline(plan_seconds() if seconds is None else float(seconds))
-    params = params or {}
+    # a mechanism that counts regions is planned on the regions planned for, as it will be released
+    params = {m: with_regions(m, (params or {}).get(m) or {}, regions_spec) for m in mechanisms}
     key = ledger_key(dataset, options or {})
     read = what_was_read(dataset, options or {}, frame, key)
     frame = frame or default_frame()
     regions = _regions(frame, depth, regions_spec, polygons)
+    total = 0
     for m in mechanisms:
         need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target, frame.user_ids)
+        total += n
         if need > deadline.seconds:
             raise ParamError(
                 f"planning {m} would take about {need:,.0f} s here ({n} proxy runs of about {need / n:,.1f} s), over "
@@ -564,14 +570,28 @@ def make_plan(
         budget=budget_of(dataset, options or {}, key),
         read=read,
     )
+    done, what = 0, ""
+
+    def ran() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(min(done, total), total, what)
+
     for m in mechanisms:
         for e in epsilons:
-            p = predict(m, e, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline)
+            what = f"{m} ε {e:g}"
+            p = predict(
+                m, e, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline, on_run=ran
+            )
             plan.predictions.append(p)
         if target is not None:
+            what = f"{m}: the smallest ε for ±{target:g}"
             plan.suggested[m] = smallest_epsilon(
-                m, target, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline
+                m, target, frame, users, depth, params.get(m), regions, runs, proxy=proxy, deadline=deadline, on_run=ran
             )
+    if progress is not None:
+        progress(total, total, "done")
     return plan
 
 

@@ -166,10 +166,10 @@ class Inputs:
 
 
 def _product_params(product: Product, mechanism: str) -> dict:
-    params = dict(product.params.get(mechanism, {}))
-    if P.counts_regions(mechanism) and product.regions is not None:
-        params.setdefault("regions", product.regions)  # its own regions are the product's
-    return params
+    from .config import with_regions
+
+    # a mechanism that counts regions counts the product's own (one region set, however it is named)
+    return with_regions(mechanism, dict(product.params.get(mechanism, {})), product.regions)
 
 
 def _sample(inp: Inputs, product: Product, curve: Curve, eps: float) -> float:

@@ -245,10 +245,10 @@ def _product(p, i: int, users: int | None, base: Path | None = None) -> Product:
 def plannable(kind: str) -> list[str]:
     """The registered mechanisms the planner predicts a figure for, for a product of ``kind``: every one with a
     margin (Laplace over regions for regions only); for ranges those whose error the proxy measures too."""
-    from .plan import counts_regions
+    from ..mechanisms import get
     from .plan import plannable as planned
 
-    return [k for k in planned() if kind == "regions" or not counts_regions(k)]
+    return [k for k in planned() if kind == "regions" or not get(k).region_params]
 
 
 def default_mechanisms(kind: str) -> tuple[str, ...]:

@@ -82,6 +82,7 @@ class LaplaceRegions(Mechanism):
             shown_if=(("regions", "PATH"),),  # a polygon file comes by its path, from the command line only
         ),
     )
+    region_params = ("regions", "regions_crs")
     dp_outputs = ("region_counts", "noise")
     side_information_keys = ("region_ids", "regions", "regions_counted")
 
