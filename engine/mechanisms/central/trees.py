@@ -565,8 +565,8 @@ class Hierarchical(Mechanism):
             "bool",
             True,
             "with consistency: share each node's value among its children in proportion to their estimates clipped "
-            "at 0, top-down, so empty regions get no noise mass (off: the least-squares leaves, negatives included: "
-            "unbiased, and lower range-query error in most of the central bench's settings)",
+            "at 0, top-down, so empty regions get no noise mass (off: the map is the least-squares leaves, negatives "
+            "included; range queries and regions are answered from those leaves either way: unbiased)",
         ),
     )
     dp_outputs = ("raw_leaves", "height", "branching", "tree_height", "padded_side", "levels", "height_rule_total")
