@@ -208,7 +208,7 @@ class Release:
         linear unbiased estimate beside a ``density`` post-processed from the same noisy counts (the
         hierarchical tree's non-negative map, biased on sums), else ``density``. The SE in ``extras["stderr"]``
         is then that estimate's."""
-        return np.asarray(self.extras.get("least_squares", self.density), dtype=np.float64)
+        return self.extras.get("least_squares", self.density)
 
 
 # -------------------------------------------------------------------- protocol
