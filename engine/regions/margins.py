@@ -127,7 +127,7 @@ def _labelled_units(release, se: np.ndarray, label: np.ndarray, basis: str) -> U
     k = int(label.max()) + 1
     size = np.bincount(label, minlength=k).astype(np.float64)
     S = sparse.csr_matrix((1.0 / size[label], (np.arange(n2), label)), shape=(n2, k))
-    count = np.bincount(label, weights=np.asarray(release.density, dtype=np.float64).ravel(), minlength=k)
+    count = np.bincount(label, weights=release.summed_map().ravel(), minlength=k)
     # a unit's sd is its cell's sd times its cells; NaN in any of its cells (post-processed) makes it NaN
     sigma = np.bincount(label, weights=se.ravel() * size[label], minlength=k) / size
     return Units(S, sigma, count, basis)
@@ -230,7 +230,7 @@ def region_margins(release, key: str, regions) -> Margins:
     """Estimates and 95 % margins of ``regions`` (:class:`engine.data.regions.Regions` over the release's
     domain) from the release alone (see the module docstring)."""
     units = units_of(release, key)
-    est = regions.aggregate(release.density)
+    est = regions.aggregate(release.summed_map())  # the hierarchical tree's least-squares leaves, not its map
     R = len(regions)
     if isinstance(units, str):
         nan = np.full(R, np.nan)

@@ -300,6 +300,11 @@ def _block_sum(a: np.ndarray, b: int) -> np.ndarray:
     return a.reshape(k, b, k, b).sum(axis=(1, 3))
 
 
+def spread_leaves(leaves: np.ndarray, f: int) -> np.ndarray:
+    """Leaves of ``f`` x ``f`` output cells each, spread evenly over their cells."""
+    return leaves if f == 1 else leaves.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
+
+
 def hierarchical_budget(n_levels: int, eps: float, scheme: str = "uniform", b: int = 2) -> np.ndarray:
     """Per-level budgets, index 0 = root, summing to eps (0 = the level is not measured).
 
@@ -441,10 +446,10 @@ class Hierarchical(Mechanism):
     leaves are then made non-negative top-down (:mod:`.nonnegative`: each node's value shared among
     its children in proportion to their clipped estimates), so an empty region's noise does not
     become mass spread where there are no data (without it the default's EMD grew with epsilon on
-    sparse data: BENCHMARKS.md, "defaults on data nobody tuned them on"). That map is biased: for
-    range queries the least-squares leaves (``nonnegative`` off) had 0.55-0.98x its error in 14 of
-    the 16 (dataset, n, epsilon) settings of ``bench central`` (in the other two, the hot-spot city
-    at 10^6 points, the default's was 0.73x and 0.97x theirs).
+    sparse data: BENCHMARKS.md, "defaults on data nobody tuned them on"). That map is biased, so the
+    release also carries the least-squares leaves (``extras["least_squares"]``, the same noisy counts)
+    and answers ranges and regions from them (``Release.summed_map``): the map's sums had 1.02-1.83x
+    their range error in 14 of the 16 settings of ``bench central``.
 
     The variance analysis (HB's approach, re-derived here for the 2-D tree). A rectangle
     query is answered by its canonical nodes: the largest nodes inside it whose parent is
@@ -501,12 +506,10 @@ class Hierarchical(Mechanism):
     constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public tree
     alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
     consistency), divided by the output cells of a leaf when leaves are coarser: exact for the
-    least-squares leaves (``nonnegative`` off), since the tree does not depend on the data and that
-    estimate is linear in the noisy counts. The non-negative map differs from them only inside
-    nodes with a child estimated below 0, whose value it shares among the others; there the SE is
-    the least-squares leaf's, which the margins built on it were measured to cover (the regional and
-    hover coverage tests), not the exact spread of the map's cell (on tests/test_stderr.py's city its
-    variance over seeded runs was 0.53 of it: the share-out removes the empty cells' noise). Consistency makes
+    least-squares leaves, which answer ranges and regions, since the tree does not depend on the data and
+    that estimate is linear in the noisy counts. For a cell of the non-negative map it is not the exact
+    spread (on tests/test_stderr.py's city the map's variance over seeded runs was 0.53 of it: the
+    share-out removes the empty cells' noise). Consistency makes
     neighbouring leaves' errors correlated (siblings negatively), so no ``stderr_cells``: the
     SE of a sum of leaves is not the sum of theirs.
     """
@@ -562,12 +565,12 @@ class Hierarchical(Mechanism):
             "bool",
             True,
             "with consistency: share each node's value among its children in proportion to their estimates clipped "
-            "at 0, top-down, so empty regions get no noise mass (off: the least-squares leaves, negatives included: "
-            "unbiased, and lower range-query error in most of the central bench's settings)",
+            "at 0, top-down, so empty regions get no noise mass (off: the map is the least-squares leaves, negatives "
+            "included; range queries and regions are answered from those leaves either way: unbiased)",
         ),
     )
     dp_outputs = ("raw_leaves", "height", "branching", "tree_height", "padded_side", "levels", "height_rule_total")
-    dp_outputs += ("epsilon_per_level", "stderr")
+    dp_outputs += ("epsilon_per_level", "stderr", "least_squares")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = _check_eps(epsilon)
@@ -608,17 +611,14 @@ class Hierarchical(Mechanism):
         if n_hat is not None:
             noisy[0], variances[0] = merge_root(noisy[0], variances[0], n_hat, eps_count)
         nonneg = bool(params["consistency"] and params["nonnegative"])
-        if params["consistency"]:
-            tree = constrained_inference(noisy, variances, b, inside)
-            est = nonnegative_leaves(tree, b, inside)[:m, :m] if nonneg else tree[H][:m, :m]
-        else:
-            est = noisy[H][:m, :m]
-        density = est if f == 1 else est.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
+        tree = constrained_inference(noisy, variances, b, inside) if params["consistency"] else noisy
+        least_squares = spread_leaves(tree[H][:m, :m], f)
+        density = spread_leaves(nonnegative_leaves(tree, b, inside)[:m, :m], f) if nonneg else least_squares
         if params["consistency"]:
             var = constrained_inference_variance([g.shape[0] for g in levels], variances, b, inside)[H][:m, :m]
         else:
             var = np.full((m, m), variances[H])
-        stderr = np.sqrt(var) if f == 1 else np.sqrt(var).repeat(f, axis=0).repeat(f, axis=1) / (f * f)
+        stderr = spread_leaves(np.sqrt(var), f)
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
@@ -644,5 +644,6 @@ class Hierarchical(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy counts of every tree node"),
             diagnostics=diag,
-            extras={"raw_leaves": noisy[H][:m, :m], "stderr": stderr},
+            extras={"raw_leaves": noisy[H][:m, :m], "stderr": stderr}
+            | ({"least_squares": least_squares} if nonneg else {}),
         )
