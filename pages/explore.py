@@ -63,8 +63,23 @@ with page(
             noun = views.unit_noun(on.meta, people=people)
             scale = views.scale_for(on.truth, on.domain, ctl.display, [grid], people=people, noun=noun)
             hover = None if res is None or level else (lambda: views.hover_margins(res, on.cfg, fr))
+            # the margins are for the map whose sums answer ranges; the hover shows those sums when it is not the drawn map
+            summed = None if hover is None else res.release.summed_map()
             diff_scale = mapviews.pair(
-                mode, on.truth, grid, scale, fr, view, ctl.display, square, rects, title, noun, hover, context
+                mode,
+                on.truth,
+                grid,
+                scale,
+                fr,
+                view,
+                ctl.display,
+                square,
+                rects,
+                title,
+                noun,
+                hover,
+                context,
+                estimate=None if summed is None or summed is res.release.density else summed,
             )
             if cap:
                 st.caption(cap)

@@ -107,6 +107,24 @@ def test_nonnegative_map_is_no_worse_in_mse_than_the_least_squares_leaves(name):
         _not_worse(nonneg, np.array(ls), f"{name} eps {e}: MSE of the non-negative map against the least-squares one")
 
 
+@pytest.mark.parametrize("eps", [0.1, 1.0, 10.0])
+def test_default_answers_ranges_from_its_least_squares_leaves(eps):
+    """On the check-ins (sparse: many leaves estimated below 0), the default's range answers are the sums of the
+    least-squares leaves of the same run (the ``nonnegative = False`` run on the same seed: same noise), not of
+    its map, which stays non-negative."""
+    from engine.core.grid import range_counts
+
+    data, dom, _ = _place("checkins")
+    rects = dom.random_square_queries(np.random.default_rng(3), 300, (0.02, 0.5))
+    for s in range(3):
+        default = _run("hierarchical", data, dom, eps, s)
+        leaves = _run("hierarchical", data, dom, eps, s, nonnegative=False).density
+        assert default.density.min() >= 0 and leaves.min() < 0
+        ls = range_counts(leaves, dom, rects)
+        assert np.allclose(default.answer_range(rects), ls, rtol=1e-12, atol=1e-9)
+        assert not np.allclose(range_counts(default.density, dom, rects), ls, rtol=1e-3, atol=1e-3)
+
+
 def _reference(levels, b, inside):
     """The rule node by node: a node's value shared among its children meeting the domain in
     proportion to their estimates clipped at 0, evenly when none is positive."""

@@ -401,6 +401,29 @@ def test_hover_shows_the_margin_and_skips_zeroed_cells():
     assert "{e}" in tip["html"]
 
 
+def test_hover_gives_the_margin_with_the_estimate_it_is_for(data):
+    """The hierarchical default draws its non-negative map, but its margins are for the sums of its least-squares
+    leaves: on a 128 x 128 map (hover blocks of 2 x 2 cells) the hover shows those sums beside the margin."""
+    from engine.regions.margins import block_margins
+    from ui.maps import Frame, block_sums, hover_block, hover_layer
+
+    d0, _ = data
+    rel = runs("hierarchical", d0, n=1, depth=7)[0]
+    k = hover_block(rel.domain.n)
+    ls = block_sums(rel.summed_map(), k)
+    assert k == 2 and not np.allclose(ls, block_sums(rel.density, k))
+    margin = block_margins(rel, CRS, k).margin95
+    layer, _ = hover_layer(
+        np.ones_like(rel.density), rel.density, margin, Frame(rel.domain, CRS), "t", "people", rel.summed_map()
+    )
+    shown = [row["e"] for row in layer.data]
+    jj, ii = np.nonzero((block_sums(np.ones_like(rel.density), k) != 0) | (block_sums(rel.density, k) != 0))
+    expected = [
+        f"; its unbiased estimate {s:.3g} ± {m:.2g}" for s, m in zip(ls[jj, ii], margin.reshape(ls.shape)[jj, ii])
+    ]
+    assert shown == expected * 2  # the true and the private square
+
+
 def test_explore_says_closed_form_for_identity():
     """Explore's margin of error for Identity comes from the noise's scale: no extra runs offered."""
     from test_app import charts, click_run, open_app, texts

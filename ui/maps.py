@@ -343,13 +343,17 @@ def hover_layer(
     frame: Frame,
     layer_id: str,
     unit: str,
+    estimate: np.ndarray | None = None,
 ) -> tuple[pdk.Layer, dict]:
     """Near-invisible cells that carry, for the tooltip, each cell's true and private value and, when the
     release has one, the private value's 95 % margin (``margin95``: one per hover block, as
     :func:`engine.regions.margins.block_margins` gives, NaN where there is none). Over ``HOVER_MAX`` cells per
-    side, cells are summed into blocks (:func:`hover_block`). Returns the layer and the Deck tooltip."""
+    side, cells are summed into blocks (:func:`hover_block`). ``estimate``: the map the margins are for when it
+    is not the drawn one (``Release.summed_map``: the tree's least-squares leaves beside its non-negative map);
+    its sums are then shown with the margin. Returns the layer and the Deck tooltip."""
     k = hover_block(truth.shape[0])
     t, p = block_sums(np.asarray(truth, float), k), block_sums(np.asarray(private, float), k)
+    s = None if estimate is None else block_sums(np.asarray(estimate, float), k)
     e = None if margin95 is None else np.asarray(margin95, dtype=np.float64).reshape(t.shape)
     m = t.shape[0]
     cell = frame.domain.side / m
@@ -366,10 +370,16 @@ def hover_layer(
         if e is None:
             data += [{"g": q, "t": f"{a:.3g}", "p": f"{b:.3g}"} for q, a, b in zip(ll, tv, pv)]
         else:
-            ev = e[jj, ii].tolist()
+            ev, sv = e[jj, ii].tolist(), (p if s is None else s)[jj, ii].tolist()
+            at = "" if s is None else "; its unbiased estimate {:.3g}"
             data += [
-                {"g": q, "t": f"{a:.3g}", "p": f"{b:.3g}", "e": f" ± {m:.2g}" if math.isfinite(m) else ""}
-                for q, a, b, m in zip(ll, tv, pv, ev)
+                {
+                    "g": q,
+                    "t": f"{a:.3g}",
+                    "p": f"{b:.3g}",
+                    "e": (at.format(v) + f" ± {m:.2g}") if math.isfinite(m) else "",
+                }
+                for q, a, b, m, v in zip(ll, tv, pv, ev, sv)
             ]
     layer = pdk.Layer(
         "PolygonLayer",

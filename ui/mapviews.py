@@ -121,6 +121,7 @@ def paired_chart(
     height: int = 520,
     container=None,
     context=None,
+    estimate=None,
 ):
     """The true and the private map side by side in ONE deck: one view, so mouse zoom and pan move both
     (linked views); hovering a cell shows its true and private value (and the margin when known); a scale
@@ -150,11 +151,12 @@ def paired_chart(
         layers += geo.frame_layers(fr, key) + geo.frame_layers(shifted, f"{key}_private")
         tooltip = None
         if grid is not None:
-            hover, tooltip = maps.hover_layer(truth, grid, margin95, fr, key, unit)
+            hover, tooltip = maps.hover_layer(truth, grid, margin95, fr, key, unit, estimate)
             layers.append(hover)
         return maps.deck(layers, maps.paired_view(fr, zoom, pan, px), False, tooltip=tooltip)
 
     parts = ("paired", truth, grid, scale, fr, zoom, pan, px, key, display.outlines, rects, margin95, unit, context)
+    parts += (estimate,)
     chart = c.pydeck_chart(drawn.deck(parts, build), height=height, key=key)
     if note is not None:
         c.caption(f":material/warning: {titles[1]}: {note[1]}")
@@ -209,9 +211,11 @@ def pair(
     noun: str = "locations",
     margins=None,
     context=None,
+    estimate=None,
 ):
     """Explore's true and private maps in the chosen view ``mode`` (each ``square`` px; before a run the true map
-    alone); ``margins``: a function giving the private map's 95 % margin per cell, read only where hover shows it.
+    alone); ``margins``: a function giving the private map's 95 % margin per cell, read only where hover shows it;
+    ``estimate``: the map those margins are for when it is not ``grid`` (:func:`maps.hover_layer`).
     Returns the difference map's scale when that map is drawn (its legend replaces the maps')."""
     height = square + 28  # the deck: the square and its margin
     if mode == "swipe" and grid is not None:
@@ -231,6 +235,7 @@ def pair(
             rects=rects,
             titles=("True " + noun, title),
             margin95=margins() if margins is not None else None,
+            estimate=estimate,
             unit=noun,
             px=square,
             height=height,

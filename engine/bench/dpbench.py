@@ -156,7 +156,10 @@ def run_setting(shape, n: int, eps: float, trials: int, rects, methods, seed: in
             ctx = RunContext(rng=np.random.default_rng([seed, t, zlib.crc32(key.encode()), int(round(eps * 1000))]))
             t0 = time.perf_counter()
             rel = cls().run(data, dom, float(eps), cls.schema().resolve(PARAMS), ctx)
-            secs, est = time.perf_counter() - t0, np.asarray(rel.density)
+            secs, est = (
+                time.perf_counter() - t0,
+                np.asarray(rel.summed_map()),
+            )  # the map whose sums the release answers ranges with
             out.setdefault(key, []).append((scaled_l1(truth, est, rects), secs, scaled_rmse(truth, est, rects)))
     return out
 

@@ -212,7 +212,7 @@ class Release:
     score by regional NRMSE instead of map distances.
     ``partition`` lists adaptive cells as rectangles in metres ``(k, 4)``.
     ``range_answerer`` answers rectangles from a model (e.g. SNH); without one,
-    ranges are answered from ``density`` with the uniformity assumption.
+    ranges are answered from :meth:`summed_map` with the uniformity assumption.
 
     Typed parts, the only ones read outside the mechanism's package: ``noise`` (the released units and
     their noise, :class:`.noise_model.NoiseModel`, or a sentence saying why there is none),
@@ -246,7 +246,14 @@ class Release:
         rects = np.atleast_2d(np.asarray(rects, dtype=np.float64))
         if self.range_answerer is not None:
             return np.asarray(self.range_answerer(rects), dtype=np.float64)
-        return range_counts(self.density, self.domain, rects)
+        return range_counts(self.summed_map(), self.domain, rects)
+
+    def summed_map(self) -> np.ndarray:
+        """The map whose sums answer ranges: ``extras["least_squares"]`` where the release carries a
+        linear unbiased estimate beside a ``density`` post-processed from the same noisy counts (the
+        hierarchical tree's non-negative map, biased on sums), else ``density``. The noise model (``noise``) is then
+        that estimate's."""
+        return self.extras.get("least_squares", self.density)
 
 
 # -------------------------------------------------------------------- protocol

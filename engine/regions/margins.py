@@ -96,7 +96,7 @@ def basis_of(release) -> str:
 def region_margins(release, regions) -> Margins:
     """Estimates and 95 % margins of ``regions`` (:class:`engine.data.regions.Regions` over the release's
     domain) from the release alone (see the module docstring)."""
-    est = regions.aggregate(release.density)
+    est = regions.aggregate(release.summed_map())  # the hierarchical tree's least-squares leaves, not its map
     R = len(regions)
     model = release.noise
     if isinstance(model, str):

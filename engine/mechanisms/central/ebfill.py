@@ -22,11 +22,13 @@ Science 2014); the nonparametric maximum-likelihood prior (Kiefer-Wolfowitz) and
 k < 1 were tried and rejected: on maps the noise swamps (Berlin at eps 0.1-0.3) they fit a few
 rare large counts to the noise's extremes and then pour mass onto noise (up to 4.9x the uniform
 map's MSE). A fitted prior is used only when it beats one common value for every cell (block) by
-``LR_CRIT`` in twice the log-likelihood: on maps with no structure (simulated: constant truth,
-256 blocks, 8,192 or 65,536 cells) that is exceeded in under one map in a hundred (block level:
-99% quantile 3.9-6.0, 99.9% 5.9-8.3; cells: 99% 1.9-4.3); otherwise every cell (block) gets the
-same weight, the even fill. BENCHMARKS.md, "defaults on data nobody tuned them on", has the
-figures and ``scripts/topt_fill_calibration.py`` the simulation.
+``LR_CRIT`` in twice the log-likelihood: on maps with no structure (simulated: 256 x 256 cells of
+one true count, 0 to 3 Laplace scales; 256 blocks, the cells not kept or one eighth of them; 300 maps
+each) that is exceeded in at most one map in 300 (block level: 99% quantile 3.8-5.1; cells: 99%
+0.3-6.1; the statistic is negative where a gamma of k <= ``K_MAX`` cannot be as narrow as the
+truth's point mass, e.g. blocks at 3 scales), ``scripts/topt_fill_calibration.py``; otherwise every
+cell (block) gets the same weight, the even fill. BENCHMARKS.md, "defaults on data nobody tuned them
+on", has the maps' figures.
 """
 
 from __future__ import annotations

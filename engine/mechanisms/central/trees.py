@@ -103,6 +103,11 @@ def _block_sum(a: np.ndarray, b: int) -> np.ndarray:
     return a.reshape(k, b, k, b).sum(axis=(1, 3))
 
 
+def spread_leaves(leaves: np.ndarray, f: int) -> np.ndarray:
+    """Leaves of ``f`` x ``f`` output cells each, spread evenly over their cells."""
+    return leaves if f == 1 else leaves.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
+
+
 def hierarchical_budget(n_levels: int, eps: float, scheme: str = "uniform", b: int = 2) -> np.ndarray:
     """Per-level budgets, index 0 = root, summing to eps (0 = the level is not measured).
 
@@ -293,10 +298,10 @@ class Hierarchical(Mechanism):
     leaves are then made non-negative top-down (:mod:`.nonnegative`: each node's value shared among
     its children in proportion to their clipped estimates), so an empty region's noise does not
     become mass spread where there are no data (without it the default's EMD grew with epsilon on
-    sparse data: BENCHMARKS.md, "defaults on data nobody tuned them on"). That map is biased: for
-    range queries the least-squares leaves (``nonnegative`` off) had 0.55-0.98x its error in 14 of
-    the 16 (dataset, n, epsilon) settings of ``bench central`` (in the other two, the hot-spot city
-    at 10^6 points, the default's was 0.73x and 0.97x theirs).
+    sparse data: BENCHMARKS.md, "defaults on data nobody tuned them on"). That map is biased, so the
+    release also carries the least-squares leaves (``extras["least_squares"]``, the same noisy counts)
+    and answers ranges and regions from them (``Release.summed_map``): the map's sums had 1.02-1.83x
+    their range error in 14 of the 16 settings of ``bench central``.
 
     The variance analysis (HB's approach, re-derived here for the 2-D tree). A rectangle
     query is answered by its canonical nodes: the largest nodes inside it whose parent is
@@ -352,14 +357,12 @@ class Hierarchical(Mechanism):
     Noise model (``Release.noise``): the leaves are the released units, each with its standard
     deviation after constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public
     tree alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
-    consistency), spread over its output cells when leaves are coarser. Exact for the least-squares
-    leaves (``nonnegative`` off): the tree does not depend on the data and that estimate is linear in
-    the noisy counts. The non-negative map differs from them only inside nodes with a child estimated
-    below 0, whose value it shares among the others; there the noise is the least-squares leaf's, which
-    the margins built on it were measured to cover (the regional and hover coverage tests), not the
-    exact spread of the map's cell (on tests/test_stderr.py's city its variance over seeded runs was
-    0.53 of it: the share-out removes the empty cells' noise). Consistency makes neighbouring leaves'
-    errors correlated (siblings negatively), so the SE of a sum of leaves is not the sum of theirs:
+    consistency), spread over its output cells when leaves are coarser: exact for the least-squares
+    leaves, which answer ranges and regions (the units' counts), since the tree does not depend on the
+    data and that estimate is linear in the noisy counts. For a cell of the non-negative map it is not
+    the exact spread (on tests/test_stderr.py's city the map's variance over seeded runs was 0.53 of it:
+    the share-out removes the empty cells' noise). Consistency makes neighbouring leaves' errors
+    correlated (siblings negatively), so the SE of a sum of leaves is not the sum of theirs:
     :class:`TreeCovariance` gives the variance of any sum of cells.
     """
 
@@ -417,12 +420,12 @@ class Hierarchical(Mechanism):
             "bool",
             True,
             "with consistency: share each node's value among its children in proportion to their estimates clipped "
-            "at 0, top-down, so empty regions get no noise mass (off: the least-squares leaves, negatives included: "
-            "unbiased, and lower range-query error in most of the central bench's settings)",
+            "at 0, top-down, so empty regions get no noise mass (off: the map is the least-squares leaves, negatives "
+            "included; range queries and regions are answered from those leaves either way: unbiased)",
         ),
     )
     dp_outputs = ("raw_leaves", "height", "branching", "tree_height", "padded_side", "levels", "height_rule_total")
-    dp_outputs += ("epsilon_per_level", "noise")
+    dp_outputs += ("epsilon_per_level", "noise", "least_squares")
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = check_epsilon(epsilon)
@@ -463,22 +466,19 @@ class Hierarchical(Mechanism):
         if n_hat is not None:
             noisy[0], variances[0] = merge_root(noisy[0], variances[0], n_hat, eps_count)
         nonneg = bool(params["consistency"] and params["nonnegative"])
-        if params["consistency"]:
-            tree = constrained_inference(noisy, variances, b, inside)
-            est = nonnegative_leaves(tree, b, inside)[:m, :m] if nonneg else tree[H][:m, :m]
-        else:
-            est = noisy[H][:m, :m]
-        density = est if f == 1 else est.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
+        tree = constrained_inference(noisy, variances, b, inside) if params["consistency"] else noisy
+        least_squares = spread_leaves(tree[H][:m, :m], f)
+        density = spread_leaves(nonnegative_leaves(tree, b, inside)[:m, :m], f) if nonneg else least_squares
         if params["consistency"]:
             var = constrained_inference_variance([g.shape[0] for g in levels], variances, b, inside)[H][:m, :m]
         else:
             var = np.full((m, m), variances[H])
-        stderr = np.sqrt(var) if f == 1 else np.sqrt(var).repeat(f, axis=0).repeat(f, axis=1) / (f * f)
+        stderr = spread_leaves(np.sqrt(var), f)
         # the leaves are the released units; consistency makes them share draws (siblings negatively)
         cov = TreeCovariance(domain.n, depth, b, tuple(float(v) for v in variances))
         shared = params["consistency"] and math.isfinite(variances[H])
         basis = "Laplace(1/eps_d) per node, through the (linear) constrained inference"
-        noise_model = NoiseModel.of_blocks(density, stderr, f * f, basis, covariance=cov if shared else None)
+        noise_model = NoiseModel.of_blocks(least_squares, stderr, f * f, basis, covariance=cov if shared else None)
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
@@ -503,6 +503,6 @@ class Hierarchical(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy counts of every tree node"),
             diagnostics=diag,
-            extras={"raw_leaves": noisy[H][:m, :m]},
+            extras={"raw_leaves": noisy[H][:m, :m]} | ({"least_squares": least_squares} if nonneg else {}),
             noise=noise_model,
         )
