@@ -16,7 +16,8 @@ def test_methods_guide_states_snh_against_its_grid_and_the_best_baseline():
     assert "IDENTITY@ParamSelect" in SNH_EVIDENCE and "UG, AG and PrivTree" in SNH_EVIDENCE
     # the figures quoted are the ones BENCHMARKS.md's snh section records
     bench = (ROOT / "BENCHMARKS.md").read_text()
-    snh = bench[bench.index("## snh") : bench.index("\n## ", bench.index("## snh") + 5)]
+    start = bench.index("\n### snh — ")
+    snh = bench[start : re.search(r"\n#{2,3} ", bench[start + 5 :]).start() + start + 5]
     for figure in re.findall(r"\d\.\d\d-\d\.\d\d", SNH_EVIDENCE):
         lo, hi = figure.split("-")
         assert lo in snh and hi in snh, figure

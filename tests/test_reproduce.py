@@ -108,8 +108,8 @@ def test_the_recorded_figures_are_those_of_the_suites_section_in_benchmarks(suit
     from pathlib import Path
 
     bench = (Path(__file__).resolve().parents[1] / "BENCHMARKS.md").read_text()
-    start = bench.index(f"## {suite} — ")
-    section = bench[start : bench.index("\n## ", start + 5)]
+    start = bench.index(f"\n### {suite} — ")
+    section = bench[start : re.search(r"\n#{2,3} ", bench[start + 5 :]).start() + start + 5]
     for row in reproduce.BY_SUITE[suite].rows:
         numbers = re.findall(r"\d+\.\d+", row.recorded) or re.findall(r"\d+", row.recorded)
         assert numbers and all(n in section for n in numbers), (row.what, row.recorded)
