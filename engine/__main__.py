@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import sys
 from dataclasses import replace
@@ -32,17 +31,12 @@ class _Parser(argparse.ArgumentParser):
 
 # ------------------------------------------------------------- argument types
 def _epsilon(text: str) -> float:
-    from .run.config import MAX_EPS, MIN_EPS
+    from .core.epsilon import check_epsilon
 
     try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"epsilon {text.strip()!r} is not a number") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"epsilon must be a finite number (got {text.strip()})")
-    if not MIN_EPS <= v <= MAX_EPS:
-        raise argparse.ArgumentTypeError(f"epsilon must be between {MIN_EPS} and {MAX_EPS} (got {text.strip()})")
-    return v
+        return check_epsilon(text.strip())
+    except ParamError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _epsilons(text: str) -> list[float]:

@@ -26,7 +26,7 @@ with page(
     if not with_value:
         st.info(
             "No registered mechanism releases regional means yet (they declare `needs = ('value',)`). "
-            "This page shows any release whose extras carry region_private_mean.",
+            "This page shows any release that carries regional means.",
             icon=":material/bar_chart:",
         )
     cfg = ctl.config() if ctl.ready else None
@@ -81,7 +81,7 @@ with page(
                 },
             )
             n_sup = int(df["suppressed"].sum())
-            b.caption(f"{n_sup} of {len(df)} regions suppressed. Error bars: ±1.96 standard errors.")
+            b.caption(f"{n_sup} of {len(df)} regions suppressed. {attributes.ERROR_BARS}")
             b.download_button(
                 "Regions (CSV)",
                 attributes.regions_csv(res, df, vname),

@@ -21,6 +21,7 @@ import numpy as np
 from engine.bench.shapes import shape_cities
 from engine.bench.snh import CITIES, _dataset, query_sets, rel_error
 from engine.mechanisms import RunContext, get
+from engine.mechanisms.central.readings import grid_size
 from engine.metrics import emd_m, mse
 from engine.run.runner import load_dataset
 
@@ -97,7 +98,7 @@ def monotone(users):
                 row = []
                 for eps in (0.1, 0.3, 1.0, 3.0, 10.0):
                     rels = [_rel(key, d, dom, eps, s, mode) for s in range(4)]
-                    m = rels[0].diagnostics.get("m", rels[0].diagnostics.get("m1"))
+                    m = grid_size(rels[0])
                     row.append(f"{np.mean([emd_m(t, r.density, dom.cell, 64)[0] for r in rels]):.0f} (m {m})")
                 print(f"emd  {name} {users} {key} {mode}: " + ", ".join(row), flush=True)
 

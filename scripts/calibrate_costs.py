@@ -38,14 +38,6 @@ from engine.run.runner import run  # noqa: E402
 
 SIZES = (20_000, 100_000, 1_000_000)
 DEPTHS = (6, 8, 10)
-VARIANTS = {  # parameter settings that move the work term W, run at 100,000 locations and 256²
-    "snh": [{"preset": "quality"}, {"preset": "fast", "k": 4}],
-    "federated_rff_kde": [{"B": 1}, {"B": 8}, {"attack_users": 0}, {"attack_users": 2000}],
-    "federated_kde": [{"attack_users": 0}, {"attack_users": 2000}],
-    "geoind_kde": [{"attack_users": 0}, {"attack_users": 2000}],
-    "sparse_emd": [{"w": 20}, {"w": 200}, {"w": 2000}],
-    "sparse_emd_secagg": [{"w": 20}, {"w": 200}, {"w": 2000}],
-}
 DEFAULT_WEIGHT = 5.0
 
 
@@ -76,12 +68,14 @@ print(t[0] - t[1])
 def configs(mech: str, quick: bool) -> list[RunConfig]:
     sizes = (20_000, 100_000) if quick else SIZES
     depths = (6, 8) if quick else DEPTHS
-    if mech == "snh":  # the training does not depend on the points; the density grid on the cells
+    cls = registry()[mech]
+    if not cls.cost_grows_with_points:  # its work (SNH's training) does not depend on the points: one size
         sizes = (100_000,)
     out = [RunConfig(mechanism=mech, dataset_options={"n": n}, depth=d) for n in sizes for d in depths]
-    if registry()[mech].uses_epsilon and mech != "snh":
+    if cls.uses_epsilon and cls.cost_grows_with_points:
         out += [RunConfig(mechanism=mech, dataset_options={"n": 100_000}, depth=d, secure=True) for d in depths[:2]]
-    out += [RunConfig(mechanism=mech, dataset_options={"n": 100_000}, params=p) for p in VARIANTS.get(mech, [])]
+    # the parameter settings that move the work term W (Mechanism.cost_variants), at 100,000 locations and 256²
+    out += [RunConfig(mechanism=mech, dataset_options={"n": 100_000}, params=dict(p)) for p in cls.cost_variants]
     return out
 
 

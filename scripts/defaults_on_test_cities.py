@@ -27,6 +27,7 @@ import numpy as np
 
 from engine.bench.shapes import checkin_city, shape_cities
 from engine.mechanisms import RunContext, get
+from engine.mechanisms.central.readings import topt_fill
 from engine.metrics import emd_m, mse
 from engine.run.runner import load_dataset
 
@@ -70,13 +71,13 @@ def part_topt(seeds, out):
         base = errors(t, dom, flat)
         for eps in EPS:
             row = {"part": "topt", "city": name, "eps": eps}
-            for key in ("identity_topt", "identity"):
-                rels = [run(key, d, dom, eps, s) for s in range(seeds)]
-                v = np.array([errors(t, dom, r.density) for r in rels]) / base
+            rels = {key: [run(key, d, dom, eps, s) for s in range(seeds)] for key in ("identity_topt", "identity")}
+            for key, runs in rels.items():
+                v = np.array([errors(t, dom, r.density) for r in runs]) / base
                 row[key] = {"mse": float(np.median(v[:, 0])), "emd": float(np.median(v[:, 1]))}
-                if key == "identity_topt":  # no cell kept and an even fill: exactly the uniform map
-                    row["none_kept"] = sum(r.diagnostics["cells_kept"] == 0 for r in rels)
-                    row["fill_models"] = sorted({r.diagnostics["fill_model"] for r in rels})
+            fills = [topt_fill(r) for r in rels["identity_topt"]]
+            row["none_kept"] = sum(kept == 0 for kept, _ in fills)  # with an even fill: exactly the uniform map
+            row["fill_models"] = sorted({model for _, model in fills})
             out.append(row)
             a, b = row["identity_topt"], row["identity"]
             print(
@@ -105,6 +106,7 @@ def part_trees(seeds, out):
 
 
 def part_instruments(seeds, out):
+    from engine.mechanisms.central.readings import tree_height
     from engine.mechanisms.central.sizing import height_rule
 
     d, dom, t = prepared(checkin_city())
@@ -123,7 +125,7 @@ def part_instruments(seeds, out):
         }
 
     for eps in (0.1, 1.0, 10.0):
-        rule = run("hierarchical", d, dom, eps, 0).diagnostics["height"]
+        rule = tree_height(run("hierarchical", d, dom, eps, 0))
         row = {"part": "instruments", "eps": eps, "height_rule": rule, "height_true_n": height_rule(n_true, eps, 8)}
         m = 1 << rule
         leaves = t.reshape(m, t.shape[0] // m, m, -1).sum(axis=(1, 3))

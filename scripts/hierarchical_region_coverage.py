@@ -48,10 +48,10 @@ def main(seeds: int, specs: list[str] | None) -> None:
                 for s in range(seeds):
                     params = cls.schema().resolve({"nonnegative": nonneg})
                     r = cls().run(ds, DOMAIN, 1.0, params, RunContext(rng=np.random.default_rng(s)))
-                    m = region_margins(r, "hierarchical", regions)
+                    m = region_margins(r, regions)
                     cover.append((np.abs(m.estimate - truth) <= m.margin95).mean())
                     if nonneg:
-                        est = regions.aggregate(r.extras["least_squares"])
+                        est = regions.aggregate(r.summed_map())
                         ls_cover.append((np.abs(est - truth) <= m.margin95).mean())
                 v = np.array(cover)
                 line = f"{data:8s} {Path(spec).name:20s} nonnegative={nonneg!s:5s} coverage {v.mean():.4f}"

@@ -5,6 +5,7 @@ import numpy as np
 
 from engine.bench.unseen import street_grid_city
 from engine.mechanisms import RunContext, get
+from engine.mechanisms.sparse_emd.readings import w as w_of
 from engine.metrics import emd_m, mse
 
 for seed in (0, 1):
@@ -22,6 +23,6 @@ for seed in (0, 1):
                 eps,
                 key,
                 pp,
-                r.diagnostics.get("w"),
+                w_of(r),
                 f"mse {mse(truth, r.density):.3g} emd {emd_m(truth, r.density, dom.cell, 64)[0]:.1f}",
             )

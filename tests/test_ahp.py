@@ -118,5 +118,5 @@ def test_the_mechanism_without_noise_releases_cluster_means():
     assert np.allclose(rel.density, dom.histogram(np.array(xy)))
     assert rel.diagnostics["cluster_count"] == 3
     sizes = np.bincount(rel.extras["clusters"].ravel())
-    assert np.allclose(rel.extras["stderr"], math.sqrt(2) / eps2 / sizes[rel.extras["clusters"]])
+    assert np.allclose(rel.noise.cell_sd(rel.domain.n), math.sqrt(2) / eps2 / sizes[rel.extras["clusters"]])
     assert rel.ledger.total() == pytest.approx(1.0)

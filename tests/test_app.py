@@ -24,6 +24,7 @@ from engine.core.errors import EngineError
 from engine.core.params import Param
 from engine.mechanisms import base as mbase
 from engine.mechanisms.base import Communication, Mechanism, Release, ServerView, aggregate_view
+from engine.mechanisms.outputs import Level, RegionalMeans
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -104,17 +105,13 @@ class _Regions(Mechanism):
             true.append(float(data.value[m].mean()) if m.any() else np.nan)
         true = np.array(true)
         ctx.record_evaluation(region_true_mean=true)  # computed from the truth: evaluation, not release
-        extras = {
-            "region_rects": rects,
-            "region_private_mean": true + 1.0,
-            "region_stderr": np.full(4, 0.5),
-            "suppressed": np.array([False, False, False, True]),
-        }
-        return _release(data, domain, epsilon, ctx, extras=extras)
+        suppressed = np.array([False, False, False, True])
+        regional = RegionalMeans(rects, true + 1.0, np.full(4, 0.5), np.full(4, 10), suppressed)
+        return _release(data, domain, epsilon, ctx, regional=regional)
 
 
 class _Levels(Mechanism):
-    """Test only: a two-level 'adaptive tree' snapshot in ``extras['levels']``."""
+    """Test only: a two-level 'adaptive tree' snapshot in ``Release.levels``."""
 
     key = "_test_levels"
     label = "Test: levels"
@@ -123,11 +120,11 @@ class _Levels(Mechanism):
         x0, y0, x1, y1 = domain.bounds
         xm, ym = (x0 + x1) / 2, (y0 + y1) / 2
         quads = np.array([[x0, y0, xm, ym], [xm, y0, x1, ym], [x0, ym, xm, y1], [xm, ym, x1, y1]])
-        levels = [
-            {"rects": np.array([[x0, y0, x1, y1]]), "counts": np.array([len(data)]), "threshold": 5.0, "epsilon": 0.5},
-            {"rects": quads, "counts": np.full(4, len(data) / 4), "threshold": 3.0, "epsilon": 0.5},
-        ]
-        return _release(data, domain, epsilon, ctx, partition=quads, extras={"levels": levels})
+        levels = (
+            Level(np.array([[x0, y0, x1, y1]]), counts=np.array([len(data)]), threshold=5.0, epsilon=0.5),
+            Level(quads, counts=np.full(4, len(data) / 4), threshold=3.0, epsilon=0.5),
+        )
+        return _release(data, domain, epsilon, ctx, partition=quads, levels=levels)
 
 
 class _Slow(Mechanism):

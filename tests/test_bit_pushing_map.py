@@ -19,7 +19,7 @@ from engine.run.config import RunConfig
 from engine.run.runner import run
 
 KEYS = ("bitpush_mean", "bitpush_mean_ldp", "ldp_mean_baseline")
-EXTRAS = ("region_private_mean", "region_stderr", "region_count", "suppressed", "region_rects")
+PER_REGION = ("mean", "stderr", "count", "suppressed")
 
 
 def _run(ds, mech, eps=1.0, seed=0, depth=6, **params):
@@ -73,25 +73,23 @@ def test_release_carries_what_the_attributes_page_needs(small_city, key):
     params = {"region_level": 2, "min_cohort": 400}
     res = _run(small_city, key, **params)
     rel = res.release
-    ex = rel.extras
+    ex, reg = rel.extras, rel.regional
     k = 16
-    for name in EXTRAS:
-        assert name in ex
-    assert ex["region_rects"].shape == (k, 4)
-    for name in ("region_private_mean", "region_stderr", "region_count", "suppressed"):
-        assert ex[name].shape == (k,)
+    assert reg.rects.shape == (k, 4)
+    for name in PER_REGION:
+        assert getattr(reg, name).shape == (k,)
     assert res.evaluation["region_true_mean"].shape == (k,)  # computed from the truth: evaluation, not release
-    sup = ex["suppressed"]
-    np.testing.assert_array_equal(sup, ex["region_count"] < 400)
+    sup = reg.suppressed
+    np.testing.assert_array_equal(sup, reg.count < 400)
     assert sup.any() and not sup.all()  # the fixture city has sparse corners
-    assert np.isnan(ex["region_private_mean"][sup]).all() and np.isfinite(ex["region_private_mean"][~sup]).all()
-    assert (ex["region_stderr"][~sup] > 0).all()
+    assert np.isnan(reg.mean[sup]).all() and np.isfinite(reg.mean[~sup]).all()
+    assert (reg.stderr[~sup] > 0).all()
     # density: finite, the private mean on the region's cells, 0 where suppressed
     assert rel.density.shape == (64, 64) and np.isfinite(rel.density).all()
     cells = rel.density.reshape(4, 16, 4, 16)
     for rid in range(k):
         iy, ix = divmod(rid, 4)
-        want = 0.0 if sup[rid] else ex["region_private_mean"][rid]
+        want = 0.0 if sup[rid] else reg.mean[rid]
         assert np.allclose(cells[iy, :, ix, :], want)
     # server view: at most one bit per client, and no client of a suppressed region was asked
     reads = ex["server_reads"]
@@ -115,9 +113,9 @@ def test_release_carries_what_the_attributes_page_needs(small_city, key):
 
 def test_no_dp_regional_means_agree_with_truth_within_their_stderr(small_city):
     res = _run(small_city, "bitpush_mean", region_level=2, min_cohort=200, seed=3)
-    ex = res.release.extras
-    ok = ~ex["suppressed"]
-    z = (ex["region_private_mean"][ok] - res.evaluation["region_true_mean"][ok]) / ex["region_stderr"][ok]
+    reg = res.release.regional
+    ok = ~reg.suppressed
+    z = (reg.mean[ok] - res.evaluation["region_true_mean"][ok]) / reg.stderr[ok]
     assert ok.sum() >= 8
     assert np.abs(z).max() < 4.5
     assert res.evaluation["nrmse_overall"] < 0.1  # ages ~40, thousands of clients per region
@@ -126,7 +124,7 @@ def test_no_dp_regional_means_agree_with_truth_within_their_stderr(small_city):
 def test_ldp_more_noise_than_no_dp_and_b_send(small_city):
     a = _run(small_city, "bitpush_mean", region_level=1, min_cohort=10).release
     b = _run(small_city, "bitpush_mean_ldp", eps=0.5, region_level=1, min_cohort=10).release
-    assert np.nanmean(b.extras["region_stderr"]) > 2 * np.nanmean(a.extras["region_stderr"])
+    assert np.nanmean(b.regional.stderr) > 2 * np.nanmean(a.regional.stderr)
     c = _run(small_city, "bitpush_mean", region_level=1, min_cohort=10, b_send=3, method="weighted").release
     assert np.bincount(c.extras["server_reads"]["user"]).max() == 3
     assert c.communication.bits_per_client == 3.0
@@ -153,8 +151,8 @@ def test_custom_partition_users_with_several_rows_and_missing_values(small_city)
     d = rel.diagnostics
     assert ctx.evaluation["clients_outside_regions"] > 0
     assert ctx.evaluation["values_missing_dropped"] <= 50
-    assert not rel.extras["suppressed"].any()
-    assert rel.extras["region_count"].sum() == d["clients_used"]
+    assert not rel.regional.suppressed.any()
+    assert rel.regional.count.sum() == d["clients_used"]
     assert rel.partition.shape == (2, 4)
     # every user's candidates are its region's rectangle
     u = reads["user"][0]
@@ -231,10 +229,10 @@ def test_secure_mode_end_to_end_says_where_the_noise_came_from(small_city, key, 
     rel = res.release
     d = rel.diagnostics
     assert d["secure_mode"] is True and want in d["noise_source"]
-    ex = rel.extras
-    ok = np.isfinite(ex["region_private_mean"])
+    ex, reg = rel.extras, rel.regional
+    ok = np.isfinite(reg.mean)
     assert ok.any()
-    z = (ex["region_private_mean"][ok] - res.evaluation["region_true_mean"][ok]) / ex["region_stderr"][ok]
+    z = (reg.mean[ok] - res.evaluation["region_true_mean"][ok]) / reg.stderr[ok]
     assert np.all(np.abs(z) < 4.5)
     assert rel.ledger.total() == pytest.approx(2.0)
     if key == "bitpush_mean_ldp":  # secure runs are not reproducible (OpenDP reads the OS entropy source)

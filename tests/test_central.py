@@ -23,12 +23,11 @@ from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.common import CENTRAL_KEYS, PRIVACY_UNIT, bound_contributions, spread_rects
 from engine.mechanisms.central.grids import ag_level1_size, snap_to_divisor, ug_size
 from engine.mechanisms.central.identity import laplace_baseline, top_t_count, topt_threshold
+from engine.mechanisms.central.privtree import privtree_decompose, privtree_params
 from engine.mechanisms.central.trees import (
     constrained_inference,
     hb_branching,
     hierarchical_budget,
-    privtree_decompose,
-    privtree_params,
     tree_error_model,
     tree_levels,
 )
@@ -261,7 +260,7 @@ def test_ug_grid_size_formula(city):
         assert rel.diagnostics["m"] == (min(m, dom.n) if cap else m)
         assert ug_size(n, eps, 10, None) == m
         # the noisy UG counts are all released, spread by area: mass is conserved
-        assert rel.density.sum() == pytest.approx(rel.extras["grid_counts"].sum())
+        assert rel.density.sum() == pytest.approx(rel.measurements.grid.sum())
         assert rel.partition.shape == (rel.diagnostics["m"] ** 2, 4)
 
 
@@ -270,7 +269,7 @@ def test_ug_cells_spread_over_output_cells(city):
     rel = run_mech("ug", data, dom, 0.05, total="public", align="off")  # m = 10 on a 64 grid: not aligned
     m = rel.diagnostics["m"]
     assert m == 10
-    g = rel.extras["grid_counts"]
+    g = rel.measurements.grid
     # output cell fully inside UG cell (0, 0) gets that cell's count / (6.4^2)
     assert rel.density[0, 0] == pytest.approx(g[0, 0] / (dom.n / m) ** 2)
     # output cell 6 straddles UG cells 0 and 1 along x (edges 6.4): 0.4 and 0.6 of its area
@@ -1123,8 +1122,8 @@ def test_secure_mode_runs_end_to_end(key, params):
     if key == "ug" and params:
         # public total: the grid counts minus the true counts have E|noise| = 1/eps = 1
         # (6 standard errors, sd of |Laplace(1)| = 1; false-alarm rate ~2e-9)
-        exact = run_mech(key, data, dom, 1.0, noiseless=True, **params).extras["grid_counts"]
-        resid = (rel.extras["grid_counts"] - exact).ravel()
+        exact = run_mech(key, data, dom, 1.0, noiseless=True, **params).measurements.grid
+        resid = (rel.measurements.grid - exact).ravel()
         assert abs(np.abs(resid).mean() - 1.0) < 6 / math.sqrt(resid.size)
     # the total mass is near the number of points (Laplace noise sums, generous 8-sigma band)
     assert abs(rel.density.sum() - len(data)) < 8 * math.sqrt(2 * (2 * dom.n**2 + 10))

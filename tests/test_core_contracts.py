@@ -43,7 +43,7 @@ def test_ledger_composition():
     led.note_side_information("true total N")
     d = led.to_dict()
     assert d["side_information"] == ["true total N"] and len(d["entries"]) == 3
-    with pytest.raises(ValueError):
+    with pytest.raises(ParamError, match="finite number >= 0"):
         led.spend("x", -1)
 
 

@@ -265,7 +265,7 @@ def test_the_attribute_regions_table():
 
     df = pd.DataFrame({"region": HOSTILE, "true mean": np.linspace(-1, 1, len(HOSTILE)), "private mean": 0.0,
                        "std. error": 1.0, "error": -0.5, "suppressed": False})  # fmt: skip
-    rel = SimpleNamespace(extras={"region_rects": np.zeros((len(HOSTILE), 4)).ravel().tolist()})
+    rel = SimpleNamespace(regional=SimpleNamespace(rects=np.zeros((len(HOSTILE), 4))))
     res = SimpleNamespace(release=rel, config=SimpleNamespace(mechanism="@mech"))
     rows = assert_neutral(attributes.regions_csv(res, df, "=value"))
     assert_quoted(rows, HOSTILE + ["@mech", "true mean [=value]"])

@@ -124,8 +124,10 @@ def test_topt_default_keeps_the_cells_above_the_noise_and_fills_the_rest():
     steps = {e.step: e.epsilon for e in rel.ledger.entries}
     assert steps == pytest.approx({"total count": TOPT_TOTAL_SHARE, "cell counts": eps_cells})
     assert rel.ledger.total() == pytest.approx(1.0)
-    assert np.all(rel.extras["stderr_cells"][~tt.kept] == (~tt.kept).sum())
-    assert np.isfinite(rel.extras["stderr"]).all()
+    A = rel.noise.own_weights(tt.kept.size)  # units x cells: the cells not kept share one unit, by the fill
+    rest_unit = np.unique(A[:, ~tt.kept.ravel()].nonzero()[0])
+    assert rest_unit.size == 1 and A[rest_unit[0]][:, tt.kept.ravel()].nnz == 0
+    assert np.isfinite(rel.noise.cell_sd(dom.n)).all()
 
 
 def test_topt_default_is_the_uniform_map_where_nothing_stands_out():

@@ -107,9 +107,9 @@ def test_the_mechanism_without_noise(consistency):
     areas = (rel.partition[:, 2] - rel.partition[:, 0]) * (rel.partition[:, 3] - rel.partition[:, 1]) / cell**2
     assert areas.sum() == pytest.approx(256)
     if consistency:
-        assert "stderr" not in rel.extras
+        assert isinstance(rel.noise, str)
     else:
-        assert np.allclose(rel.extras["stderr"], math.sqrt(2) / eps2 / 128)
+        assert np.allclose(rel.noise.cell_sd(16), math.sqrt(2) / eps2 / 128)
 
 
 def test_cells_must_be_a_power_of_two():

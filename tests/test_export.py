@@ -267,8 +267,8 @@ def test_report_is_self_contained_with_maps_metrics_ledger_and_stamp(snow_run):
         assert e.step in doc
     assert "Total ε = 1" in doc and r.dataset_meta.license in doc
     assert r.config.key() in doc and "python -m engine run --dataset snow_cholera --mechanism ug" in doc
-    # UG's release reports its per-cell standard error in closed form, and only that
-    assert "Margins of error" in doc and [m[0] for m in report.margins(r.release)] == ["stderr"]
+    # UG's release states its noise in closed form: the report gives each cell's margin, and only that
+    assert "Margins of error" in doc and [m["name"] for m in report.margin_rows(r.release)] == ["each cell's estimate"]
 
 
 def test_report_of_synthetic_data_has_no_url_but_the_link(synthetic_run):
@@ -277,20 +277,21 @@ def test_report_of_synthetic_data_has_no_url_but_the_link(synthetic_run):
     assert "synthetic" in doc
 
 
-def test_report_escapes_the_data_and_shows_reported_margins(synthetic_run):
+def test_report_escapes_the_data_and_shows_the_margins_the_files_carry(synthetic_run):
+    from engine.regions.margins import LAPLACE95, grid_margin
+
     r = synthetic_run
     meta = replace(r.dataset_meta, name='<script src="http://evil.example/x.js"></script>', description="<b>x</b>")
-    se = np.full(r.release.density.shape, 2.0)
-    se[0, 0] = 10.0
-    rel = replace(r.release, diagnostics={**r.release.diagnostics, "cell_stderr": se})
-    doc = report.html_report(replace(r, dataset_meta=meta, release=rel), _scale(r.truth, rel.domain), "")
+    doc = report.html_report(replace(r, dataset_meta=meta), _scale(r.truth, r.release.domain), "")
     p = _Refs()
     p.feed(doc)
     assert "script" not in p.tags and not any(t == "a" for t, _, _ in p.refs)  # no link without a link given
     assert "&lt;script" in doc and "&lt;b&gt;x&lt;/b&gt;" in doc
-    assert "Margins of error" in doc and ">cell<" in doc
-    assert ("cell_stderr", 2.0, 10.0) in report.margins(rel)  # beside the release's own "stderr"
-    assert ">3.92<" in doc  # the 95 % margin of the median standard error, 1.96 x 2
+    # identity: every cell one Laplace(1/eps) draw, so every margin is 2.118 x sqrt(2) / eps, the GeoTIFF's too
+    m = grid_margin(r.release)
+    assert np.allclose(m, LAPLACE95 * np.sqrt(2.0) / r.config.epsilon)
+    assert "Margins of error" in doc and "each cell&#39;s estimate" in doc
+    assert doc.count(f"± {float(m[0, 0]):.4g}<") == 3  # median, worst tenth and largest
 
 
 def test_report_of_an_uploaded_file_has_no_command_line(synthetic_run):

@@ -335,11 +335,11 @@ def test_excess_dropout_degrades_the_guarantee(city):
     base = dict(secagg_shard=2000, max_levels=3)
     planned = run("adaptive_hh", data, dom, 1.0, 1, dropout=0.1, planned_dropout=0.1, **base)
     assert planned.diagnostics["effective_epsilon"] == pytest.approx(1.0)
-    assert not planned.diagnostics["warnings"]
+    assert not planned.warnings
     assert all(lv["dp_shard_size"] == 1800 and lv["survivors_min"] == 1800 for lv in planned.diagnostics["levels"])
     naive = run("adaptive_hh", data, dom, 1.0, 1, dropout=0.1, **base)
     assert naive.diagnostics["effective_epsilon"] > 1.05
-    assert any("effective guarantee" in w for w in naive.diagnostics["warnings"])
+    assert any("effective guarantee" in w for w in naive.warnings)
     # the ledger books what was spent, the effective epsilon, the plan beside it
     assert naive.ledger.total() == pytest.approx(naive.diagnostics["effective_epsilon"])
     assert naive.ledger.planned_total() == pytest.approx(1.0)
@@ -419,15 +419,15 @@ def test_client_count_is_side_information_and_weak_shards_show_in_the_ledger(cit
     assert "WEAKER THAN PLANNED" in weak.ledger.entries[0].note  # visible in the dashboard's ledger table
     assert weak.ledger.total() == pytest.approx(weak.diagnostics["effective_epsilon"])  # booked as spent
     assert weak.ledger.entries[0].planned_epsilon == pytest.approx(1.0)
-    assert any("DP shard size N" in w and "effective guarantee" in w for w in weak.diagnostics["warnings"])
+    assert any("DP shard size N" in w and "effective guarantee" in w for w in weak.warnings)
 
 
 # ----------------------------------------------------------- proportions
 def test_proportion_estimation(city):
     data, dom = city
     rel = run("adaptive_hh", data, dom, 5.0, 4, attribute="flag", secagg_shard=20000)
-    prop = rel.extras["proportion"]
-    rate, lo, hi = prop["rate"], prop["ci_low"], prop["ci_high"]
+    prop = rel.proportion
+    rate, lo, hi = prop.rate, prop.ci_low, prop.ci_high
     assert ((lo <= rate) & (rate <= hi) & (lo >= 0) & (hi <= 1)).all()
     assert rel.diagnostics["levels"][0]["vector_length"] == 2 * rel.diagnostics["levels"][0]["T"]
     # coverage of the true per-region rates (binomial + DP variance), regions with >= 30 users
@@ -441,7 +441,7 @@ def test_proportion_estimation(city):
     # the interval is for the sample rate's expectation; the sample rate itself is inside
     # unless the DP noise is unlucky: expect >= 85% at the 95% level
     assert ((lo[ok] <= true) & (true <= hi[ok])).mean() > 0.85
-    assert rel.extras["rate_grid"].shape == (dom.n, dom.n)
+    assert prop.rate_grid.shape == (dom.n, dom.n)
     narrow = run("adaptive_hh", data, dom, 5.0, 4, attribute="flag", split_on="ci_width", max_ci_width=0.1)
     assert narrow.diagnostics["final_cells"] < rel.diagnostics["final_cells"]
 
@@ -450,11 +450,11 @@ def test_proportion_estimation(city):
 def test_release_contents(city):
     data, dom = city
     rel = run("adaptive_hh", data, dom, 1.0, 0)
-    levels = rel.extras["levels"]
+    levels = rel.levels
     assert len(levels) == rel.diagnostics["subqueries"] == len(rel.diagnostics["levels"])
     for i, lv in enumerate(levels):
-        assert lv["rects"].shape == (lv["node_ids"].size, 4)
-        assert level_density(rel, i).sum() == pytest.approx(lv["counts"].sum())
+        assert lv.rects.shape == (lv.nodes.size, 4)
+        assert level_density(rel, i).sum() == pytest.approx(lv.counts.sum())
         d = rel.diagnostics["levels"][i]
         assert {"T", "epsilon", "threshold", "splits", "collapses"} <= set(d)
     assert np.allclose(level_density(rel, len(levels) - 1), rel.density)

@@ -161,12 +161,12 @@ def test_exports_and_tables_speak_plain_language():
     from engine.run.config import RunConfig
     from engine.run.export import manifest
     from engine.run.runner import run
-    from ui.report import _quantity
+    from ui.report import margin_rows
 
     res = run(RunConfig(dataset_options={"n": 3000}, depth=5, epsilon=0.5, mode="release"))
     doc = manifest(res)
     assert doc["dataset"]["coordinates"].startswith("fictitious")
-    assert _quantity("stderr") == "each cell's estimate" and _quantity("count_stderr") == "count"
+    assert [m["name"] for m in margin_rows(res.release)] == ["each cell's estimate"]
 
 
 @pytest.mark.parametrize("f,spent,want", [(0.0, 5.0, "estimating"), (0.5, 10.0, "about 10 s left")])

@@ -313,7 +313,7 @@ def test_several_locations_per_person_count_once_at_the_most_visited_cell():
     data = _ds(xy, user_id=np.array([0, 0, 0, 0, 1, 2]))
     rel = _run(data, eps=1.0, depth=3, g1=8, g2=2)
     assert rel.diagnostics["users"] == 3 and rel.density.sum() == pytest.approx(3.0)
-    assert any("most visited" in w for w in rel.diagnostics["warnings"])
+    assert any("most visited" in w for w in rel.warnings)
 
 
 def test_secure_mode_and_the_attackers_view(city):

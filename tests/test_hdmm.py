@@ -28,7 +28,6 @@ from engine.mechanisms.hdmm.strategy import (
     pseudo_inverse,
     strategy_matrix,
 )
-from engine.regions.margins import units_of
 
 Z_1E3 = stats.norm.ppf(1 - 1e-3 / 2)  # two-sided z at a false-alarm rate of 1e-3
 SIDE = 8_000.0
@@ -165,8 +164,8 @@ def test_stderr_and_region_variance_are_the_kronecker_covariance():
     ty, tx = hm.strategy_for(w, 1)
     A = np.kron(strategy_matrix(ty), strategy_matrix(tx))
     cov = 2 / eps**2 * np.linalg.inv(A.T @ A)
-    assert np.allclose(np.asarray(r.extras["stderr"]).ravel() ** 2, np.diag(cov))
-    var_of = units_of(r, "hdmm").var_of
+    assert np.allclose(r.noise.cell_sd(8).ravel() ** 2, np.diag(cov))
+    var_of = r.noise.covariance.variance
     a = np.zeros((8, 8))
     a[2:5, 1:7] = 1.0
     a[6, 0] = 0.5
@@ -217,10 +216,10 @@ def test_block_variances_in_one_pass_equal_one_per_block(k):
 
     dom = Domain(0.0, 0.0, SIDE, 5)
     r = _run("hdmm", _dataset(np.random.default_rng(8).uniform(0, SIDE, (200, 2))), dom, 1.0, 0)
-    var_of = units_of(r, "hdmm").var_of
+    var_of = r.noise.covariance.variance
     regions = block_regions(dom, "", k)
     each = [var_of(regions.weights.getrow(i).toarray().ravel()) for i in range(len(regions))]
-    assert np.allclose(block_margins(r, "hdmm", "", k).noise_sd ** 2, each, rtol=1e-10)
+    assert np.allclose(block_margins(r, "", k).noise_sd ** 2, each, rtol=1e-10)
 
 
 def test_the_planner_gives_hdmm_its_closed_form():

@@ -3,6 +3,7 @@ unpickled, every entry is verified, and stale temporaries are cleaned at start."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -113,13 +114,17 @@ def same(a, b, where="result") -> None:
         assert np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"), where
     elif isinstance(a, float):
         assert a == b or (np.isnan(a) and np.isnan(b)), f"{where}: {a} != {b}"
+    elif dataclasses.is_dataclass(a):  # a release's typed part: field by field
+        for f in dataclasses.fields(a):
+            same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-# a spread of release shapes: plain maps, partitions, int-keyed dicts of arrays (cms sketches),
-# lists of per-level dicts (adaptive HH, sparse EMD snapshots), numpy scalars and warnings lists
+# a spread of release shapes: plain maps, partitions, int-keyed dicts of arrays (cms sketches), typed parts
+# (noise models with labels, area weights or a tree's covariance; levels, heat layers, warnings), numpy scalars
 ROUND_TRIP = ["identity", "ug", "ag", "hierarchical", "adaptive_hh", "sparse_emd", "cms_hierarchical", "privtree"]
+ROUND_TRIP += ["laplace_regions", "dawa"]
 
 
 @pytest.mark.parametrize("mechanism", ROUND_TRIP)
@@ -135,11 +140,13 @@ def test_a_cached_result_equals_the_fresh_one(mechanism):
     r, f = back.release, fresh.release
     for name in ("density", "partition", "diagnostics", "extras", "quantity", "domain", "communication"):
         same(getattr(r, name), getattr(f, name), name)
+    for name in ("noise", "measurements", "levels", "heat", "regional", "proportion", "warnings", "regions_counted"):
+        same(getattr(r, name), getattr(f, name), name)
     assert r.ledger.entries == f.ledger.entries and r.ledger.to_dict() == f.ledger.to_dict()
     assert (r.server_view.kind, r.server_view.description) == (f.server_view.kind, f.server_view.description)
     same(back.summary(), fresh.summary(), "summary")
-    if mechanism == "sparse_emd":  # Explore's level slider reads these per-level snapshots
-        assert f.extras["levels"] and isinstance(r.extras["levels"][0]["counts"], np.ndarray)
+    if f.levels:  # Explore's level slider reads these per-level snapshots
+        assert isinstance(r.levels[0].counts, np.ndarray)
 
 
 def test_the_evaluation_record_round_trips_through_the_cache():

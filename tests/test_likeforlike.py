@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from engine.mechanisms.outputs import Heat
 from engine.metrics import gaussian_heatmap, likeforlike, normalise, sim
 from engine.run.config import RunConfig
 from engine.run.runner import run
@@ -14,8 +15,7 @@ from engine.run.runner import run
 
 def _rel(sigma=None, heat=None, density=None):
     d = np.ones((8, 8)) if density is None else density
-    extras = {} if heat is None else {"heatmap": heat}
-    return SimpleNamespace(density=d, extras=extras, diagnostics={} if sigma is None else {"sigma_cells": sigma})
+    return SimpleNamespace(density=d, heat=None if heat is None else Heat(heat, sigma))
 
 
 def test_common_sigma_is_the_smoothing_releases_filter():
@@ -25,6 +25,7 @@ def test_common_sigma_is_the_smoothing_releases_filter():
     assert likeforlike.common_sigma([_rel(2.0, h), _rel(3.0, h), _rel(3.0, h)]) == 3.0  # the most common
     assert likeforlike.common_sigma([_rel(2.0, h), _rel(3.0, h)]) == 2.0  # a tie: the narrowest
     assert likeforlike.common_sigma([_rel(3.0, None)]) == 0.0  # a width without a published heatmap
+    assert likeforlike.common_sigma([_rel(0.0, h)]) == 0.0  # a heat layer left unsmoothed
 
 
 def test_a_map_without_its_own_heatmap_is_smoothed_by_the_same_filter():
@@ -46,7 +47,7 @@ def runs():
 
 def test_the_rescored_runs_compare_like_for_like(runs):
     sigma = likeforlike.common_sigma(r.release for r in runs.values())
-    assert sigma == pytest.approx(runs["sparse_emd"].release.diagnostics["sigma_cells"])
+    assert sigma == pytest.approx(runs["sparse_emd"].release.heat.sigma_cells)
     truth = likeforlike.smoothed_truth(runs["identity"].truth, sigma)
     s = {m: likeforlike.rescore(truth, r.release, sigma) for m, r in runs.items()}
     # the smoothing release keeps the scores its run gave it (the same protocol)

@@ -14,7 +14,6 @@ from engine.core.workload import RangeWorkload
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.metrics import lower_bound as lb
-from engine.regions.margins import units_of
 
 SIDE = 8_000.0
 
@@ -91,9 +90,9 @@ def test_every_matrix_mechanism_is_at_or_above_the_bound(name):
     w, eps = WORKLOADS[name](), 1.0
     W = w.dense()
     bound = lb.tse_bound(w, eps)
-    identity = float((W**2 @ _release("identity", eps).extras["stderr"].ravel() ** 2).sum())
+    identity = float((W**2 @ _release("identity", eps).noise.sd ** 2).sum())
     assert identity == pytest.approx(2 / eps**2 * (W**2).sum())
-    tree = units_of(_release("hierarchical", eps, height=3), "hierarchical").var_of
+    tree = _release("hierarchical", eps, height=3).noise.covariance.variance
     hierarchical = sum(tree(row) for row in W)
     hdmm = 2 / eps**2 * expected_error(w, *hm.strategy_for(w, 1))
     for tse in (identity, hierarchical, hdmm):

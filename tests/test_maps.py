@@ -223,7 +223,7 @@ def test_margin_of_error_from_repeated_runs():
     at.button(key="run_explore_se").click().run()
     wait_jobs_all(at)
     assert "explore_moe_heat" in charts(at)
-    assert "estimated from 10 releases with seeds 1–10" in texts(at)
+    assert "estimated from 10 releases with seeds 1–10" in texts(at) and "2.118 x the standard deviation" in texts(at)
     assert evaluated_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(5.5)  # the ten extra runs too
 
 

@@ -87,15 +87,15 @@ def test_secure_selection_uses_opendp_and_prefers_the_worst_answered_query():
 
 def test_the_mechanism_spends_epsilon_and_meets_its_measurements():
     """With the total public and 1,000 sweeps of the update, the release answers every measured rectangle as measured
-    (measurements of one map with Laplace(T / eps_m) = Laplace(0.05) noise: some map meets them all, and the sweeps
-    converge to one); the ledger adds the selection and the measurement shares to epsilon."""
+    (measurements of one map with Laplace(T / eps_m) = Laplace(0.1) noise at the largest epsilon a run accepts: some
+    map meets them all, and the sweeps converge to one); the ledger adds the selection and the measurement shares to epsilon."""
     rng = np.random.default_rng(4)
     xy = rng.normal(SIDE / 2, 2000, (3000, 2)).clip(1, SIDE - 1)
     dom = Domain(0.0, 0.0, SIDE, 4)
     cls = get("mwem")
     p = cls.schema().resolve({"total": "public", "rounds": 5, "workload_queries": 50, "passes": 1000})
-    rel = cls().run(_ds(xy), dom, 200.0, p, RunContext(np.random.default_rng(1)))
-    assert rel.ledger.total() == pytest.approx(200.0)
+    rel = cls().run(_ds(xy), dom, 100.0, p, RunContext(np.random.default_rng(1)))
+    assert rel.ledger.total() == pytest.approx(100.0)
     assert rel.density.sum() == pytest.approx(3000.0)
     sel = np.array(rel.diagnostics["selected"])
     got = rect_answers(rel.density, sel)

@@ -177,8 +177,9 @@ def test_the_smallest_epsilon_meets_the_target_and_a_tenth_less_does_not():
 
 def test_the_search_reaches_the_smallest_epsilon_a_run_accepts():
     """A target met below ε 0.001 is found there, not at a floor of 0.001: every ε a run accepts (down to
-    MIN_EPS) is searched, so the suggestion never spends more than the target needs."""
-    from engine.run.config import MIN_EPS, RunConfig
+    EPS_MIN) is searched, so the suggestion never spends more than the target needs."""
+    from engine.core.epsilon import EPS_MIN
+    from engine.run.config import RunConfig
 
     f, users = P.default_frame(), P.stated_users(3000)
     target = LN20 / 3e-4  # identity's cell margin is ln(20) / ε: met from ε = 0.0003
@@ -187,7 +188,7 @@ def test_the_search_reaches_the_smallest_epsilon_a_run_accepts():
     assert P.target_value(P.predict("identity", e, f, users, depth=5)) <= target
     RunConfig(dataset="synthetic:zong_a", mechanism="identity", epsilon=e).validate()  # a run accepts it
     # a target even the smallest ε meets: that ε
-    assert P.smallest_epsilon("identity", 2 * LN20 / MIN_EPS, f, users, depth=5) == MIN_EPS
+    assert P.smallest_epsilon("identity", 2 * LN20 / EPS_MIN, f, users, depth=5) == EPS_MIN
 
 
 def test_stated_users_are_checked_and_declared():

@@ -106,7 +106,7 @@ def test_the_mechanism_noises_the_weighted_coefficients_and_rebuilds_the_map_exa
     assert zero.scales == [pytest.approx(25 / 0.5)]  # rho = (1 + 4)^2
     assert rel.diagnostics["generalized_sensitivity"] == 25
     assert rel.ledger.total() == pytest.approx(0.5)
-    assert np.allclose(rel.extras["stderr"], math.sqrt(2) * 50 * haar.entry_variance_factor(16))
+    assert np.allclose(rel.noise.cell_sd(16), math.sqrt(2) * 50 * haar.entry_variance_factor(16))
 
 
 def test_the_noise_of_a_coefficient_is_inverse_to_its_weight():

@@ -93,7 +93,7 @@ def test_post_processing_is_the_dense_least_squares_solution(budget):
     cov = np.linalg.inv(X.T @ (omega[:, None] * X))
     beta = cov @ X.T @ (omega * Y)
     assert np.allclose(rel.density.ravel(), beta)
-    assert np.allclose(rel.extras["stderr"].ravel() ** 2, np.diag(cov))
+    assert np.allclose(rel.noise.cell_sd(rel.domain.n).ravel() ** 2, np.diag(cov))
     assert rel.ledger.total() == pytest.approx(1.0)
 
 
@@ -107,7 +107,7 @@ def test_without_post_processing_the_raw_leaves_are_released():
     rel = cls().run(_ds(xy), dom, 1.0, cls.schema().resolve({"post_processing": False}), ctx)
     assert np.array_equal(rel.density, noise.outputs[-1])
     e_leaf = rel.diagnostics["epsilon_per_level"][-1]
-    assert np.allclose(rel.extras["stderr"], math.sqrt(2) / e_leaf)
+    assert np.allclose(rel.noise.cell_sd(rel.domain.n), math.sqrt(2) / e_leaf)
 
 
 def test_coarser_leaves_are_spread_over_their_cells():
@@ -120,4 +120,4 @@ def test_coarser_leaves_are_spread_over_their_cells():
     leaves = cls().run(_ds(xy), Domain(0.0, 0.0, SIDE, 2), 1.0, p, RunContext(np.random.default_rng(1)))
     assert coarse.diagnostics["height"] == 2 and len(coarse.diagnostics["epsilon_per_level"]) == 3
     assert np.allclose(coarse.density, np.kron(leaves.density, np.ones((2, 2))) / 4)
-    assert np.allclose(coarse.extras["stderr"], np.kron(leaves.extras["stderr"], np.ones((2, 2))) / 4)
+    assert np.allclose(coarse.noise.cell_sd(8), np.kron(leaves.noise.cell_sd(4), np.ones((2, 2))) / 4)

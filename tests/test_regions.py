@@ -167,7 +167,7 @@ def test_identity_cells_cover_exactly_95_percent():
     truth = true_counts(ds, regions)
     cover = []
     for s in range(200):
-        m = region_margins(release("identity", ds, s), "identity", regions)
+        m = region_margins(release("identity", ds, s), regions)
         assert np.allclose(m.margin95, LAPLACE95 * math.sqrt(2.0))
         cover.append((np.abs(m.estimate - truth) <= m.margin95).mean())
     assert_mean_within(cover, 0.95, 0.95, "identity cells")
@@ -186,7 +186,7 @@ def test_whole_leaves_of_privtree_have_the_exact_noise_margin():
         geoms = shapely.box(rects[:, 0], rects[:, 1], rects[:, 2], rects[:, 3])
         regions = Regions("file", "leaves", tuple(map(str, range(len(geoms)))), (), DOMAIN, CRS,
                           area_weights(geoms, DOMAIN), geoms, np.ones(len(geoms)))  # fmt: skip
-        m = region_margins(r, "privtree", regions)
+        m = region_margins(r, regions)
         assert np.array_equal(m.spread_sd, np.zeros(len(regions)))
         truth = true_counts(ds, regions)
         cover.append((np.abs(m.estimate - truth) <= m.margin95).mean())
@@ -204,12 +204,12 @@ def test_correlated_region_variance_is_the_spread_over_runs(key, depth, polygon_
     extra = {"nonnegative": False} if key == "hierarchical" else {}  # the tree's least-squares leaves
     runs = [release(key, ds, s, domain=dom, **extra) for s in range(300)]
     est = np.stack([regions.aggregate(r.density) for r in runs])
-    var = region_margins(runs[0], key, regions).noise_sd ** 2
+    var = region_margins(runs[0], regions).noise_sd ** 2
     dev2 = ((est - est.mean(axis=0)) ** 2).sum(axis=1) * 300 / 299
     ratio, se = dev2.mean() / var.sum(), dev2.std(ddof=1) / math.sqrt(300) / var.sum()
     assert abs(ratio - 1) <= Z * se, (ratio, se)
     independent = sum(
-        (regions.weights.toarray() ** 2 * (runs[0].extras["stderr"].ravel() ** 2)).sum(axis=1)
+        (regions.weights.toarray() ** 2 * (runs[0].noise.cell_sd(dom.n).ravel() ** 2)).sum(axis=1)
     )  # what ignoring the correlations would say
     assert abs(independent / var.sum() - 1) > 0.05
 
@@ -231,7 +231,7 @@ def test_regional_margins_cover_90_to_99_percent(key, data, polygon_file):
         cover = []
         for s in range(60):
             r = release(key, ds, s, **({"regions": spec} if key == "laplace_regions" else {}))
-            m = region_margins(r, key, regions)
+            m = region_margins(r, regions)
             assert np.isfinite(m.margin95).all()
             cover.append((np.abs(m.estimate - truth) <= m.margin95).mean())
         assert_mean_within(cover, 0.90, 0.99 if key == "laplace_regions" else 1.0, f"{key} {data} {spec}")
@@ -251,7 +251,7 @@ def test_hierarchical_default_blocks_cover_95_percent(k):
     for s in range(100):
         r = release("hierarchical", ds, s)
         assert r.density.min() >= 0
-        m = block_margins(r, "hierarchical", CRS, k)
+        m = block_margins(r, CRS, k)
         assert np.array_equal(m.spread_sd, np.zeros(truth.size))
         cover.append((np.abs(m.estimate - truth) <= m.margin95).mean())
     assert_mean_within(cover, 0.95, 1.0, f"hierarchical blocks of {k} cells")
@@ -260,7 +260,7 @@ def test_hierarchical_default_blocks_cover_95_percent(k):
 @pytest.mark.parametrize("key", ["ag", "sparse_emd", "snh"])
 def test_no_margin_where_there_is_no_closed_form(key):
     ds = _dataset(datasets()["smooth"])
-    m = region_margins(release(key, ds, 0), key, build("h3:7", DOMAIN, CRS))
+    m = region_margins(release(key, ds, 0), build("h3:7", DOMAIN, CRS))
     if key == "identity_topt":  # cells set to 0 after the noise: no margin for the regions holding them
         assert np.isnan(m.margin95).any()
     else:

@@ -12,7 +12,7 @@ The values that moved out are checked to arrive in ``RunResult.evaluation`` inst
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields, is_dataclass
 
 import numpy as np
 import pytest
@@ -92,6 +92,19 @@ def _differences(a, b, path: str, out: list[str]) -> None:
         out.append(path)
 
 
+# a release's typed parts (engine.mechanisms.base.Release): compared like the extras, by name or by field
+PARTS = ("noise", "measurements", "levels", "heat", "regional", "proportion", "warnings", "regions_counted")
+
+
+def _plain(x):
+    """A typed part as plain data: a dataclass as the dict of its fields, a tuple element by element."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: _plain(getattr(x, f.name)) for f in fields(x)}
+    if isinstance(x, tuple):
+        return [_plain(v) for v in x]
+    return x
+
+
 def _release(cls, data, domain, ctx=None):
     params = cls.schema().resolve(SMALL.get(cls.key, {}))
     ctx = ctx or RunContext(rng=np.random.default_rng(5))
@@ -110,6 +123,16 @@ def test_release_fields_other_than_dp_outputs_and_side_information_do_not_depend
         for k in sorted(set(da) | set(db), key=str):
             if k not in allowed:
                 _differences(da.get(k), db.get(k), f"{field}.{k}", diffs)
+    for name in PARTS:  # the typed parts, or each field of one (``part.field``)
+        pa, pb = _plain(getattr(a, name)), _plain(getattr(b, name))
+        if name in allowed:
+            continue
+        if isinstance(pa, dict) and isinstance(pb, dict):
+            for f in sorted(set(pa) | set(pb)):
+                if f"{name}.{f}" not in allowed:
+                    _differences(pa.get(f), pb.get(f), f"{name}.{f}", diffs)
+        else:
+            _differences(pa, pb, name, diffs)
     if "ledger" not in allowed:
         entries = [[(e.step, e.composition, e.group, e.note, e.delta) for e in r.ledger.entries] for r in (a, b)]
         _differences(*entries, "ledger", diffs)
@@ -128,10 +151,20 @@ def test_release_fields_other_than_dp_outputs_and_side_information_do_not_depend
         for k in set(cls.side_information_keys) - set(cls.dp_outputs):
             if k in da or k in db:
                 _differences(da.get(k), db.get(k), f"{field}.{k}", side_diffs)
+    for k in set(cls.side_information_keys) - set(cls.dp_outputs):
+        name, _, f = k.partition(".")
+        if name in PARTS:
+            pa, pb = _plain(getattr(a, name)), _plain(getattr(b, name))
+            if f and isinstance(pa, dict) and isinstance(pb, dict):
+                pa, pb = pa.get(f), pb.get(f)
+            _differences(pa, pb, k, side_diffs)
     if side_diffs and cls.neighbouring != "none":  # a mechanism without a privacy claim declares nothing
         assert a.ledger.side_information and b.ledger.side_information, f"{key}: {side_diffs} but no side information"
     for k in MOVED.get(key, ()):
         assert k not in a.diagnostics and k not in a.extras, f"{key}: {k} is computed from the truth"
+        assert all(
+            k not in (_plain(getattr(a, name)) or {}) for name in PARTS if isinstance(_plain(getattr(a, name)), dict)
+        )
 
 
 @pytest.mark.parametrize("key", sorted(MOVED))
@@ -157,6 +190,6 @@ def test_run_result_carries_the_evaluation_and_metrics_read_it():
     )
     res = run(cfg, use_cache=False)
     ev = res.evaluation
-    assert ev["region_true_mean"].shape == res.release.extras["region_private_mean"].shape
+    assert ev["region_true_mean"].shape == res.release.regional.mean.shape
     assert res.metrics["nrmse_regions"] == ev["nrmse_overall"] > 0
     assert "population_mean_true" not in res.release.diagnostics

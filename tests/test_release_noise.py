@@ -30,7 +30,14 @@ from engine.run import noise_audit as A
 EPS = 1.0
 
 
-@pytest.mark.parametrize("name", ["identity", "ug", "geoind_kde"])
+FLOAT = sorted(n for n, c in A.cases().items() if c.float_attack)
+
+
+def test_the_float_test_covers_laplace_grids_and_planar_laplace():
+    assert FLOAT == ["geoind_kde", "identity", "ug"]
+
+
+@pytest.mark.parametrize("name", FLOAT)
 def test_float_structure_attack_breaks_numpy_and_not_secure_mode(name):
     runs = 300 if name == "geoind_kde" else 600
     seeded = A.float_attack(name, runs, secure=False, eps=EPS)
@@ -40,7 +47,7 @@ def test_float_structure_attack_breaks_numpy_and_not_secure_mode(name):
     assert secure.eps_lb <= EPS, secure.row()
 
 
-@pytest.mark.parametrize("name", sorted(A.CASES))
+@pytest.mark.parametrize("name", sorted(A.cases()))
 def test_seed_replay_identifies_seeded_releases_and_not_secure_ones(name):
     seeded = A.replay_attack(name, 60, secure=False, eps=EPS)
     assert seeded.fired0 == 0 and seeded.eps_lb > 2 * EPS, seeded.row()
@@ -48,9 +55,9 @@ def test_seed_replay_identifies_seeded_releases_and_not_secure_ones(name):
     assert secure.eps_lb <= EPS, secure.row()
 
 
-@pytest.mark.parametrize("name", sorted(A.CASES))
+@pytest.mark.parametrize("name", sorted(A.cases()))
 def test_secure_runs_differ_and_seeded_runs_repeat(name):
-    case = A.CASES[name]
+    case = A.cases()[name]
     _, d1, dom = A.neighbours(case)
     seeded = [A._released(case, A._run(case, d1, dom, EPS, 7, False)) for _ in range(2)]
     assert np.array_equal(*seeded)

@@ -231,8 +231,7 @@ def test_outputs_are_distributions(small_city, eps):
     data = small_city.sample_users(200, np.random.default_rng(1))
     for key in KEYS:
         rel = _run(key, data, dom, eps, seed=2)
-        for name in ("distribution", "heatmap"):
-            a = rel.extras[name]
+        for name, a in (("distribution", rel.extras["distribution"]), ("heat", rel.heat.map)):
             assert a.shape == (dom.n, dom.n)
             assert (a >= 0).all() and math.isclose(a.sum(), 1.0, rel_tol=1e-9), (key, name)
         assert (rel.density >= 0).all() and np.isfinite(rel.density).all()
@@ -246,7 +245,7 @@ def test_density_choices_and_partition(small_city):
     heat = _run("sparse_emd", data, dom, 1.0, seed=5, density="heatmap")
     np.testing.assert_array_equal(est.density, est.extras["sparse_reconstruction"])
     assert heat.density.sum() == pytest.approx(est.density.sum(), rel=1e-9)
-    np.testing.assert_allclose(heat.density / heat.density.sum(), est.extras["heatmap"], atol=1e-12)
+    np.testing.assert_allclose(heat.density / heat.density.sum(), est.heat.map, atol=1e-12)
     # the leaves of the kept tree tile the domain exactly once
     part = est.partition
     area = ((part[:, 2] - part[:, 0]) * (part[:, 3] - part[:, 1])).sum()
@@ -256,28 +255,29 @@ def test_density_choices_and_partition(small_city):
 
 
 def test_level_snapshots_are_the_kept_cells_and_their_noisy_counts(small_city):
-    """extras["levels"] (Explore's level slider): per measured level, S_i as rectangles with
-    their noisy counts and eps_i. With a huge epsilon the counts are the true counts inside
-    the rectangles, which checks that each count sits on its own cell."""
+    """``Release.levels`` (Explore's level slider): per measured level, S_i as rectangles with
+    their noisy counts and eps_i. At the largest epsilon (100) the counts are the true counts inside
+    the rectangles within 12 noise scales (a Laplace draw passes that with probability 6e-6), which
+    checks that each count sits on its own cell."""
     dom = small_city.public_domain(6)
     data = small_city.sample_users(300, np.random.default_rng(2))
     pyr = pyramid(S.user_distribution_sum(data, dom)[0])
-    for eps in (1.0, 1e7):
+    for eps in (1.0, 100.0):
         rel = _run("sparse_emd", data, dom, eps, seed=3, w=20)
-        snaps, diag = rel.extras["levels"], rel.diagnostics
-        assert [sn["level"] for sn in snaps] == diag["levels"]
-        np.testing.assert_allclose([sn["epsilon"] for sn in snaps], diag["level_epsilons"])
-        assert sum(sn["epsilon"] for sn in snaps) == pytest.approx(eps)
+        snaps, diag = rel.levels, rel.diagnostics
+        assert [sn.level for sn in snaps] == diag["levels"]
+        np.testing.assert_allclose([sn.epsilon for sn in snaps], diag["level_epsilons"])
+        assert sum(sn.epsilon for sn in snaps) == pytest.approx(eps)
         prev = None
         for sn, k in zip(snaps, diag["kept_per_level"]):
-            rects, size = sn["rects"], dom.side / (1 << sn["level"])
-            assert rects.shape == (k, 4) and len(sn["counts"]) == k
+            rects, size = sn.rects, dom.side / (1 << sn.level)
+            assert rects.shape == (k, 4) and len(sn.counts) == k
             np.testing.assert_allclose(rects[:, 2] - rects[:, 0], size)
             np.testing.assert_allclose(rects[:, 3] - rects[:, 1], size)
             if prev is None:  # level q: every cell is considered
-                assert sn["considered"] == 4 ** sn["level"]
+                assert sn.considered == 4**sn.level
             else:  # T_i = children of S_{i-1}: each kept cell lies inside a kept parent
-                assert sn["considered"] == 4 * len(prev)
+                assert sn.considered == 4 * len(prev)
                 cx, cy = (rects[:, 0] + rects[:, 2]) / 2, (rects[:, 1] + rects[:, 3]) / 2
                 inside = (
                     (prev[:, None, 0] < cx)
@@ -286,10 +286,10 @@ def test_level_snapshots_are_the_kept_cells_and_their_noisy_counts(small_city):
                     & (cy < prev[:, None, 3])
                 )
                 assert inside.any(axis=0).all()
-            if eps > 1e6:  # each rectangle is one cell of its level: its count is that pyramid entry
+            if eps == 100.0:  # each rectangle is one cell of its level: its count is that pyramid entry
                 ix = np.rint((rects[:, 0] - dom.x0) / size).astype(int)
                 iy = np.rint((rects[:, 1] - dom.y0) / size).astype(int)
-                np.testing.assert_allclose(sn["counts"], pyr[sn["level"]][iy, ix], atol=1e-4)
+                np.testing.assert_allclose(sn.counts, pyr[sn.level][iy, ix], atol=12 / sn.epsilon)
             prev = rects
 
 

@@ -58,7 +58,7 @@ def test_sim_cc_kl_are_scored_on_the_papers_heatmaps(street_grid):
     m = evaluate(truth, rel, ds, dom, np.random.default_rng(1), emd_max_cells=0)
     sigma = 0.03 * dom.n
     assert m["heatmap_sigma_cells"] == pytest.approx(sigma)
-    th, ph = normalise(gaussian_heatmap(truth, sigma)), normalise(rel.extras["heatmap"])
+    th, ph = normalise(gaussian_heatmap(truth, sigma)), normalise(rel.heat.map)
     assert m["sim"] == pytest.approx(sim(th, ph)) and m["cc"] == pytest.approx(cc(th, ph))
     assert m["kl"] == pytest.approx(kl(th, ph))
     assert m["sim"] > sim(truth, rel.density) and m["kl"] < kl(truth, rel.density)

@@ -1,8 +1,9 @@
 """Uncertainty on the map: per-cell standard errors in closed form.
 
-A mechanism whose noise has a known law releases ``extras["stderr"]``: each cell's standard deviation in
-the density's grid and unit (and ``extras["stderr_cells"]``: how many cells share a noise draw). Checked
-here against repeated seeded runs on a small fixed dataset (its locations are its users: no user ids):
+A mechanism whose noise has a known law states its noise model (``Release.noise``): the released units and
+their noise, from which each cell's standard deviation in the density's grid and unit follows
+(``NoiseModel.cell_sd``). Checked here against repeated seeded runs on a small fixed dataset (its locations
+are its users: no user ids):
 
 * mechanisms whose structure does not depend on the data: the empirical variance of each cell over R runs,
   summed over cells, against the sum of SE^2 (mean over runs where the SE is a plug-in);
@@ -49,6 +50,11 @@ def data():
     return _dataset(xy), _dataset(np.vstack([xy, [[SIDE * 0.97, SIDE * 0.03]]]))
 
 
+def cell_sd(r) -> np.ndarray:
+    """Each cell's noise standard deviation, from the release's noise model."""
+    return r.noise.cell_sd(r.domain.n)
+
+
 def release(key, ds, depth=4, eps=1.0, seed=0, **params):
     cls = registry()[key]
     p = cls.schema().resolve(params)
@@ -70,7 +76,7 @@ def assert_ratio_one(per_run: np.ndarray, expected: float, what: str, slack: flo
 def assert_variance_matches(rels, what: str, cells=None, slack: float = 0.0) -> None:
     """Empirical per-cell variance over the runs (summed over ``cells``) against the mean of SE^2."""
     dens = np.stack([np.asarray(r.density, dtype=np.float64) for r in rels])
-    se = np.stack([np.asarray(r.extras["stderr"], dtype=np.float64) for r in rels])
+    se = np.stack([cell_sd(r) for r in rels])
     mask = np.ones(dens.shape[1:], dtype=bool) if cells is None else cells
     assert np.isfinite(se[:, mask]).all(), f"{what}: SE missing in a cell that is always released"
     dev2 = ((dens - dens.mean(axis=0)) ** 2)[:, mask].sum(axis=1) * len(rels) / (len(rels) - 1)
@@ -86,7 +92,7 @@ def assert_units_residuals(rels, truth, labels_of, what: str) -> None:
         k = int(lab.max()) + 1
         got = np.bincount(lab, weights=np.asarray(r.density).ravel(), minlength=k)
         true = np.bincount(lab, weights=truth.ravel(), minlength=k)
-        sd = np.bincount(lab, weights=np.asarray(r.extras["stderr"]).ravel(), minlength=k)  # SE / cell summed
+        sd = np.bincount(lab, weights=cell_sd(r).ravel(), minlength=k)  # SE / cell summed
         per_run.append((((got - true) / sd) ** 2).sum())
         units += k
     per_run = np.array(per_run)
@@ -173,7 +179,7 @@ def test_ldp_grid_plug_in_is_exact_law_and_conservative(data):
     for enc, eps in (("krr", 2.0), ("oue", 1.0)):
         rels = runs("ldp_grid", d0, level=2, encoding=enc, eps=eps)
         dens = np.stack([r.density for r in rels])
-        se2 = np.stack([r.extras["stderr"] for r in rels]) ** 2
+        se2 = np.stack([cell_sd(r) for r in rels]) ** 2
         dev2 = ((dens - dens.mean(axis=0)) ** 2).sum(axis=(1, 2)) * R / (R - 1)
         ratio = dev2.mean() / se2.mean(axis=0).sum()
         # the mean SE^2 overstates the variance by at most 5 %; the test allows that bias one way only
@@ -218,7 +224,7 @@ def test_ahp_and_dpcube_are_exact_given_their_clusters_or_partition(data):
     for params in ({}, {"ratio": 0.5}):
         assert_units_residuals(runs("ahp", d0, **params), truth, lambda r: r.extras["clusters"], f"ahp {params}")
     assert_units_residuals(runs("dpcube", d0, consistency=False), truth, rect_labels, "dpcube without consistency")
-    assert "stderr" not in release("dpcube", d0).extras
+    assert isinstance(release("dpcube", d0).noise, str)
 
 
 def test_kept_cells_have_the_noise_sd_and_zeroed_cells_none(data):
@@ -236,7 +242,7 @@ def test_kept_cells_have_the_noise_sd_and_zeroed_cells_none(data):
     ]:
         rels = runs(key, d0, **params)
         for r in rels:
-            se, dens = r.extras["stderr"], r.density
+            se, dens = cell_sd(r), r.density
             assert np.array_equal(np.isnan(se), dens == 0), key  # no margin exactly where zeroed
         assert_variance_matches(rels, key, cells=dense)
 
@@ -280,21 +286,21 @@ NO_CLOSED_FORM = (
 def test_stderr_has_the_grid_shape_and_is_finite_where_released(data, key):
     d0, _ = data
     r = release(key, d0, depth=5, **({"rho_m": 700.0, "aux": "none"} if key == "identity_paramselect" else {}))
-    se = np.asarray(r.extras["stderr"], dtype=np.float64)
+    se = cell_sd(r)
     assert se.shape == np.shape(r.density) == (32, 32)
     assert (se[np.isfinite(se)] >= 0).all()
     assert np.isfinite(se[np.asarray(r.density) != 0]).all()  # every released non-zero cell has one
-    cells = r.extras.get("stderr_cells")
-    if cells is not None:
-        c = np.broadcast_to(np.asarray(cells), se.shape)
-        assert (c >= 1).all() and np.issubdtype(c.dtype, np.integer)
-    assert r.diagnostics.get("stderr_basis")
+    model = r.noise
+    assert model.sd.shape == model.count.shape == (model.units,) and model.units >= 1
+    if model.blank is None:  # nothing changed after the noise: the units' counts make the map
+        assert np.isclose(model.count.sum(), np.asarray(r.density).sum())
+    assert model.basis
 
 
 @pytest.mark.parametrize("key", NO_CLOSED_FORM)
 def test_mechanisms_without_a_closed_form_leave_it_to_repeated_runs(data, key):
     d0, _ = data
-    assert "stderr" not in release(key, d0, depth=4).extras
+    assert isinstance(release(key, d0, depth=4).noise, str)
 
 
 @pytest.mark.parametrize(
@@ -314,8 +320,8 @@ def test_data_independent_noise_gives_a_data_independent_stderr(data, key, param
     """Neighbouring datasets and different seeds: the same SE (it is the noise's scale, nothing else).
     UG with a public total has the same grid size on both (the one location does not move N's grid)."""
     d0, d1 = data
-    a = release(key, d0, seed=1, **params).extras["stderr"]
-    b = release(key, d1, seed=2, **params).extras["stderr"]
+    a = cell_sd(release(key, d0, seed=1, **params))
+    b = cell_sd(release(key, d1, seed=2, **params))
     assert np.array_equal(a, b)
 
 
@@ -325,18 +331,18 @@ def test_data_dependent_stderr_is_a_function_of_the_release(data):
     d0, _ = data
     r = release("privtree", d0, depth=5)
     cells = (32 >> r.extras["leaf_depth"].astype(int)) ** 2
-    assert np.allclose(r.extras["stderr"], math.sqrt(2) / r.diagnostics["epsilon_counts"] / cells)
+    assert np.allclose(cell_sd(r), math.sqrt(2) / r.diagnostics["epsilon_counts"] / cells)
     r = release("ldp_grid", d0, depth=5, level=3)
     p, q, U = r.diagnostics["p"], r.diagnostics["q"], r.diagnostics["users"]
     est = r.density * 16  # a report cell covers 4 x 4 output cells
     var = U * q * (1 - q) / (p - q) ** 2 + np.clip(est, 0, None) * (1 - p - q) / (p - q)
-    assert np.allclose(r.extras["stderr"], np.sqrt(var) / 16)
+    assert np.allclose(cell_sd(r), np.sqrt(var) / 16)
 
 
 def test_dropouts_and_wrapped_sums_have_no_closed_form(data):
     d0, _ = data
-    assert "stderr" not in release("flat_onehot", d0, dropout=0.1).extras
-    assert "stderr" not in release("flat_onehot", d0, clip_bits=3).extras  # counts of up to 75 wrap at 3 bits
+    assert isinstance(release("flat_onehot", d0, dropout=0.1).noise, str)
+    assert isinstance(release("flat_onehot", d0, clip_bits=3).noise, str)  # counts of up to 75 wrap at 3 bits
 
 
 # ------------------------------------------------------------------ the display
@@ -358,7 +364,7 @@ def test_hover_block_margins_follow_the_cells_that_share_noise(data):
         if key == "ug":
             assert {r.diagnostics["m"] for r in rels} == {m}
         blocks = np.stack([block_sums(r.density, k) for r in rels])
-        se = block_margins(rels[0], key, CRS, k).noise_sd
+        se = block_margins(rels[0], CRS, k).noise_sd
         dev2 = ((blocks - blocks.mean(axis=0)) ** 2).sum(axis=(1, 2)) * 200 / 199
         assert_ratio_one(dev2, float((se**2).sum()), f"hover blocks {key} k={k}")
 
@@ -374,7 +380,7 @@ def test_quadtree_block_margins_use_the_trees_covariance(data):
     for params, k in [({}, 4), ({"height": 4}, 8), ({"post_processing": False}, 2)]:
         rels = runs("quadtree", d0, n=200, depth=5, **params)
         blocks = np.stack([block_sums(r.density, k) for r in rels])
-        se = block_margins(rels[0], "quadtree", CRS, k).noise_sd
+        se = block_margins(rels[0], CRS, k).noise_sd
         assert np.isfinite(se).all()
         dev2 = ((blocks - blocks.mean(axis=0)) ** 2).sum(axis=(1, 2)) * 200 / 199
         assert_ratio_one(dev2, float((se**2).sum()), f"quadtree blocks {params} k={k}")
@@ -406,7 +412,7 @@ def test_hover_gives_the_margin_with_the_estimate_it_is_for(data):
     k = hover_block(rel.domain.n)
     ls = block_sums(rel.summed_map(), k)
     assert k == 2 and not np.allclose(ls, block_sums(rel.density, k))
-    margin = block_margins(rel, "hierarchical", CRS, k).margin95
+    margin = block_margins(rel, CRS, k).margin95
     layer, _ = hover_layer(
         np.ones_like(rel.density), rel.density, margin, Frame(rel.domain, CRS), "t", "people", rel.summed_map()
     )
@@ -466,7 +472,7 @@ def test_hover_block_margins_cover_the_true_block_counts(data, key):
         hits = []
         for seed in range(100):
             r = release(key, ds, depth=6, seed=seed)
-            m = block_margins(r, key, CRS, 2)
+            m = block_margins(r, CRS, 2)
             inside = np.abs(m.estimate - truth.ravel()) <= m.margin95
             hits.append(inside[np.isfinite(m.margin95)].mean())
         assert 0.90 <= np.mean(hits) <= 0.99, f"{key}: coverage {np.mean(hits):.3f}"
@@ -479,18 +485,17 @@ def test_hierarchical_block_variances_from_the_tree_equal_one_inference_per_bloc
     the block (the general path). A block that is no node (2 leaves a side under 6 x 6 branching) takes the
     general path."""
     from engine.data.regions import block_regions
-    from engine.regions import margins as M
 
     r = release("hierarchical", data[0], depth=depth, seed=3, height=5, branching=branching)
     regions = block_regions(r.domain, CRS, k)
-    fast = M._tree_block_var(r, regions)
+    cov = r.noise.covariance
+    fast = cov.block_variance(k)
     f = r.domain.n >> 5  # cells a leaf side
     span = k // f
     if k > f and round(math.log(span, branching)) != math.log(span, branching):
         assert fast is None
         return
     assert fast is not None and fast.shape == (len(regions),)
-    units = M.units_of(r, "hierarchical")
     some = np.random.default_rng(0).choice(len(regions), min(12, len(regions)), replace=False)
-    slow = np.array([M._row_var(regions, units, i) for i in some])
+    slow = np.array([cov.variance(regions.weights.getrow(i).toarray().ravel()) for i in some])
     assert np.allclose(fast[some], slow, rtol=1e-9), (fast[some], slow)

@@ -18,12 +18,12 @@ from test_app import APP, SMALL, unescaped
 
 # (page, parameter, value, fragment of the message)
 BAD = [
-    ("explore", "eps", "abc", "could not convert"),
+    ("explore", "eps", "abc", "is not a number"),
     ("explore", "eps", "-1", "between"),
     ("explore", "eps", "0", "between"),
     ("explore", "eps", "1e9", "between"),
-    ("explore", "eps", "nan", "between"),
-    ("explore", "eps", "inf", "between"),
+    ("explore", "eps", "nan", "finite number"),
+    ("explore", "eps", "inf", "finite number"),
     ("explore", "seed", "-1", "whole number"),
     ("explore", "seed", "1.5", "whole number"),
     ("explore", "seed", str(2**64), "at most"),
@@ -60,7 +60,7 @@ BAD = [
     ("tradeoffs", "trials", "999", "from 1 to 50"),
     ("tradeoffs", "trials", "abc", "whole number"),
     ("tradeoffs", "trials", "0", "from 1 to 50"),
-    ("tradeoffs", "eps_list", "a,b", "could not convert"),
+    ("tradeoffs", "eps_list", "a,b", "is not a number"),
     ("tradeoffs", "eps_list", "0.1,1e9", "between"),
     ("tradeoffs", "users_list", "1000,7", "expected one of"),
     ("tradeoffs", "x", "time", "expected one of"),

@@ -120,7 +120,9 @@ def curve_section(res, rcfg) -> None:
 
     import pandas as pd
 
-    h_m = res.release.diagnostics.get("h_m")
+    from engine.mechanisms.rff_kde.readings import bandwidth_m
+
+    h_m = bandwidth_m(res.release)
     if h_m is None:
         return
     st.subheader("Privacy-utility curve")

@@ -1,9 +1,9 @@
 """Regional means of a numeric attribute (e.g. age) released privately, region by region.
 
-Generic over any run whose release's ``extras`` carry ``region_rects`` (k, 4) metres and
-``region_private_mean`` / ``region_stderr`` / ``suppressed`` (length k); the true means,
-computed from the truth, are in the run's evaluation record (``region_true_mean``), never
-in the release."""
+Generic over any run whose release carries regional means (``Release.regional``: the regions' rectangles in
+metres, each region's private mean, its standard error and whether it was suppressed); the true means,
+computed from the truth, are in the run's evaluation record (``region_true_mean``), never in the release.
+Error bars are the 95 % margin of :mod:`engine.regions.margins` (:data:`~engine.regions.margins.MEAN_RULE`)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import pandas as pd
 import pydeck as pdk
 
 from engine.core.csvtext import csv_text
+from engine.regions.margins import MEAN_RULE, mean_margins
 
 from . import maps
 from .colors import lut
 
-KEYS = ("region_rects", "region_private_mean")
+ERROR_BARS = f"Error bars: the 95 % margin, {MEAN_RULE}."
 
 
 def without_value(dataset) -> str | None:
@@ -33,26 +34,20 @@ def without_value(dataset) -> str | None:
 
 
 def has_regions(result) -> bool:
-    ex = result.release.extras or {}
-    return all(k in ex for k in KEYS)
+    return result.release.regional is not None
 
 
 def region_frame(result) -> pd.DataFrame:
-    ex = {**(getattr(result, "evaluation", None) or {}), **result.release.extras}
-    rects = np.asarray(ex["region_rects"], dtype=np.float64).reshape(-1, 4)
-    k = len(rects)
-
-    def col(name, default):
-        v = ex.get(name)
-        return np.full(k, default) if v is None else np.asarray(v).reshape(-1)
-
+    reg = result.release.regional
+    k = len(np.asarray(reg.rects).reshape(-1, 4))
+    true = (getattr(result, "evaluation", None) or {}).get("region_true_mean")
     df = pd.DataFrame(
         {
             "region": np.arange(k),
-            "true mean": col("region_true_mean", np.nan).astype(float),
-            "private mean": col("region_private_mean", np.nan).astype(float),
-            "std. error": col("region_stderr", np.nan).astype(float),
-            "suppressed": col("suppressed", False).astype(bool),
+            "true mean": (np.full(k, np.nan) if true is None else np.asarray(true).reshape(-1)).astype(float),
+            "private mean": np.asarray(reg.mean, dtype=float).reshape(-1),
+            "std. error": np.asarray(reg.stderr, dtype=float).reshape(-1),
+            "suppressed": np.asarray(reg.suppressed, dtype=bool).reshape(-1),
         }
     )
     df["error"] = df["private mean"] - df["true mean"]
@@ -61,7 +56,7 @@ def region_frame(result) -> pd.DataFrame:
 
 
 def region_layer(result, fr: maps.Frame, which: str, lo: float, hi: float, cmap: str = "viridis") -> pdk.Layer:
-    rects = np.asarray(result.release.extras["region_rects"], dtype=np.float64).reshape(-1, 4)
+    rects = np.asarray(result.release.regional.rects, dtype=np.float64).reshape(-1, 4)
     df = region_frame(result)
     vals = df[which].to_numpy(dtype=float)
     colours = lut(cmap, 255)
@@ -88,10 +83,11 @@ def region_layer(result, fr: maps.Frame, which: str, lo: float, hi: float, cmap:
 
 
 def scatter(df: pd.DataFrame, value_name: str) -> alt.Chart:
-    """Private against true mean per region, with ±1.96 standard-error bars and the diagonal."""
+    """Private against true mean per region, with bars of its 95 % margin (:data:`ERROR_BARS`) and the diagonal."""
     d = df.dropna(subset=["private mean", "true mean"]).copy()
-    d["lo"] = d["private mean"] - 1.96 * d["std. error"].fillna(0)
-    d["hi"] = d["private mean"] + 1.96 * d["std. error"].fillna(0)
+    half = mean_margins(d["std. error"].fillna(0).to_numpy())
+    d["lo"] = d["private mean"] - half
+    d["hi"] = d["private mean"] + half
     lo = float(min(d["true mean"].min(), d["lo"].min())) if len(d) else 0.0
     hi = float(max(d["true mean"].max(), d["hi"].max())) if len(d) else 1.0
     sc = alt.Scale(domain=[lo, hi], zero=False)
@@ -108,7 +104,7 @@ def scatter(df: pd.DataFrame, value_name: str) -> alt.Chart:
 
 def regions_csv(result, df: pd.DataFrame, vname: str) -> str:
     """The regions' table with their rectangles (metres, the release's local CRS) and the value's name."""
-    rects = np.asarray(result.release.extras["region_rects"], dtype=np.float64).reshape(-1, 4)
+    rects = np.asarray(result.release.regional.rects, dtype=np.float64).reshape(-1, 4)
     out = df.rename(columns={k: f"{k} [{vname}]" for k in ("true mean", "private mean", "std. error", "error")})
     for i, name in enumerate(("x0", "y0", "x1", "y1")):
         out[f"{name} [m]"] = rects[:, i]

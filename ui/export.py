@@ -62,19 +62,20 @@ def record_json(result, url: str = "", extra: dict | None = None) -> str:
 def release_geotiff(result, crs: str) -> bytes:
     """:func:`geotiff_grid` of a run's private grid (``crs``: its dataset's local CRS), tagged with
     its title and attribution, and stamped :data:`EVALUATION` in Evaluate mode."""
-    from engine.regions.files import grid_margin
+    from engine.regions.margins import grid_margin
 
     tags = {"title": release_title(result), "attribution": attribution(result)}
-    margin = grid_margin(result.release, result.config.mechanism)  # a second band, where there is a margin
+    margin = grid_margin(result.release)  # a second band, where there is a margin
     return geotiff_grid(result.release.density, result.release.domain, crs, tags, stamp=stamp_of(result), margin=margin)
 
 
 def release_geoparquet(result, crs: str) -> bytes:
     """The private grid's non-empty cells as GeoParquet, each with its 95 % margin (null where none)."""
-    from engine.regions.files import geoparquet_grid, grid_margin
+    from engine.regions.files import geoparquet_grid
+    from engine.regions.margins import grid_margin
 
     rel = result.release
-    margin = grid_margin(rel, result.config.mechanism)
+    margin = grid_margin(rel)
     return geoparquet_grid(rel.density, margin, rel.domain, crs, stamp=stamp_of(result))
 
 

@@ -21,15 +21,11 @@ CURVE = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 RUNS = 3  # proxy cities per simulated figure: a few seconds on the page
 
 
+plannable = P.plannable  # the mechanisms the planner gives a margin for (the page lists them)
+
+
 def _fmt(v) -> str:
     return "—" if v is None or not math.isfinite(v) else f"±{v:,.3g}"
-
-
-def plannable() -> list[str]:
-    """The registered mechanisms the planner gives a margin for."""
-    from engine.mechanisms import registry
-
-    return [k for k in registry() if k in P.DATA_FREE | P.SIMULATED]
 
 
 def panel(

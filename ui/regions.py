@@ -373,9 +373,7 @@ def block(results, choice: Choice | None, scale, fr, key: str, unit: str, datase
             "Report over regions (grid cells, H3 hexagons or your own polygons): choose them in the sidebar's Regions."
         )
         return None
-    counted = {
-        res.release.extras.get("regions") for _, res in results if res.release.extras.get("region_counts") is not None
-    }
+    counted = {res.release.regions_counted for _, res in results if res.release.regions_counted is not None}
     if counted and counted != {_public(choice)}:
         st.warning(
             f"Laplace over regions counted {', '.join(sorted(counted))}, not these regions: their figures below are "

@@ -21,7 +21,7 @@ from engine.run.export import dataset_name, region_frame
 
 from . import export, maps, views
 from .colors import ColourScale
-from .report import _ledger, _margins
+from .report import _ledger, margin_rows
 
 
 def release_only_page(ctl, what: str) -> None:
@@ -51,7 +51,7 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 
 def release_report(result, scale: ColourScale, regions=None) -> str:
     """An HTML page holding only DP outputs, their margins and the ledger (see the module's note); with
-    ``regions`` (:class:`engine.regions.report.RegionReport`), the regional table."""
+    ``regions`` (:class:`engine.regions.report.RegionReport`), the regional table and its margins' summary."""
     meta, dom = result.dataset_meta, result.release.domain
     title = export.release_title(result)
     side = dom.n * max(1, math.ceil(512 / dom.n))
@@ -64,7 +64,8 @@ def release_report(result, scale: ColourScale, regions=None) -> str:
         ["Grid", f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)"],
         ["Frame", region_frame(meta)],
     ]
-    margins = [[m["name"], m["median"], m["margin"], m["largest"]] for m in _margins(result)]
+    rows = margin_rows(result.release, None if regions is None else regions.regions)
+    margins = [[m["name"], f"± {m['median']}", f"± {m['worst']}", f"± {m['largest']}"] for m in rows]
     entries = [
         [e["step"], e["epsilon"], e["composition"], e["group"], e["delta"], e["note"]] for e in led["ledger"]["entries"]
     ]
@@ -79,7 +80,8 @@ def release_report(result, scale: ColourScale, regions=None) -> str:
         f"<p>{_img(export.legend_png(scale, side), 'legend')}</p>"
         + (
             "<h2>Margins of error</h2>"
-            + _table(["Estimate", "Standard error (median)", "95 % margin (± 1.96 SE)", "Largest SE"], margins)
+            + _table(["Estimate", "95 % margin (median)", "95 % margin (worst tenth)", "Largest"], margins)
+            + "".join(f"<p>{_e(m['name'].capitalize())}: {_e(m['basis'])}.</p>" for m in rows)
             if margins
             else ""
         )
@@ -215,11 +217,10 @@ def release_zip(result, regions=None, people: bool = False) -> bytes:
 
 def stated_margin(result, cfg: RunConfig) -> None:
     """The release's own 95 % margins per cell (from its DP outputs and public parameters only)."""
-    from engine.regions.margins import cell_margins
-    from engine.run.plan import margin_stats
+    from engine.regions.margins import cell_margins, summary
 
-    m = cell_margins(result.release, cfg.mechanism, result.crs)
-    med, p90 = margin_stats(np.asarray(m.margin95))
+    m = cell_margins(result.release, result.crs)
+    med, p90 = summary(m.margin95)
     if np.isfinite(med):
         st.markdown(
             f"**Stated 95 % margin per cell**: ±{med:,.3g} (median), ±{p90:,.3g} (worst tenth)",

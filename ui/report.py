@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.regions import margins
 from engine.run.export import side_information
 
 from . import explain, export
@@ -100,38 +101,28 @@ def _metrics(result) -> list[dict]:
     return rows
 
 
-def margins(release) -> list[tuple[str, float, float]]:
-    """(name, median, largest) of each standard error the release reports: diagnostics or extras
-    whose key names a standard error (``stderr``), over their finite values; not the keys that
-    describe one (``stderr_cells``: cells sharing a noise draw; ``stderr_basis``: how it was derived)."""
-    out = []
-    for src in (release.diagnostics or {}, release.extras or {}):
-        for k, v in src.items():
-            if "stderr" not in str(k).lower() or str(k) in ("stderr_cells", "stderr_basis"):
-                continue
-            try:
-                a = np.asarray(v, dtype=np.float64).ravel()
-            except (TypeError, ValueError):
-                continue
-            a = a[np.isfinite(a)]
-            if a.size:
-                out.append((str(k), float(np.median(a)), float(a.max())))
-    return out
+def margin_rows(release, regions=None) -> list[dict]:
+    """The report's margins of error, the numbers the screen and the release files show
+    (:mod:`engine.regions.margins`): per quantity, the 95 % margin's median, worst tenth (90th percentile) and
+    largest, and what it rests on. Each cell's estimate where the release states its noise (and each region's,
+    with ``regions``); each region's mean for an attribute-mean release."""
+    if release.regional is not None:
+        return [_margin_row("each region's mean", margins.mean_margins(release.regional.stderr), margins.MEAN_BASIS)]
+    if margins.no_margin_reason(release) is not None:
+        return []
+    cells = margins.cell_margins(release)
+    rows = [_margin_row("each cell's estimate", cells.margin95, cells.basis)]
+    if regions is not None:
+        rm = margins.region_margins(release, regions)
+        rows.append(_margin_row(f"each region's estimate ({len(regions):,} regions)", rm.margin95, rm.basis))
+    return rows
 
 
-def _quantity(key: str) -> str:
-    """A margin's key in words: ``stderr`` is the map's own estimate per cell, ``count_stderr`` the count's."""
-    if key == "stderr":
-        return "each cell's estimate"
-    words = key.replace("_stderr", "").replace("stderr_", "").replace("stderr", "").replace("_", " ").strip()
-    return words or key
-
-
-def _margins(result) -> list[dict]:
-    return [
-        {"name": _quantity(k), "median": _num(med), "margin": _num(1.96 * med), "largest": _num(top)}
-        for k, med, top in margins(result.release)
-    ]
+def _margin_row(name: str, values, basis: str) -> dict:
+    med, worst = margins.summary(values)
+    v = np.asarray(values, dtype=np.float64)
+    top = float(np.nanmax(v)) if np.isfinite(v).any() else math.nan
+    return {"name": name, "median": _num(med), "worst": _num(worst), "largest": _num(top), "basis": basis}
 
 
 def _ledger(result) -> dict:
@@ -222,7 +213,7 @@ def html_report(result, scale: ColourScale, reproduce_url: str = "") -> str:
             ds=_dataset(result),
             maps=_maps(result, scale),
             metrics=_metrics(result),
-            margins=_margins(result),
+            margins=margin_rows(result.release),
             **_ledger(result),
             reproduce_url=reproduce_url,
             command=cli_command(cfg),

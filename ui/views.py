@@ -12,7 +12,8 @@ import streamlit as st
 
 from engine.core.errors import DataError
 from engine.mechanisms import registry
-from engine.run import margins, runner
+from engine.regions import margins
+from engine.run import runner, sweeps
 from engine.run.config import RunConfig
 from engine.run.export import region_frame, side_information
 from engine.run.runner import load_dataset
@@ -220,11 +221,9 @@ def hover_margins(res, cfg: RunConfig, fr: maps.Frame) -> np.ndarray | None:
     or None when the release has no closed form."""
 
     def compute():
-        from engine.regions.margins import block_margins
-
-        if (res.release.extras or {}).get("stderr") is None and "region_counts" not in (res.release.extras or {}):
+        if margins.no_margin_reason(res.release) is not None:
             return None
-        m = block_margins(res.release, cfg.mechanism, fr.crs, maps.hover_block(res.release.domain.n)).margin95
+        m = margins.block_margins(res.release, fr.crs, maps.hover_block(res.release.domain.n)).margin95
         return None if np.isnan(m).all() else m
 
     return drawn.derived(res.release, f"hover-margins:{cfg.mechanism}:{fr.crs}", compute)
@@ -251,7 +250,7 @@ def release_warnings(result, container=None) -> None:
     """The mechanism's own warnings (e.g. a guarantee weaker than planned because
     more clients dropped out than the noise was planned for), shown prominently."""
     c = container or st
-    for w in result.release.diagnostics.get("warnings", []) or []:
+    for w in result.release.warnings:
         c.warning(str(w), icon=":material/gpp_maybe:")
 
 
@@ -440,12 +439,12 @@ def share_url(params: dict) -> str:
 
 
 def levels_control(result, container=None):
-    """Slider over per-level snapshots of a refined tree (``release.extras["levels"]``: Adaptive HH's
-    sub-queries, Sparse EMD's measured levels).
+    """Slider over per-level snapshots of a refined tree (``release.levels``: Adaptive HH's sub-queries, Sparse
+    EMD's measured levels).
 
     Returns (grid, rects, caption) for the chosen level, or None for the final release."""
-    levels = (result.release.extras or {}).get("levels")
-    if not isinstance(levels, (list, tuple)) or not levels or not all(isinstance(v, dict) for v in levels):
+    levels = result.release.levels
+    if not levels:
         return None
     c = container or st
     n = len(levels)
@@ -460,7 +459,7 @@ def levels_control(result, container=None):
     if state.get("explore.level") > n:
         state.put("explore.level", n)
     # a snapshot may name its quadtree level (Sparse EMD starts measuring at q); else its index
-    names = [f"level {snap.get('level', i)}" for i, snap in enumerate(levels)]
+    names = [f"level {i if snap.level is None else snap.level}" for i, snap in enumerate(levels)]
     lv = c.select_slider(
         "Refinement level",
         list(range(n + 1)),
@@ -471,36 +470,32 @@ def levels_control(result, container=None):
     if lv == n:
         return None
     snap = levels[lv]
-    rects = np.asarray(snap.get("rects", np.zeros((0, 4))), dtype=np.float64).reshape(-1, 4)
+    rects = np.asarray(snap.rects, dtype=np.float64).reshape(-1, 4)
     grid = level_grid(result, lv, rects)
     bits = [names[lv], f"{len(rects):,} cells"]
-    for k in ("threshold", "epsilon"):
-        if snap.get(k) is not None:
-            bits.append(f"{'ε' if k == 'epsilon' else k} = {float(snap[k]):.4g}")
+    if snap.threshold is not None:
+        bits.append(f"threshold = {float(snap.threshold):.4g}")
+    if snap.epsilon is not None:
+        bits.append(f"ε = {float(snap.epsilon):.4g}")
     return grid, rects, " · ".join(bits)
 
 
 def level_grid(result, index: int, rects: np.ndarray):
-    """The map of one refinement level: the snapshot's own ``density`` if it has one, else the
-    mechanism module's ``level_density(release, index)`` if it defines one (it knows how its tree
-    nodes share pixels), else each rectangle's count spread evenly over its cells."""
-    import sys
-
+    """The map of one refinement level: the mechanism's own picture (``Mechanism.level_map``: it knows how its
+    tree nodes share pixels), else each rectangle's count spread evenly over its cells."""
     rel = result.release
-    snap = rel.extras["levels"][index]
-    if snap.get("density") is not None:
-        return np.asarray(snap["density"], dtype=np.float64)
+    snap = rel.levels[index]
     cls = registry().get(result.config.mechanism)
-    hook = getattr(sys.modules.get(cls.__module__), "level_density", None) if cls is not None else None
-    if callable(hook):
+    if cls is not None:
         try:
-            return np.asarray(hook(rel, index), dtype=np.float64)
+            own = cls.level_map(rel, index)
         except Exception:  # fall back to the generic picture
-            pass
-    counts = snap.get("counts")
-    if counts is None or not len(rects):
+            own = None
+        if own is not None:
+            return np.asarray(own, dtype=np.float64)
+    if snap.counts is None or not len(rects):
         return None
-    return maps.rects_to_grid(rects, np.asarray(counts, dtype=np.float64), rel.domain)
+    return maps.rects_to_grid(rects, np.asarray(snap.counts, dtype=np.float64), rel.domain)
 
 
 def outcome_messages(group, container=None) -> None:
@@ -515,13 +510,12 @@ def outcome_messages(group, container=None) -> None:
 def proportion_block(result, fr, view, display) -> None:
     """Appendix B proportion estimate: the per-region rate of the flag and the width of
     its confidence interval, each painted on the region's cells."""
-    ex = result.release.extras
-    if "rate_grid" not in ex:
+    prop = result.release.proportion
+    if prop is None:
         return
     from .colors import ColourScale
 
-    prop = ex.get("proportion", {})
-    level = prop.get("level", 0.95)
+    level = prop.level
     st.subheader("Proportion estimate (Appendix B)")
     st.caption(
         "Each user also reported its binary attribute; per region the server releases the share of users with it "
@@ -529,9 +523,9 @@ def proportion_block(result, fr, view, display) -> None:
     )
     a, b = st.columns(2)
     rate_scale = ColourScale(0.0, 1.0, False, 1.0, "rate", display.cmap)
-    width = np.asarray(ex["ci_width_grid"], dtype=float) if "ci_width_grid" in ex else None
+    width = np.asarray(prop.ci_width_grid, dtype=float)
     heat_chart(
-        np.asarray(ex["rate_grid"], dtype=float),
+        np.asarray(prop.rate_grid, dtype=float),
         rate_scale,
         fr,
         view,
@@ -541,23 +535,34 @@ def proportion_block(result, fr, view, display) -> None:
         container=a,
     )
     a.html(rate_scale.legend_html("share of users with the attribute", shared=False))
-    if width is not None:
-        hi = float(np.nanmax(width)) if np.isfinite(width).any() else 1.0
-        w_scale = ColourScale(0.0, max(hi, 1e-6), False, 1.0, "CI width", display.cmap)
-        heat_chart(width, w_scale, fr, view, "explore_ciwidth", display, title="Confidence-interval width", container=b)
-        b.html(w_scale.legend_html("interval width (rate units)", shared=False))
+    hi = float(np.nanmax(width)) if np.isfinite(width).any() else 1.0
+    w_scale = ColourScale(0.0, max(hi, 1e-6), False, 1.0, "CI width", display.cmap)
+    heat_chart(width, w_scale, fr, view, "explore_ciwidth", display, title="Confidence-interval width", container=b)
+    b.html(w_scale.legend_html("interval width (rate units)", shared=False))
 
 
 def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, display) -> None:
-    """The private map's margin of error per cell (:mod:`engine.run.margins`): closed form where the release
-    carries it, else estimated from repeated releases, only on request."""
+    """The private map's 95 % margin per cell (:mod:`engine.regions.margins`): the release's own where it states
+    its noise, else estimated from releases with the next seeds, only on request."""
     from . import jobs, run
 
     st.subheader("Margin of error")
-    known = margins.closed_form(result)
-    if known is None:
-        name, runs = "explore_se", margins.SE_RUNS
-        configs = margins.repeat_configs(cfg, runs)
+    reason = margins.no_margin_reason(result.release)
+    cls = registry().get(cfg.mechanism)
+    if reason is None:
+        cells = drawn.derived(
+            result.release, f"cell-margins:{fr.crs}", lambda: margins.cell_margins(result.release, fr.crs)
+        )
+        moe, how = (
+            cells.margin95.reshape(fr.domain.n, fr.domain.n),
+            f"from the noise's known scale (closed form: {cells.basis})",
+        )
+    elif cls is not None and cls.margin == "none":
+        st.caption(f"No margin of error: {cls.margin_note}.")
+        return
+    else:
+        name, runs = "explore_se", margins.REPEATS
+        configs = sweeps.repeat_configs(cfg, runs)
         keys = [c.key() for c in configs]
         g = jobs.get_group(name)
         if g is None or g.keys != keys:
@@ -575,25 +580,11 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
         jobs.progress_panel([name], "Estimating")
         if g.running:
             return
-        known = margins.empirical(cfg, [s.result for s in g.statuses if s.state == "ok"])
-        if known is None:
+        got = margins.empirical([s.result.release.density for s in g.statuses if s.state == "ok"], cfg.seed + 1)
+        if got is None:
             st.caption("Too few of the repeated releases succeeded to estimate the margin of error.")
             return
-    se, how = known
-    moe = margins.margin(se)
-    if (result.release.extras or {}).get("stderr") is not None:  # closed form: count the spreading too
-        from engine.regions import cell_margins
-
-        cells = drawn.derived(
-            result.release,
-            f"cell-margins:{cfg.mechanism}:{fr.crs}",
-            lambda: cell_margins(result.release, cfg.mechanism, fr.crs),
-        )
-        moe = cells.margin95.reshape(moe.shape)
-        how += (
-            "; a cell inside a larger released unit (a UG cell, a leaf, a node) adds how unevenly the unit's people "
-            "may sit in it, which the release cannot tell (engine/regions/margins.py)"
-        )
+        moe, how = got
     heat_chart(moe, scale, fr, view, "explore_moe", display, title="± margin of error (95 %) per cell")
     blank = int(np.count_nonzero(~np.isfinite(moe)))
     med = f"median over cells ±{float(np.nanmedian(moe)) * scale.factor:.3g} {scale.unit}" if blank < moe.size else ""
@@ -610,7 +601,8 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
         + (f"; {med}." if med else ".")
         + (
             f" {blank:,} cells have none (blank): the mechanism set them to 0 after the noise (clipping or "
-            "top-t), a choice biased towards 0 rather than noise around the truth."
+            "top-t), a choice biased towards 0 rather than noise around the truth, or they share noise with "
+            "released units the release does not describe."
             if blank
             else ""
         )

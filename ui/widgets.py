@@ -11,13 +11,15 @@ from typing import Any
 
 import streamlit as st
 
+from engine.core.epsilon import check_epsilon
 from engine.core.errors import EngineError
 from engine.core.params import Param
 
 from . import state
 
+# the ε slider's stops: a choice of presentation. A link or a setting may hold any ε the engine's rule accepts
+# (engine.core.epsilon); the slider then shows that value among its stops
 EPS_GRID = (0.01, 0.015, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0)
-EPS_MIN, EPS_MAX = 0.01, 10.0
 
 
 def log_grid(lo: float, hi: float, extra=()) -> list[float]:
@@ -110,10 +112,8 @@ def non_default(params: tuple[Param, ...], values: dict, url_prefix: str) -> dic
 
 # --------------------------------------------------------------- run controls
 def _eps(raw) -> float:
-    v = float(raw)
-    if not (EPS_MIN <= v <= EPS_MAX):
-        raise ValueError(f"ε must be between {EPS_MIN:g} and {EPS_MAX:g}")
-    return v
+    """A link's ε, checked by the engine's one rule (:func:`engine.core.epsilon.check_epsilon`)."""
+    return check_epsilon(str(raw).strip())
 
 
 def epsilon_widget(key: str = "cfg.eps", url_name: str = "eps", container=None, label="Privacy budget ε") -> float:
@@ -125,7 +125,7 @@ def epsilon_widget(key: str = "cfg.eps", url_name: str = "eps", container=None, 
         opts,
         **state.bind(key),
         format_func=lambda v: f"{v:g}",
-        help="Smaller ε = stronger privacy and more noise. Log scale from 0.01 to 10.",
+        help=f"Smaller ε = stronger privacy and more noise. Log scale from {EPS_GRID[0]:g} to {EPS_GRID[-1]:g}.",
     )
 
 

@@ -32,8 +32,10 @@ import time
 
 import numpy as np
 
+from ..mechanisms.federated_hh import readings
 from ..mechanisms.federated_hh.baselines import cms_level_estimates
 from ..mechanisms.federated_hh.mechanism import level_density
+from ..mechanisms.federated_hh.readings import level_counts
 from . import SF_CABS_PATH, Figure, median_time
 
 EPS = 1.0
@@ -106,25 +108,28 @@ def _hier_oracle(truth, level_counts: dict, D) -> float:
     return best
 
 
-BEST_SUBQUERY = ("hh_fixed_eps", "hh_interactive_nonprivate")  # Table 3 rows scored at their best sub-query
+# rows scored a second way besides the release's map: "level oracle" (the best single level of a hierarchy
+# against the truth, as the paper scores the non-interactive ones), "sketch oracle" (the same from a count-min
+# sketch's estimates), "best sub-query" (Table 3 scores the interactive rows at their best sub-query)
+LEVEL_ORACLE, SKETCH_ORACLE, BEST_SUBQUERY = "level oracle", "sketch oracle", "best sub-query"
 
 
 def _methods(calibrated: dict | None):
-    """(label, key, params) of the compared configurations."""
+    """(label, key, params, second scoring or None) of the compared configurations."""
     m = [
-        ("Ours (scheduled eps, adaptive T)", "adaptive_hh", {}),
-        ("Ours, Eq. 7 as printed", "adaptive_hh", {"schedule": "paper"}),
-        ("Flat one-hot", "flat_onehot", {}),
-        ("Hierarchical one-hot (DP threshold)", "hierarchical_onehot", {}),
-        ("CM-sketch hierarchical", "cms_hierarchical", {}),
-        ("Adaptive grid (Polya)", "ag_polya", {}),
-        ("Fixed eps, non-adaptive (T=10)", "hh_fixed_eps", {}),
-        ("Scheduled eps, non-adaptive (T=10)", "hh_scheduled_fixed_t", {}),
-        ("No noise interactive (T=10)", "hh_interactive_nonprivate", {}),
-        ("Local DP (k-RR, 64x64)", "ldp_grid", {}),
+        ("Ours (scheduled eps, adaptive T)", "adaptive_hh", {}, None),
+        ("Ours, Eq. 7 as printed", "adaptive_hh", {"schedule": "paper"}, None),
+        ("Flat one-hot", "flat_onehot", {}, None),
+        ("Hierarchical one-hot (DP threshold)", "hierarchical_onehot", {}, LEVEL_ORACLE),
+        ("CM-sketch hierarchical", "cms_hierarchical", {}, SKETCH_ORACLE),
+        ("Adaptive grid (Polya)", "ag_polya", {}, None),
+        ("Fixed eps, non-adaptive (T=10)", "hh_fixed_eps", {}, BEST_SUBQUERY),
+        ("Scheduled eps, non-adaptive (T=10)", "hh_scheduled_fixed_t", {}, None),
+        ("No noise interactive (T=10)", "hh_interactive_nonprivate", {}, BEST_SUBQUERY),
+        ("Local DP (k-RR, 64x64)", "ldp_grid", {}, None),
     ]
     if calibrated:
-        m.insert(1, ("Ours, calibrated c,k", "adaptive_hh", dict(calibrated)))
+        m.insert(1, ("Ours, calibrated c,k", "adaptive_hh", dict(calibrated), None))
     return m
 
 
@@ -158,21 +163,21 @@ def _evaluate(cases, methods, progress, name):
         out["Non-private (oracle level)"].setdefault("level", []).append(lv)
         rel = _run("nonprivate_level", data, dom, seed)
         add("Non-private (cross-validated level)", _mse(truth, rel.density), 2)
-        for label, key, params in methods:
+        for label, key, params, second in methods:
             rel = _run(key, data, dom, seed, **params)
             add(label, _mse(truth, rel.density), rel.communication.elements_per_client)
-            if key == "hierarchical_onehot":
+            if second == LEVEL_ORACLE:
                 add(
                     "Hierarchical one-hot (oracle level)",
-                    _hier_oracle(truth, rel.extras["level_counts"], dom.depth),
+                    _hier_oracle(truth, level_counts(rel), dom.depth),
                     rel.communication.elements_per_client,
                 )
-            if key in BEST_SUBQUERY:
+            if second == BEST_SUBQUERY:
                 # Table 3 scores these rows like the non-interactive ones: the best sub-query's map against
                 # the truth (its "no noise" row equals the non-private baseline, 7.75 at 10k users)
-                best = min(_mse(truth, level_density(rel, q)) for q in range(len(rel.extras["levels"])))
+                best = min(_mse(truth, level_density(rel, q)) for q in range(len(rel.levels)))
                 add(f"{label}, best sub-query", best, rel.communication.elements_per_client)
-            if key == "cms_hierarchical":
+            if second == SKETCH_ORACLE:
                 levels = {lv: cms_level_estimates(rel, lv) for lv in range(2, dom.depth + 1)}
                 add(
                     "CM-sketch (oracle level)",
@@ -277,7 +282,7 @@ def _speed(quick: bool, progress) -> list[Figure]:
             "s",
             "< 5 s",
             t < 5.0,
-            note=f"{rel.diagnostics['subqueries']} sub-queries, {rel.diagnostics['final_cells']} final cells",
+            note=f"{readings.subqueries(rel)} sub-queries, {readings.final_cells(rel)} final cells",
         )
     ]
 
@@ -304,14 +309,15 @@ def _dropout_effect(progress) -> list[Figure]:
     figs = []
     for drop, plan in ((0.1, 0.0), (0.1, 0.1), (0.2, 0.1)):
         rel = _run("adaptive_hh", ds, dom, 5, dropout=drop, planned_dropout=plan)
-        lv = rel.diagnostics["levels"][-1]
+        lv = readings.last_subquery(rel)
+        eff = readings.effective_epsilon(rel)
         figs.append(
             Figure(
                 f"dropout {drop:.0%}, planned {plan:.0%} | effective epsilon",
-                rel.diagnostics["effective_epsilon"],
+                eff,
                 "epsilon",
                 "= 1 when planned >= actual",
-                bool(rel.diagnostics["effective_epsilon"] <= 1 + 1e-9) if plan >= drop else None,
+                bool(eff <= 1 + 1e-9) if plan >= drop else None,
                 note=(
                     f"last sub-query noise std {lv['noise_std']:.3g} users (alpha_total {lv['noise_alpha_total']:.3g} "
                     f"full shards); MSE {_mse(truth, rel.density):.3g}"

@@ -34,7 +34,7 @@ Figures: the average regret of every method at small and large scale and overall
 other method's (below 1: DAWA ranks ahead); each method's RMSE over the bound (median, least and largest over the
 settings of a band); the per-setting errors; and DPBench's headline findings, measured (:func:`findings`, the
 Reproduce page's rows): DAWA among the best at small scale (DPBench saw it among the best, not always first);
-data-dependent methods ahead at small scale and the data-independent ones (:data:`DATA_INDEPENDENT`) catching up at
+data-dependent methods ahead at small scale and the data-independent ones (``Mechanism.data_independent``) catching up at
 large scale, as the best regret of one class over the other's per band and at 10^7 points alone; and how many
 methods Identity beats at large scale. ``--quick``: cabspottingS, 10^3, 10^4 and 10^7 points, ε = 1, 2 trials.
 """
@@ -80,11 +80,7 @@ METHODS = (
     "mwem",
     "dpcube",
 )
-# Fixed strategies: the queries measured, the noise's scale and the estimate never read the data (DPBench's
-# data-independent class). Uniform is DPComp's floor, in neither class; every other method reads the data
-# (partitions, thresholds, or a grid or tree sized by a noisy total).
-DATA_INDEPENDENT = ("identity", "hdmm", "privelet", "quadtree")
-BASELINES = ("uniform",)
+STUDIED = "dawa"  # the mechanism the figures set against every other (DPBench's finding)
 
 
 def absent_message(folder: Path = DPBENCH_DIR) -> str:
@@ -200,7 +196,9 @@ def bound_table(res: dict, bounds: dict, methods=METHODS) -> dict[str, dict[str,
     return out
 
 
-def figures(res: dict, table: dict, trials_note: str, bounds: dict | None = None) -> list[Figure]:
+def figures(
+    res: dict, table: dict, trials_note: str, bounds: dict | None = None, studied: str = STUDIED
+) -> list[Figure]:
     figs = []
     for (name, n, eps), by in sorted(res.items()):
         for key, vals in by.items():
@@ -223,19 +221,18 @@ def figures(res: dict, table: dict, trials_note: str, bounds: dict | None = None
                     f"regret/{band}/{key}", r, "average regret", "informative (1 = best everywhere)", None, trials_note
                 )
             )
-        if "dawa" in reg:
-            for key, r in reg.items():
-                if key != "dawa":
-                    figs.append(
-                        Figure(
-                            f"dawa_vs/{band}/{key}",
-                            reg["dawa"] / r,
-                            "DAWA's regret / its",
-                            "informative (< 1: DAWA ahead)",
-                            None,
-                            f"DAWA {reg['dawa']:.3g}, {key} {r:.3g}",
-                        )
+        for key, r in reg.items() if studied in reg else ():
+            if key != studied:
+                figs.append(
+                    Figure(
+                        f"dawa_vs/{band}/{key}",
+                        reg[studied] / r,
+                        "DAWA's regret / its",
+                        "informative (< 1: DAWA ahead)",
+                        None,
+                        f"DAWA {reg[studied]:.3g}, {key} {r:.3g}",
                     )
+                )
     for band, by in bound_table(res, bounds or {}).items():
         for key, (med, lo, hi) in by.items():
             figs.append(
@@ -249,21 +246,24 @@ def figures(res: dict, table: dict, trials_note: str, bounds: dict | None = None
                     + ("; a matrix mechanism" if _matrix(key) else "; outside the bound's class: may go below 1"),
                 )
             )
-    return figs + findings(res, table)
+    return figs + findings(res, table, studied=studied)
 
 
-def findings(res: dict, table: dict, methods=METHODS) -> list[Figure]:
+def findings(res: dict, table: dict, methods=METHODS, studied: str = STUDIED) -> list[Figure]:
     """DPBench's headline findings as the bench measures them: DAWA among the best at small scale; data-dependent
     methods ahead at small scale and the data-independent ones catching up at large scale (the best of each class's
-    average regret, per band and at 10^7 points alone); many methods beaten by Identity at large scale."""
+    average regret, per band and at 10^7 points alone); many methods beaten by Identity at large scale. A method's
+    class is the one its mechanism declares (``Mechanism.data_independent``)."""
+    from ..mechanisms import get
+
     figs = []
     small = table.get("small", {})
-    if "dawa" in small:
+    if studied in small:
         best = min(small, key=small.get)
         figs.append(
             Figure(
                 "finding/dawa_best_at_small_scale",
-                small["dawa"],
+                small[studied],
                 "DAWA's average regret at 10^3-10^4",
                 "informative: DPBench found DAWA among the best at small scale",
                 None,
@@ -276,8 +276,8 @@ def findings(res: dict, table: dict, methods=METHODS) -> list[Figure]:
     if largest >= 10_000_000:
         bands[f"n=10^{round(math.log10(largest))}"] = regret_table(res, methods, scales=(largest,))["only"]
     for band, reg in bands.items():
-        indep = {m: r for m, r in reg.items() if m in DATA_INDEPENDENT}
-        dep = {m: r for m, r in reg.items() if m not in DATA_INDEPENDENT and m not in BASELINES}
+        indep = {m: r for m, r in reg.items() if get(m).data_independent}
+        dep = {m: r for m, r in reg.items() if get(m).data_independent is False}
         if indep and dep:
             bi, bd = min(indep, key=indep.get), min(dep, key=dep.get)
             figs.append(

@@ -43,18 +43,17 @@ def _city(key: str):
 
 def measured(mechanism: str, ds, regions, runs: int) -> dict[str, float]:
     """Median over ``runs`` seeded releases on ``ds`` of their stated margins' statistics."""
-    from ..regions.margins import cell_margins, region_margins
+    from ..regions.margins import cell_margins, region_margins, summary
     from ..run.config import RunConfig
-    from ..run.plan import margin_stats
     from ..run.runner import run
 
     rows = []
     for seed in range(runs):
         cfg = RunConfig(mechanism=mechanism, epsilon=EPSILON, depth=DEPTH, seed=1000 + seed, emd_max_cells=0)
         res = run(cfg, dataset=ds, use_cache=False)
-        cm = cell_margins(res.release, mechanism, ds.crs)
-        rm = region_margins(res.release, mechanism, regions)
-        rows.append([*margin_stats(cm.margin95), *margin_stats(rm.margin95)])
+        cm = cell_margins(res.release, ds.crs)
+        rm = region_margins(res.release, regions)
+        rows.append([*summary(cm.margin95), *summary(rm.margin95)])
     med = np.nanmedian(np.array(rows), axis=0)
     return dict(zip(STATS, med.tolist(), strict=True))
 

@@ -86,11 +86,18 @@ def voronoi_geojson(path: Path, n: int = 40, seed: int = 11) -> Path:
     return path
 
 
+def _counts_regions(key: str) -> bool:
+    """Whether the mechanism counts regions it is given (a ``regions`` parameter: Laplace over regions)."""
+    from ..mechanisms import get
+
+    return "regions" in get(key).schema().defaults()
+
+
 def _release(key, ds, domain, eps, seed, spec):
     from ..mechanisms import RunContext, registry
 
     cls = registry()[key]
-    params = cls.schema().resolve({"regions": spec} if key == "laplace_regions" else {})
+    params = cls.schema().resolve({"regions": spec} if _counts_regions(key) else {})
     return cls().run(ds, domain, eps, params, RunContext(rng=np.random.default_rng(seed)))
 
 
@@ -114,10 +121,10 @@ def coverage_table(seeds: int, epsilons=EPSILONS, mechanisms=MECHANISMS, progres
                     t0 = time.perf_counter()
                     acc = {k: {"cover": [], "occ": [], "margin": [], "none": []} for k in KINDS}
                     for seed in range(seeds):
-                        rel = None if key == "laplace_regions" else _release(key, ds, domain, eps, seed, None)
+                        rel = None if _counts_regions(key) else _release(key, ds, domain, eps, seed, None)
                         for kind in KINDS:
                             r = rel or _release(key, ds, domain, eps, seed, specs[kind])
-                            m = region_margins(r, key, regions[kind])
+                            m = region_margins(r, regions[kind])
                             ok = np.abs(m.estimate - truth[kind]) <= m.margin95
                             has = np.isfinite(m.margin95)
                             a = acc[kind]

@@ -78,6 +78,7 @@ from dataclasses import replace
 import numpy as np
 from scipy import stats
 
+from ..mechanisms.sparse_emd import readings
 from . import SF_CABS_PATH, Figure, median_time
 
 EPS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -238,19 +239,19 @@ def _heat(dist: np.ndarray, sigma: float) -> np.ndarray:
 
 
 def _run_methods(sample, domain, eps, seed, methods=METHODS) -> dict:
-    """Each method's released distribution and its heatmap at ``SIGMA`` (the mechanism's own
-    ``extras["heatmap"]``); heatmaps at other widths are recomputed with the same function."""
+    """Each method's released distribution and its heatmap at ``SIGMA`` (the release's own heat layer);
+    heatmaps at other widths are recomputed with the same function."""
     from ..mechanisms import RunContext, get
 
     out = {}
     for mi, (name, key, extra) in enumerate(methods):
         M = get(key)
-        if key == "sparse_emd":  # the protocol draws a sample of a fixed size: a public bound on its users
+        if "users_max" in M.schema().defaults():  # a protocol that draws a sample of a bounded size
             extra = {**extra, "users_max": sample.n_users}
         params = M.schema().resolve({**extra, "sigma": SIGMA})
         ctx = RunContext(rng=np.random.default_rng([seed, mi, int(round(eps * 1000))]))
         rel = M().run(sample, domain, float(eps), params, ctx)
-        out[name] = (rel.extras["distribution"], rel.extras["heatmap"])  # heatmap at SIGMA
+        out[name] = (readings.distribution(rel), rel.heat.map)  # heatmap at SIGMA
     return out
 
 
@@ -467,9 +468,9 @@ def distributed(trials: int, emd_cells: int, progress) -> list[Figure]:
             "KiB",
             "informative",
             None,
-            f"{int(comm.elements_per_client)} elements x {rel.diagnostics['modulus_bits']} bits (SecAgg, 256 x 256); "
+            f"{int(comm.elements_per_client)} elements x {readings.modulus_bits(rel)} bits (SecAgg, 256 x 256); "
             f"shuffle model (App. F, delta 1e-5): "
-            f"{rel.diagnostics['shuffle_model']['bits_per_user'] / 8 / 2**20:.3g} MiB",
+            f"{readings.shuffle_bits_per_user(rel) / 8 / 2**20:.3g} MiB",
         ),
     ]
 
@@ -482,7 +483,7 @@ def speed(progress, repeats: int = 5) -> list[Figure]:
     for depth, limit in ((8, 1.0), (10, 5.0)):
         domain = ds.public_domain(depth)
         data = ds.in_domain(domain)
-        for key in ("sparse_emd", "sparse_emd_secagg"):
+        for key, central in (("sparse_emd", True), ("sparse_emd_secagg", False)):  # the central one is judged
             M = get(key)
             params = M.schema().resolve({})
             seeds = iter(range(10_000))
@@ -491,7 +492,6 @@ def speed(progress, repeats: int = 5) -> list[Figure]:
                 M().run(data, domain, 1.0, params, RunContext(rng=np.random.default_rng(next(seeds))))
 
             med, _ = median_time(once, repeats=repeats)
-            central = key == "sparse_emd"
             figs.append(
                 Figure(
                     f"speed/{key}/{1 << depth}x{1 << depth}",
@@ -566,8 +566,8 @@ def topt_default(n_regions: int, emd_cells: int, progress) -> list[Figure]:
                 for name, extra in (("t=0.01%", {"t": 0.01}), ("default", {})):
                     ctx = RunContext(rng=np.random.default_rng([seed, t, int(round(eps * 1000))]))
                     rel = M().run(sample, domain, eps, M.schema().resolve({**extra, "sigma": SIGMA}), ctx)
-                    for k, v in {**all_metrics(th, rel.extras["heatmap"], emd_cells), "kept": 0}.items():
-                        res.setdefault((name, eps, k), []).append(rel.diagnostics["cells_kept"] if k == "kept" else v)
+                    for k, v in {**all_metrics(th, rel.heat.map, emd_cells), "kept": 0}.items():
+                        res.setdefault((name, eps, k), []).append(readings.cells_kept(rel) if k == "kept" else v)
     progress("top-t default rule: check-in regions")
     med = {key: float(np.median(v)) for key, v in res.items()}
     figs = [
@@ -600,7 +600,7 @@ def topt_default(n_regions: int, emd_cells: int, progress) -> list[Figure]:
         ratio[name] = float(
             np.median([mse(truth, r.density) for r in rels]) / np.median([mse(truth, r.density) for r in u])
         )
-        kept[name] = int(np.median([r.diagnostics["cells_kept"] for r in rels]))
+        kept[name] = int(np.median([readings.cells_kept(r) for r in rels]))
     progress("top-t default rule: 20,000 users")
     figs.append(
         Figure(

@@ -105,6 +105,7 @@ def region_errors(release, data: Dataset, rects: np.ndarray) -> tuple[float, flo
     data (a release carries no truth). One value per row: for datasets without user ids.
     NRMSE = sqrt(mean squared error) / mean |true mean| over the released regions, as the
     mechanism's own evaluation; the population mean weighs regions by their clients."""
+    from ..mechanisms.bit_pushing.readings import population_mean
     from ..mechanisms.bit_pushing.regions import assign_regions
 
     region = assign_regions(data.xy, rects)
@@ -112,9 +113,9 @@ def region_errors(release, data: Dataset, rects: np.ndarray) -> tuple[float, flo
     inside = region >= 0
     count = np.bincount(region[inside], minlength=k)
     true = np.bincount(region[inside], weights=data.value[inside], minlength=k) / np.maximum(count, 1)
-    private = release.extras["region_private_mean"]
+    private = release.regional.mean
     ok = np.isfinite(private)
     err = private[ok] - true[ok]
     nrmse = float(np.sqrt(np.mean(err**2)) / np.mean(np.abs(true[ok])))
     contacted = inside & ok[np.maximum(region, 0)]
-    return nrmse, float(release.diagnostics["population_mean_private"] - data.value[contacted].mean())
+    return nrmse, float(population_mean(release) - data.value[contacted].mean())

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .epsilon import check_spent
+
 
 @dataclass(frozen=True)
 class LedgerEntry:
@@ -33,9 +35,7 @@ class Ledger:
     side_information: list[str] = field(default_factory=list)
 
     def spend(self, step: str, epsilon: float, **kw) -> None:
-        if epsilon < 0:
-            raise ValueError("negative epsilon")
-        self.entries.append(LedgerEntry(step, float(epsilon), **kw))
+        self.entries.append(LedgerEntry(step, check_spent(epsilon), **kw))
 
     def note_side_information(self, text: str) -> None:
         """Record a quantity read from the data without spending budget."""

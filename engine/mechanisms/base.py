@@ -3,6 +3,32 @@
 A mechanism simulates a whole pipeline (clients, noise, secure aggregation,
 server post-processing) on a :class:`~engine.data.Dataset` over a public
 :class:`~engine.core.grid.Domain` and returns a :class:`Release`.
+
+How a mechanism declares its noise
+----------------------------------
+What a mechanism knows about its noise lives in the mechanism; nothing outside ``engine/mechanisms``
+reads a key of ``Release.extras`` or ``Release.diagnostics``, nor compares a mechanism's key
+(tests/test_noise_model.py). A mechanism states:
+
+* **its noise model**, on the release: ``Release(..., noise=NoiseModel.of_cells(density, cell_sd, basis,
+  label=...))`` (:mod:`.noise_model`): the released units (a label per cell, or area weights over the
+  cells: :meth:`~.noise_model.NoiseModel.of_areas`, :meth:`~.noise_model.NoiseModel.of_grid`), each
+  unit's noise sd and released count, the law in words (``basis``), cells changed after the noise
+  (NaN in ``cell_sd``: no margin over them) and, where units share draws, a covariance
+  (:class:`engine.mechanisms.central.trees.TreeCovariance`, :class:`engine.mechanisms.hdmm.mechanism.KronCovariance`).
+  Without a closed form it puts the reason in ``noise`` (a sentence). :mod:`engine.regions.margins` makes every
+  door's 95 % margin from it. A mechanism that knows each cell's noise sd passes it to ``NoiseModel.of_cells``
+  with the cells that share a draw (dyadic blocks of them: ``NoiseModel.of_blocks``) and lists ``"noise"`` in
+  ``dp_outputs``;
+* **the typed parts others read** (:mod:`.outputs`): ``measurements`` (the raw noisy numbers, for the
+  noise audits), ``levels``, ``heat``, ``regional``, ``proportion``, ``warnings``, ``regions_counted``;
+  and, for figures a benchmark reads, a function in its own package (e.g. ``sparse_emd.readings``);
+* **its capabilities**, on the class: ``margin`` (how its margin is known, :data:`.capabilities.MARGINS`)
+  and ``margin_note`` (why); ``planner`` (:data:`.capabilities.PLANNING`, refined by :meth:`Mechanism.planning`);
+  :meth:`Mechanism.cost_features` (the time estimate's W and P); ``audit_plan`` and ``relation_plans``
+  (:class:`.capabilities.AuditPlan`); ``noise_cases`` (:class:`.capabilities.NoiseCase`);
+  :meth:`Mechanism.level_map` and :meth:`Mechanism.measured_at` where the defaults do not fit;
+  ``matrix_class`` (:meth:`Mechanism.matrix_mechanism`): whether the SVD lower bound applies to it.
 """
 
 from __future__ import annotations
@@ -17,6 +43,9 @@ from ..core.accounting import Ledger
 from ..core.errors import Cancelled, ParamError
 from ..core.grid import Domain, range_counts
 from ..core.params import Param, Schema
+from .capabilities import NOT_PLANNED, AuditPlan, NoiseCase
+from .noise_model import NO_CLOSED_FORM, Measurements, NoiseModel
+from .outputs import Heat, Level, Proportions, RegionalMeans
 
 FAMILIES = ("none", "central", "distributed", "local", "federated")
 
@@ -184,6 +213,14 @@ class Release:
     ``partition`` lists adaptive cells as rectangles in metres ``(k, 4)``.
     ``range_answerer`` answers rectangles from a model (e.g. SNH); without one,
     ranges are answered from :meth:`summed_map` with the uniformity assumption.
+
+    Typed parts, the only ones read outside the mechanism's package: ``noise`` (the released units and
+    their noise, :class:`.noise_model.NoiseModel`, or a sentence saying why there is none),
+    ``measurements`` (the raw noisy numbers, for the noise audits), ``levels`` (the refinement levels),
+    ``heat`` (a heat layer the mechanism publishes, e.g. Sparse EMD's smoothed map), ``regional`` (an
+    attribute mean per region), ``proportion`` (a flag's share per node), ``warnings`` (shown to users)
+    and ``regions_counted`` (how a release names the regions it counted). ``diagnostics`` is free-form, for
+    display; ``extras`` holds what only the mechanism's own package reads.
     """
 
     density: np.ndarray
@@ -196,6 +233,14 @@ class Release:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)  # mechanism-specific arrays
     quantity: str = "counts"  # or "attribute_mean"
+    noise: NoiseModel | str = NO_CLOSED_FORM
+    measurements: Measurements | None = None
+    levels: tuple[Level, ...] = ()
+    heat: Heat | None = None
+    regional: RegionalMeans | None = None
+    proportion: Proportions | None = None
+    warnings: tuple[str, ...] = ()
+    regions_counted: str | None = None
 
     def answer_range(self, rects: np.ndarray) -> np.ndarray:
         rects = np.atleast_2d(np.asarray(rects, dtype=np.float64))
@@ -206,8 +251,8 @@ class Release:
     def summed_map(self) -> np.ndarray:
         """The map whose sums answer ranges: ``extras["least_squares"]`` where the release carries a
         linear unbiased estimate beside a ``density`` post-processed from the same noisy counts (the
-        hierarchical tree's non-negative map, biased on sums), else ``density``. The SE in ``extras["stderr"]``
-        is then that estimate's."""
+        hierarchical tree's non-negative map, biased on sums), else ``density``. The noise model (``noise``) is then
+        that estimate's."""
         return self.extras.get("least_squares", self.density)
 
 
@@ -239,21 +284,38 @@ class Mechanism:
     region_params: ClassVar[tuple[str, ...]] = ()
     # the neighbouring relation the guarantee is stated for: one of RELATIONS; every mechanism sets it
     neighbouring: ClassVar[str] = ""
-    # What a Release may hold: keys of ``Release.diagnostics`` / ``Release.extras`` whose
+    # What a Release may hold: keys of ``Release.diagnostics`` / ``Release.extras`` and names of its typed
+    # parts (``noise``, ``measurements``, ``levels``, ...; one field of a part as ``part.field``) whose
     # values are DP outputs (computed from the noisy values and public parameters; for mechanisms
-    # without a privacy claim, their released outputs), and keys that follow from the side
+    # without a privacy claim, their released outputs), and those that follow from the side
     # information the ledger declares (e.g. the number of clients); the names "ledger" (its steps and
     # notes), "communication" and "server_view" (its description) stand for those fields. Every other
-    # key, and every other field but ``density``, ``partition``, ``range_answerer``, the ledger's
+    # key and part, and every other field but ``density``, ``partition``, ``range_answerer``, the ledger's
     # epsilons and side information and the server view's per-user callables, must be fixed by the
     # parameters and the public domain: values computed from the truth go to
     # ``RunContext.record_evaluation`` instead (tests/test_release_contents.py).
     dp_outputs: ClassVar[tuple[str, ...]] = ()
     side_information_keys: ClassVar[tuple[str, ...]] = ()
+    # Capabilities (see the module docstring): how a release's 95 % margin is known and why; what the
+    # planner may do; how the audits run it
+    margin: ClassVar[str] = "repeats"
+    margin_note: ClassVar[str] = "no closed form: estimated from releases with the next seeds"
+    planner: ClassVar[str] = "none"
+    audit_plan: ClassVar[AuditPlan] = AuditPlan()
+    relation_plans: ClassVar[dict[str, AuditPlan]] = {}  # audit plans under another relation than the class's
+    noise_cases: ClassVar[tuple[NoiseCase, ...]] = ()
+    # the time estimate's calibration (scripts/calibrate_costs.py): parameter settings that move ``W``
+    # (:meth:`cost_features`), and whether the work grows with the locations and with secure mode
+    cost_variants: ClassVar[tuple[dict, ...]] = ()
+    cost_grows_with_points: ClassVar[bool] = True
     # A matrix mechanism (Li et al. 2010): noise of data-independent scale on fixed linear queries of the
     # cells, the map their linear unbiased estimate. Its expected error on any workload is then at least the
     # SVD lower bound (engine.metrics.lower_bound); mechanisms outside the class can go below it.
     matrix_class: ClassVar[bool] = False
+    # DPBench's classes: True when the queries measured, the noise's scale and the estimate never read the data;
+    # None for a floor in neither class (the uniform map, DPComp's); False for every method that reads the data
+    # (partitions, thresholds, or a grid or tree sized by a noisy total)
+    data_independent: ClassVar[bool | None] = False
 
     @classmethod
     def matrix_mechanism(cls, params: dict | None = None) -> bool:
@@ -281,6 +343,34 @@ class Mechanism:
 
     def run(self, data, domain: Domain, epsilon: float, params: dict, ctx: RunContext) -> Release:
         raise NotImplementedError
+
+    @classmethod
+    def planning(cls, params: dict, regions=None, user_ids: bool = False) -> tuple[str, str]:
+        """What the planner may do for a release with ``params`` over ``regions`` (None: the cells; an
+        :class:`engine.data.regions.Regions`) of a dataset with user ids or not: one of
+        :data:`.capabilities.PLANNING`, and why where it predicts nothing. An exact margin becomes simulated where
+        regions cut the released units (the spreading term then depends on where people are)."""
+        if cls.planner == "exact" and regions is not None and regions.kind != "grid":
+            return "simulated", ""
+        return cls.planner, NOT_PLANNED if cls.planner == "none" else ""
+
+    @classmethod
+    def cost_features(cls, params: dict, depth: int, n_points: int) -> tuple[float, float]:
+        """What the time estimate (:mod:`engine.run.estimates`) needs of this mechanism beyond the locations and
+        cells: a factor on the locations ``P`` (work per location) and ``W``, the measure of its heavy step."""
+        return 1.0, 0.0
+
+    @classmethod
+    def level_map(cls, release: Release, index: int) -> np.ndarray | None:
+        """The map of refinement level ``index`` (``release.levels``) where the mechanism paints it itself (its
+        nodes share pixels); None: the level's cells, each count spread over its rectangle."""
+        return None
+
+    @classmethod
+    def measured_at(cls, release: Release, x: float, y: float) -> float:
+        """The release's raw noisy measurement of the cell holding ``(x, y)`` (metres): the privacy audit's
+        statistic where the map is a smoothed function of what was noised."""
+        return release.measurements.at(x, y, release.domain)
 
     @classmethod
     def describe(cls) -> dict:

@@ -494,9 +494,9 @@ def _attribute_metrics(release, data, domain, rng, evaluation=None) -> dict:
         "nrmse_population_mean": num("population_mean_nrmse"),
         **_communication(release, data),
     }
-    sup = release.extras.get("suppressed")
-    if sup is not None and np.size(sup):
-        out["suppressed_share"] = float(np.mean(np.asarray(sup, dtype=bool)))
+    regional = getattr(release, "regional", None)
+    if regional is not None and np.size(regional.suppressed):
+        out["suppressed_share"] = float(np.mean(np.asarray(regional.suppressed, dtype=bool)))
     pdist = privacy_distance(release, data, domain, rng, PRIVACY_MAX_USERS)
     out["privacy_distance_m"] = pdist["mean_m"]
     out["privacy_baseline_m"] = pdist["baseline_m"]
@@ -550,16 +550,16 @@ def _kernel_matrix(n: int, sigma: float) -> np.ndarray:
 
 def _paper_heatmap_scores(t: np.ndarray, release) -> dict:
     """SIM, CC and KL as Ghazi et al. 2023 score them (Section 4, Figure 1): on the heatmaps
-    ``H^sigma`` of Section 2.3, when the release publishes one (``extras["heatmap"]`` with
-    ``diagnostics["sigma_cells"] > 0``: the sparse EMD family and its Laplace baselines), the
+    ``H^sigma`` of Section 2.3, when the release publishes one (``Release.heat`` with a filter width
+    ``sigma_cells > 0``: the sparse EMD family and its Laplace baselines), the
     truth smoothed by the same filter. ``heatmap_sigma_cells`` says which map was scored: the
     filter width in cells, 0 (no filter) when SIM/CC/KL are on the unsmoothed maps. On the unsmoothed
     estimate a sparse release scores SIM 0.002-0.08 and KL ~ 20, not the paper's measures."""
-    heat = getattr(release, "extras", {}).get("heatmap")
-    sigma = float(getattr(release, "diagnostics", {}).get("sigma_cells", 0.0) or 0.0)
-    if heat is None or sigma <= 0 or np.shape(heat) != t.shape:
+    layer = getattr(release, "heat", None)
+    sigma = float(layer.sigma_cells) if layer is not None else 0.0
+    if layer is None or sigma <= 0 or np.shape(layer.map) != t.shape:
         return {"heatmap_sigma_cells": 0.0}
-    th, ph = normalise(gaussian_heatmap(t, sigma)), normalise(np.asarray(heat, dtype=np.float64))
+    th, ph = normalise(gaussian_heatmap(t, sigma)), normalise(np.asarray(layer.map, dtype=np.float64))
     return {"sim": sim(th, ph), "cc": cc(th, ph), "kl": kl(th, ph), "heatmap_sigma_cells": sigma}
 
 

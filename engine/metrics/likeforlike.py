@@ -22,9 +22,10 @@ SMOOTHED = ("sim", "cc", "kl")  # the scores the paper takes on smoothed maps
 
 def release_sigma(release) -> float:
     """The filter width (cells) of the heatmap a release publishes, 0 when it publishes none."""
-    if getattr(release, "extras", {}).get("heatmap") is None:
+    layer = getattr(release, "heat", None)
+    if layer is None:
         return 0.0
-    s = float(getattr(release, "diagnostics", {}).get("sigma_cells", 0.0) or 0.0)
+    s = float(layer.sigma_cells)
     return s if math.isfinite(s) and s > 0 else 0.0
 
 
@@ -46,7 +47,7 @@ def scored_map(release, sigma: float) -> np.ndarray:
     if sigma <= 0:
         return normalise(dens)
     if math.isclose(release_sigma(release), sigma, rel_tol=1e-9):
-        heat = np.asarray(release.extras["heatmap"], dtype=np.float64)
+        heat = np.asarray(release.heat.map, dtype=np.float64)
         if heat.shape == dens.shape:
             return normalise(heat)
     return normalise(gaussian_heatmap(normalise(dens), sigma))

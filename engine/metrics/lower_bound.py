@@ -45,6 +45,7 @@ import math
 import numpy as np
 
 from ..core.cache import data_free
+from ..core.epsilon import check_epsilon
 from ..core.errors import ParamError
 from ..core.workload import ALL_RANGES, RangeWorkload, all_range_gram
 
@@ -79,10 +80,7 @@ def svd_bound_factor(w: RangeWorkload) -> float:
 
 def tse_bound(w: RangeWorkload, epsilon: float) -> float:
     """The least expected total squared error of any ε-DP matrix mechanism on ``w`` (module docstring)."""
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
-    return 2.0 / eps**2 * svd_bound_factor(w)
+    return 2.0 / check_epsilon(epsilon) ** 2 * svd_bound_factor(w)
 
 
 def rmse_bound(w: RangeWorkload, epsilon: float) -> float:

@@ -4,5 +4,5 @@ true regional counts for evaluation only. The geometry (grid, H3, the analyst's 
 :mod:`engine.data.regions`; the direct mechanism is ``laplace_regions``
 (:mod:`engine.mechanisms.central.regions`)."""
 
-from .margins import BASIS, Z95, Margins, cell_margins, region_margins, units_of  # noqa: F401
+from .margins import BASIS, Margins, block_margins, cell_margins, grid_margin, region_margins  # noqa: F401
 from .report import RegionReport, regional_report, true_counts  # noqa: F401

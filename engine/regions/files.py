@@ -10,8 +10,6 @@ import math
 
 import numpy as np
 
-from .margins import cell_margins
-
 REGION_FILES = {"csv": "regions.csv", "gpkg": "regions.gpkg"}
 
 
@@ -46,12 +44,6 @@ def geoparquet_grid(density, margin, domain, crs: str, stamp: str | None = None)
     buf = io.BytesIO()
     gpd.GeoDataFrame(df, geometry=gpd.GeoSeries(ll, crs=4326)).to_parquet(buf)
     return buf.getvalue()
-
-
-def grid_margin(release, key: str) -> np.ndarray | None:
-    """The 95 % margin of every cell (NaN: none), or None when the mechanism has none at all."""
-    m = cell_margins(release, key).margin95
-    return None if np.isnan(m).all() else m.reshape(release.domain.n, release.domain.n)
 
 
 def write_regions(report, folder, stamp: str | None = None) -> dict:

@@ -144,7 +144,7 @@ def regional_report(result, regions, dataset=None, people: bool = False) -> Regi
         raise ParamError("regions report counts: this release is an attribute mean")
     if dataset is not None and result.config.mode == "release":
         raise ParamError("a release carries no true counts")
-    margins = region_margins(rel, result.config.mechanism, regions)
+    margins = region_margins(rel, regions)
     true = None if dataset is None else true_counts(dataset, regions, result.config.params.get("unit", "user"))
     about = {
         "unit": "people" if people else "records",

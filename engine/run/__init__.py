@@ -15,7 +15,8 @@ dashboard, the benchmarks). It never imports Streamlit.
   ``reserve.py``: a study's ε held in the ledger for its releases;
 * ``plan.py``: one release's accuracy predicted before spending; ``study.py``: a study's releases planned under
   one budget (``study_file.py``: its TOML; ``study_bias.py``: bias and noise apart);
-* ``sweeps.py``: sweep configurations and their statistics; ``margins.py``: margins of error;
+* ``sweeps.py``: sweep configurations and their statistics, and the repeated releases behind a margin
+  (the margins themselves: :mod:`engine.regions.margins`);
 * ``estimates.py``: run-time estimates; ``cluster.py``: runs on a Dask cluster;
 * ``export.py``: release files and manifest; ``audit.py``, ``noise_audit.py``: empirical privacy audits.
 """

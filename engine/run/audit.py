@@ -41,9 +41,9 @@ learning", IEEE S&P 2021), black box on the released map:
    a monotone function of the noisy location's coordinate along the move). Where the map is a
    smoothed or pruned function of what was noised, so that one person barely moves it, the
    statistic reads the release's own noisy DP output instead (still post-processing, so the
-   bound stays valid): SNH's noisy grid at the target's cell (the network is trained on it),
-   and the count-min sketches' estimate of the target cell at their finest level (the tree
-   keeps only cells above a threshold, so the target's density is 0 either way).
+   bound stays valid; ``Mechanism.measured_at``): SNH's noisy grid at the target's cell (the
+   network is trained on it), and the count-min sketches' estimate of the target cell at their
+   finest level (the tree keeps only cells above a threshold, so the target's density is 0 either way).
 
 4. **A threshold test.** If the mechanism is eps-DP for the relation, every set S of
    outputs has P1(S) <= e^eps P0(S) and P0(S) <= e^eps P1(S) (pure DP, delta = 0). With
@@ -63,8 +63,9 @@ learning", IEEE S&P 2021), black box on the released map:
 
 6. **Parameters and relations.** ``params`` audits a parameter setting (Adaptive HH's
    ``relation = "add/remove"`` makes it add/remove user, so its neighbours are built under
-   that relation); a (mechanism, relation) pair may have its own plan
-   (:data:`RELATION_PLANS`: Adaptive HH under add/remove adds the person as the 11th client,
+   that relation); a mechanism declares its plan on its class (``Mechanism.audit_plan``,
+   :class:`engine.mechanisms.capabilities.AuditPlan`) and may have one per relation
+   (``relation_plans``: Adaptive HH under add/remove adds the person as the 11th client,
    one past a SecAgg shard boundary of 10). ``relation`` builds the neighbours under another
    relation than the one claimed, to show what a claim does not cover (the zero-out Adaptive
    HH audited under add/remove exceeds its claim; its add/remove variant does not).
@@ -79,167 +80,32 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
+from ..core.epsilon import check_epsilon
 from ..core.errors import ParamError
 from ..core.grid import Domain
 from ..data.dataset import Dataset, DatasetMeta
 from ..mechanisms import RunContext, get, registry
 from ..mechanisms.base import RELATIONS, Mechanism
+from ..mechanisms.capabilities import ZERO_OUT_NULL, AuditPlan
 
 SIDE_M = 16_000.0  # the audit domain's side: 1 km cells at depth 4
 AUDIT_CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
-ZERO_OUT_SINK = "sink"  # zero-out emulated by moving the person into the sink (see the module docstring)
-ZERO_OUT_NULL = "null"  # the person stays with weight 0 (exact, for mechanisms that count weight-0 clients)
 MAX_RUNS = 200_000  # per dataset
 MIN_RUNS = 20  # per dataset: 10 to choose the test, 10 to bound it
 
 
-@dataclass(frozen=True)
-class Plan:
-    """How one mechanism is audited. ``runs``: default runs per dataset (command line);
-    ``test_runs``: the test suite's; ``params``: overrides of the mechanism's defaults,
-    each explained in ``note``."""
-
-    depth: int = 4
-    base_users: int = 1  # people in the sink cell
-    runs: int = 10_000
-    test_runs: int = 1000
-    params: dict = field(default_factory=dict)
-    # "target" cell, "half-plane" past the midpoint of a move, or a noisy DP output: "noisy grid" (SNH),
-    # "sketch" (count-min)
-    statistic: str = "target"
-    value_pair: tuple[float, float] | None = None  # replace the person's value (attribute-mean family)
-    move_km: float | None = None  # metric privacy: one location moves this far east
-    zero_out: str = ZERO_OUT_SINK
-    note: str = ""
-
-
-_ZERO_OUT = Plan(base_users=1000, note="1,000 people in the sink (zero-out emulation, see engine.run.audit)")
-_VALUE = Plan(
-    base_users=0,
-    value_pair=(0.0, 255.0),
-    params={"min_cohort": 1},
-    note="min_cohort = 1: a region holding only the person (the cohort floor is a utility rule, not part of the "
-    "LDP claim); values 0 and 255, the ends of the default 8-bit range",
-)
-_MOVE = Plan(
-    base_users=0,
-    move_km=1.0,
-    statistic="half-plane",
-    params={"attack_users": 0},
-    note="attack_users = 0: the attack diagnostics do not change the release",
-)
-# SNH: one network of one hidden layer of 8 units, 5 training steps; each run still compiles its network
-_SNH_NET = {"preset": "custom", "depth": 1, "width": 8, "epochs": 1, "max_steps": 5, "batch_size": 4096, "k": 1}
-# runs per dataset: about 0.1 to 2 ms per run for most mechanisms; the slow ones get fewer
-PLANS: dict[str, Plan] = {
-    "adaptive_hh": replace(_ZERO_OUT, base_users=1, note="U = 2: one sub-query spends all of epsilon"),
-    "hh_fixed_eps": replace(_ZERO_OUT, runs=3000, test_runs=300),
-    "hh_scheduled_fixed_t": replace(_ZERO_OUT, base_users=1, note="U = 2: one sub-query spends all of epsilon"),
-    "hh_interactive_nonprivate": replace(_ZERO_OUT, runs=1000),
-    "flat_onehot": _ZERO_OUT,
-    "hierarchical_onehot": replace(
-        _ZERO_OUT,
-        params={"first_level": 4},
-        note=_ZERO_OUT.note + "; one level (the map's), so the person's whole epsilon is on its one-hot cell (with "
-        "5 levels each carries epsilon / 5 and the threshold rule hides most of them)",
-    ),
-    "cms_hierarchical": replace(
-        _ZERO_OUT,
-        params={"depth": 1, "first_level": 4},
-        statistic="sketch",
-        note=_ZERO_OUT.note + "; one sketch row and one level (the map's), so the person's whole epsilon is on one "
-        "counter, which the statistic reads (with 20 rows and 4 levels each counter carries epsilon / 80)",
-    ),
-    "ag_polya": _ZERO_OUT,
-    "sparse_emd_secagg": Plan(
-        runs=3000, test_runs=300, zero_out=ZERO_OUT_NULL, note="exact zero-out: a client of weight 0, counted in n"
-    ),
-    "sparse_emd": Plan(runs=3000, test_runs=300),
-    "ldp_grid": Plan(
-        depth=1,
-        base_users=0,
-        note="a 2 x 2 map: the report is one of K = 4 cells (the default level is capped at the map's depth), so "
-        "the randomized response's probabilities are large and the test has power",
-    ),
-    "hdg": Plan(
-        depth=1,
-        base_users=2,
-        note="a 2 x 2 map (both grids' granularities capped at 2) and 2 others in the sink cell: 3 users, one per "
-        "group, so the person's report is its group's only one",
-    ),
-    "bitpush_mean_ldp": _VALUE,
-    "ldp_mean_baseline": _VALUE,
-    "bitpush_mean": replace(_VALUE, runs=1000),
-    "geoind_kde": _MOVE,
-    "federated_kde": replace(_MOVE, runs=1000),
-    "federated_rff_kde": replace(_MOVE, runs=1000, test_runs=100),
-    "snh": Plan(
-        runs=200,
-        test_runs=36,
-        params=_SNH_NET,
-        statistic="noisy grid",
-        note="a network of one hidden layer of 8 units trained 5 steps (the release is post-processing of the "
-        "noisy grid, which the statistic reads); each run compiles its network, about 0.1-0.4 s",
-    ),
-    "dawa": Plan(
-        depth=1,
-        base_users=3,
-        note="a 2 x 2 map (4 cells along the Hilbert curve, buckets of 1, 2 or 4 cells) with 3 others in the sink "
-        "cell: the partition has few choices, so the person's effect on it reaches the target's value",
-    ),
-    "hdmm": Plan(
-        depth=5,
-        note="a 32 x 32 map, the smallest whose optimised strategy is not the identity (p = 2 extra rows per axis; "
-        "at 16 x 16 and below p = 1 and Θ = 0 is best): the target cell's estimate moves by exactly 1 with the "
-        "person",
-    ),
-    "privelet": Plan(
-        depth=1,
-        note="a 2 x 2 map: the noise scale is (1 + depth)^2 / epsilon, 4 / epsilon here (25 / epsilon on 16 x 16, "
-        "spread over the cells' shared coefficients, hides one person at a single cell from the test)",
-    ),
-    "quadtree": Plan(
-        depth=1,
-        note="a 2 x 2 map (two levels): on 16 x 16 the leaves get under a third of epsilon and the least squares "
-        "spreads the person over the tree",
-    ),
-    "mwem": Plan(
-        depth=1,
-        params={"rounds": 1, "passes": 1, "rho": 0.5, "workload_queries": 10},
-        note="a 2 x 2 map, one round and one update, half of epsilon on the noisy total, 10 rectangles: the person "
-        "then moves the total and the one measurement that the target's value is made of (at the defaults, ten "
-        "rounds of a twentieth each and a 5 % total drown one person)",
-    ),
-    "identity_paramselect": Plan(runs=2000, test_runs=150),  # ParamSelect's regressor: 12 ms per run
-    # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
-    "identity_topt": Plan(runs=100_000),
-    "laplace_topt_gauss": Plan(runs=100_000),
-}
-
-
-# plans for a mechanism audited under another relation than its default parameters' (a parameter
-# such as Adaptive HH's ``relation``, or ``audit(relation=...)``): keyed by (mechanism, relation)
-_SHARD_EDGE = Plan(
-    base_users=10,
-    params={"secagg_shard": 10},
-    note="10 others and SecAgg shards of at most 10 clients: the person added is the 11th client, one past a "
-    "shard boundary, where a plan read from the exact count changes (a second shard, and its Pólya noise, in the "
-    "zero-out variant; the schedule of Eq. 7)",
-)
-RELATION_PLANS: dict[tuple[str, str], Plan] = {("adaptive_hh", "add/remove user"): _SHARD_EDGE}
-
-
-def plan_for(key: str, relation: str | None = None) -> Plan:
-    """The audit plan of a mechanism (a default plan for one without its own), under ``relation``
-    where a plan for it exists (:data:`RELATION_PLANS`)."""
-    if relation is not None and (key, relation) in RELATION_PLANS:
-        return RELATION_PLANS[(key, relation)]
-    return PLANS.get(key, Plan())
+def plan_for(mechanism: str | type[Mechanism], relation: str | None = None) -> AuditPlan:
+    """How a mechanism is audited (its class's ``audit_plan``), under ``relation`` where it has a plan for that
+    relation (``relation_plans``)."""
+    cls = get(mechanism) if isinstance(mechanism, str) else mechanism
+    if relation is not None and relation in cls.relation_plans:
+        return cls.relation_plans[relation]
+    return cls.audit_plan
 
 
 def has_dp_claim(cls: type[Mechanism]) -> bool:
@@ -271,7 +137,7 @@ class Pair:
     description: str
 
 
-def neighbours(plan: Plan, relation: str) -> Pair:
+def neighbours(plan: AuditPlan, relation: str) -> Pair:
     """D0 and D1 for the relation (see the module docstring)."""
     domain = Domain(0.0, 0.0, SIDE_M, plan.depth)
     n, cell = domain.n, domain.cell
@@ -360,24 +226,14 @@ def neighbours(plan: Plan, relation: str) -> Pair:
     )
 
 
-def statistic(plan: Plan, pair: Pair, release) -> float:
+def statistic(plan: AuditPlan, pair: Pair, release, cls: type[Mechanism]) -> float:
     """The audit's statistic of one release (see the module docstring, step 3)."""
     if plan.statistic in ("target", "half-plane"):
         return float(np.asarray(release.density, dtype=np.float64)[pair.mask].sum())
-    dom = pair.domain
-    iy, ix = (int(v[0]) for v in np.nonzero(pair.mask))
-    if plan.statistic == "noisy grid":  # SNH's Q_D: cells of width rho from the domain's south-west corner
-        noisy = np.asarray(release.extras["snh_noisy_grid"], dtype=np.float64)
-        rho = float(release.diagnostics.get("rho_m") or dom.side / noisy.shape[0])
-        x, y = (ix + 0.5) * dom.cell, (iy + 0.5) * dom.cell
-        return float(noisy[min(int(y / rho), noisy.shape[0] - 1), min(int(x / rho), noisy.shape[1] - 1)])
-    if plan.statistic == "sketch":
-        from ..core.grid import interleave, prefix
-        from ..mechanisms.federated_hh.baselines import cms_level_estimates
-
-        level = max(release.extras["sketches"])
-        code = prefix(interleave(np.array([ix]), np.array([iy]), dom.depth), dom.depth, level)
-        return float(cms_level_estimates(release, level)[int(code[0])])
+    if plan.statistic == "measurement":  # the release's own noisy measurement at the target cell's centre
+        dom = pair.domain
+        iy, ix = (int(v[0]) for v in np.nonzero(pair.mask))
+        return float(cls.measured_at(release, dom.x0 + (ix + 0.5) * dom.cell, dom.y0 + (iy + 0.5) * dom.cell))
     raise ParamError(f"unknown audit statistic {plan.statistic!r}")
 
 
@@ -509,17 +365,15 @@ def audit(
     cls = get(mechanism) if isinstance(mechanism, str) else mechanism
     if cls.neighbouring not in RELATIONS:
         raise ParamError(f"{cls.key or cls.__name__} does not state its neighbouring relation")
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
+    eps = check_epsilon(epsilon)
     if not 0 < alpha < 1:
         raise ParamError(f"alpha must be in (0, 1) (got {alpha})")
     if relation is not None and relation not in RELATIONS:
         raise ParamError(f"unknown neighbouring relation {relation!r}; known: {', '.join(RELATIONS)}")
-    plan = plan_for(cls.key)
+    plan = plan_for(cls)
     claimed_relation = cls.neighbouring_for(cls.schema().resolve({**plan.params, **(params or {})}))
     relation = relation or claimed_relation
-    plan = plan_for(cls.key, relation)
+    plan = plan_for(cls, relation)
     chosen = {**plan.params, **(params or {})}
     params = cls.schema().resolve(chosen)
     n = int(runs if runs is not None else (plan.test_runs if test else plan.runs))
@@ -533,7 +387,7 @@ def audit(
         for b, data in enumerate((pair.d0, pair.d1)):
             ctx = RunContext(rng=np.random.default_rng([seed, b, i]), cancel_cb=cancel)
             ctx.check_cancelled()
-            s[b, i] = statistic(plan, pair, mech.run(data, pair.domain, eps, params, ctx))
+            s[b, i] = statistic(plan, pair, mech.run(data, pair.domain, eps, params, ctx), cls)
         if progress is not None and (i % 50 == 0 or i == n - 1):
             progress((i + 1) / n, f"{i + 1:,} of {n:,} runs per dataset")
     bound = epsilon_lower_bound(s[0], s[1], alpha)

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..core.epsilon import EPS_MIN, check_epsilon
 from ..core.errors import ParamError
 
-CACHE_VERSION = 2  # the entries' format (data-only .npz), in every key: an entry of another format is never read
+CACHE_VERSION = 3  # the entries' format (data-only .npz, the release's typed parts), in every key: an entry of another format is never read
 ROOT = Path(__file__).resolve().parents[2]
-MIN_EPS, MAX_EPS = 1e-4, 100.0
 MODES = ("evaluate", "release")
 RESOLUTIONS = ("fixed", "auto")
 FRAMES = ("region", "dp")
@@ -150,8 +150,9 @@ class RunConfig:
         return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
     def validate(self) -> None:
-        if not (isinstance(self.epsilon, (int, float)) and MIN_EPS <= float(self.epsilon) <= MAX_EPS):
-            raise ParamError(f"epsilon must be between {MIN_EPS} and {MAX_EPS} (got {self.epsilon})")
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)):
+            raise ParamError(f"epsilon must be a number (got {self.epsilon!r})")
+        check_epsilon(self.epsilon)
         if not (isinstance(self.depth, int) and 1 <= self.depth <= 10):
             raise ParamError(f"resolution depth must be 1..10 (2x2 to 1024x1024 cells), got {self.depth}")
         if self.n_users is not None and (not isinstance(self.n_users, int) or self.n_users < 1):
@@ -200,6 +201,14 @@ class RunConfig:
                 raise ParamError(f"{name} must be {need} (got {v})")
         if not (isinstance(self.frame_quantile, (int, float)) and 0 < self.frame_quantile < 0.5):
             raise ParamError(f"frame_quantile must be between 0 and 0.5 (got {self.frame_quantile})")
+        if self.budgeted_share:  # the mechanism's part of ε is checked by the same rule as the run's
+            try:
+                check_epsilon(self.mechanism_epsilon)
+            except ParamError:
+                raise ParamError(
+                    f"the frame and grid's shares leave the mechanism ε = {self.mechanism_epsilon:g}, below the "
+                    f"smallest a run accepts ({EPS_MIN:g}): give a larger ε or smaller shares"
+                ) from None
 
 
 @dataclass
@@ -245,6 +254,7 @@ class RunResult:
             "communication": rel.communication.to_dict(),
             "server_view": rel.server_view.description,
             "diagnostics": _jsonable(rel.diagnostics),
+            "warnings": list(rel.warnings),
         }
 
 

@@ -43,9 +43,7 @@ COEFFICIENTS = ("fixed_s", "points_s", "cells_s", "points_cells_s", "work_s", "s
 HISTORY = 20  # ratios kept per mechanism
 MIN_GLOBAL = 3  # runs of other mechanisms needed before their speed factor is used
 CACHED_S = 0.1  # a result read from the disk cache
-ATTACK_SURFACE_COST = 4  # local-maxima scan of a surface, in units of one feature's cos term
 DEFAULT_POINTS = 100_000
-SNH_RHO_FRAC = 0.01  # typical ParamSelect cell width, fraction of the side (queries per epoch)
 
 _LOCK = threading.Lock()
 _RATIOS: dict[str, deque] = {}
@@ -63,54 +61,14 @@ def table(path: str = str(TABLE)) -> dict[str, dict[str, float]]:
     return out
 
 
-def _snh_work(params: dict) -> float:
-    """SNH's training work in 1e9 multiply-adds (gradient steps x batch x networks x per-query work),
-    with the step count :func:`engine.mechanisms.snh.networks.train` will run (``rho`` from ParamSelect is
-    approximated by 1% of the side, its typical value: it only matters when the preset does not cap
-    the steps)."""
-    from ..mechanisms.snh.training import train_config
-
-    cfg = train_config(params)
-    queries = (1.0 / SNH_RHO_FRAC + 2) ** 2 * int(params.get("corners_per_cell", 1)) ** 2
-    if params.get("variant") == "snh_qs":
-        queries *= int(params.get("qs_sizes", 4))
-    batch = min(cfg.batch_size, queries) if cfg.batch_size > 0 else queries
-    n_batches = math.ceil(queries / batch)
-    per_epoch = math.ceil(n_batches / min(n_batches, 16)) * min(n_batches, 16)
-    epochs = cfg.epochs if cfg.max_steps <= 0 else max(1, min(cfg.epochs, cfg.max_steps // per_epoch))
-    w = cfg.net.width
-    macs = cfg.net.in_dim * w + cfg.net.depth * w * w + w
-    return epochs * per_epoch * batch * int(params.get("k", 8)) * macs / 1e9
-
-
 def features(config, n_points: int) -> dict[str, float]:
-    """``P``, ``C`` and ``W`` of the module docstring for ``config`` on ``n_points`` locations."""
-    from ..core.grid import Domain
+    """``P``, ``C`` and ``W`` of the module docstring for ``config`` on ``n_points`` locations (the mechanism's
+    own share: ``Mechanism.cost_features``)."""
     from ..mechanisms import get
-    from ..mechanisms.rff_kde.attack import attack_cells
-    from ..metrics import PRIVACY_MAX_USERS
 
-    cells = 4**config.depth
-    p = get(config.mechanism).schema().resolve(config.params)
-    P, W = n_points / 1e6, 0.0
-    if config.mechanism == "snh":
-        W = _snh_work(p)
-    elif config.mechanism in ("sparse_emd", "sparse_emd_secagg"):
-        from ..mechanisms.sparse_emd.algorithm import start_level, w_rule
-
-        # the reconstruction LP's size: w kept cells on each measured level (w from the default rule on the
-        # locations, a stand-in for the users the run counts), in 1e4
-        w = int(p["w"]) or w_rule(n_points, config.depth)
-        W = w * (config.depth - start_level(w) + 1) / 1e4
-    elif config.mechanism in ("federated_kde", "federated_rff_kde", "geoind_kde"):
-        b = int(p.get("B", 0)) if config.mechanism == "federated_rff_kde" else 0
-        attack = attack_cells(Domain(0.0, 0.0, 1.0, config.depth)) ** 2
-        W = (int(p["attack_users"]) + PRIVACY_MAX_USERS) * attack * (b + ATTACK_SURFACE_COST) / 1e6
-        if config.mechanism == "federated_rff_kde":
-            from ..mechanisms.rff_kde.mechanism import _parse_multiples
-
-            P *= max(b, 1) * (1 + len(_parse_multiples(p["extra_bandwidths"])))
-    return {"P": P, "C": cells / 1e6, "W": W}
+    cls = get(config.mechanism)
+    factor, work = cls.cost_features(cls.schema().resolve(config.params), config.depth, n_points)
+    return {"P": n_points / 1e6 * factor, "C": 4**config.depth / 1e6, "W": work}
 
 
 def model_seconds(config, n_points: int, first: bool = False, coeffs: dict | None = None) -> float:

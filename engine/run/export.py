@@ -261,7 +261,7 @@ def manifest(result, release_key: str | None = None) -> dict:
             "region_frame": frame,
         },
     }
-    doc["margins"] = _margins_note(rel, cfg.mechanism)
+    doc["margins"] = _margins_note(rel)
     if release_key:
         doc["release_key"] = release_key
     return _finite(json.loads(json.dumps(doc, default=float)))
@@ -292,13 +292,12 @@ def dataset_name(result) -> str:
 
 def _public_params(params: dict, rel) -> dict:
     """The mechanism's parameters as a release states them: a polygon file of regions by its base name and
-    content hash, as the mechanism restated it (``extras["regions"]``), never its server path."""
+    content hash, as the mechanism restated it (``Release.regions_counted``), never its server path."""
     from ..data.regions import public_spec
 
     if "regions" not in params:
         return params
-    restated = (rel.extras or {}).get("regions")
-    return {**params, "regions": restated if isinstance(restated, str) else public_spec(params["regions"])}
+    return {**params, "regions": rel.regions_counted or public_spec(params["regions"])}
 
 
 def region_frame(meta) -> str:
@@ -312,14 +311,13 @@ def region_frame(meta) -> str:
     return "the dataset's public region (its catalogue entry)"
 
 
-def _margins_note(rel, key: str) -> dict:
+def _margins_note(rel) -> dict:
     """What each margin in the files rests on (a function of the release and public parameters only)."""
-    from ..regions.margins import BASIS, units_of
+    from ..regions.margins import basis_of, no_margin_reason
 
-    units = units_of(rel, key)
-    if isinstance(units, str):
-        return {"cells": units}
-    return {"cells": BASIS + (f". Noise: {units.basis}" if units.basis else ""), "level": 0.95}
+    if no_margin_reason(rel) is not None:
+        return {"cells": no_margin_reason(rel)}
+    return {"cells": basis_of(rel), "level": 0.95}
 
 
 def _formats(formats) -> tuple[str, ...]:
@@ -362,9 +360,10 @@ def write_release(
     rel = result.release
     doc = manifest(result, release_key)
     title = f"Private map: {doc['mechanism']['label'] or doc['mechanism']['key']}, epsilon {rel.ledger.total():g}"
-    from ..regions.files import geoparquet_grid, grid_margin, write_regions
+    from ..regions.files import geoparquet_grid, write_regions
+    from ..regions.margins import grid_margin
 
-    margin = grid_margin(rel, result.config.mechanism)
+    margin = grid_margin(rel)
     writers = {
         "geotiff": lambda: geotiff_grid(rel.density, rel.domain, result.crs, {"title": title}, margin=margin),
         "geoparquet": lambda: geoparquet_grid(rel.density, margin, rel.domain, result.crs),

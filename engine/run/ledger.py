@@ -33,7 +33,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import math
 import os
 import secrets
 import sqlite3
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from ..core.epsilon import check_spent
 from ..core.errors import EngineError, ParamError
 from .people import ledger_keys
 
@@ -180,9 +180,9 @@ class Entry:
     note: str = ""  # e.g. the page that made it
 
     def __post_init__(self):
-        eps = self.epsilon
-        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
-            raise ParamError(f"a release's epsilon must be a finite number >= 0 (got {eps})")
+        if not isinstance(self.epsilon, (int, float)):
+            raise ParamError(f"a release's epsilon must be a finite number >= 0 (got {self.epsilon!r})")
+        check_spent(self.epsilon, "a release's epsilon")
         if not (isinstance(self.release_key, str) and self.release_key):
             raise ParamError("a release needs a non-empty key")
 

@@ -30,14 +30,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from ..core.errors import ParamError
 from ..core.grid import Domain
 from ..data.dataset import Dataset, DatasetMeta
+from ..mechanisms import RunContext, get, registry
+from ..mechanisms.capabilities import NoiseCase
 
 SIDE_M = 16_000.0
 CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
@@ -146,33 +149,12 @@ def _dataset(xy, value=None) -> Dataset:
     return Dataset(xy=xy, lonlat=xy * deg, crs=CRS, meta=meta, value=value)
 
 
-@dataclass(frozen=True)
-class Case:
-    """One mechanism's neighbouring pair, parameters and released value under attack."""
-
-    key: str
-    params: dict
-    depth: int = 2
-    base_users: int = 1  # people in the sink cell (far from the target)
-    metric_move_m: float | None = None  # geo-indistinguishability: one location moves this far
+def cases() -> dict[str, NoiseCase]:
+    """Every mechanism's neighbouring pairs for this audit (``Mechanism.noise_cases``), by name."""
+    return {c.name: replace(c, key=key) for key, cls in registry().items() for c in cls.noise_cases}
 
 
-CASES: dict[str, Case] = {
-    "identity": Case("identity", {}),
-    # c = 1000: one UG cell for any plausible noisy total, so the released cell count is c0 + noise
-    "ug": Case("ug", {"c": 1000.0}),
-    "flat_onehot": Case("flat_onehot", {"secagg_shard": 100}, base_users=20),
-    "ldp_grid_krr": Case("ldp_grid", {"level": 1, "encoding": "krr"}, base_users=20),
-    "ldp_grid_oue": Case("ldp_grid", {"level": 1, "encoding": "oue"}, base_users=20),
-    "hdg": Case("hdg", {}, base_users=20),
-    "bitpush_mean_ldp": Case("bitpush_mean_ldp", {"region_level": 0, "min_cohort": 1, "squash": "off"}, base_users=30),
-    # SNH's noisy grid (one 4 km cell width, answers not clipped, so the target's cell always shows)
-    "identity_paramselect": Case("identity_paramselect", {"rho_m": 4000.0, "clip_answers": False}),
-    "geoind_kde": Case("geoind_kde", {"attack_users": 0}, base_users=0, metric_move_m=1000.0),
-}
-
-
-def neighbours(case: Case) -> tuple[Dataset, Dataset, Domain]:
+def neighbours(case: NoiseCase) -> tuple[Dataset, Dataset, Domain]:
     """D0 and D1 on a small domain: the sink cell holds ``base_users``, the target cell is
     empty in D0 and holds the added person in D1 (values 0 and 255 for the attribute family).
     Geo-indistinguishability: one person at the domain centre (0, 0), moved east in D1."""
@@ -188,64 +170,60 @@ def neighbours(case: Case) -> tuple[Dataset, Dataset, Domain]:
     return d0, d1, dom
 
 
-def _run(case: Case, data: Dataset, dom: Domain, eps: float, seed: int, secure: bool):
-    from ..mechanisms import RunContext, get
-
+def _run(case: NoiseCase, data: Dataset, dom: Domain, eps: float, seed: int, secure: bool):
     cls = get(case.key)
     ctx = RunContext(rng=np.random.default_rng(seed), secure=secure, evaluation=None)
     return cls().run(data, dom, eps, cls.schema().resolve(case.params), ctx)
 
 
-def _released(case: Case, rel) -> np.ndarray:
-    """The numbers a release publishes, flattened (for the replay comparison)."""
+def _released(case: NoiseCase, rel) -> np.ndarray:
+    """The numbers a release publishes, flattened (for the replay comparison): its map and its raw noisy
+    measurements (UG's cell counts, the noisy locations, every client's randomised bit...)."""
     parts = [np.asarray(rel.density, dtype=np.float64).ravel()]
-    if case.key == "ug":
-        parts.append(np.asarray(rel.extras["grid_counts"], dtype=np.float64).ravel())
-    if case.key == "geoind_kde":
-        parts.append(np.asarray(rel.server_view.candidates.__self__.xy, dtype=np.float64).ravel())
-    if case.key == "bitpush_mean_ldp":  # every client's randomised bit
-        parts.append(np.asarray(rel.extras["server_reads"]["report"], dtype=np.float64).ravel())
+    if rel.measurements is not None:
+        parts.append(rel.measurements.numbers())
     return np.concatenate(parts)
 
 
 # --------------------------------------------------------------------- attacks
 def float_attack(name: str, runs: int, secure: bool, eps: float = 1.0, seed: int = 0) -> Attack:
-    """Mironov's test on the released value of the target (identity: the target cell; UG: the
-    one grid count; geo-indistinguishability: the person's noisy location)."""
-    case = CASES[name]
+    """Mironov's test on the released value of the target: its cell of the release's measured grid (one Laplace
+    draw: the identity's cell, UG's one grid count), or the person's noisy location (planar Laplace)."""
+    case = cases()[name]
+    if not case.float_attack:
+        raise ParamError(f"{name}: Mironov's test needs a grid of single Laplace draws or noisy locations")
     d0, d1, dom = neighbours(case)
     t0 = time.perf_counter()
+    target = (0.9 * SIDE_M, 0.9 * SIDE_M)  # where neighbours() puts the added person
     fired = []
     for data in (d0, d1):
         ys = []
         for i in range(runs):
-            rel = _run(case, data, dom, eps, seed + i, secure)
-            if case.key == "identity":
-                ys.append(rel.density[-1, -1])  # the target cell, empty without the target
-            elif case.key == "ug":
-                ys.append(rel.extras["grid_counts"].ravel()[0])
-            else:
-                ys.append(rel.server_view.candidates.__self__.xy[0])
-        if case.key == "geoind_kde":
-            ok = numpy_planar_producible(np.array(ys), [0.0, 0.0], rel.diagnostics["epsilon_per_m"])
-        else:
-            c0 = 0.0 if case.key == "identity" else float(case.base_users)
-            ok = numpy_laplace_producible(np.array(ys), c0, 1.0 / _cell_epsilon(case, rel, eps))
+            m = _run(case, data, dom, eps, seed + i, secure).measurements
+            ys.append(m.locations[0] if m.locations is not None else m.at(*target, dom))
+        if m.locations is not None:
+            ok = numpy_planar_producible(np.array(ys), [0.0, 0.0], m.planar_epsilon)
+        else:  # the count without the target: the others that share its cell
+            c0 = float(np.count_nonzero(_cell_of(d0.xy, m, dom) == _cell_of(np.array([target]), m, dom)[0]))
+            ok = numpy_laplace_producible(np.array(ys), c0, m.scale)
         fired.append(int((~ok).sum()))
     lb = eps_lower_bound(fired[1], runs, fired[0], runs)
     return Attack(name, "float structure", secure, runs, fired[0], fired[1], eps, lb, time.perf_counter() - t0)
 
 
-def _cell_epsilon(case: Case, rel, eps: float) -> float:
-    """The epsilon of the Laplace draw under attack (UG: what the noisy total left for the cells)."""
-    return float(rel.diagnostics["epsilon_cells"]) if case.key == "ug" else eps
+def _cell_of(xy: np.ndarray, m, dom: Domain) -> np.ndarray:
+    """The measured grid's cell holding each point (row-major index)."""
+    g = np.asarray(m.grid)
+    iy = np.clip(((xy[:, 1] - dom.y0) / m.cell_m).astype(int), 0, g.shape[0] - 1)
+    ix = np.clip(((xy[:, 0] - dom.x0) / m.cell_m).astype(int), 0, g.shape[1] - 1)
+    return iy * g.shape[1] + ix
 
 
 def replay_attack(name: str, runs: int, secure: bool, eps: float = 1.0, seed: int = 0) -> Attack:
     """Seed replay: release i used seed ``seed + i``, which the attacker knows; it recomputes the
     release on D0 with that seed (evaluation mode, the only reproducible one) and says "D1" when
     the numbers differ."""
-    case = CASES[name]
+    case = cases()[name]
     d0, d1, dom = neighbours(case)
     t0 = time.perf_counter()
     fired = []
@@ -267,10 +245,10 @@ def main(argv=None) -> None:
     ap.add_argument("--runs", type=int, default=1000, help="runs per dataset and attack")
     a = ap.parse_args(argv)
     print(HEADER)
-    for name in ("identity", "ug", "geoind_kde"):
-        for secure in (False, True):
+    for name, case in cases().items():
+        for secure in (False, True) if case.float_attack else ():
             print(float_attack(name, a.runs, secure).row(), flush=True)
-    for name in CASES:
+    for name in cases():
         for secure in (False, True):
             print(replay_attack(name, max(a.runs // 5, 20), secure).row(), flush=True)
 

@@ -19,15 +19,17 @@ release's 95 % margins come from its DP outputs and public parameters alone
 median and worst tenth (90th percentile) per cell and per region, and the proxy's relative
 range-query error (SNH's metric, :func:`engine.metrics.range_query_errors`).
 
-For mechanisms whose margins do not depend on where people are (:func:`exact`: the noise has a closed
-form fixed by ε, the grid and the user count, and no released unit is split), one proxy run gives the
-exact figure ("closed form"). For the others (UG's blocks, PrivTree's or Adaptive HH's leaves, cells
-that straddle a region's boundary: their margins grow with the counts of the units a region cuts) the
-figure is simulated over several proxy draws, and the real data's differs by where its people are.
-BENCHMARKS.md ("plan") measures by how much: with a synthetic proxy alone, the same public inputs can
-meet figures more than 4 times apart, so no plan from public inputs alone is within a factor 2 of all;
-a pilot release brings it within 2. Mechanisms without a closed form (AG, Sparse EMD, SNH, the kernel
-density estimates) get no margin, said so, and the simulated range-query error only.
+What the planner may do is the mechanism's to say (``Mechanism.planner`` and ``Mechanism.planning``,
+:data:`engine.mechanisms.capabilities.PLANNING`). For mechanisms whose margins do not depend on where
+people are ("exact": the noise has a closed form fixed by ε, the grid and the user count, and no released
+unit is split), one proxy run gives the exact figure ("closed form"). For the others ("simulated": UG's
+blocks, PrivTree's or Adaptive HH's leaves, cells that straddle a region's boundary: their margins grow
+with the counts of the units a region cuts) the figure is simulated over several proxy draws, and the
+real data's differs by where its people are. BENCHMARKS.md ("plan") measures by how much: with a
+synthetic proxy alone, the same public inputs can meet figures more than 4 times apart, so no plan from
+public inputs alone is within a factor 2 of all; a pilot release brings it within 2. The others ("none":
+AG, Sparse EMD, SNH, the kernel density estimates, Adaptive HH on data whose people may have several
+locations...) get no margin, said so, and the simulated range-query error only.
 """
 
 from __future__ import annotations
@@ -41,48 +43,30 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.epsilon import EPS_MAX, EPS_MIN
 from ..core.errors import Cancelled, ParamError
 from ..core.grid import Domain
 from ..data.dataset import Dataset, DatasetMeta
-from .config import MAX_EPS, MIN_EPS
 from .published import released_map
 
 PROXY_PRESET = "polycentric"
-# margins fixed by epsilon, the grid and the user count alone: one proxy run is the exact answer
-DATA_FREE = frozenset(
-    {"identity", "uniform", "hierarchical", "laplace_regions", "identity_paramselect", "hdmm", "quadtree"}
-)
-# with a margin whose size depends on where people are (simulated on the proxy)
-SIMULATED = frozenset(
-    {
-        "ug",
-        "privtree",
-        "adaptive_hh",
-        "hh_scheduled_fixed_t",
-        "flat_onehot",
-        "dawa",
-        "privelet",
-        "ahp",
-        "mwem",
-        "dpcube",
-    }
-)
 SIMULATED_RUNS = 5
 MIN_USERS, MAX_USERS = 1, 5_000_000
-EPS_LO, EPS_HI = MIN_EPS, MAX_EPS  # the search for a target's ε covers every ε a run accepts
 SEARCH_STEPS = 12  # bisection steps of smallest_epsilon
 PLAN_SECONDS = 60.0  # default of HEATMAP_PLAN_SECONDS: the wall time one plan may take
 
 
 @dataclass(frozen=True)
 class Frame:
-    """The public frame a plan is made over: the region (``meta.bbox``), its local CRS, and the side
-    information the frame itself declares (a region read off the data)."""
+    """The public frame a plan is made over: the region (``meta.bbox``), its local CRS, the side information the
+    frame itself declares (a region read off the data), and whether the dataset has user ids (its schema: a
+    person may then have several locations)."""
 
     meta: DatasetMeta
     crs: str
     label: str
     side_information: tuple[str, ...] = ()
+    user_ids: bool = False
 
     def domain(self, depth: int) -> Domain:
         from ..data.projection import bbox_to_local
@@ -195,7 +179,7 @@ def frame_from(ds: Dataset) -> Frame:
     side: tuple[str, ...] = ()
     if ds.meta.bbox_from_data:
         side = ("the region: the bounding box of the locations, read off the data (as a release of it declares)",)
-    return Frame(ds.meta, ds.crs, ds.meta.name, side)
+    return Frame(ds.meta, ds.crs, ds.meta.name, side, ds.user_id is not None)
 
 
 @lru_cache(maxsize=4)
@@ -297,14 +281,26 @@ def _proxy_dataset(frame: Frame, xy: np.ndarray, name: str) -> Dataset:
     return Dataset(xy=xy, lonlat=to_lonlat(xy[:, 0], xy[:, 1], frame.crs), crs=frame.crs, meta=meta)
 
 
-def exact(mechanism: str, regions=None) -> bool:
+def planning(mechanism: str, regions=None, params: dict | None = None, user_ids: bool = False) -> tuple[str, str]:
+    """What the planner may do for ``mechanism`` (``Mechanism.planning``): "exact", "simulated" or "none", and
+    why where it predicts no margin."""
+    from ..mechanisms import get
+
+    cls = get(mechanism)
+    return cls.planning(cls.schema().resolve(dict(params or {})), regions, user_ids)
+
+
+def exact(mechanism: str, regions=None, params: dict | None = None, user_ids: bool = False) -> bool:
     """Whether one proxy run gives the exact predicted margins: the mechanism's noise is fixed by public
     inputs and no released unit is split (the grid's cells, or regions of its own)."""
-    if mechanism == "laplace_regions":  # its own regions are its units; cells split them
-        return regions is not None and regions.kind != "grid"
-    if mechanism not in DATA_FREE:
-        return False
-    return regions is None or regions.kind == "grid"
+    return planning(mechanism, regions, params, user_ids)[0] == "exact"
+
+
+def plannable() -> list[str]:
+    """The mechanisms whose margins the planner predicts (exactly or by simulation)."""
+    from ..mechanisms import registry
+
+    return [k for k, cls in registry().items() if cls.planner != "none"]
 
 
 def _regions(frame: Frame, depth: int, spec: str | None, polygons=None):
@@ -313,14 +309,6 @@ def _regions(frame: Frame, depth: int, spec: str | None, polygons=None):
     from ..data.regions import build
 
     return build(spec or "upload", frame.domain(depth), frame.crs, polygons=polygons)
-
-
-def margin_stats(m: np.ndarray) -> tuple[float, float]:
-    """Median and 90th percentile (the worst tenth) of the finite margins; NaN when none."""
-    m = m[np.isfinite(m)]
-    if m.size == 0:
-        return math.nan, math.nan
-    return float(np.median(m)), float(np.quantile(m, 0.9))
 
 
 def predict(
@@ -341,14 +329,13 @@ def predict(
     :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only). Past
     ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError. ``on_run`` is
     called after each proxy run."""
-    from ..mechanisms import get
-    from ..regions.margins import cell_margins, region_margins
+    from ..regions.margins import cell_margins, region_margins, summary
     from .config import RunConfig
     from .runner import run
 
-    get(mechanism)  # an unknown mechanism fails here
+    mode, why = planning(mechanism, regions, params, frame.user_ids)  # an unknown mechanism fails here
     proxy = proxy or synthetic_proxy()
-    closed = exact(mechanism, regions)
+    closed = mode == "exact"
     asked, runs = runs, 1 if closed else int(runs or SIMULATED_RUNS)
     rows, basis, r = [], "", -1
     while (r := r + 1) < runs:
@@ -370,16 +357,15 @@ def predict(
             if deadline is None:
                 raise
             raise deadline.stop(mechanism, epsilon) from None
-        cm = cell_margins(res.release, mechanism, frame.crs)
-        if closed and mechanism != "laplace_regions" and not _whole_cells(res.release, mechanism):
-            closed, runs = False, int(asked or SIMULATED_RUNS)  # a cell's margin carries its share of a unit's count
-        row = [*margin_stats(cm.margin95)]
-        basis = cm.basis
-        if regions is not None:
-            rm = region_margins(res.release, mechanism, regions)
-            row += [*margin_stats(rm.margin95)]
+        if mode == "none":
+            row, basis = [math.nan] * 4, why
         else:
-            row += [math.nan, math.nan]
+            cm = cell_margins(res.release, frame.crs)
+            if closed and (regions is None or regions.kind == "grid") and not _whole_cells(res.release):
+                # a cell's margin carries its share of a unit's count
+                closed, runs = False, int(asked or SIMULATED_RUNS)
+            row, basis = [*summary(cm.margin95)], cm.basis
+            row += [*summary(region_margins(res.release, regions).margin95)] if regions is not None else [math.nan] * 2
         row.append(float(res.metrics.get("range_rel_error", math.nan)))
         rows.append(row)
         if on_run is not None:
@@ -402,15 +388,13 @@ def predict(
     )
 
 
-def _whole_cells(release, mechanism: str) -> bool:
+def _whole_cells(release) -> bool:
     """Whether each of the release's noise units is one cell of its grid (the hierarchical tree's leaves are
     coarser than the grid when its height rule stops above it): only then is a cell's margin its noise alone."""
-    from scipy import sparse
-
-    from ..regions.margins import units_of
-
-    u = units_of(release, mechanism)
-    return not isinstance(u, str) and int(sparse.csr_matrix(u.S).getnnz(axis=0).max(initial=0)) <= 1
+    model = release.noise
+    if isinstance(model, str):
+        return False
+    return int(model.spread(release.domain.n**2).getnnz(axis=0).max(initial=0)) <= 1
 
 
 def _median(v: np.ndarray) -> float:
@@ -438,9 +422,9 @@ def smallest_epsilon(
     deadline: Deadline | None = None,
     on_run: Callable[[], None] | None = None,
 ) -> float | None:
-    """The smallest ε in [EPS_LO, EPS_HI] whose predicted margin (:func:`target_value`) is at most
+    """The smallest ε in [EPS_MIN, EPS_MAX] whose predicted margin (:func:`target_value`) is at most
     ``target``: bisection on log ε (margins shrink as ε grows; the proxy's seeds are the same at every ε,
-    so a simulated curve is smooth). None when even EPS_HI misses it or the mechanism has no margin."""
+    so a simulated curve is smooth). None when even EPS_MAX misses it or the mechanism has no margin."""
     if not (isinstance(target, (int, float)) and target > 0 and math.isfinite(target)):
         raise ParamError(f"the target margin must be a positive number (got {target})")
 
@@ -450,12 +434,12 @@ def smallest_epsilon(
         )
         return target_value(p)
 
-    hi_v = value(EPS_HI)
+    hi_v = value(EPS_MAX)
     if not math.isfinite(hi_v) or hi_v > target:
         return None
-    lo, hi = math.log(EPS_LO), math.log(EPS_HI)
-    if value(EPS_LO) <= target:
-        return EPS_LO
+    lo, hi = math.log(EPS_MIN), math.log(EPS_MAX)
+    if value(EPS_MIN) <= target:
+        return EPS_MIN
     for _ in range(steps):
         mid = (lo + hi) / 2
         if value(math.exp(mid)) <= target:
@@ -510,14 +494,15 @@ def what_was_read(dataset: str | None, options: dict, frame: Frame | None, key: 
     return f"read {name}'s {parts[0]}{''.join(f' and its {p}' for p in parts[1:])}; no location entered the prediction"
 
 
-def _cost(m, epsilons, users, depth, params, regions, runs, target) -> tuple[float, int]:
+def _cost(m, epsilons, users, depth, params, regions, runs, target, user_ids=False) -> tuple[float, int]:
     """Seconds the plan of mechanism ``m`` should take (the engine's cost model, :mod:`engine.run.estimates`)
     and the proxy runs it makes; 0 s when the model cannot tell."""
     from .config import RunConfig
     from .estimates import estimate_seconds
 
-    per_call = 1 if exact(m, regions) else int(runs or SIMULATED_RUNS)
-    searched = 0 if target is None else (2 + SEARCH_STEPS if m in DATA_FREE | SIMULATED else 1)
+    mode, _ = planning(m, regions, params, user_ids)
+    per_call = 1 if mode == "exact" else int(runs or SIMULATED_RUNS)
+    searched = 0 if target is None else (2 + SEARCH_STEPS if mode != "none" else 1)
     n = per_call * (len(epsilons) + searched)
     cfg = RunConfig(
         dataset=f"synthetic:{PROXY_PRESET}",
@@ -566,7 +551,7 @@ def make_plan(
     regions = _regions(frame, depth, regions_spec, polygons)
     total = 0
     for m in mechanisms:
-        need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target)
+        need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target, frame.user_ids)
         total += n
         if need > deadline.seconds:
             raise ParamError(
@@ -631,7 +616,7 @@ def describe(plan: Plan) -> str:
         )
     for m, e in plan.suggested.items():
         lines.append(
-            f"smallest epsilon meeting the target for {m}: {f'none up to {EPS_HI:g}' if e is None else f'{e:g}'}"
+            f"smallest epsilon meeting the target for {m}: {f'none up to {EPS_MAX:g}' if e is None else f'{e:g}'}"
         )
     if plan.budget is not None:
         b = plan.budget

@@ -4,8 +4,10 @@ One entry is one uncompressed .npz (read with allow_pickle=False) holding a JSON
 ("doc", UTF-8 bytes), the arrays it names ("a0", "a1", ...) and a SHA-256 of all of them
 ("digest"). The document encodes values generically: JSON scalars as themselves,
 {"__a": name} an array, {"__s": name} a numpy scalar (0-d array), {"__t": [...]} a tuple,
-{"__d": [[key, value], ...]} a dict (any JSON-able keys, order kept). Anything else (a
-callable, an object) makes the result uncacheable: it is simply not stored.
+{"__d": [[key, value], ...]} a dict (any JSON-able keys, order kept), {"__o": [name, {field: value}]} one of
+the typed release parts the mechanisms register by name (``engine.mechanisms.noise_model.PARTS``; a name not
+registered is refused). Anything else (a callable, another object) makes the result uncacheable: it is simply
+not stored.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import hashlib
 import json
 import uuid
 import zipfile
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..core.cache import cache_dir
+from ..mechanisms.noise_model import PARTS
 from .config import CACHE_VERSION, RunConfig, RunResult
 
 
@@ -54,7 +57,16 @@ _RELEASE_FIELDS = {
     "diagnostics",
     "extras",
     "quantity",
+    "noise",
+    "measurements",
+    "levels",
+    "heat",
+    "regional",
+    "proportion",
+    "warnings",
+    "regions_counted",
 }
+_PARTS = ("noise", "measurements", "levels", "heat", "regional", "proportion", "warnings", "regions_counted")
 
 
 class _NotData(Exception):
@@ -92,6 +104,8 @@ class _Encoder:
             return {"__t": [self(v) for v in x]}
         if type(x) is dict:
             return {"__d": [[self(k), self(v)] for k, v in x.items()]}
+        if is_dataclass(x) and PARTS.get(type(x).__name__) is type(x):
+            return {"__o": [type(x).__name__, {f.name: self(getattr(x, f.name)) for f in fields(x)}]}
         raise _NotData(type(x).__name__)
 
 
@@ -109,6 +123,10 @@ def _decoder(arrays: dict[str, np.ndarray]):
                 return tuple(dec(e) for e in v)
             if tag == "__d" and type(v) is list and all(type(kv) is list and len(kv) == 2 for kv in v):
                 return {dec(k): dec(e) for k, e in v}
+            if tag == "__o" and type(v) is list and len(v) == 2 and v[0] in PARTS and type(v[1]) is dict:
+                cls = PARTS[v[0]]
+                if set(v[1]) == {f.name for f in fields(cls)}:
+                    return cls(**{k: dec(e) for k, e in v[1].items()})
         raise _Corrupt("unknown value in the document")
 
     return dec
@@ -164,6 +182,7 @@ def _encode(res: RunResult) -> tuple[bytes, dict[str, np.ndarray]]:
             "diagnostics": enc(rel.diagnostics),
             "extras": enc(rel.extras),
             "quantity": enc(rel.quantity),
+            **{name: enc(getattr(rel, name)) for name in _PARTS},
         },
     }
     return json.dumps(doc).encode(), enc.arrays
@@ -183,8 +202,10 @@ def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunR
     from ..core.accounting import Ledger, LedgerEntry
     from ..core.grid import Domain
     from ..data.dataset import DatasetMeta
+    from ..mechanisms import load_all
     from ..mechanisms.base import Communication, Release, ServerView
 
+    load_all()  # the families register their release parts (a tree's covariance)
     dec = _decoder(arrays)
     _expect(type(doc) is dict and doc.get("schema") == CACHE_VERSION and doc.get("key") == config.key(), "schema")
     r = doc.get("release")
@@ -231,10 +252,27 @@ def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunR
         diagnostics=diagnostics,
         extras=extras,
         quantity=quantity,
+        **_parts(r, dec),
     )
     return RunResult(
         config, release, truth, metrics, timings, n_users, n_points, meta, cached=True, crs=crs, evaluation=evaluation
     )
+
+
+def _parts(r: dict, dec) -> dict:
+    """The release's typed parts, each of the type its field holds."""
+    from ..mechanisms.noise_model import Measurements, NoiseModel
+    from ..mechanisms.outputs import Heat, Level, Proportions, RegionalMeans
+
+    out = {name: dec(r[name]) for name in _PARTS}
+    _expect(isinstance(out["noise"], (NoiseModel, str)), "noise")
+    for name, cls in (("measurements", Measurements), ("heat", Heat), ("regional", RegionalMeans)):
+        _expect(out[name] is None or isinstance(out[name], cls), name)
+    _expect(out["proportion"] is None or isinstance(out["proportion"], Proportions), "proportion")
+    _expect(type(out["levels"]) is tuple and all(isinstance(v, Level) for v in out["levels"]), "levels")
+    _expect(type(out["warnings"]) is tuple and all(type(w) is str for w in out["warnings"]), "warnings")
+    _expect(out["regions_counted"] is None or type(out["regions_counted"]) is str, "regions")
+    return out
 
 
 def store(path: Path, res: RunResult) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.epsilon import EPS_MAX, EPS_MIN
 from ..core.errors import Cancelled, ParamError
 from . import plan as P
 from .study_bias import SeveralProxy, Split, several
@@ -77,17 +78,17 @@ class Curve:
         return float(math.exp(np.interp(x, lx, ly)))
 
     def epsilon_for(self, figure: float) -> float | None:
-        """The least ε in [EPS_LO, EPS_HI] whose figure is at most ``figure``; None when none is."""
+        """The least ε in [EPS_MIN, EPS_MAX] whose figure is at most ``figure``; None when none is."""
         if not (figure > 0 and math.isfinite(figure)):
             return None
         if self.c is not None:
             eps = self.c / figure
-            return None if eps > P.EPS_HI * (1 + 1e-12) else max(P.EPS_LO, eps)
-        if not self.value(P.EPS_HI) <= figure:
+            return None if eps > EPS_MAX * (1 + 1e-12) else max(EPS_MIN, eps)
+        if not self.value(EPS_MAX) <= figure:
             return None
-        if self.value(P.EPS_LO) <= figure:
-            return P.EPS_LO
-        lo, hi = math.log(P.EPS_LO), math.log(P.EPS_HI)
+        if self.value(EPS_MIN) <= figure:
+            return EPS_MIN
+        lo, hi = math.log(EPS_MIN), math.log(EPS_MAX)
         for _ in range(100):
             mid = (lo + hi) / 2
             lo, hi = (lo, mid) if self.value(math.exp(mid)) <= figure else (mid, hi)
@@ -324,7 +325,7 @@ def _round(eps: float, up: bool = True) -> float:
     if up:
         return P._ceil_3sf(eps)
     scale = 10.0 ** (math.floor(math.log10(eps)) - 3)
-    return max(P.EPS_LO, float(f"{math.floor(eps / scale + 1e-9) * scale:.4g}"))
+    return max(EPS_MIN, float(f"{math.floor(eps / scale + 1e-9) * scale:.4g}"))
 
 
 def make_study_plan(
@@ -438,7 +439,7 @@ def _choice(inp: Inputs, product: Product, curves: list[Curve], pick, ratio: flo
         side.append(f"the regions: {regions.public_spec} (public)")
     if pick is None:
         silent = [c.mechanism for c in curves if c.no_margin]
-        method = f"no mechanism listed meets it at any ε up to {P.EPS_HI:g}"
+        method = f"no mechanism listed meets it at any ε up to {EPS_MAX:g}"
         if silent:
             method += f"; no prediction for {', '.join(silent)}: its release states no margin here"
         return Choice(product, None, None, None, method, candidates, side)

@@ -151,11 +151,11 @@ def parse(text: str, base: Path | None = None) -> Study:
         users = _integer(users, "[study] users", MIN_USERS, MAX_USERS)
     budget = head.get("budget")
     if budget is not None:
-        from .config import MAX_EPS, MIN_EPS
+        from ..core.epsilon import EPS_MAX, EPS_MIN
 
         budget = _number(budget, "[study] budget")
-        if not MIN_EPS <= budget <= MAX_EPS * MAX_PRODUCTS * MAX_REPEAT:
-            raise ParamError(f"[study] budget must be at least {MIN_EPS} (got {budget:g})")
+        if not EPS_MIN <= budget <= EPS_MAX * MAX_PRODUCTS * MAX_REPEAT:
+            raise ParamError(f"[study] budget must be at least {EPS_MIN} (got {budget:g})")
     if head.get("proxy") is not None and head.get("proxy_from") is not None:
         raise ParamError("[study] names a proxy city and a proxy release: give one")
     data = head.get("data", {})
@@ -245,12 +245,10 @@ def _product(p, i: int, users: int | None, base: Path | None = None) -> Product:
 def plannable(kind: str) -> list[str]:
     """The registered mechanisms the planner predicts a figure for, for a product of ``kind``: every one with a
     margin (Laplace over regions for regions only); for ranges those whose error the proxy measures too."""
-    from ..mechanisms import load_all, registry
-    from .plan import DATA_FREE, SIMULATED
+    from ..mechanisms import get
+    from .plan import plannable as planned
 
-    load_all()
-    keys = [k for k in registry() if k in DATA_FREE | SIMULATED]
-    return [k for k in keys if kind == "regions" or k != "laplace_regions"]
+    return [k for k in planned() if kind == "regions" or not get(k).region_params]
 
 
 def default_mechanisms(kind: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ The charts drawn from these tables are the dashboard's (``ui/sweep.py``)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,6 +19,12 @@ if TYPE_CHECKING:
     from .board import Light
 
 MAX_RUNS = 600
+
+
+def repeat_configs(cfg: RunConfig, runs: int) -> list[RunConfig]:
+    """The repeated releases behind a margin from seeded repeats (:func:`engine.regions.margins.empirical`):
+    ``cfg`` with the next ``runs`` seeds."""
+    return [replace(cfg, seed=cfg.seed + 1 + i) for i in range(runs)]
 
 
 def rank_over_seeds(errors: dict, confidence: float = 0.95) -> list[dict]:

@@ -169,11 +169,19 @@ def rr_keep_probability(eps: float, k: int = 2) -> float:
     return 1.0 / (1.0 + (k - 1) * math.exp(-eps))
 
 
+# numpy's largest uniform draw (``Generator.random`` returns multiples of 2^-53 below 1). A keep probability
+# within 2^-54 of 1 rounds to 1.0 (binary randomized response from eps = 37.4 on), and a draw below 1.0
+# would then keep every report: no noise at all. Capped here, the seeded samplers change a report with
+# probability 2^-53 at least, more often than eps asks, so the guarantee holds at every eps
+# (the secure samplers draw the exact probability).
+LAST_DRAW = 1.0 - 2.0**-53
+
+
 def randomized_response(rng: np.random.Generator, bits, eps: float) -> np.ndarray:
     """Warner's binary randomized response: each bit is kept with probability
-    ``p = e^eps/(1+e^eps)`` and flipped otherwise (eps-LDP)."""
+    ``p = e^eps/(1+e^eps)`` and flipped otherwise (eps-LDP; seeded: see :data:`LAST_DRAW`)."""
     b = np.asarray(bits).astype(bool)
-    flip = rng.random(b.shape) >= rr_keep_probability(eps)
+    flip = rng.random(b.shape) >= min(rr_keep_probability(eps), LAST_DRAW)
     return b ^ flip
 
 
@@ -199,7 +207,7 @@ def randomized_response_kary(rng: np.random.Generator, values, k: int, eps: floa
     if v.size and (v.min() < 0 or v.max() >= k):
         raise ParamError(f"k-ary randomized response needs values in 0..{k - 1}")
     p = rr_keep_probability(eps, k)
-    keep = rng.random(v.shape) < p
+    keep = rng.random(v.shape) < min(p, LAST_DRAW)
     other = rng.integers(0, k - 1, v.shape)
     other = other + (other >= v)  # uniform over the k-1 values != v
     return np.where(keep, v, other)

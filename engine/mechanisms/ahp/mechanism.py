@@ -5,18 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.params import Param
 from ..base import Mechanism, Release, register
 from ..central.common import (
     LAPLACE_SD,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     _split,
     bound_contributions,
     curator_communication,
 )
+from ..noise_model import NoiseModel
 from .clustering import cluster_labels, threshold
 
 
@@ -58,12 +59,15 @@ class Ahp(Mechanism):
 
     Standard error: given the released clusters, each cell is its cluster's (true total + Laplace(1/eps2)) /
     size, the noise drawn after the clusters are fixed and independently of the noise that chose them, so its
-    standard deviation is sqrt(2) / (eps2 x size), exact given the clusters (``extras["stderr"]``). The spread
-    of a total over its members is a bias, not noise, and is not in it; the cells of a cluster move together
-    and a cluster is not a square, so no ``stderr_cells``.
+    standard deviation is sqrt(2) / (eps2 x size), exact given the clusters (``Release.noise``: the clusters are
+    the released units, whose cells move together). The spread of a total over its members is a bias, not
+    noise, and is not in it.
     """
 
     key = "ahp"
+    margin = "closed form"
+    margin_note = "Laplace(1/eps2) per cluster total, given the clusters"
+    planner = "simulated"
     label = "AHP (Zhang et al., clustering of noisy counts)"
     family = "central"
     guarantee = "epsilon-DP (central) under add/remove user (add/remove record with unit = record)"
@@ -97,10 +101,10 @@ class Ahp(Mechanism):
             max=10.0,
         ),
     )
-    dp_outputs = ("clusters", "cluster_count", "zeroed_cells", "stderr")
+    dp_outputs = ("clusters", "cluster_count", "zeroed_cells", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         eps1, eps2 = _split(eps, float(params["ratio"]))
         bounded = bound_contributions(data, domain, params["unit"])
         x = bounded.data.true_histogram(domain)
@@ -139,9 +143,9 @@ class Ahp(Mechanism):
                 "threshold": theta,
                 "zeroed_cells": int((kept == 0).sum()),
                 "cluster_count": k,
-                "stderr_basis": "Laplace(1/eps2) per cluster total over its cells, given the clusters",
             }
         )
+        basis = "Laplace(1/eps2) per cluster total over its cells, given the clusters"
         return Release(
             density=density,
             domain=domain,
@@ -149,5 +153,6 @@ class Ahp(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the map and its clusters of cells"),
             diagnostics=diag,
-            extras={"clusters": labels, "stderr": (LAPLACE_SD / eps2 / sizes)[labels]},
+            extras={"clusters": labels},
+            noise=NoiseModel.of_cells(density, (LAPLACE_SD / eps2 / sizes)[labels], basis, label=labels),
         )

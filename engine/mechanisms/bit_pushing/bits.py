@@ -11,7 +11,9 @@ from statistics import NormalDist
 
 import numpy as np
 
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
+from ...core.noise import randomized_response as seeded_randomized_response
 
 SCHEMES = ("uniform", "weighted", "optimal")
 
@@ -193,11 +195,10 @@ def randomized_response(bits: np.ndarray, epsilon: float, rng: np.random.Generat
     """Client side: keep each bit with probability ``e^eps/(1+e^eps)``, else flip it.
     ``noise``: a secure-mode :class:`engine.core.noise.NoiseSource` draws the flips with
     OpenDP (not seeded); otherwise they come from ``rng``."""
-    bits = np.asarray(bits, dtype=np.int8)
+    bits = np.asarray(bits, dtype=np.int8).astype(bool)
     if _secure(noise):
-        return noise.randomized_response(bits.astype(bool), epsilon).astype(np.int8)
-    flip = rng.random(bits.shape) >= rr_keep_probability(epsilon)
-    return np.where(flip, 1 - bits, bits).astype(np.int8)
+        return noise.randomized_response(bits, epsilon).astype(np.int8)
+    return seeded_randomized_response(rng, bits, epsilon).astype(np.int8)
 
 
 def rr_unbias(reports, epsilon: float) -> np.ndarray:
@@ -207,14 +208,8 @@ def rr_unbias(reports, epsilon: float) -> np.ndarray:
 
 
 def _check_epsilon(epsilon):
-    if epsilon is None:
-        return None
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
-    if eps > 50:
-        raise ParamError(f"epsilon {eps} is too large for randomized response to mean anything (max 50)")
-    return eps
+    """The run's epsilon (:func:`engine.core.epsilon.check_epsilon`), or None for the variants without one."""
+    return None if epsilon is None else check_epsilon(epsilon)
 
 
 def squash_floor(epsilon: float, threshold: float, z: float = 4.0) -> int:

@@ -24,7 +24,7 @@ Helper functions (map-independent logic lives in :mod:`.bitpush`, the regions in
 every grid cell whose centre lies in the region (0 for suppressed regions and
 for cells outside every region); it is not a count, so the engine's map-density
 metrics (which compare it with the location histogram) are not meaningful for
-this family: read the ``extras`` and the run's evaluation record instead. Values
+this family: read ``Release.regional`` and the run's evaluation record instead. Values
 computed from the true attribute (``region_true_mean``, ``nrmse_per_region``,
 ``nrmse_overall``, ``rmse_overall``, ``population_mean_true``,
 ``population_mean_nrmse``, ``values_clipped_fraction``, ``values_missing_dropped``,
@@ -34,6 +34,7 @@ never into the release.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -43,6 +44,9 @@ from ...core.errors import EngineError, ParamError
 from ...core.grid import Domain
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
+from ..capabilities import VALUE, NoiseCase
+from ..noise_model import ATTRIBUTE_MEAN, Measurements
+from ..outputs import RegionalMeans
 from . import bitpush as BP
 from .baselines import BASELINES, baseline_mean
 from .bits import Encoding, bit_probabilities
@@ -404,11 +408,6 @@ def region_mean_release(
         clients_outside_regions=int((~inside).sum()),
     )
     extras = {
-        "region_private_mean": private_mean,
-        "region_stderr": stderr,
-        "region_count": count,
-        "suppressed": suppressed,
-        "region_rects": rects,
         "value_name": getattr(data.meta, "value_name", "") or "value",
         "server_reads": {
             "user": user_of_row[log.client],
@@ -434,6 +433,9 @@ def region_mean_release(
         diagnostics=diagnostics,
         extras=extras,
         quantity="attribute_mean",
+        noise=ATTRIBUTE_MEAN,
+        regional=RegionalMeans(rects, private_mean, stderr, count, suppressed),
+        measurements=Measurements(reports=log.report) if epsilon is not None else None,
     )
 
 
@@ -456,15 +458,16 @@ def _noise_source_note(estimator: str, epsilon, secure: bool) -> str:
 # ------------------------------------------------------------------ mechanisms
 # Release keys (Mechanism.dp_outputs / side_information_keys): the private means and what the
 # server read (its reports), and what follows from the public regions' client counts
-_DP_KEYS = ("population_mean_private", "region_private_mean", "region_stderr", "bit_means", "squashed", "server_reads")
+_DP_KEYS = ("population_mean_private", "regional.mean", "regional.stderr", "bit_means", "squashed", "server_reads")
+_DP_KEYS += ("measurements",)
 _SIDE_KEYS = (
     "n_suppressed",
     "clients_used",
     "reports_read",
     "max_reports_per_client",
     "round1_floor_used",
-    "region_count",
-    "suppressed",
+    "regional.count",
+    "regional.suppressed",
     "bit_counts",
     "server_reads",
     "server_view",
@@ -496,6 +499,7 @@ _COMMON_DOC = """
 @register
 class BitPushRegionMean(Mechanism):
     key = "bitpush_mean"
+    audit_plan = replace(VALUE, runs=1000)
     label = "Bit-pushing: attribute mean by region"
     family = "none"
     guarantee = "none (no DP): each client reveals one bit of its value (b_send bits with Corollary 3.2)"
@@ -530,6 +534,8 @@ class BitPushRegionMean(Mechanism):
 @register
 class BitPushRegionMeanLDP(Mechanism):
     key = "bitpush_mean_ldp"
+    audit_plan = VALUE
+    noise_cases = (NoiseCase("bitpush_mean_ldp", {"region_level": 0, "min_cohort": 1, "squash": "off"}, base_users=30),)
     label = "Bit-pushing + randomized response (LDP): attribute mean by region"
     family = "local"
     guarantee = (
@@ -568,6 +574,7 @@ class BitPushRegionMeanLDP(Mechanism):
 @register
 class LdpRegionMeanBaseline(Mechanism):
     key = "ldp_mean_baseline"
+    audit_plan = VALUE
     label = "LDP mean baselines (dithering, piecewise, Duchi, ...): attribute mean by region"
     family = "local"
     guarantee = "epsilon-LDP for each client's value (one randomised report): replace user (its value); region public"

@@ -86,9 +86,10 @@ VLDB 2013 paper (HB) was not reachable either (the search tool holds its abstrac
 ``hierarchical`` re-derives its variance analysis and says where its section number
 comes from.
 
-Layout: :mod:`.identity` (identity, identity_topt, uniform), :mod:`.grids` (UG, AG), :mod:`.trees`
-(PrivTree, hierarchical) and :mod:`.common` (contribution bounding, shared helpers, standard errors).
+Layout: :mod:`.identity` (identity, identity_topt, uniform), :mod:`.grids` (UG, AG), :mod:`.privtree`,
+:mod:`.trees` (hierarchical, its constrained inference and covariance), :mod:`.regions` (Laplace over regions)
+and :mod:`.common` (contribution bounding, shared helpers, standard errors).
 Importing the package registers the mechanisms.
 """
 
-from . import grids, identity, regions, trees  # noqa: F401  (each registers its mechanisms)
+from . import grids, identity, privtree, regions, trees  # noqa: F401  (each registers its mechanisms)

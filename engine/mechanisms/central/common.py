@@ -190,13 +190,6 @@ def _noise_source(rng) -> NoiseSource:
     raise TypeError("rng must be a numpy Generator or an engine.core.noise.NoiseSource")
 
 
-def _check_eps(epsilon: float) -> float:
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
-    return eps
-
-
 def _split(eps: float, frac: float) -> tuple[float, float]:
     """Split eps into (frac * eps, rest) whose floating-point sum never exceeds eps."""
     a = frac * eps
@@ -380,40 +373,9 @@ TOTAL_PARAMS = (
 )
 
 
-# ======================================================= standard errors
-# ``Release.extras["stderr"]``: the standard deviation of each released cell (``density``'s grid and
-# unit) from the noise's known scale, where it is exact; NaN where no noise-based margin applies.
-# ``extras["stderr_cells"]``: per cell (or one number for all), how many output cells share its noise
-# draw, i.e. move together (a UG cell, a PrivTree leaf spread over its cells); these groups are
-# dyadic squares, so a block of cells (the dashboard's hover) has variance
-# sum over its cells of stderr^2 x min(stderr_cells, cells in the block). Absent: the cells'
-# correlations are not that simple (the block's margin is then not shown).
+# ======================================================= noise
+# What a release knows of its noise is its noise model (``Release.noise``, engine.mechanisms.noise_model)
 LAPLACE_SD = math.sqrt(2.0)  # a Laplace(b) draw has standard deviation sqrt(2) b
-
-
-def overlap_square_sums(edges: np.ndarray, n: int) -> np.ndarray:
-    """For intervals ``[edges[k], edges[k+1]]`` (in output-cell units) each spread uniformly over the
-    ``n`` unit output cells, the sum over k of (the overlap of output cell i with interval k / its
-    width)^2, per output cell i: the variance factor of a cell that sums independent, equally noisy
-    intervals by overlap (``spread_rects`` and the uniformity assumption, per axis)."""
-    e = np.asarray(edges, dtype=np.float64)
-    pts = np.unique(np.concatenate([e, np.arange(n + 1, dtype=np.float64)]))
-    pts = pts[(pts >= 0) & (pts <= n)]
-    lo, hi = pts[:-1], pts[1:]
-    mid = (lo + hi) / 2.0
-    k = np.searchsorted(e, mid, side="right") - 1
-    ok = (k >= 0) & (k < e.size - 1) & (hi > lo)
-    k = k[ok]
-    frac = (hi - lo)[ok] / (e[k + 1] - e[k])
-    cell = np.minimum(mid[ok].astype(np.int64), n - 1)
-    return np.bincount(cell, weights=frac**2, minlength=n)
-
-
-def grid_stderr(edges_x: np.ndarray, edges_y: np.ndarray, sd: float, n: int) -> np.ndarray:
-    """Standard error per output cell (``[iy, ix]``) of a grid of independent counts of standard
-    deviation ``sd`` each, with cell edges ``edges_x`` / ``edges_y`` in output-cell units, spread
-    uniformly by overlap area: ``sd`` x sqrt(sum of squared overlap fractions), separable per axis."""
-    return float(sd) * np.sqrt(np.outer(overlap_square_sums(edges_y, n), overlap_square_sums(edges_x, n)))
 
 
 def blank_postprocessed(stderr: np.ndarray, released: np.ndarray, noisy: np.ndarray) -> np.ndarray:

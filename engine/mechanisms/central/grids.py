@@ -8,10 +8,13 @@ import math
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import DataError, ParamError
 from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..capabilities import NoiseCase
+from ..noise_model import Measurements, NoiseModel
 from .alignment import ALIGN_CHOICES, ALIGN_HELP, ag_subcell_width, prefer_aligned
 from .common import (
     LAPLACE_SD,
@@ -21,7 +24,6 @@ from .common import (
     _base_diagnostics,
     _bin_square,
     _cells_to_metres,
-    _check_eps,
     _grid_rects,
     _points,
     _server_view,
@@ -30,7 +32,6 @@ from .common import (
     ag_subcell_rects,
     bound_contributions,
     curator_communication,
-    grid_stderr,
     spread_rects,
 )
 
@@ -106,17 +107,20 @@ class UniformGrid(Mechanism):
     by overlap area. Both are public quantities. Under ``user``
     N counts users, not locations, in Guideline 1 (it is the total the noise competes with).
 
-    Standard error: ``extras["stderr"]`` is each output cell's standard deviation
-    given the released grid size m: sqrt(2)/eps_cells for a UG cell, spread with it, i.e.
-    sqrt(2)/(eps_cells q) for an aligned UG cell of q output cells, and in general
-    sqrt(2)/eps_cells x sqrt(sum of squared overlap fractions) (:func:`grid_stderr`). Exact:
-    the cell counts' noise is drawn after m is fixed and independently of the draw that chose
-    it (the noisy total), so it is Laplace whatever m. Over repeated runs m may change (with
-    the noisy total), which the SE given m does not include. ``stderr_cells`` = q when UG
-    cells are blocks of whole output cells (m divides the output resolution).
+    Noise model (``Release.noise``): the UG cells are the released units, each of standard
+    deviation sqrt(2)/eps_cells given the released grid size m, spread over the output cells by
+    overlap area (sqrt(2)/(eps_cells q) for an aligned UG cell of q output cells). Exact: the
+    cell counts' noise is drawn after m is fixed and independently of the draw that chose it (the
+    noisy total), so it is Laplace whatever m. Over repeated runs m may change (with the noisy
+    total), which the SE given m does not include.
     """
 
     key = "ug"
+    margin = "closed form"
+    margin_note = "Laplace(1/eps) per UG cell, given the grid size"
+    planner = "simulated"
+    # c = 1000: one UG cell for any plausible noisy total, so the released cell count is c0 + noise
+    noise_cases = (NoiseCase("ug", {"c": 1000.0}, float_attack=True),)
     label = "UG (uniform grid, Qardaji et al.)"
     family = "central"
     guarantee = (
@@ -137,11 +141,11 @@ class UniformGrid(Mechanism):
             Param("cap_to_grid", "bool", True, "unaligned: cap the grid size at the output resolution"),
         )
     )
-    dp_outputs = ("total_used", "m", "m_uncapped", "aligned", "ug_cell_side_m", "grid_counts", "stderr", "stderr_cells")
-    side_information_keys = ("total_used", "m", "m_uncapped", "aligned", "ug_cell_side_m", "stderr", "stderr_cells")
+    dp_outputs = ("total_used", "m", "m_uncapped", "aligned", "ug_cell_side_m", "noise", "measurements")
+    side_information_keys = ("total_used", "m", "m_uncapped", "aligned", "ug_cell_side_m", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         noise = ctx.noise
         bounded = bound_contributions(data, domain, params["unit"])
         hist, xy, w = None, None, None
@@ -183,9 +187,7 @@ class UniformGrid(Mechanism):
         rects = _grid_rects(m, n)
         density = spread_rects(rects, noisy.ravel(), n)
         edges = np.arange(m + 1, dtype=np.float64) * (n / m)
-        extras = {"grid_counts": noisy, "stderr": grid_stderr(edges, edges, LAPLACE_SD / eps_cells, n)}
-        if m <= n and n % m == 0:
-            extras["stderr_cells"] = (n // m) ** 2
+        basis = "Laplace(1/eps) per UG cell, spread over its output cells, given the grid size"
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
@@ -198,7 +200,6 @@ class UniformGrid(Mechanism):
                 "total": params["total"],
                 "epsilon_cells": eps_cells,
                 "ug_cell_side_m": domain.side / m,
-                "stderr_basis": "Laplace(1/eps) per UG cell, spread over its output cells, given the grid size",
             }
         )
         return Release(
@@ -209,7 +210,8 @@ class UniformGrid(Mechanism):
             server_view=_server_view("the noisy grid counts"),
             partition=_cells_to_metres(rects, domain),
             diagnostics=diag,
-            extras=extras,
+            noise=NoiseModel.of_grid(noisy, LAPLACE_SD / eps_cells, edges, n, basis),
+            measurements=Measurements(grid=noisy, cell_m=domain.side / m, scale=1.0 / eps_cells),
         )
 
 
@@ -296,6 +298,7 @@ class AdaptiveGrid(Mechanism):
     """
 
     key = "ag"
+    margin_note = "no closed form: the second level's sizes depend on noisy counts; estimated from repeats"
     label = "AG (adaptive grid, Qardaji et al.)"
     family = "central"
     guarantee = (
@@ -336,7 +339,7 @@ class AdaptiveGrid(Mechanism):
     side_information_keys = ("total_used", "m1", "aligned")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         noise = ctx.noise
         alpha = float(params["alpha"])
         bounded = bound_contributions(data, domain, params["unit"])

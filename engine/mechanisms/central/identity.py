@@ -10,15 +10,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..capabilities import AuditPlan, NoiseCase
+from ..noise_model import Measurements, NoiseModel
 from .common import (
     LAPLACE_SD,
     TOTAL_PARAMS,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _noise_source,
     _server_view,
     blank_postprocessed,
@@ -50,7 +52,7 @@ def laplace_baseline(
     L1 sensitivity of ``sensitivity`` (1 for counts, or for per-user distributions
     summing to 1 under add/remove-one-user). ``rng``: numpy Generator or NoiseSource.
     """
-    eps = _check_eps(eps)
+    eps = check_epsilon(eps)
     noise = _noise_source(rng)
     truth = np.asarray(truth, dtype=np.float64)
     noisy = noise.add_laplace(truth, float(sensitivity) / eps)
@@ -93,17 +95,40 @@ class TopTRelease:
     threshold: float
     fill_model: str = "even"
 
-    def stderr(self) -> tuple[np.ndarray, np.ndarray]:
-        """(per-cell SE, cells sharing its draw): a kept cell's Laplace(1/eps_cells); a filled cell's
-        share of the remainder ``n_hat - kept mass`` (the total's draw and the kept cells' draws), given
-        which cells were kept and the fill's weights (evenly: the remainder over the ``rest`` cells that
-        share it). The weights come from the noisy counts too; over repeated runs a filled cell also
-        moves with them, as a PrivTree leaf with its tree, and that part is not in the SE."""
-        rest = int(self.raw.size - np.count_nonzero(self.kept))
-        var_rest = LAPLACE_SD**2 / self.eps_total**2 + np.count_nonzero(self.kept) * LAPLACE_SD**2 / self.eps_cells**2
-        share = self.density / (self.fill * rest) if self.fill > 0 else np.full(self.density.shape, math.nan)
-        se = np.where(self.kept, LAPLACE_SD / self.eps_cells, math.sqrt(var_rest) * share)
-        return se, np.where(self.kept, 1, max(rest, 1))
+    def noise_model(self) -> NoiseModel:
+        """The release's units: each kept cell, with its Laplace(1/eps_cells); and the cells not kept together,
+        which share the remainder ``n_hat - kept mass`` (the total's draw and the kept cells' draws, given which
+        cells were kept), each its share of it by the fill's weights. The weights come from the noisy counts too;
+        over repeated runs a filled cell also moves with them, as a PrivTree leaf with its tree, and that part is
+        not in the noise. A share of 0 (a remainder of 0) is a choice made on the noise: those cells are blank."""
+        from scipy import sparse
+
+        kept = self.kept.ravel()
+        rest = int(kept.size - np.count_nonzero(kept))
+        var_rest = LAPLACE_SD**2 / self.eps_total**2 + np.count_nonzero(kept) * LAPLACE_SD**2 / self.eps_cells**2
+        dens = np.asarray(self.density, dtype=np.float64).ravel()
+        filled = np.where(kept, 0.0, dens)
+        whole = float(filled.sum())  # the remainder, less what the fill's cap left unshared
+        cells = np.flatnonzero(kept)
+        rows, cols, vals = [np.arange(cells.size)], [cells], [np.ones(cells.size)]
+        sd, counts = [np.full(cells.size, LAPLACE_SD / self.eps_cells)], [dens[cells]]
+        if rest and whole > 0:  # one unit: the cells not kept, each its share of the remainder
+            shared = np.flatnonzero(filled > 0)
+            rows.append(np.full(shared.size, cells.size))
+            cols.append(shared)
+            vals.append(filled[shared])
+            sd.append([math.sqrt(var_rest) * whole / (self.fill * rest)])  # the remainder's sd, times the part shared
+            counts.append([whole])
+        k = cells.size + (len(rows) - 1)
+        weights = sparse.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(k, kept.size)
+        )
+        blank = ~kept & (filled <= 0)
+        basis = (
+            "kept cells: Laplace(1/eps_cells), sqrt(2)/eps_cells; the others: their share of the noisy remainder of "
+            "the total, given the fill's weights"
+        )
+        return NoiseModel.of_areas(np.concatenate(counts), np.concatenate(sd), weights, basis, blank=blank)
 
 
 def topt_threshold(n_cells: int, eps: float, sensitivity: float = 1.0) -> float:
@@ -194,17 +219,21 @@ class Identity(Mechanism):
     Departures: top-t keeps ceil(t% of the cells), at least one cell (the paper does
     not say how t% of a cell count is rounded).
 
-    Standard error: ``extras["stderr"]`` is sqrt(2)/epsilon in every cell, the
-    standard deviation of the Laplace(1/epsilon) draw, exact and the same whatever the data
-    (in secure mode OpenDP's Laplace, rounded to a fine float lattice: the same to within that
-    rounding). Cells that clipping or top-t set to 0 get NaN: their 0 is a choice made on the
-    noisy value, biased towards 0, not noisy around the truth, so no noise-based margin applies.
+    Noise model (``Release.noise``): every cell is a unit of standard deviation sqrt(2)/epsilon,
+    the Laplace(1/epsilon) draw's, exact and the same whatever the data (in secure mode OpenDP's
+    Laplace, rounded to a fine float lattice: the same to within that rounding); the cells' noises
+    are independent. Cells that clipping or top-t set to 0 are blank: their 0 is a choice made on
+    the noisy value, biased towards 0, not noisy around the truth, so no noise-based margin applies.
     A kept cell's SE is its noise's; keeping selects draws above a threshold, so over repeated
     runs a cell whose truth is near the threshold also spreads by being kept or not.
-    ``stderr_cells`` = 1: the cells' noises are independent.
     """
 
     key = "identity"
+    data_independent = True
+    margin = "closed form"
+    margin_note = "Laplace(1/eps) per cell"
+    planner = "exact"
+    noise_cases = (NoiseCase("identity", float_attack=True),)
     label = "Identity (Laplace per cell)"
     family = "central"
     guarantee = "user-level epsilon-DP (central) under add/remove user; add/remove record with unit = record"
@@ -226,7 +255,7 @@ class Identity(Mechanism):
             label="top t (%)",
         ),
     )
-    dp_outputs = ("cells_kept", "stderr")
+    dp_outputs = ("cells_kept", "noise", "measurements")
 
     @classmethod
     def matrix_mechanism(cls, params: dict | None = None) -> bool:
@@ -235,7 +264,7 @@ class Identity(Mechanism):
         return not p["clip_negatives"] and not float(p["top_t"])
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         truth = bounded.data.true_histogram(domain)
         raw = laplace_baseline(truth, eps, ctx.noise, clip=False)
@@ -256,9 +285,9 @@ class Identity(Mechanism):
                 "clip_negatives": bool(params["clip_negatives"]),
                 "top_t_percent": top_t,
                 "cells_kept": kept,
-                "stderr_basis": "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none",
             }
         )
+        basis = "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none"
         return Release(
             density=noisy,
             domain=domain,
@@ -266,7 +295,8 @@ class Identity(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy histogram"),
             diagnostics=diag,
-            extras={"stderr": stderr, "stderr_cells": 1},
+            noise=NoiseModel.of_cells(noisy, stderr, basis),
+            measurements=Measurements(grid=raw, cell_m=domain.cell, scale=1.0 / eps),
         )
 
     def _cells_kept(self, noisy: np.ndarray, eps: float, top_t: float) -> tuple[int, float | None]:
@@ -316,6 +346,11 @@ class IdentityTopT(Identity):
     """
 
     key = "identity_topt"
+    data_independent = False  # which cells are kept, and the fill, read the noisy counts
+    planner = "none"
+    # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
+    audit_plan = AuditPlan(runs=100_000)
+    noise_cases = ()
     label = "Identity + top-t% threshold (Ghazi et al. baseline)"
     summary = "Laplace noise per cell; keep the cells that stand out of the noise, share the rest of the total by empirical-Bayes weights."
     params = (
@@ -323,15 +358,14 @@ class IdentityTopT(Identity):
         Param("clip_negatives", "bool", True, "set negative noisy counts to zero (post-processing)"),
         Param("top_t", "float", 0.0, TOPT_RULE_HELP, min=0.0, max=100.0, label="top t (%)"),
     )
-    dp_outputs = ("cells_kept", "stderr", "stderr_cells", "fill", "fill_model", "top_t_percent")
+    dp_outputs = ("cells_kept", "noise", "measurements", "fill", "fill_model", "top_t_percent")
 
     def run(self, data, domain, epsilon, params, ctx):
         if float(params["top_t"]) > 0:
             return super().run(data, domain, epsilon, params, ctx)
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         tt = topt_release(bounded.data.true_histogram(domain), eps, ctx.noise)
-        se, se_cells = tt.stderr()
         ledger = Ledger()
         ledger.spend("total count", tt.eps_total, note=f"Laplace count; its remainder fills the rest; {bounded.short}")
         ledger.spend(
@@ -353,8 +387,6 @@ class IdentityTopT(Identity):
                 "threshold": tt.threshold,
                 "fill": tt.fill,
                 "fill_model": tt.fill_model,
-                "stderr_basis": "kept cells: Laplace(1/eps_cells), sqrt(2)/eps_cells; the others: their share of the noisy "
-                "remainder of the total, given the fill's weights",
             }
         )
         return Release(
@@ -364,7 +396,8 @@ class IdentityTopT(Identity):
             communication=curator_communication(),
             server_view=_server_view("the noisy histogram and the noisy total"),
             diagnostics=diag,
-            extras={"stderr": se, "stderr_cells": se_cells},
+            noise=tt.noise_model(),
+            measurements=Measurements(grid=tt.raw, cell_m=domain.cell, scale=1.0 / tt.eps_cells),
         )
 
 
@@ -386,13 +419,17 @@ class Uniform(Mechanism):
 
     Departures: a negative noisy total is set to zero (post-processing).
 
-    Standard error: with ``total = noisy``, ``extras["stderr"]`` is sqrt(2)/epsilon
-    spread over the C cells, sqrt(2)/(epsilon C) per cell (the one Laplace draw moves every cell
-    together: ``stderr_cells`` = C), NaN when the noisy total was set to 0; with ``total = public``
-    0 (no noise). The release's error is mostly its bias (the map is flat), which no SE shows.
+    Noise model: with ``total = noisy``, one unit, the whole map: sqrt(2)/epsilon spread over the
+    C cells, sqrt(2)/(epsilon C) per cell (the one Laplace draw moves every cell together), none
+    when the noisy total was set to 0; with ``total = public`` 0 (no noise). The release's error is
+    mostly its bias (the map is flat), which the spreading term of its margin covers.
     """
 
     key = "uniform"
+    data_independent = None  # DPComp's floor: a flat map
+    margin = "closed form"
+    margin_note = "one Laplace(1/eps) total spread over the cells"
+    planner = "exact"
     label = "Uniform (total spread evenly)"
     family = "central"
     guarantee = (
@@ -405,11 +442,11 @@ class Uniform(Mechanism):
     paper = "DPBench (Hay et al. 2016)"
     equations = "DPBench data-independent baseline (Uniform)"
     params = (UNIT_PARAM, TOTAL_PARAMS[0])
-    dp_outputs = ("total_used", "stderr")
+    dp_outputs = ("total_used", "noise")
     side_information_keys = ("total_used",)
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         n_true = float(bounded.data.true_histogram(domain).sum())
         ledger = Ledger()
@@ -423,17 +460,17 @@ class Uniform(Mechanism):
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update({"total_used": n_used, "total": params["total"]})
         if params["total"] == "public":
-            sd = 0.0
-            diag["stderr_basis"] = "no noise: the true total spread evenly"
+            sd, basis = 0.0, "no noise: the true total spread evenly"
         else:
             sd = LAPLACE_SD / eps / cells if n_used > 0 else math.nan
-            diag["stderr_basis"] = "one Laplace(1/eps) total spread over every cell: sqrt(2)/(eps x cells)"
+            basis = "one Laplace(1/eps) total spread over every cell: sqrt(2)/(eps x cells)"
+        density = np.full((domain.n, domain.n), n_used / cells)
         return Release(
-            density=np.full((domain.n, domain.n), n_used / cells),
+            density=density,
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
             server_view=_server_view("the total count"),
             diagnostics=diag,
-            extras={"stderr": np.full((domain.n, domain.n), sd), "stderr_cells": cells},
+            noise=NoiseModel.of_cells(density, sd, basis, label=np.zeros(cells, dtype=np.int64)),
         )

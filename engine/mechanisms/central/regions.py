@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.params import Param
 from ...data.regions import build
 from ..base import Mechanism, Release, register
+from ..noise_model import NoiseModel
 from .common import (
     LAPLACE_SD,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     bound_contributions,
     curator_communication,
@@ -42,12 +43,17 @@ class LaplaceRegions(Mechanism):
     k locations protected at k eps.
 
     Map: each region's noisy count is spread over its cells by area share (a cell crossing regions gets
-    its share of each), the uniformity the papers' grids use. Standard error: each region's count has
-    sd sqrt(2)/eps exactly (``extras["region_sd"]``); a cell's sd is sqrt(2)/eps x sqrt(sum over regions
-    of (its share / the region's cells)^2). No departure: there is no paper beyond the Laplace mechanism.
+    its share of each), the uniformity the papers' grids use. Noise model (``Release.noise``): the regions
+    are the released units, each count of sd sqrt(2)/eps exactly, with their area weights over the cells
+    (a cell's sd is sqrt(2)/eps x sqrt(sum over regions of (its share / the region's cells)^2)), so a
+    region of its own has the exact noise margin. No departure: there is no paper beyond the Laplace
+    mechanism.
     """
 
     key = "laplace_regions"
+    margin = "closed form"
+    margin_note = "Laplace(1/eps) per region"
+    planner = "exact"
     label = "Laplace over regions"
     family = "central"
     guarantee = "user-level epsilon-DP (central) under add/remove user; add/remove record with unit = record"
@@ -77,11 +83,16 @@ class LaplaceRegions(Mechanism):
         ),
     )
     region_params = ("regions", "regions_crs")
-    dp_outputs = ("region_counts", "stderr", "region_sd")
-    side_information_keys = ("region_ids", "region_weights", "regions")
+    dp_outputs = ("region_counts", "noise")
+    side_information_keys = ("region_ids", "regions", "regions_counted")
+
+    @classmethod
+    def planning(cls, params: dict, regions=None, user_ids: bool = False) -> tuple[str, str]:
+        """Its own regions are its units, exact; the cells split them, so their margins depend on the counts."""
+        return ("exact" if regions is not None and regions.kind != "grid" else "simulated"), ""
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         regions = build(params["regions"], domain, data.crs, file_crs=params.get("regions_crs"))
         if regions.overlapping():
             raise ParamError(
@@ -108,16 +119,9 @@ class LaplaceRegions(Mechanism):
         cells = np.asarray(A.sum(axis=1)).ravel()  # each region's area in cells (inside the map)
         n = domain.n
         density = np.asarray(A.T @ (noisy / cells)).reshape(n, n)
-        share = A.multiply(1.0 / cells[:, None])
-        stderr = LAPLACE_SD / eps * np.sqrt(np.asarray(share.multiply(share).sum(axis=0))).reshape(n, n)
         diag = _base_diagnostics(eps, bounded, ctx)
-        diag.update(
-            {
-                "regions": regions.public_spec,
-                "region_count": len(regions),
-                "stderr_basis": "Laplace(1/eps) per region: sqrt(2)/eps; a cell's share of each region's count",
-            }
-        )
+        diag.update({"regions": regions.public_spec, "region_count": len(regions)})
+        basis = "Laplace(1/eps) per region: sqrt(2)/eps; a cell's share of each region's count"
         return Release(
             density=density,
             domain=domain,
@@ -125,12 +129,7 @@ class LaplaceRegions(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("one noisy count per region"),
             diagnostics=diag,
-            extras={
-                "region_counts": noisy,
-                "region_sd": LAPLACE_SD / eps,
-                "region_ids": tuple(regions.ids),
-                "region_weights": (A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data.astype(np.float64)),
-                "regions": regions.public_spec,  # restates the parameter for a release: never a server path
-                "stderr": stderr,
-            },
+            extras={"region_counts": noisy, "region_ids": tuple(regions.ids)},
+            noise=NoiseModel.of_areas(noisy, LAPLACE_SD / eps, A, basis),
+            regions_counted=regions.public_spec,  # restates the parameter for a release: never a server path
         )

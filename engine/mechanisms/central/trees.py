@@ -5,223 +5,26 @@ quadtree with the uniform or geometric budget (Cormode et al., ICDE 2012) as opt
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
-from ...core.grid import downsample, pyramid
+from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..noise_model import NoiseModel, part
 from .common import (
-    LAPLACE_SD,
     UNIT_PARAM,
     _base_diagnostics,
-    _cells_to_metres,
-    _check_eps,
-    _noise_source,
     _server_view,
-    _split,
     bound_contributions,
     curator_communication,
 )
 from .nonnegative import nonnegative_leaves
 from .sizing import height_rule, merge_root, root_count
-
-
-# ================================================================== PrivTree
-def privtree_params(eps_tree: float, beta: int = 4) -> tuple[float, float]:
-    """Zhang et al., PrivTree privacy theorem: lambda = (2 beta - 1) / ((beta - 1) eps), delta = lambda ln beta."""
-    lam = (2.0 * beta - 1.0) / ((beta - 1.0) * eps_tree)
-    return lam, lam * math.log(beta)
-
-
-def privtree_decompose(
-    levels: list[np.ndarray], lam: float, delta: float, theta: float, rng, max_depth: int | None = None
-) -> list[np.ndarray]:
-    """PrivTree's split rule (Zhang et al., Algorithm 2) over a quadtree of count grids.
-
-    ``levels[d]`` holds the true counts of the 2^d x 2^d nodes at depth d (root = depth 0).
-    A visited node v at depth d gets the biased count b(v) = max(c(v) - d delta, theta - delta)
-    and is split iff b(v) + Lap(lambda) > theta; nodes at ``max_depth`` are never split.
-    Returns ``leaf[d]``: boolean masks of the leaves at each depth 0..max_depth.
-    Noise is drawn only for visited nodes, level by level in row-major order.
-    """
-    noise = _noise_source(rng)
-    L = len(levels) - 1 if max_depth is None else int(max_depth)
-    leaves: list[np.ndarray] = []
-    active = np.ones((1, 1), dtype=bool)
-    for d in range(L + 1):
-        if d == L:
-            leaves.append(active)
-            break
-        idx = np.flatnonzero(active)
-        split_mask = np.zeros(active.shape, dtype=bool)
-        if idx.size:
-            b = np.maximum(levels[d].ravel()[idx] - d * delta, theta - delta)
-            split = noise.add_laplace(b, lam) > theta
-            split_mask.ravel()[idx[split]] = True
-        leaves.append(active & ~split_mask)
-        active = split_mask.repeat(2, axis=0).repeat(2, axis=1)
-    return leaves
-
-
-@register
-class PrivTree(Mechanism):
-    """PrivTree (Zhang, Xiao, Xie, "PrivTree: a differentially private algorithm for
-    hierarchical decompositions", SIGMOD 2016), Algorithm 2 on the quadtree of the
-    domain (fanout beta = 4).
-
-    Tree construction with budget eps_tree = split_share * eps: lambda = (2 beta - 1)
-    / ((beta - 1) eps_tree), delta = lambda ln beta (its privacy theorem); a node v at depth
-    d(v) (root = 0, its own depth) has biased count b(v) = max(c(v) - d(v) delta,
-    theta - delta) and is split iff b(v) + Lap(lambda) > theta. Nodes at the
-    domain's depth L (single output cells) are not split. The leaves (disjoint) are
-    then released with Laplace(1/eps_count) counts, eps_count = (1 - split_share) eps
-    (parallel composition); each leaf's count is spread uniformly over its output cells.
-
-    Threat model: trusted curator; the public sees the tree and the noisy leaf counts.
-    Guarantee: epsilon-DP: the tree is eps_tree-DP whatever its depth (the privacy theorem; the
-    depth limit only removes nodes from the analysis), the leaf counts eps_count-DP,
-    composed sequentially.
-
-    Unit of privacy: ``user`` (default) uses ONE location per user, drawn with
-    ``ctx.rng`` uniformly among the user's locations inside the domain
-    (proportionally to weight when weighted), counted 1: the sampling variant, not
-    the 1/k weighting of the other baselines, because the privacy theorem is proved
-    for one record changing the counts along one root-to-leaf path, and a weighted
-    user changes up to k paths (we have no proof for that). Each user's draw depends
-    only on its own locations, so neighbouring datasets give samples differing by
-    at most one record: user-level epsilon-DP. Without user ids each location is a
-    user (no draws; weights clipped to [0, 1]: a change of at most 1 along one path,
-    as in the theorem, whose biased counts already differ by between 0 and 1).
-    ``record``: every location counts (its weight), a user with k locations is
-    protected at k*epsilon.
-
-    Departures: fanout fixed at 4 (quadtree over the 2^L grid, so leaves align with
-    output cells) and a maximum depth L (the paper has no depth limit: its domain
-    is continuous). Defaults split_share = 0.5 and theta = 0 follow the paper's
-    spatial experiments as we recall them; the paper is not among the shared
-    texts (section and theorem numbers are not cited for that reason), so both are
-    parameters. Negative noisy leaf counts are kept. Under ``user`` the locations
-    beyond each user's sampled one are not used.
-
-    Standard error: ``extras["stderr"]`` is, per output cell, sqrt(2)/eps_count
-    divided by the number of output cells of its leaf: the standard deviation of the leaf's
-    Laplace count spread uniformly, given the released tree. Exact given the tree: the leaf
-    counts' noise is drawn after the tree is built and independently of its split draws. The
-    tree itself depends on the data (and its own noise), so over repeated runs a cell's value
-    also moves with the tree; that part is not in the SE. ``stderr_cells`` = the cells of the
-    cell's leaf.
-    """
-
-    key = "privtree"
-    label = "PrivTree (Zhang et al.)"
-    family = "central"
-    guarantee = (
-        "user-level epsilon-DP (central; one sampled location per user) under add/remove user; add/remove record "
-        "with unit = record"
-    )
-    neighbouring = "add/remove user"
-    threat_model = "A trusted curator sees all locations; the public sees the tree and the noisy leaf counts."
-    summary = "Split quadtree nodes while a depth-biased noisy count exceeds a threshold; publish noisy leaf counts."
-    paper = "Zhang, Xiao, Xie. PrivTree. SIGMOD 2016"
-    equations = "Algorithm 2 (PrivTree); lambda = (2b-1)/((b-1)eps), delta = lambda ln b; biased count b(v) = max(c(v) - depth(v) delta, theta - delta)"
-    params = (
-        UNIT_PARAM,
-        Param("split_share", "float", 0.5, "fraction of epsilon spent on building the tree", min=0.05, max=0.95),
-        Param("theta", "float", 0.0, "split threshold theta", min=0.0, max=1e6),
-        Param(
-            "max_depth",
-            "int",
-            0,
-            "deepest level of the tree (0 = the run's resolution)",
-            min=0,
-            max=10,
-            label="max depth",
-        ),
-    )
-    dp_outputs = ("leaves", "leaves_per_depth", "leaf_depth", "stderr", "stderr_cells")
-
-    def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
-        noise = ctx.noise
-        L = domain.depth if params["max_depth"] == 0 else min(int(params["max_depth"]), domain.depth)
-        share = float(params["split_share"])
-        eps_tree, eps_count = _split(eps, share)
-        lam, delta = privtree_params(eps_tree, 4)
-        theta = float(params["theta"])
-        bounded = bound_contributions(data, domain, params["unit"], rng=ctx.rng, method="sample")
-        truth = bounded.data.true_histogram(domain)
-        levels = pyramid(truth)
-        ledger = Ledger()
-        leaves = privtree_decompose(levels, lam, delta, theta, noise, max_depth=L)
-        ledger.spend(
-            "tree construction",
-            eps_tree,
-            note=f"PrivTree split decisions, Lap(lambda), depth-biased counts; {bounded.short}",
-        )
-        ctx.progress(0.5, "adding noise to the leaf counts")
-        ctx.check_cancelled()
-
-        grid = np.zeros((1, 1))
-        depth_grid = np.zeros((1, 1), dtype=np.int16)
-        rects, n_leaves = [], []
-        n = domain.n
-        for d, mask in enumerate(leaves):
-            if d:
-                grid = grid.repeat(2, axis=0).repeat(2, axis=1) / 4.0
-                depth_grid = depth_grid.repeat(2, axis=0).repeat(2, axis=1)
-            iy, ix = np.nonzero(mask)
-            n_leaves.append(int(iy.size))
-            if iy.size:
-                grid[iy, ix] = noise.add_laplace(levels[d][iy, ix], 1.0 / eps_count)
-                depth_grid[iy, ix] = d
-                f = n / (1 << d)
-                rects.append(np.stack([ix * f, iy * f, (ix + 1) * f, (iy + 1) * f], axis=1))
-        ledger.spend(
-            "leaf counts",
-            eps_count,
-            composition="parallel",
-            group="leaves",
-            note=f"Laplace(1/eps) per leaf; {bounded.short}",
-        )
-        # leaves at depth < domain depth were spread as they went down; finish to the output grid
-        f = n // grid.shape[0]
-        if f > 1:
-            grid = grid.repeat(f, axis=0).repeat(f, axis=1) / (f * f)
-            depth_grid = depth_grid.repeat(f, axis=0).repeat(f, axis=1)
-        rects_arr = np.concatenate(rects).astype(np.float64)
-        leaf_cells = (n >> depth_grid.astype(np.int64)) ** 2  # output cells of each cell's leaf
-        diag = _base_diagnostics(eps, bounded, ctx)
-        diag.update(
-            {
-                "lambda": lam,
-                "delta": delta,
-                "theta": theta,
-                "beta": 4,
-                "epsilon_tree": eps_tree,
-                "epsilon_counts": eps_count,
-                "max_depth": int(L),
-                "leaves": int(sum(n_leaves)),
-                "leaves_per_depth": n_leaves,
-                "stderr_basis": "Laplace(1/eps) per leaf count, spread over the leaf's cells, given the tree",
-            }
-        )
-        return Release(
-            density=grid,
-            domain=domain,
-            ledger=ledger,
-            communication=curator_communication(),
-            server_view=_server_view("the PrivTree partition and its noisy leaf counts"),
-            partition=_cells_to_metres(rects_arr, domain),
-            diagnostics=diag,
-            extras={
-                "leaf_depth": depth_grid,
-                "stderr": LAPLACE_SD / eps_count / leaf_cells,
-                "stderr_cells": leaf_cells,
-            },
-        )
 
 
 # ============================================== Hierarchical + consistency
@@ -424,6 +227,55 @@ def constrained_inference_variance(shapes, variances, b: int = 2, inside=None) -
     return out
 
 
+@part
+@dataclass(frozen=True)
+class TreeCovariance:
+    """The covariance of the hierarchical release's leaves, which only its public tree fixes: a map of ``n`` cells
+    a side, leaves a ``2^height`` grid, branching ``b`` per axis and the levels' noise ``variances`` (root first,
+    the root's after its count merged in; inf: a level not measured). The constrained inference's estimate is
+    the weighted least-squares one, of covariance (X'WX)^-1 over the leaves."""
+
+    n: int
+    height: int
+    b: int
+    variances: tuple[float, ...]
+
+    def _tree(self):
+        m = 1 << self.height
+        shapes = [g.shape[0] for g in tree_levels(np.zeros((m, m)), self.b)]
+        H = len(shapes) - 1
+        return m, self.n >> self.height, shapes, H, [-(-m // self.b ** (H - d)) for d in range(H + 1)]
+
+    def variance(self, cell_weights: np.ndarray) -> float:
+        """The noise variance of ``a . density`` for weights ``a`` over the cells: ``(X'WX)^-1 a`` is the
+        constrained inference of noisy counts ``a x var_leaf`` at the leaves and 0 elsewhere, so the variance
+        is ``a . CI(that)``."""
+        m, f, shapes, H, inside = self._tree()
+        a = np.asarray(cell_weights, dtype=np.float64).reshape(self.n, self.n)
+        a = downsample(a, f) / (f * f) if f > 1 else a
+        y = [np.zeros((s, s)) for s in shapes]
+        y[H][:m, :m] = a * self.variances[H]
+        sa = constrained_inference(y, list(self.variances), self.b, inside)[H][:m, :m]
+        return float((a * sa).sum())
+
+    def block_variance(self, k: int) -> np.ndarray | None:
+        """The noise variance of every block of ``k`` x ``k`` cells (row-major) when each block is one node of the
+        tree or lies inside one leaf (a share of it), in one pass (:func:`constrained_inference_variance`); None
+        when the blocks are not the tree's nodes."""
+        m, f, shapes, H, inside = self._tree()
+        vf = constrained_inference_variance(shapes, list(self.variances), self.b, inside)
+        per = self.n // k  # blocks per side
+        if k <= f:  # inside one leaf: (k^2 / f^2) of the leaf's estimate
+            leaf = vf[H][:m, :m].repeat(f // k, axis=0).repeat(f // k, axis=1)
+            return (leaf[:per, :per] * (k * k / (f * f)) ** 2).ravel()
+        j, span = 0, k // f  # leaves per block side: a node j levels up when span = b^j
+        while self.b**j < span:
+            j += 1
+        if self.b**j != span or k % f:
+            return None
+        return vf[H - j][:per, :per].ravel().copy()
+
+
 @register
 class Hierarchical(Mechanism):
     """Hierarchical histogram with constrained inference, by default HB (Qardaji, Yang, Li,
@@ -502,19 +354,22 @@ class Hierarchical(Mechanism):
     cells (``height`` below the run's depth) are spread uniformly; the geometric split for
     b > 2 is our generalisation of Cormode et al.'s.
 
-    Standard error: ``extras["stderr"]`` is each leaf's standard deviation after
-    constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public tree
-    alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
-    consistency), divided by the output cells of a leaf when leaves are coarser: exact for the
-    least-squares leaves, which answer ranges and regions, since the tree does not depend on the data and
-    that estimate is linear in the noisy counts. For a cell of the non-negative map it is not the exact
-    spread (on tests/test_stderr.py's city the map's variance over seeded runs was 0.53 of it: the
-    share-out removes the empty cells' noise). Consistency makes
-    neighbouring leaves' errors correlated (siblings negatively), so no ``stderr_cells``: the
-    SE of a sum of leaves is not the sum of theirs.
+    Noise model (``Release.noise``): the leaves are the released units, each with its standard
+    deviation after constrained inference, from the levels' Laplace variances 2/eps_d^2 and the public
+    tree alone (:func:`constrained_inference_variance`; the raw leaf's sqrt(2)/eps_H without
+    consistency), spread over its output cells when leaves are coarser: exact for the least-squares
+    leaves, which answer ranges and regions (the units' counts), since the tree does not depend on the
+    data and that estimate is linear in the noisy counts. For a cell of the non-negative map it is not
+    the exact spread (on tests/test_stderr.py's city the map's variance over seeded runs was 0.53 of it:
+    the share-out removes the empty cells' noise). Consistency makes neighbouring leaves' errors
+    correlated (siblings negatively), so the SE of a sum of leaves is not the sum of theirs:
+    :class:`TreeCovariance` gives the variance of any sum of cells.
     """
 
     key = "hierarchical"
+    margin = "closed form"
+    margin_note = "the constrained inference's covariance, from the public tree and budgets"
+    planner = "exact"
     label = "Hierarchical histogram + consistency (HB: Qardaji et al.; Hay et al.)"
     family = "central"
     guarantee = "user-level epsilon-DP (central) under add/remove user; add/remove record with unit = record"
@@ -570,10 +425,10 @@ class Hierarchical(Mechanism):
         ),
     )
     dp_outputs = ("raw_leaves", "height", "branching", "tree_height", "padded_side", "levels", "height_rule_total")
-    dp_outputs += ("epsilon_per_level", "stderr", "least_squares")
+    dp_outputs += ("epsilon_per_level", "noise", "least_squares")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         noise = ctx.noise
         bounded = bound_contributions(data, domain, params["unit"])
         truth = bounded.data.true_histogram(domain)
@@ -619,6 +474,11 @@ class Hierarchical(Mechanism):
         else:
             var = np.full((m, m), variances[H])
         stderr = spread_leaves(np.sqrt(var), f)
+        # the leaves are the released units; consistency makes them share draws (siblings negatively)
+        cov = TreeCovariance(domain.n, depth, b, tuple(float(v) for v in variances))
+        shared = params["consistency"] and math.isfinite(variances[H])
+        basis = "Laplace(1/eps_d) per node, through the (linear) constrained inference"
+        noise_model = NoiseModel.of_blocks(least_squares, stderr, f * f, basis, covariance=cov if shared else None)
         diag = _base_diagnostics(eps, bounded, ctx)
         diag.update(
             {
@@ -634,7 +494,6 @@ class Hierarchical(Mechanism):
                 "epsilon_per_level": [float(e) for e in eps_levels],
                 "consistency": bool(params["consistency"]),
                 "nonnegative": nonneg,
-                "stderr_basis": "Laplace(1/eps_d) per node, through the (linear) constrained inference",
             }
         )
         return Release(
@@ -644,6 +503,6 @@ class Hierarchical(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy counts of every tree node"),
             diagnostics=diag,
-            extras={"raw_leaves": noisy[H][:m, :m], "stderr": stderr}
-            | ({"least_squares": least_squares} if nonneg else {}),
+            extras={"raw_leaves": noisy[H][:m, :m]} | ({"least_squares": least_squares} if nonneg else {}),
+            noise=noise_model,
         )

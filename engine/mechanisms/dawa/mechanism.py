@@ -5,18 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..capabilities import AuditPlan
 from ..central.common import (
     LAPLACE_SD,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     bound_contributions,
     curator_communication,
 )
+from ..noise_model import Correlated, NoiseModel
 from .greedyh import (
     all_ranges_sample,
     bucket_workload,
@@ -101,15 +103,25 @@ class Dawa(Mechanism):
     the point queries, 0.48x with them; 0.1 to 10 gave about the same). The paper's 1-D default ratio 0.5 is
     replaced by DPBench's 2-D 0.25.
 
-    Standard error: given the released partition (and the public workload, so the weights),
-    each bucket's least-squares estimate has the variance of the tree's generalised least squares
-    (``2 / eps2^2`` per measurement over the squared weight), exact in closed form; a cell's is its
-    bucket's divided by its size (``extras["stderr"]``). The spread of a bucket's total over its cells
-    is a bias, not noise, and is not in it; cells of one bucket move together and buckets are
-    correlated through the tree, so no ``stderr_cells`` is given.
+    Noise model (``Release.noise``): the buckets are the released units. Given the released
+    partition (and the public workload, so the weights), each bucket's least-squares estimate has the
+    variance of the tree's generalised least squares (``2 / eps2^2`` per measurement over the squared
+    weight), exact in closed form; a cell's is its bucket's divided by its size. The spread of a
+    bucket's total over its cells is a bias, not noise (the margin's spreading term covers it). Buckets
+    are correlated through the tree in a way the release does not state (:class:`Correlated`): a region
+    inside one bucket has its exact margin, a region over several has none.
     """
 
     key = "dawa"
+    margin = "closed form"
+    margin_note = "the least-squares variance of each bucket, given the partition (regions over several buckets: none)"
+    planner = "simulated"
+    audit_plan = AuditPlan(
+        depth=1,
+        base_users=3,
+        note="a 2 x 2 map (4 cells along the Hilbert curve, buckets of 1, 2 or 4 cells) with 3 others in the sink "
+        "cell: the partition has few choices, so the person's effect on it reaches the target's value",
+    )
     label = "DAWA (Li et al., data- and workload-aware)"
     family = "central"
     guarantee = "epsilon-DP (central) under add/remove user (add/remove record with unit = record)"
@@ -179,12 +191,12 @@ class Dawa(Mechanism):
             max=100.0,
         ),
     )
-    dp_outputs = ("buckets", "measured_queries", "bucket_estimates", "stderr", "greedyh_error")
+    dp_outputs = ("buckets", "measured_queries", "bucket_estimates", "noise", "greedyh_error")
     side_information_keys = ()
     partition_noise = 1.0  # multiplies the partition's noise scale (the audit's weakened copy lowers it)
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         ratio = float(params["ratio"])
         eps1, eps2 = ratio * eps, (1.0 - ratio) * eps
         bounded = bound_contributions(data, domain, params["unit"])
@@ -231,15 +243,23 @@ class Dawa(Mechanism):
                 "measured_queries": int(measured.size),
                 "workload": params["workload"],
                 "greedyh_error": err * (LAPLACE_SD / eps2) ** 2,
-                "stderr_basis": "the least-squares variance of each bucket given the partition, over its cells",
             }
         )
+        density = density.reshape(domain.n, domain.n)
+        noise = NoiseModel.of_cells(
+            density,
+            stderr.reshape(domain.n, domain.n),
+            "the least-squares variance of each bucket given the partition, over its cells",
+            label=labels,
+            covariance=Correlated("the buckets' estimates share the noise of the measured tree's queries"),
+        )
         return Release(
-            density=density.reshape(domain.n, domain.n),
+            density=density,
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
             server_view=_server_view("the map and its buckets"),
             diagnostics=diag,
-            extras={"buckets": labels, "bucket_estimates": est, "stderr": stderr.reshape(domain.n, domain.n)},
+            extras={"buckets": labels, "bucket_estimates": est},
+            noise=noise,
         )

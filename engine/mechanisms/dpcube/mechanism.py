@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.grid import downsample
 from ...core.params import Param
@@ -15,12 +16,12 @@ from ..central.common import (
     UNIT_PARAM,
     _base_diagnostics,
     _cells_to_metres,
-    _check_eps,
     _server_view,
     _split,
     bound_contributions,
     curator_communication,
 )
+from ..noise_model import NO_CLOSED_FORM, NoiseModel
 from .kdtree import _box, _tables, consistent_totals, kd_partition
 
 
@@ -66,12 +67,16 @@ class DpCube(Mechanism):
 
     Standard error: with ``consistency`` off, each cell is its partition's (true count + Laplace(1/eps2)) over
     its cells, the noise drawn after the partition is fixed and independently of the noise that chose it, so
-    sqrt(2) / (eps2 x the partition's cells) is exact given the partition (``extras["stderr"]``). With
+    sqrt(2) / (eps2 x the partition's cells) is exact given the partition (``Release.noise``: the partitions are
+    the released units). With
     consistency (the default) the released total also reuses the cell counts the partition was chosen from,
     so no exact margin follows: none is given.
     """
 
     key = "dpcube"
+    margin = "closed form"
+    margin_note = "Laplace(1/eps2) per partition count, given the partition (without the consistency step only)"
+    planner = "simulated"
     label = "DPCube (Xiao et al., kd-tree partitioning)"
     family = "central"
     guarantee = "epsilon-DP (central) under add/remove user (add/remove record with unit = record)"
@@ -114,10 +119,10 @@ class DpCube(Mechanism):
             "combine each partition's count with the sum of its noisy cells (least squares)",
         ),
     )
-    dp_outputs = ("partitions", "stderr")
+    dp_outputs = ("partitions", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         m = min(int(params["cells"]), domain.n)
         if m < 1 or m & (m - 1):
             raise ParamError(f"cells must be a power of two (got {params['cells']})")
@@ -173,10 +178,10 @@ class DpCube(Mechanism):
                 "consistency": consistent,
             }
         )
-        extras = {}
+        noise = NO_CLOSED_FORM
         if not consistent:
-            extras["stderr"] = (LAPLACE_SD / eps2 / out_cells)[label]
-            diag["stderr_basis"] = "Laplace(1/eps2) per partition count over its cells, given the partition"
+            basis = "Laplace(1/eps2) per partition count over its cells, given the partition"
+            noise = NoiseModel.of_cells(density, (LAPLACE_SD / eps2 / out_cells)[label], basis, label=label)
         return Release(
             density=density,
             domain=domain,
@@ -185,5 +190,5 @@ class DpCube(Mechanism):
             server_view=_server_view("the kd-tree partition and its noisy counts"),
             partition=_cells_to_metres(rects, domain),
             diagnostics=diag,
-            extras=extras,
+            noise=noise,
         )

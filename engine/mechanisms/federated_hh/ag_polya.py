@@ -9,14 +9,17 @@ import math
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.grid import Domain
 from ...core.params import Param
 from ..base import Mechanism, register
+from ..capabilities import ZERO_OUT
+from ..noise_model import NoiseModel
 from .baselines import _distributed_release
 from .common import (
     PAPER,
+    POLYA_BASIS,
     THREAT_DISTRIBUTED,
-    _check_eps,
     _check_secagg,
     _degradation_warning,
     _exact_sum,
@@ -27,6 +30,11 @@ from .common import (
 from .params import _secagg_params
 from .secure_sum import secure_sum
 from .tree import Clients, prepare_clients
+
+CONSISTENT = (
+    "no margin: the second level's sizes come from the first-level counts the consistency step reuses, so its noise "
+    "is not the Pólya law given the released grid (repeated runs only)"
+)
 
 
 # ============================================================ adaptive grid (AG)
@@ -51,12 +59,15 @@ class AdaptiveGridPolya(Mechanism):
     hot spots into their neighbours, as for the central ``ag``); m2 is capped so
     sub-cells are no finer than output pixels; N' <= 0 gives m2 = 1.
 
-    Standard error: with ``consistency`` off, the second query's Pólya standard
-    deviation per sub-cell over its pixels, exact given the released sub-grid (its noise is
-    drawn after m2 is fixed; ``_stderr_extras``). None with consistency (the default): m2 is
-    chosen from the first-level count the inference reuses (see the central ``ag``)."""
+    Noise model: with ``consistency`` off, the sub-cells are the released units, each with the
+    second query's Pólya standard deviation, exact given the released sub-grid (its noise is drawn
+    after m2 is fixed; :func:`.common.polya_noise_model`). None with consistency (the default): m2
+    is chosen from the first-level count the inference reuses (see the central ``ag``)."""
 
     key = "ag_polya"
+    margin = "closed form"
+    margin_note = "the Pólya noise per sub-cell with consistency off; with consistency none (repeats)"
+    audit_plan = ZERO_OUT
     label = "Adaptive grid (Qardaji et al.) with Pólya noise (Table 1)"
     family = "distributed"
     guarantee = "epsilon-DP under zero-out user, the number of clients U public (distributed, Pólya shares + SecAgg)"
@@ -80,14 +91,14 @@ class AdaptiveGridPolya(Mechanism):
         Param("c2", "float", 10.0, "constant c2 of the second level (the paper: 10)", min=0.1, max=1000.0, log=True),
         Param("consistency", "bool", True, "constrained inference between the two levels"),
     ) + _secagg_params()
-    dp_outputs = ("m2_min", "m2_max", "second_level_cells", "stderr", "stderr_cells")
-    side_information_keys = ("m1", "users", "effective_epsilon", "warnings", "stderr", "stderr_cells")
+    dp_outputs = ("m2_min", "m2_max", "second_level_cells", "noise")
+    side_information_keys = ("m1", "users", "effective_epsilon", "warnings", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
         from ..central.common import ag_subcell_rects, spread_rects
         from ..central.grids import ag_level1_size, ag_level2_sizes, snap_to_divisor
 
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         alpha = float(params["alpha"])
         eps1 = alpha * eps
         eps2 = eps - eps1
@@ -132,10 +143,11 @@ class AdaptiveGridPolya(Mechanism):
             est2 = noisy2 + ((v_star - u) / sizes)[owner]
         rects = ag_subcell_rects(owner, offsets, m2, m1, n)
         density = spread_rects(rects, est2, n)
-        extras = {}
+        noise = CONSISTENT
         if not params["consistency"] and _exact_sum(ss2, params):  # sub-cells: blocks of whole pixels
             inv_cells = spread_rects(rects, np.ones(total_cells), n)  # 1 / the pixels of each pixel's sub-cell
-            extras = {"stderr": ss2.noise_std * inv_cells, "stderr_cells": np.rint(1.0 / inv_cells).astype(np.int64)}
+            label = np.rint(spread_rects(rects, np.arange(total_cells, dtype=np.float64), n) / inv_cells)
+            noise = NoiseModel.of_cells(density, ss2.noise_std * inv_cells, POLYA_BASIS, label=label.astype(np.int64))
         ledger = Ledger()
         _note_clients(
             ledger, "" if int(params["m1"]) else "and Qardaji's first-level size m1 = max(10, sqrt(U eps/c)/4)"
@@ -165,8 +177,8 @@ class AdaptiveGridPolya(Mechanism):
             f"two sub-queries: {m1 * m1} + {total_cells:,} elements",
             diag,
             partition=metres,
-            extras=extras,
             warnings=c.notes + ([w] if w else []),
+            noise=noise,
         )
 
     @staticmethod

@@ -4,18 +4,22 @@ and the non-private single quadtree level of Section 6.2."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.grid import morton_of_pixels
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
+from ..capabilities import ZERO_OUT, NoiseCase
+from ..noise_model import NO_CLOSED_FORM
 from .common import (
     PAPER,
     THREAT_DISTRIBUTED,
     VIEW_DISTRIBUTED,
     _bits,
-    _check_eps,
     _check_secagg,
     _degradation_warning,
     _note_clients,
@@ -23,7 +27,7 @@ from .common import (
     _shard_diag,
     _single_codes,
     _spend,
-    _stderr_extras,
+    polya_noise_model,
 )
 from .params import _secagg_params
 from .secure_sum import secure_sum
@@ -62,6 +66,8 @@ class NonPrivateLevel(Mechanism):
     one each. Threat model: the server sees every location (no privacy)."""
 
     key = "nonprivate_level"
+    margin = "none"
+    margin_note = "no noise: a non-private reference, the same map at every seed"
     label = "Non-private, best quadtree level (Table 1)"
     family = "none"
     guarantee = "none"
@@ -136,14 +142,16 @@ def _single_location_codes(data, domain, rng) -> tuple[np.ndarray, int, list[str
     return _single_codes(c), c.n, c.notes
 
 
+THRESHOLD_NOISE = (
+    "no margin: the threshold rule releases a coarse cell because its own noisy count fell below the threshold, so "
+    "given the cells chosen its noise is a truncated draw, not the Pólya law (repeated runs only)"
+)
+
+
 def _distributed_release(
-    density, domain, ledger, elements, p, rounds, note, diag, partition=None, extras=None, warnings=()
+    density, domain, ledger, elements, p, rounds, note, diag, partition=None, extras=None, warnings=(), noise=None
 ) -> Release:
     bits = _bits(p)
-    diag = dict(diag)
-    diag["warnings"] = list(warnings)
-    if "stderr" in (extras or {}):
-        diag.setdefault("stderr_basis", "the Pólya sum's noise per released cell, spread over its pixels")
     return Release(
         density=density,
         domain=domain,
@@ -151,8 +159,10 @@ def _distributed_release(
         communication=Communication(float(elements), float(elements * bits), rounds=rounds, note=note),
         server_view=aggregate_view(VIEW_DISTRIBUTED),
         partition=partition,
-        diagnostics=diag,
+        diagnostics=dict(diag),
         extras=extras or {},
+        warnings=tuple(warnings),
+        noise=NO_CLOSED_FORM if noise is None else noise,
     )
 
 
@@ -164,10 +174,16 @@ class FlatOneHot(Mechanism):
     through SecAgg shards; one sub-query with the whole budget, sensitivity 1.
     Threat model and guarantee as ``adaptive_hh`` (aggregate-only server,
     epsilon-DP). Users with several locations report their most visited cell.
-    Standard error: the Pólya sum's standard deviation per raster cell over its
-    pixels, exact and data-independent (``_stderr_extras``; none with dropouts or wrapping)."""
+    Noise model: the raster cells are the released units, each with the Pólya sum's standard
+    deviation, exact and data-independent (:func:`.common.polya_noise_model`; none with dropouts or
+    wrapping)."""
 
     key = "flat_onehot"
+    margin = "closed form"
+    margin_note = "the Pólya sum's noise per raster cell (none with dropouts or wrapped sums)"
+    planner = "simulated"
+    audit_plan = ZERO_OUT
+    noise_cases = (NoiseCase("flat_onehot", {"secagg_shard": 100}, base_users=20),)
     label = "Flat one-hot (distributed DP, Table 1)"
     family = "distributed"
     guarantee = "epsilon-DP under zero-out user, the number of clients U public (distributed, Pólya shares + SecAgg)"
@@ -179,9 +195,9 @@ class FlatOneHot(Mechanism):
     params = _distributed_params(
         (Param("level", "int", 0, "raster level (2^l cells per side); 0 = full resolution", min=0, max=10),)
     )
-    dp_outputs = ("overflowed_coordinates", "stderr", "stderr_cells")
+    dp_outputs = ("overflowed_coordinates", "noise")
     side_information_keys = (
-        "stderr",
+        "noise",
         "shards",
         "shard_size_max",
         "dp_shard_size",
@@ -198,7 +214,7 @@ class FlatOneHot(Mechanism):
     )
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         D = domain.depth
         level = int(params["level"]) or D
         level = min(level, D)
@@ -223,8 +239,8 @@ class FlatOneHot(Mechanism):
             1,
             f"one vector of 4^{level} = {4**level:,} elements",
             diag,
-            extras=_stderr_extras(ss, params, ss.noise_std, _level_lut(D, level), D),
             warnings=notes + ([w] if w else []),
+            noise=polya_noise_model(ss, params, ss.noise_std, _level_lut(D, level), density),
         )
 
 
@@ -294,8 +310,8 @@ class _HierarchicalBase(Mechanism):
     neighbouring = "zero-out user"
     threat_model = THREAT_DISTRIBUTED
     paper = PAPER
-    dp_outputs = ("threshold", "cells", "level_counts", "sketches", "stderr", "stderr_cells")
-    side_information_keys = ("users", "effective_epsilon", "warnings", "noise_std", "threshold", "stderr")
+    dp_outputs = ("threshold", "cells", "level_counts", "sketches", "noise")
+    side_information_keys = ("users", "effective_epsilon", "warnings", "noise_std", "threshold", "noise")
 
     def _levels(self, params, D):
         first = min(int(params["first_level"]), D)
@@ -325,19 +341,27 @@ class HierarchicalOneHot(_HierarchicalBase):
     noisy count exceeds k noise standard deviations. Each level is simulated as
     its own secure sum (the same law as one appended vector).
 
-    Standard error: with ``selection = 'level'`` the Pólya sum's standard deviation
-    of that level's cells over their pixels, exact (``_stderr_extras``). None with the
+    Noise model: with ``selection = 'level'`` that level's cells, each with the Pólya sum's
+    standard deviation, exact (:func:`.common.polya_noise_model`). None with the
     threshold rule: a coarse cell is released because its own noisy count fell below the
     threshold, so given the chosen leaves its noise is a truncated draw, not the Pólya law."""
 
     key = "hierarchical_onehot"
+    margin = "closed form"
+    margin_note = "the Pólya sum's noise per cell with selection = level; the threshold rule has none (repeats)"
+    audit_plan = replace(
+        ZERO_OUT,
+        params={"first_level": 4},
+        note=ZERO_OUT.note + "; one level (the map's), so the person's whole epsilon is on its one-hot cell (with "
+        "5 levels each carries epsilon / 5 and the threshold rule hides most of them)",
+    )
     label = "Hierarchical one-hot (distributed DP, Table 1)"
     summary = "One noisy one-hot vector per quadtree level (epsilon split evenly); the server picks resolutions."
     equations = "Section 5.1 (hierarchical one-hot), Algorithm 1"
     params = _selection_params() + _secagg_params()
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         D = domain.depth
         first, levels = self._levels(params, D)
         codes, U, notes = _single_location_codes(data, domain, ctx.rng)
@@ -365,9 +389,10 @@ class HierarchicalOneHot(_HierarchicalBase):
         ids, vals, t = self._choose(params, D, first, est, sd)
         density, ids = _leaves_release_density(ids, vals, D)
         extras = {"level_counts": noisy}  # noisy counts per level, Morton order (for oracle sweeps)
+        noise = THRESHOLD_NOISE
         if params["selection"] == "level":  # one level, released whatever its values
             lv = int(node_level(ids[:1])[0])
-            extras.update(_stderr_extras(sums[lv], params, sums[lv].noise_std, _level_lut(D, lv), D))
+            noise = polya_noise_model(sums[lv], params, sums[lv].noise_std, _level_lut(D, lv), density)
         elements = sum(4**lv for lv in levels)
         diag = {"levels": levels, "users": U, "threshold": t, "cells": int(ids.size), "noise_std": sd}
         diag["effective_epsilon"] = eff
@@ -384,6 +409,7 @@ class HierarchicalOneHot(_HierarchicalBase):
             partition=node_rects(ids, domain) if ids.size <= 200_000 else None,
             extras=extras,
             warnings=notes + ([w] if w else []),
+            noise=noise,
         )
 
 
@@ -421,6 +447,14 @@ class CountMinHierarchical(_HierarchicalBase):
     the default. ``estimator = 'min'`` keeps count-min's own estimate for comparison."""
 
     key = "cms_hierarchical"
+    margin_note = "no closed form: the median over the sketch's rows of noisy counters; estimated from repeats"
+    audit_plan = replace(
+        ZERO_OUT,
+        params={"depth": 1, "first_level": 4},
+        statistic="measurement",
+        note=ZERO_OUT.note + "; one sketch row and one level (the map's), so the person's whole epsilon is on one "
+        "counter, which the statistic reads (with 20 rows and 4 levels each counter carries epsilon / 80)",
+    )
     label = "Count-min sketch hierarchical (distributed DP, Table 1)"
     summary = "One noisy count-min sketch per quadtree level instead of a one-hot vector."
     equations = "Section 5.1 (CM sketch hierarchical encoding), Algorithm 1"
@@ -442,8 +476,19 @@ class CountMinHierarchical(_HierarchicalBase):
         + _secagg_params()
     )
 
+    @classmethod
+    def measured_at(cls, release: Release, x: float, y: float) -> float:
+        """The sketches' estimate of the finest level's cell holding ``(x, y)`` (what the noise was added to)."""
+        from ...core.grid import interleave, prefix
+
+        dom = release.domain
+        level = max(release.extras["sketches"])
+        ix, iy = (np.array([min(max(int((v - o) / dom.cell), 0), dom.n - 1)]) for v, o in ((x, dom.x0), (y, dom.y0)))
+        code = prefix(interleave(ix, iy, dom.depth), dom.depth, level)
+        return float(cms_level_estimates(release, level)[int(code[0])])
+
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         D = domain.depth
         first, levels = self._levels(params, D)
         codes, U, notes = _single_location_codes(data, domain, ctx.rng)

@@ -12,7 +12,8 @@ import numpy as np
 from ...core.accounting import Ledger
 from ...core.errors import EngineError, ParamError
 from ...core.grid import morton_of_pixels
-from .tree import Clients, rebuild_density
+from ..noise_model import NoiseModel
+from .tree import Clients
 
 PAPER = (
     "Bagdasaryan, Kairouz, Mellem, Gascón, Bonawitz, Estrin, Gruteser. Towards Sparse Federated Analytics: "
@@ -30,13 +31,6 @@ VIEW_DISTRIBUTED = (
     "The server sees only the noisy sum of each secure-aggregation shard; an attacker's belief about any user is "
     "what the released aggregate implies."
 )
-
-
-def _check_eps(epsilon) -> float:
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
-    return eps
 
 
 def _check_secagg(p: dict, n_clients: int) -> None:
@@ -198,23 +192,29 @@ def _add_remove_plan(p: dict, U: int, eps_total: float, ctx, ledger: Ledger) -> 
     return plan, eps_count
 
 
+POLYA_BASIS = "the Pólya sum's noise per released cell, spread over its pixels"
+NOT_EXACT = (
+    "no margin: with dropouts or a wrapped coordinate the released sum is not the clients' sum plus the planned "
+    "noise (repeated runs only)"
+)
+
+
 def _exact_sum(ss, p: dict) -> bool:
-    """The released sum is the clients' sum plus the Pólya noise (see :func:`_stderr_extras`)."""
+    """The released sum is the clients' sum plus the Pólya noise (see :func:`polya_noise_model`)."""
     return float(p.get("dropout", 0.0)) == 0 and not ss.overflowed
 
 
-def _stderr_extras(ss, p: dict, sd: float, lut: np.ndarray, depth: int) -> dict:
-    """``extras["stderr"]`` / ``["stderr_cells"]`` (conventions in :mod:`.central`) of a
-    release that spreads each node's noisy sum uniformly over the pixels ``lut`` gives it: ``sd``
-    (the count's noise standard deviation, in users) over the node's pixels. The sum of the
-    clients' Pólya shares over the released shards is ``Polya(A, r) - Polya(A, r)``, ``A`` the sum
-    of survivors / N over them, with variance ``2 A r / (1 - r)^2`` (``ShardedSum.noise_std``;
-    discrete Laplace's Eq. 5 when ``A = 1``): a function of epsilon, the sensitivity and the
-    public shard sizes only. Exact when the released sum is the clients' sum plus that noise:
-    not when a coordinate wrapped under modular clipping, nor with dropouts (which clients drop
-    is random, so the summed signal itself varies); then no SE (empty dict)."""
+def polya_noise_model(ss, p: dict, sd: float, lut: np.ndarray, density, basis: str = POLYA_BASIS) -> NoiseModel | str:
+    """The noise model of a release that spreads each node's noisy sum uniformly over the pixels ``lut`` gives it:
+    the nodes are its units, each of standard deviation ``sd`` (the count's, in users). The sum of the clients'
+    Pólya shares over the released shards is ``Polya(A, r) - Polya(A, r)``, ``A`` the sum of survivors / N over
+    them, with variance ``2 A r / (1 - r)^2`` (``ShardedSum.noise_std``; discrete Laplace's Eq. 5 when
+    ``A = 1``): a function of epsilon, the sensitivity and the public shard sizes only. Exact when the released
+    sum is the clients' sum plus that noise: not when a coordinate wrapped under modular clipping, nor with
+    dropouts (which clients drop is random, so the summed signal itself varies); then the reason instead."""
     if not _exact_sum(ss, p):
-        return {}
+        return NOT_EXACT
+    depth = int(np.shape(density)[0]).bit_length() - 1
+    label = lut[morton_of_pixels(depth)]
     area = np.bincount(lut, minlength=int(lut.max()) + 1)
-    stderr = rebuild_density(lut, np.full(area.size, float(sd)), depth)
-    return {"stderr": stderr, "stderr_cells": area[lut[morton_of_pixels(depth)]]}
+    return NoiseModel.of_cells(density, float(sd) / area[label], basis, label=label)

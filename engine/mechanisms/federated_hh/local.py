@@ -6,11 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.noise import rr_kary_unbias_counts, rr_keep_probability, unary_encoding_pq, unary_encoding_unbias
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
+from ..capabilities import AuditPlan, NoiseCase
+from ..noise_model import NoiseModel
 from .baselines import _pixel_codes_at, _single_location_codes
-from .common import PAPER, _check_eps
+from .common import PAPER
 
 
 # ==================================================================== local DP
@@ -71,23 +74,35 @@ class LocalGridRR(Mechanism):
     several locations report their most visited cell. Secure mode: both
     encodings are drawn exactly on OS entropy (``ctx.noise``; engine.core.noise).
 
-    Standard error: a cell with c of the U users gets ``Bin(c, p) + Bin(U - c, q)``
-    reports (one per user for k-RR; for OUE each user's bit of the cell), so the unbiased
-    estimate has variance ``U q (1 - q)/(p - q)^2 + c (1 - p - q)/(p - q)``. It depends on the
-    true c; ``extras["stderr"]`` plugs in the released estimate clipped at 0 (post-processing of
-    the DP output, nothing private read), over the cell's pixels: exact in expectation where the
-    estimate is positive, conservative for near-empty cells (by (1 - p - q)/(p - q) x the mean
-    of the estimate's negative part, relatively about 0.4 (1 - p - q)/sqrt(U q (1 - q)) for an
-    empty cell). ``stderr_cells`` = the pixels of a report cell; k-RR's cells are also slightly
+    Noise model: the report cells are the released units (each spread over its pixels). A cell
+    with c of the U users gets ``Bin(c, p) + Bin(U - c, q)`` reports (one per user for k-RR; for
+    OUE each user's bit of the cell), so the unbiased estimate has variance
+    ``U q (1 - q)/(p - q)^2 + c (1 - p - q)/(p - q)``. It depends on the true c; the model plugs
+    in the released estimate clipped at 0 (post-processing of the DP output, nothing private
+    read): exact in expectation where the estimate is positive, conservative for near-empty cells
+    (by (1 - p - q)/(p - q) x the mean of the estimate's negative part, relatively about
+    0.4 (1 - p - q)/sqrt(U q (1 - q)) for an empty cell). k-RR's cells are also slightly
     negatively correlated (one report per user: covariance of order U q^2/(p - q)^2), which a
     sum of cells' variances ignores; OUE's cells are independent."""
 
     key = "ldp_grid"
+    margin = "closed form"
+    margin_note = "the binomial variance of each report cell's unbiased count (plug-in)"
+    audit_plan = AuditPlan(
+        depth=1,
+        base_users=0,
+        note="a 2 x 2 map: the report is one of K = 4 cells (the default level is capped at the map's depth), so "
+        "the randomized response's probabilities are large and the test has power",
+    )
+    noise_cases = (
+        NoiseCase("ldp_grid_krr", {"level": 1, "encoding": "krr"}, base_users=20),
+        NoiseCase("ldp_grid_oue", {"level": 1, "encoding": "oue"}, base_users=20),
+    )
     label = "Local DP grid (randomized response / unary encoding)"
     family = "local"
     guarantee = "epsilon-LDP (each report is private on its own): replace user, the number of reports public"
     neighbouring = "replace user"
-    dp_outputs = ("stderr",)
+    dp_outputs = ("noise",)
     side_information_keys = ("users",)
     threat_model = "Untrusted server: it sees every user's randomised report; no secure aggregation."
     summary = "Each user randomises its own cell before sending it; the server unbiases the counts."
@@ -113,7 +128,7 @@ class LocalGridRR(Mechanism):
     )
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         D = domain.depth
         lv = min(int(params["level"]), D)
         K = 4**lv
@@ -171,9 +186,12 @@ class LocalGridRR(Mechanism):
                 "users": U,
                 "p": p,
                 "q": q,
-                "warnings": notes,
-                "stderr_basis": "binomial variance of the unbiased report count, the released estimate (>= 0) "
-                "as the cell's count",
             },
-            extras={"stderr": stderr, "stderr_cells": block},
+            warnings=tuple(notes),
+            noise=NoiseModel.of_blocks(
+                density,
+                stderr,
+                block,
+                "binomial variance of the unbiased report count, the released estimate (>= 0) as the cell's count",
+            ),
         )

@@ -33,16 +33,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import EngineError
 from ...core.grid import morton_of_pixels
 from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
+from ..capabilities import ONE_OTHER, AuditPlan
+from ..noise_model import NO_CLOSED_FORM
+from ..outputs import Level, Proportions
 from .common import (
     PAPER,
     THREAT_DISTRIBUTED,
     VIEW_DISTRIBUTED,
     _add_remove_plan,
     _bits,
-    _check_eps,
     _check_secagg,
     _degradation_warning,
     _last_share,
@@ -51,7 +54,7 @@ from .common import (
     _shard_diag,
     _shard_diag_public,
     _spend,
-    _stderr_extras,
+    polya_noise_model,
 )
 from .params import (
     _extension_params,
@@ -111,14 +114,20 @@ def _client_vectors(clients, lut, size: int, T: int, gamma: int, prop: bool, rng
     return np.arange(clients.n), ent_k, None, None
 
 
+SEVERAL_LOCATIONS = (
+    "no margin: with several locations per user the final counts' stochastic rounding adds a variance that depends "
+    "on the data (repeated runs only)"
+)
+
+
 @dataclass
 class _Trace:
-    """What the sub-queries leave for the release: their diagnostics and extras, vector lengths, warnings,
+    """What the sub-queries leave for the release: their diagnostics and snapshots, vector lengths, warnings,
     the effective epsilon so far and (add/remove user) what the exact client count decided."""
 
     warnings: list[str]
     levels: list[dict] = field(default_factory=list)
-    extras: list[dict] = field(default_factory=list)
+    snapshots: list[Level] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     shard_eval: list[dict] = field(default_factory=list)
     server_view_eps: list[float] = field(default_factory=list)
@@ -180,9 +189,9 @@ class AdaptiveHH(Mechanism):
     squares of the final tree's reporting nodes, coarse first (a partially split
     node's square contains its present children's squares: draw in order);
     ``extras['tree']``: every node id of the final tree, the reporting ids and
-    their counts; ``extras['levels'][q]``: per sub-query node ids, levels, noisy
-    counts, squares, threshold and epsilon (``level_density(release, q)``
-    rebuilds that sub-query's heatmap for a level slider); ``diagnostics['levels']``:
+    their counts; ``levels[q]``: per sub-query node ids, noisy counts, squares,
+    threshold and epsilon (``level_map(release, q)`` rebuilds that sub-query's
+    heatmap for a level slider); ``diagnostics['levels']``:
     T, epsilon, threshold, splits, collapses, shard facts and the effective
     epsilon per sub-query; communication per sub-query and in total.
 
@@ -300,6 +309,20 @@ class AdaptiveHH(Mechanism):
     """
 
     key = "adaptive_hh"
+    margin = "closed form"
+    margin_note = "the final sub-query's Pólya noise per node, given the released tree (one location per user)"
+    planner = "simulated"
+    audit_plan = ONE_OTHER
+    # under add/remove user (``relation = "add/remove"``) the person is the 11th client, one past a shard edge
+    relation_plans = {
+        "add/remove user": AuditPlan(
+            base_users=10,
+            params={"secagg_shard": 10},
+            note="10 others and SecAgg shards of at most 10 clients: the person added is the 11th client, one past "
+            "a shard boundary, where a plan read from the exact count changes (a second shard, and its Pólya noise, "
+            "in the zero-out variant; the schedule of Eq. 7)",
+        )
+    }
     label = "Adaptive hierarchical histograms (distributed DP + SecAgg)"
     family = "distributed"
     guarantee = (
@@ -331,7 +354,7 @@ class AdaptiveHH(Mechanism):
         p = params
         D = domain.depth
         private = self.private
-        eps_total = _check_eps(epsilon) if private else math.inf
+        eps_total = check_epsilon(epsilon) if private else math.inf
         prop = p["attribute"] == "flag"
         # add/remove user (class docstring): nothing that reaches the release reads the exact U
         addrem = private and p.get("relation", "zero-out") == "add/remove"
@@ -443,20 +466,18 @@ class AdaptiveHH(Mechanism):
             else:
                 level_diag.update(_shard_diag(ss))
             tr.sizes.append(size)
-            extra = {
-                "node_ids": rep,
-                "node_level": node_level(rep).astype(np.int8),
-                "counts": counts,
-                "rects": node_rects(rep, domain),
-                "threshold": float(t),
-                "epsilon": None if eps_q is None else float(eps_q),
-            }
-            if prop:
-                extra["positive"] = n1
+            snapshot = Level(
+                node_rects(rep, domain),
+                counts=counts,
+                threshold=float(t),
+                epsilon=None if eps_q is None else float(eps_q),
+                nodes=rep,
+                positive=n1 if prop else None,
+            )
             if last:
                 level_diag.update({"splits": 0, "collapses": 0, "added": 0})
                 tr.levels.append(level_diag)
-                tr.extras.append(extra)
+                tr.snapshots.append(snapshot)
                 final = (tree, rep, lut, counts, ci, noise_sd, n1)
                 break
             can_split, force = _split_rule(p, prop, ci)
@@ -465,7 +486,7 @@ class AdaptiveHH(Mechanism):
             grew = info["added"] > 0
             level_diag.update(info)
             tr.levels.append(level_diag)
-            tr.extras.append(extra)
+            tr.snapshots.append(snapshot)
         ctx.progress(0.95, "rebuilding the heatmap")
 
         return self._release(domain, p, clients, ctx, ledger, ss, final, tr, plan, eps_total, addrem, prop, gamma)
@@ -518,9 +539,7 @@ class AdaptiveHH(Mechanism):
             w = _degradation_warning(eff_total, eps_total)
             if w:
                 warnings.append(w)
-        diag["warnings"] = warnings
         extras = {
-            "levels": tr.extras,
             "tree": {
                 "node_ids": tree_q.nodes,
                 "reporting": rep,
@@ -532,22 +551,25 @@ class AdaptiveHH(Mechanism):
         # the final counts carry fresh noise, drawn after the tree was fixed, so their SE given the
         # released tree is the Pólya sum's (ss: the last sub-query's sum). Not with several locations per user:
         # their stochastic rounding adds a data-dependent variance
+        noise = NO_CLOSED_FORM if not private else SEVERAL_LOCATIONS
         if private and not clients.multi:
-            extras.update(_stderr_extras(ss, p, noise_sd * (math.sqrt(2.0) if prop else 1.0), lut, D))
-            diag["stderr_basis"] = "the final sub-query's Pólya noise per node, spread over the node's cells"
+            sd = noise_sd * (math.sqrt(2.0) if prop else 1.0)
+            basis = "the final sub-query's Pólya noise per node, spread over the node's cells"
+            noise = polya_noise_model(ss, p, sd, lut, density, basis)
+        proportion = None
         if ci is not None:
             rate, lo, hi, nn = ci
-            extras["proportion"] = {
-                "rate": rate,
-                "ci_low": lo,
-                "ci_high": hi,
-                "n": nn,
-                "positive": n1,
-                "level": float(p["ci_level"]),
-            }
             pix = lut[morton_of_pixels(D)]
-            extras["rate_grid"] = rate[pix].astype(np.float32)
-            extras["ci_width_grid"] = (hi - lo)[pix].astype(np.float32)
+            proportion = Proportions(
+                rate,
+                lo,
+                hi,
+                nn,
+                n1,
+                float(p["ci_level"]),
+                rate[pix].astype(np.float32),
+                (hi - lo)[pix].astype(np.float32),
+            )
             diag["mean_ci_width"] = float(np.mean(hi - lo))
             diag["mean_ci_width_weighted"] = float(np.sum((hi - lo) * nn) / np.sum(nn))
         return Release(
@@ -559,7 +581,22 @@ class AdaptiveHH(Mechanism):
             partition=node_rects(rep, domain),
             diagnostics=diag,
             extras=extras,
+            levels=tuple(tr.snapshots),
+            noise=noise,
+            proportion=proportion,
+            warnings=tuple(warnings),
         )
+
+    @classmethod
+    def level_map(cls, release: Release, index: int) -> np.ndarray:
+        return level_density(release, index)
+
+    @classmethod
+    def planning(cls, params: dict, regions=None, user_ids: bool = False) -> tuple[str, str]:
+        """With user ids a person may have several locations, and then the release states no margin."""
+        if user_ids and cls.planner != "none":
+            return "none", SEVERAL_LOCATIONS
+        return super().planning(params, regions, user_ids)
 
     dp_outputs = (
         "levels",
@@ -570,15 +607,12 @@ class AdaptiveHH(Mechanism):
         "communication_per_client",
         "tree",
         "proportion",
-        "rate_grid",
-        "ci_width_grid",
         "mean_ci_width",
         "mean_ci_width_weighted",
         "epsilon_spent",
         "ledger",
         "communication",
-        "stderr",
-        "stderr_cells",
+        "noise",
         "clients_plan",
     )
     side_information_keys = ("users", "communication_all_clients", "effective_epsilon", "warnings")
@@ -588,8 +622,8 @@ class AdaptiveHH(Mechanism):
 
 
 def level_density(release: Release, index: int) -> np.ndarray:
-    """Heatmap of sub-query ``index`` from ``release.extras['levels']`` (for the
-    dashboard's level slider): each node's count spread over its exclusive pixels."""
-    lv = release.extras["levels"][index]
+    """Heatmap of sub-query ``index`` from ``release.levels`` (for the dashboard's level slider): each node's
+    count spread over its exclusive pixels."""
+    lv = release.levels[index]
     D = release.domain.depth
-    return rebuild_density(paint_lut(lv["node_ids"], D), lv["counts"], D)
+    return rebuild_density(paint_lut(lv.nodes, D), lv.counts, D)

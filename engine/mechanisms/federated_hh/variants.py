@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..base import ServerView, aggregate_view, register
+from ..capabilities import ZERO_OUT
 from .mechanism import AdaptiveHH
 from .mechanism import level_density as level_density  # the dashboard's per-level view of these mechanisms too
 from .params import RELATION_PARAMS, _with_defaults
@@ -19,6 +22,9 @@ class HHFixedEpsilon(AdaptiveHH):
     what is left."""
 
     key = "hh_fixed_eps"
+    planner = "none"
+    audit_plan = replace(ZERO_OUT, runs=3000, test_runs=300)
+    relation_plans = {}
     label = "Interactive HH, fixed epsilon per level, T = 10 (Table 3)"
     summary = "The interactive quadtree with epsilon/levels per round and a constant split threshold of 10."
     equations = "Appendix A, Table 3; Algorithms 1-2 without Eqs. 6-9"
@@ -32,6 +38,7 @@ class HHScheduledFixedThreshold(AdaptiveHH):
     threshold of 10 users instead of Eq. 6. Otherwise as ``adaptive_hh``."""
 
     key = "hh_scheduled_fixed_t"
+    relation_plans = {}
     label = "Interactive HH, scheduled epsilon, T = 10 (Table 3)"
     summary = "The interactive quadtree with the paper's epsilon schedule but a constant split threshold of 10."
     equations = "Appendix A, Table 3; Eqs. 7-9 without Eq. 6"
@@ -48,6 +55,11 @@ class HHInteractiveNonPrivate(AdaptiveHH):
     of the tree's cells."""
 
     key = "hh_interactive_nonprivate"
+    margin = "repeats"
+    margin_note = "no privacy noise; the map varies with the clients' sampling: estimated from repeats"
+    planner = "none"
+    audit_plan = replace(ZERO_OUT, runs=1000)
+    relation_plans = {}
     label = "Interactive HH without noise, T = 10 (Table 3)"
     family = "none"
     guarantee = "none (exact aggregate counts)"

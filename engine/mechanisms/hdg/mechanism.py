@@ -8,11 +8,12 @@ import math
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import EngineError, ParamError
 from ...core.grid import deinterleave
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
-from ..federated_hh.common import _check_eps
+from ..capabilities import AuditPlan, NoiseCase
 from ..federated_hh.tree import prepare_clients
 from .grids import ALPHA1, ALPHA2, GROUPS, guideline, post_process, power_of_two, response_matrix
 from .oracle import CW_PRIME, ORACLES, olh_range, oracle_pq, support_likelihood, unbias
@@ -168,6 +169,14 @@ class HDG(Mechanism):
     """
 
     key = "hdg"
+    margin_note = "no closed form: the consistency steps and the response matrix's update are not linear"
+    audit_plan = AuditPlan(
+        depth=1,
+        base_users=2,
+        note="a 2 x 2 map (both grids' granularities capped at 2) and 2 others in the sink cell: 3 users, one per "
+        "group, so the person's report is its group's only one",
+    )
+    noise_cases = (NoiseCase("hdg", base_users=20),)
     label = "HDG (Yang et al., hybrid-dimensional grids, local DP)"
     family = "local"
     guarantee = "epsilon-LDP (each user's one report is private on its own): replace user, the number of users public"
@@ -213,7 +222,7 @@ class HDG(Mechanism):
     side_information_keys = ("users", "group_sizes", "g1", "g2", "g1_guideline", "g2_guideline", "communication")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         clients = prepare_clients(data, domain, ctx.rng, multi_location="most_visited")
         users = clients.n
         if users < GROUPS:
@@ -281,8 +290,8 @@ class HDG(Mechanism):
                 "q": q,
                 "consistency_rounds_run": rounds,
                 "update_sweeps": sweeps,
-                "warnings": clients.notes,
             },
+            warnings=tuple(clients.notes),
             extras={
                 "grid_x": fx * users,
                 "grid_y": fy * users,

@@ -5,25 +5,28 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ...core.accounting import Ledger
 from ...core.cache import data_free
+from ...core.epsilon import check_epsilon
 from ...core.grid import Domain
 from ...core.params import Param
 from ...core.workload import RangeWorkload
 from ...metrics.lower_bound import rmse_bound
 from ..base import Mechanism, Release, register
+from ..capabilities import AuditPlan
 from ..central.common import (
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     bound_contributions,
     curator_communication,
 )
 from ..dawa.mechanism import workload_rects
+from ..noise_model import NoiseModel, part
 from .strategy import (
     INIT_SEED,
     default_p,
@@ -67,6 +70,31 @@ def strategy_for(w: RangeWorkload, p: int) -> tuple[np.ndarray, np.ndarray]:
 
     a = data_free("hdmm_strategy", key, compute)
     return a["theta_y"], a["theta_x"]
+
+
+@part
+@dataclass(frozen=True, eq=False)
+class KronCovariance:
+    """The covariance of HDMM's cells, ``rows (x) cols``: the least squares' ``(2 / eps^2) M_y`` over the grid's
+    rows and ``M_x`` over its columns (``M = (A^T A)^-1`` of each axis's public strategy)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+
+    def variance(self, cell_weights: np.ndarray) -> float:
+        """The noise variance of ``a . density``: ``sum(a o (rows a cols))``, over the rows and columns ``a``
+        touches only."""
+        n = self.cols.shape[0]
+        a = np.asarray(cell_weights, dtype=np.float64).reshape(n, n)
+        r, c = np.flatnonzero(a.any(axis=1)), np.flatnonzero(a.any(axis=0))
+        sub = a[np.ix_(r, c)]
+        return float(np.sum(sub * (self.rows[np.ix_(r, r)] @ sub @ self.cols[np.ix_(c, c)])))
+
+    def block_variance(self, k: int) -> np.ndarray:
+        """Every ``k`` x ``k`` block's noise variance in one pass: ``1^T cov_block 1`` per block row and column."""
+        sums = np.kron(np.eye(self.cols.shape[0] // k), np.ones(k))  # block-sum operator along one axis
+        per_axis = [np.einsum("bi,ij,bj->b", sums, c, sums) for c in (self.rows, self.cols)]
+        return np.outer(per_axis[0], per_axis[1]).ravel()  # block (by, bx), row-major as the blocks are
 
 
 @register
@@ -115,12 +143,22 @@ class Hdmm(Mechanism):
 
     Standard error: the least-squares estimate has covariance ``(2 / ε^2) M_y (x) M_x`` with
     ``M = (A_i^T A_i)^-1`` (public), so a cell's variance is ``(2 / ε^2) M_y[iy, iy] M_x[ix, ix]``
-    (``extras["stderr"]``), exact. Cells are correlated (they share strategy answers): ``extras["noise_cov"]``
-    holds the two factors ``(2 / ε^2) M_y`` and ``M_x``, from which :mod:`engine.regions.margins` computes a
-    region's exact variance ``a^T (M_y (x) M_x) a`` (its ``var_of``).
+    (``Release.noise``, one unit per cell), exact. Cells are correlated (they share strategy answers): the noise
+    model's covariance (:class:`KronCovariance`) holds the two factors ``(2 / ε^2) M_y`` and ``M_x``, from which
+    :mod:`engine.regions.margins` computes a region's exact variance ``a^T (M_y (x) M_x) a``.
     """
 
     key = "hdmm"
+    data_independent = True
+    margin = "closed form"
+    margin_note = "the least squares' Kronecker covariance, from the public strategy"
+    planner = "exact"
+    audit_plan = AuditPlan(
+        depth=5,
+        note="a 32 x 32 map, the smallest whose optimised strategy is not the identity (p = 2 extra rows per axis; "
+        "at 16 x 16 and below p = 1 and Θ = 0 is best): the target cell's estimate moves by exactly 1 with the "
+        "person",
+    )
     label = "HDMM (McKenna et al., workload-optimised matrix mechanism)"
     family = "central"
     guarantee = "epsilon-DP (central) under add/remove user (add/remove record with unit = record)"
@@ -196,9 +234,10 @@ class Hdmm(Mechanism):
         ),
     )
     matrix_class = True
+    dp_outputs = ("noise",)
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         x = bounded.data.true_histogram(domain).astype(np.float64)
         p = strategy_p(domain, params)
@@ -231,10 +270,11 @@ class Hdmm(Mechanism):
                 "expected_rmse": expected,
                 "svd_bound_rmse": bound,
                 "expected_over_bound": expected / bound,
-                "stderr_basis": "least squares of Laplace(1/eps) strategy answers: (2/eps^2) M_y[iy,iy] M_x[ix,ix], "
-                "M = (A^T A)^-1 of each axis's strategy; cells correlated through it (regions: the exact "
-                "Kronecker form)",
             }
+        )
+        basis = (
+            "least squares of Laplace(1/eps) strategy answers: (2/eps^2) M_y[iy,iy] M_x[ix,ix], M = (A^T A)^-1 of "
+            "each axis's strategy; cells correlated through it (regions: the exact Kronecker form)"
         )
         return Release(
             density=est,
@@ -243,5 +283,5 @@ class Hdmm(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the map (and the public strategy)"),
             diagnostics=diag,
-            extras={"stderr": stderr, "noise_cov": np.stack([var * My, Mx])},
+            noise=NoiseModel.of_cells(est, stderr, basis, covariance=KronCovariance(var * My, Mx)),
         )

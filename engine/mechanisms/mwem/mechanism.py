@@ -8,13 +8,14 @@ from dataclasses import replace
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..capabilities import AuditPlan
 from ..central.common import (
     TOTAL_PARAMS,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     _split,
     _total_count,
@@ -91,6 +92,15 @@ class Mwem(Mechanism):
     """
 
     key = "mwem"
+    margin_note = "no closed form: the update is non-linear in the noisy measurements; estimated from repeats"
+    planner = "simulated"
+    audit_plan = AuditPlan(
+        depth=1,
+        params={"rounds": 1, "passes": 1, "rho": 0.5, "workload_queries": 10},
+        note="a 2 x 2 map, one round and one update, half of epsilon on the noisy total, 10 rectangles: the person "
+        "then moves the total and the one measurement that the target's value is made of (at the defaults, ten "
+        "rounds of a twentieth each and a 5 % total drown one person)",
+    )
     label = "MWEM (Hardt et al., multiplicative weights)"
     family = "central"
     guarantee = (
@@ -143,7 +153,7 @@ class Mwem(Mechanism):
     side_information_keys = ("total_used",)
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         x = bounded.data.true_histogram(domain)
         ledger = Ledger()

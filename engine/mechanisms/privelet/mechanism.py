@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ..base import Mechanism, Release, register
+from ..capabilities import AuditPlan
 from ..central.common import (
     LAPLACE_SD,
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     bound_contributions,
     curator_communication,
 )
+from ..noise_model import Correlated, NoiseModel
 from . import haar
 
 
@@ -55,11 +55,21 @@ class Privelet(Mechanism):
 
     Standard error: exact and data-independent. Every cell is the base coefficient plus one signed coefficient
     per ancestor along each axis, so its variance is 2 lambda^2 u^2 with u = (m^2 + 2)/(3 m^2) per axis
-    (:func:`.haar.entry_variance_factor`), the same for every cell: ``extras["stderr"]``. Cells share
-    coefficients, so their errors are correlated (no ``stderr_cells``).
+    (:func:`.haar.entry_variance_factor`), the same for every cell (``Release.noise``, one unit per cell). Cells
+    share coefficients, so their errors are correlated: the noise model says so (a cell has its margin, a region
+    of several cells none).
     """
 
     key = "privelet"
+    data_independent = True
+    margin = "closed form"
+    margin_note = "Laplace(lambda / W) per Haar coefficient, through the inverse transform: per cell only"
+    planner = "simulated"
+    audit_plan = AuditPlan(
+        depth=1,
+        note="a 2 x 2 map: the noise scale is (1 + depth)^2 / epsilon, 4 / epsilon here (25 / epsilon on 16 x 16, "
+        "spread over the cells' shared coefficients, hides one person at a single cell from the test)",
+    )
     label = "Privelet (Xiao et al., Haar wavelets)"
     family = "central"
     guarantee = "epsilon-DP (central) under add/remove user (add/remove record with unit = record)"
@@ -75,10 +85,10 @@ class Privelet(Mechanism):
         "Laplace(lambda / W(c)) per coefficient, lambda = rho / epsilon under add/remove; inverse transform"
     )
     params = (UNIT_PARAM,)
-    dp_outputs = ()
+    dp_outputs = ("noise",)
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         x = bounded.data.true_histogram(domain)
         m = domain.n
@@ -103,9 +113,10 @@ class Privelet(Mechanism):
                 "generalized_sensitivity": rho,
                 "lambda": lam,
                 "levels_per_axis": int(math.log2(m)),
-                "stderr_basis": "Laplace(lambda / W) per Haar coefficient, through the (linear) inverse transform",
             }
         )
+        basis = "Laplace(lambda / W) per Haar coefficient, through the (linear) inverse transform"
+        shared = Correlated("the cells share Haar coefficients")
         return Release(
             density=density,
             domain=domain,
@@ -113,5 +124,5 @@ class Privelet(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy map (equivalently its noisy Haar coefficients)"),
             diagnostics=diag,
-            extras={"stderr": np.full((m, m), sd)},
+            noise=NoiseModel.of_cells(density, sd, basis, covariance=shared),
         )

@@ -5,18 +5,26 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
+from ..capabilities import AuditPlan
 from ..central.common import (
     UNIT_PARAM,
     _base_diagnostics,
-    _check_eps,
     _server_view,
     bound_contributions,
     curator_communication,
 )
-from ..central.trees import constrained_inference, constrained_inference_variance, hierarchical_budget, tree_levels
+from ..central.trees import (
+    TreeCovariance,
+    constrained_inference,
+    constrained_inference_variance,
+    hierarchical_budget,
+    tree_levels,
+)
+from ..noise_model import NoiseModel
 
 BUDGETS = ("geometric", "uniform")
 
@@ -75,12 +83,21 @@ class QuadTree(Mechanism):
     Standard error: exact and data-independent: the estimate is linear in the noisy counts, so each leaf's
     variance follows from the levels' 2/eps_i^2 through the inference
     (:func:`engine.mechanisms.central.trees.constrained_inference_variance`; the raw leaf's sqrt(2)/eps_0 without
-    post-processing), spread over a leaf's output cells when leaves are coarser (``extras["stderr"]``).
-    Siblings' errors are correlated after the least squares, so no ``stderr_cells``; the regional margins use
-    the tree's covariance as for ``hierarchical`` (:mod:`engine.regions.margins`).
+    post-processing), spread over a leaf's output cells when leaves are coarser (``Release.noise``: the leaves
+    are the released units). Siblings' errors are correlated after the least squares: the noise model carries
+    the tree's covariance (:class:`engine.mechanisms.central.trees.TreeCovariance`), as ``hierarchical``'s does.
     """
 
     key = "quadtree"
+    data_independent = True
+    margin = "closed form"
+    margin_note = "the least squares' covariance, from the public tree and budgets"
+    planner = "exact"
+    audit_plan = AuditPlan(
+        depth=1,
+        note="a 2 x 2 map (two levels): on 16 x 16 the leaves get under a third of epsilon and the least squares "
+        "spreads the person over the tree",
+    )
     label = "QuadTree (Cormode et al., geometric budget + least squares)"
     family = "central"
     guarantee = "epsilon-DP (central) under add/remove user (add/remove record with unit = record)"
@@ -115,10 +132,10 @@ class QuadTree(Mechanism):
         ),
         Param("post_processing", "bool", True, "ordinary least squares over the tree (off: the raw noisy leaves)"),
     )
-    dp_outputs = ("raw_leaves",)
+    dp_outputs = ("raw_leaves", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         bounded = bound_contributions(data, domain, params["unit"])
         truth = bounded.data.true_histogram(domain)
         h = min(int(params["height"]), domain.depth) or domain.depth
@@ -156,9 +173,10 @@ class QuadTree(Mechanism):
                 "budget": params["budget"],
                 "epsilon_per_level": [float(e) for e in eps_levels],
                 "consistency": ols,
-                "stderr_basis": "Laplace(1/eps_i) per node, through the (linear) least squares",
             }
         )
+        basis = "Laplace(1/eps_i) per node, through the (linear) least squares"
+        cov = TreeCovariance(domain.n, h, 2, tuple(variances)) if ols else None
         return Release(
             density=density,
             domain=domain,
@@ -166,5 +184,6 @@ class QuadTree(Mechanism):
             communication=curator_communication(),
             server_view=_server_view("the noisy counts of every quadtree node"),
             diagnostics=diag,
-            extras={"raw_leaves": noisy[h], "stderr": stderr},
+            extras={"raw_leaves": noisy[h]},
+            noise=NoiseModel.of_blocks(density, stderr, f * f, basis, covariance=cov),
         )

@@ -41,15 +41,19 @@ The numerics live beside this module (:mod:`.kde`, :mod:`.attack`, :mod:`.curve`
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ...core.accounting import Ledger
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.grid import Domain
 from ...core.noise import planar_lattice_step
 from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
+from ..capabilities import MOVE, NoiseCase
+from ..noise_model import Measurements
 from . import attack, curve, kde
 from .view import FederatedKDEView, Users
 
@@ -183,7 +187,18 @@ _COMMON_THREAT = (
 )
 
 
-def _release(density, domain, ledger, n_queries, view, diagnostics, extras) -> Release:
+ATTACK_SURFACE_COST = 4  # local-maxima scan of a surface, in units of one feature's cos term
+
+
+def _attack_work(params: dict, depth: int, features: int = 0) -> float:
+    """The time estimate's W of the per-user attack: attacked users x attack-grid points x (B + 4), in 1e6."""
+    from ...metrics import PRIVACY_MAX_USERS
+
+    cells = attack.attack_cells(Domain(0.0, 0.0, 1.0, depth)) ** 2
+    return (int(params["attack_users"]) + PRIVACY_MAX_USERS) * cells * (features + ATTACK_SURFACE_COST) / 1e6
+
+
+def _release(density, domain, ledger, n_queries, view, diagnostics, extras, measurements=None) -> Release:
     cells = domain.n * domain.n
     comm = Communication(
         float(cells * n_queries),
@@ -199,6 +214,7 @@ def _release(density, domain, ledger, n_queries, view, diagnostics, extras) -> R
         server_view=view_to_server(view),
         diagnostics=diagnostics,
         extras=extras,
+        measurements=measurements,
     )
 
 
@@ -233,6 +249,10 @@ class FederatedKDE(Mechanism):
     """
 
     key = "federated_kde"
+    cost_variants = ({"attack_users": 0}, {"attack_users": 2000})
+    margin = "none"
+    margin_note = "no noise: a non-private reference, the same map at every seed"
+    audit_plan = replace(MOVE, runs=1000)
     label = "Federated KDE (Zong et al.)"
     family = "federated"
     guarantee = "none: each user's kernel surface reveals its location (the worst case for privacy)"
@@ -245,6 +265,10 @@ class FederatedKDE(Mechanism):
     params = _bandwidth_params()
     dp_outputs = ("density_scaling",)  # no privacy claim: its released outputs
     side_information_keys = ("h_m", "bandwidth")  # the k-NN bandwidth rule reads raw locations (declared)
+
+    @classmethod
+    def cost_features(cls, params: dict, depth: int, n_points: int) -> tuple[float, float]:
+        return 1.0, _attack_work(params, depth)
 
     def run(self, data, domain, epsilon, params, ctx):
         users = Users(data, domain)
@@ -305,6 +329,8 @@ class FederatedRFFKDE(Mechanism):
     """
 
     key = "federated_rff_kde"
+    cost_variants = ({"B": 1}, {"B": 8}, {"attack_users": 0}, {"attack_users": 2000})
+    audit_plan = replace(MOVE, runs=1000, test_runs=100)
     label = "Federated RFF KDE (Zong et al.)"
     family = "federated"
     guarantee = "no DP; privacy by projection on B random Fourier features (location hidden among repeating bands)"
@@ -360,6 +386,12 @@ class FederatedRFFKDE(Mechanism):
         "warning",
         "communication",
     )
+
+    @classmethod
+    def cost_features(cls, params: dict, depth: int, n_points: int) -> tuple[float, float]:
+        """Each location costs B features at every answered bandwidth."""
+        b = int(params.get("B", 0))
+        return max(b, 1) * (1 + len(_parse_multiples(params["extra_bandwidths"]))), _attack_work(params, depth, b)
 
     def run(self, data, domain, epsilon, params, ctx):
         users = Users(data, domain)
@@ -452,8 +484,8 @@ class GeoIndKDE(Mechanism):
     each reported location is moved by planar Laplace noise with density
     ``eps'^2/(2 pi) exp(-eps' |z|)``, ``eps' = eps / m`` (``eps`` PER METRE; expected
     displacement ``2/eps'`` metres), then runs Algorithm 1 from the noisy location. The
-    run's epsilon is read per km by default (``epsilon_unit``), so the workbench's epsilon
-    range 0.01-10 spans city-scale displacements (200 km to 200 m); ``per metre`` reads it
+    run's epsilon is read per km by default (``epsilon_unit``), so the dashboard slider's stops,
+    0.01-10, span city-scale displacements (200 km to 200 m); ``per metre`` reads it
     as the paper states it.
     Threat model: malicious server seeing each user's kernel surface, hence its noisy
     location. Guarantee, per person (the user-level unit of the other mechanisms):
@@ -474,6 +506,9 @@ class GeoIndKDE(Mechanism):
     """
 
     key = "geoind_kde"
+    cost_variants = ({"attack_users": 0}, {"attack_users": 2000})
+    audit_plan = MOVE
+    noise_cases = (NoiseCase("geoind_kde", {"attack_users": 0}, base_users=0, metric_move_m=1000.0, float_attack=True),)
     label = "Geo-indistinguishability + federated KDE"
     family = "federated"
     guarantee = (
@@ -509,13 +544,15 @@ class GeoIndKDE(Mechanism):
             label="locations per person m",
         ),
     ) + _bandwidth_params()
-    dp_outputs = ("noisy_outside_region", "density_scaling")
+    dp_outputs = ("noisy_outside_region", "density_scaling", "measurements")
     side_information_keys = ("h_m", "bandwidth")
 
+    @classmethod
+    def cost_features(cls, params: dict, depth: int, n_points: int) -> tuple[float, float]:
+        return 1.0, _attack_work(params, depth)
+
     def run(self, data, domain, epsilon, params, ctx):
-        eps_run = float(epsilon)
-        if not (math.isfinite(eps_run) and eps_run > 0):
-            raise ParamError(f"epsilon must be positive (got {epsilon})")
+        eps_run = check_epsilon(epsilon)
         m = int(params["locations_per_person"])
         eps_loc = eps_run / m
         while math.fsum([eps_loc] * m) > eps_run:  # m shares never sum past the budget
@@ -572,4 +609,5 @@ class GeoIndKDE(Mechanism):
             utility_grid=g,
             **_attack_diagnostics(view, users, params["attack_users"], arng),
         )
-        return _release(density, domain, ledger, 1, view, diag, {"attack_grid": grid})
+        located = Measurements(locations=noisy, planar_epsilon=eps)
+        return _release(density, domain, ledger, 1, view, diag, {"attack_grid": grid}, located)

@@ -50,13 +50,6 @@ def _points(data, domain: Domain):
     return data.xy[inside], w
 
 
-def _check_eps(epsilon) -> float:
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
-    return eps
-
-
 def _query_bounds(params: dict, domain: Domain) -> tuple[float, float]:
     lo, hi = float(params["query_min_pct"]) / 100.0, float(params["query_max_pct"]) / 100.0
     if not lo < hi:

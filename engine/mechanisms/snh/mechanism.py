@@ -116,12 +116,15 @@ import time
 
 import numpy as np
 
+from ...core.epsilon import check_epsilon
 from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
-from ..central.common import LAPLACE_SD, UNIT_PARAM, blank_postprocessed, curator_communication, grid_stderr
+from ..capabilities import AuditPlan, NoiseCase
+from ..central.common import LAPLACE_SD, UNIT_PARAM, curator_communication
+from ..noise_model import Measurements, NoiseModel
 from .answers import GridAnswerer
-from .collection import _check_eps, _server_view, collect_step
-from .training import fit_snh
+from .collection import _server_view, collect_step
+from .training import fit_snh, training_work
 
 
 # ====================================================================== params
@@ -199,6 +202,18 @@ def _rho_params() -> tuple[Param, ...]:
 class SNH(Mechanism):
     __doc__ = __doc__
     key = "snh"
+    cost_variants = ({"preset": "quality"}, {"preset": "fast", "k": 4})
+    cost_grows_with_points = False  # the training does not depend on the locations; the density grid on the cells
+    margin_note = "no closed form: the map comes from networks trained on the noisy grid; estimated from repeats"
+    # one network of one hidden layer of 8 units, 5 training steps; each run still compiles its network
+    audit_plan = AuditPlan(
+        runs=200,
+        test_runs=36,
+        params={"preset": "custom", "depth": 1, "width": 8, "epochs": 1, "max_steps": 5, "batch_size": 4096, "k": 1},
+        statistic="measurement",
+        note="a network of one hidden layer of 8 units trained 5 steps (the release is post-processing of the "
+        "noisy grid, which the statistic reads); each run compiles its network, about 0.1-0.4 s",
+    )
     label = "SNH (Spatial Neural Histograms)"
     family = "central"
     guarantee = (
@@ -320,7 +335,7 @@ class SNH(Mechanism):
         "training_seconds",
         "density_seconds",
         "output_scales",
-        "snh_noisy_grid",
+        "measurements",
     )
     side_information_keys = (
         "rho_m",
@@ -332,8 +347,12 @@ class SNH(Mechanism):
         "model_bytes",
     )
 
+    @classmethod
+    def cost_features(cls, params: dict, depth: int, n_points: int) -> tuple[float, float]:
+        return 1.0, training_work(params)
+
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         fit = fit_snh(data, domain, eps, params, ctx)
         model, ledger, diag = fit["model"], fit["ledger"], fit["diagnostics"]
         ctx.progress(0.96, "density grid from the model")
@@ -352,7 +371,7 @@ class SNH(Mechanism):
             server_view=_server_view(),
             range_answerer=model,
             diagnostics=diag,
-            extras={"snh_noisy_grid": fit["noisy"].astype(np.float32)},
+            measurements=_grid_measurements(fit, eps),
         )
 
 
@@ -373,14 +392,20 @@ class IdentityParamSelect(Mechanism):
     two are compared on the same post-processing; the paper does not say whether its
     IDENTITY clips. Noisy cells themselves are never clipped (that would bias sums up).
 
-    Standard error: each output cell's answer is a sum of the rho-grid's independent
-    Laplace(1/eps) counts weighted by overlap, so ``extras["stderr"]`` is sqrt(2)/eps x sqrt(sum
-    of the squared overlap fractions) (``central.grid_stderr``), exact given rho; NaN in the cells
-    whose answer was clipped to 0. SNH itself has none in closed form (its density comes from
-    networks trained on the noisy grid); the dashboard estimates it from repeated runs.
+    Noise model (``Release.noise``): the rho-grid's cells are the released units, independent
+    Laplace(1/eps) counts spread over the output cells by overlap (a cell overhanging the map keeps
+    the share inside), exact given rho; the cells whose answer was clipped to 0 are blank. SNH itself
+    has none in closed form (its density comes from networks trained on the noisy grid); the
+    dashboard estimates it from repeated runs.
     """
 
     key = "identity_paramselect"
+    margin = "closed form"
+    margin_note = "Laplace(1/eps) per rho-grid cell, given rho"
+    planner = "exact"
+    audit_plan = AuditPlan(runs=2000, test_runs=150)  # ParamSelect's regressor: 12 ms per run
+    # one 4 km cell width, answers not clipped, so the target's cell always shows
+    noise_cases = (NoiseCase("identity_paramselect", {"rho_m": 4000.0, "clip_answers": False}),)
     label = "IDENTITY@ParamSelect (SNH's grid alone)"
     family = "central"
     guarantee = "epsilon-DP (central) under add/remove user (add/remove record with unit = record)"
@@ -395,24 +420,24 @@ class IdentityParamSelect(Mechanism):
         *_aux_params(),
         Param("clip_answers", "bool", True, "set answers below zero to zero (post-processing, as SNH's answers)"),
     )
-    dp_outputs = ("stderr",)
-    side_information_keys = ("rho_m", "rho_frac", "rho_choice", "grid_cells_per_side", "stderr")
+    dp_outputs = ("noise", "measurements")
+    side_information_keys = ("rho_m", "rho_frac", "rho_choice", "grid_cells_per_side", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
-        eps = _check_eps(epsilon)
+        eps = check_epsilon(epsilon)
         got = collect_step(data, domain, eps, params, ctx, "noisy grid (Section 4.1)")
         ledger = got["ledger"]
         grid = got["grid"]
         ans = GridAnswerer(got["noisy"], grid, clip=params["clip_answers"])
         density = ans.density(domain)
         edges = np.arange(grid.m + 1, dtype=np.float64) * (grid.rho / domain.cell)
-        stderr = grid_stderr(edges, edges, LAPLACE_SD / eps, domain.n)
-        if params["clip_answers"]:
-            stderr = blank_postprocessed(stderr, density, GridAnswerer(got["noisy"], grid, clip=False).density(domain))
+        blank = None
+        if params["clip_answers"]:  # clipped to 0 after the noise: no margin there
+            blank = density != GridAnswerer(got["noisy"], grid, clip=False).density(domain)
+        basis = "Laplace(1/eps) per rho-grid cell, summed by overlap; cells clipped to 0 have none"
         diag = {
             **got["diagnostics"],
             "density_derivation": "each output cell is the noisy rho-grid's count over it (uniformity assumption)",
-            "stderr_basis": "Laplace(1/eps) per rho-grid cell, summed by overlap; cells clipped to 0 have none",
         }
         return Release(
             density=density,
@@ -422,5 +447,12 @@ class IdentityParamSelect(Mechanism):
             server_view=aggregate_view("The curator sees every location; the public sees only the noisy grid."),
             range_answerer=ans,
             diagnostics=diag,
-            extras={"stderr": stderr},
+            noise=NoiseModel.of_grid(got["noisy"], LAPLACE_SD / eps, edges, domain.n, basis, blank),
+            measurements=_grid_measurements(got, eps),
         )
+
+
+def _grid_measurements(got: dict, eps: float) -> Measurements:
+    """The noisy rho-grid ``Q_D`` (Section 4.1), one Laplace(1/eps) draw per cell: what SNH's release rests on."""
+    noisy = np.asarray(got["noisy"], dtype=np.float64)
+    return Measurements(grid=noisy, cell_m=got["grid"].rho, scale=1.0 / eps)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.grid import Domain
 
@@ -69,11 +70,9 @@ def entropy_512(points_xy: np.ndarray, domain: Domain) -> float:
 def feature_vector(n: float, eps: float, entropy: float | None, q_mid: float) -> dict:
     """``phi(D_I, n, eps)`` of Algorithm 2/3 plus the mid query side (fraction of the side)."""
     n = float(n)
-    eps = float(eps)
+    eps = check_epsilon(eps)
     if not (n >= 1 and math.isfinite(n)):
         raise ParamError(f"ParamSelect needs the number of records n >= 1 (got {n})")
-    if not (eps > 0 and math.isfinite(eps)):
-        raise ParamError(f"ParamSelect needs a positive epsilon (got {eps})")
     out = {
         "n": n,
         "eps": eps,

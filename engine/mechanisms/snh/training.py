@@ -85,6 +85,27 @@ def workload_weights(
     return np.maximum(out / WEIGHT_QUAD, 0.0)
 
 
+RHO_FRAC = 0.01  # typical ParamSelect cell width, as a fraction of the side (sets the queries per epoch)
+
+
+def training_work(params: dict) -> float:
+    """SNH's training work in 1e9 multiply-adds (gradient steps x batch x networks x per-query work), with the
+    step count :func:`engine.mechanisms.snh.networks.train` will run (``rho`` from ParamSelect is approximated
+    by :data:`RHO_FRAC` of the side, its typical value: it only matters when the preset does not cap the
+    steps). The time estimate's ``W`` (:mod:`engine.run.estimates`)."""
+    cfg = train_config(params)
+    queries = (1.0 / RHO_FRAC + 2) ** 2 * int(params.get("corners_per_cell", 1)) ** 2
+    if params.get("variant") == "snh_qs":
+        queries *= int(params.get("qs_sizes", 4))
+    batch = min(cfg.batch_size, queries) if cfg.batch_size > 0 else queries
+    n_batches = math.ceil(queries / batch)
+    per_epoch = math.ceil(n_batches / min(n_batches, 16)) * min(n_batches, 16)
+    epochs = cfg.epochs if cfg.max_steps <= 0 else max(1, min(cfg.epochs, cfg.max_steps // per_epoch))
+    w = cfg.net.width
+    macs = cfg.net.in_dim * w + cfg.net.depth * w * w + w
+    return epochs * per_epoch * batch * int(params.get("k", 8)) * macs / 1e9
+
+
 def train_config(params: dict):
     from .networks import NetConfig, TrainConfig
 

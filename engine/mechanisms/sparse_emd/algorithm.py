@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.epsilon import check_epsilon
 from ...core.errors import DataError, ParamError
 from ...core.grid import pyramid
 from .reconstruct import Reconstruction, reconstruct
@@ -34,8 +35,7 @@ def level_epsilons(
 
     ``Z`` sums the weights of the measured levels only, so ``sum eps_i = eps``. Without
     ``full_pyramid`` measurement starts at ``min(q, depth)`` (Section 4)."""
-    if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
-        raise ParamError(f"epsilon must be a positive number (got {epsilon})")
+    epsilon = check_epsilon(epsilon)
     if not (0.0 < gamma <= 1.0):
         raise ParamError(f"gamma must be in (0, 1] (got {gamma}); the analysis needs gamma > 0.5")
     if int(depth) < 0:

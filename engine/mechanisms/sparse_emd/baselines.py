@@ -11,8 +11,11 @@ import numpy as np
 from ...core.accounting import Ledger
 from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
+from ..capabilities import AuditPlan
 from ..central.common import curator_communication
 from ..central.identity import TOPT_RULE_HELP
+from ..noise_model import NO_CLOSED_FORM, NoiseModel
+from ..outputs import Heat
 from .mechanism import _DENSITY, _SIGMA, _heatmap_extras, user_distribution_sum
 
 
@@ -45,29 +48,31 @@ class _LaplaceGaussBase(Mechanism):
         "cells_kept",
         "top_t_percent",
         "distribution",
-        "heatmap",
+        "heat",
         "noisy_counts",
-        "stderr",
-        "stderr_cells",
+        "noise",
         "fill",
     )
 
     def _release(self, data, domain, epsilon, params, ctx, top_t):
-        """Standard error, with ``density = "estimate"``: sqrt(2)/epsilon in every cell
-        that kept its noisy count, NaN in the cells zeroed (negative, or outside the top t), as for
-        ``identity`` with clipping. None for the filtered heatmap: the filter averages the zeroed
-        (clipped) counts, whose spread has no closed form; the dashboard estimates it from runs."""
+        """Noise model, with ``density = "estimate"``: every cell a unit of sqrt(2)/epsilon where it kept its
+        noisy count, blank where it was zeroed (negative, or outside the top t), as for ``identity`` with
+        clipping. None for the filtered heatmap: the filter averages the zeroed (clipped) counts, whose spread
+        has no closed form; the dashboard estimates it from runs."""
         s, notes = user_distribution_sum(data, domain)
         noisy, kept, tt = _laplace_baseline(s, epsilon, ctx.noise, top_t)
         dist, heat, ok = _heatmap_extras(noisy, params["sigma"], domain)
         total = float(noisy.sum())
         density = noisy if params["density"] == "estimate" else heat * total
-        extras = {"distribution": dist, "heatmap": heat, "noisy_counts": noisy}
+        extras = {"distribution": dist, "noisy_counts": noisy}
+        noise = NO_CLOSED_FORM
         ledger = Ledger()
         if tt is None:
             if params["density"] == "estimate":  # a kept cell is its noisy count; a zeroed one is 0 by choice
-                extras["stderr"] = np.where(noisy > 0, math.sqrt(2.0) / float(epsilon), np.nan)
-                extras["stderr_cells"] = 1
+                se = np.where(noisy > 0, math.sqrt(2.0) / float(epsilon), np.nan)
+                noise = NoiseModel.of_cells(
+                    noisy, se, "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none"
+                )
             ledger.spend(
                 "cell counts",
                 float(epsilon),
@@ -75,7 +80,7 @@ class _LaplaceGaussBase(Mechanism):
             )
         else:
             if params["density"] == "estimate":
-                extras["stderr"], extras["stderr_cells"] = tt.stderr()
+                noise = tt.noise_model()
             ledger.spend("total count", tt.eps_total, note="Laplace count of s's total; its remainder fills the rest")
             ledger.spend(
                 "cell counts",
@@ -95,13 +100,6 @@ class _LaplaceGaussBase(Mechanism):
             diag["top_t_percent"] = 100.0 * kept / noisy.size
         if tt is not None:
             diag.update({"threshold": tt.threshold, "fill": tt.fill})
-        if "stderr" in extras:
-            diag["stderr_basis"] = (
-                "Laplace(1/eps) per cell: sqrt(2)/eps; cells set to 0 after the noise have none"
-                if tt is None
-                else "kept cells: sqrt(2)/eps_cells; the others: their share of the noisy remainder of the total, given "
-                "the fill's weights"
-            )
         return Release(
             density=density,
             domain=domain,
@@ -112,6 +110,8 @@ class _LaplaceGaussBase(Mechanism):
             ),
             diagnostics=diag,
             extras=extras,
+            heat=Heat(heat, params["sigma"] * domain.n),
+            noise=noise,
         )
 
 
@@ -127,6 +127,8 @@ class LaplaceGauss(_LaplaceGaussBase):
     """
 
     key = "laplace_gauss"
+    margin = "closed form"
+    margin_note = "Laplace(1/eps) per cell with density = estimate; the filtered heatmap has none (repeats)"
     label = "Laplace per cell + Gaussian heatmap (baseline)"
     summary = "Laplace noise on every cell of the per-user-normalised histogram, negatives zeroed, Gaussian filter."
     params = (_SIGMA, _DENSITY)
@@ -156,6 +158,10 @@ class LaplaceTopTGauss(_LaplaceGaussBase):
     """
 
     key = "laplace_topt_gauss"
+    margin = "closed form"
+    margin_note = "kept cells: Laplace(1/eps_cells); the others share the remainder (density = estimate)"
+    # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
+    audit_plan = AuditPlan(runs=100_000)
     label = "Laplace top-t% + Gaussian heatmap (baseline)"
     summary = "The Laplace baseline keeping only the top t% noisy cells, then a Gaussian filter."
     params = (

@@ -12,6 +12,7 @@ from ...core.errors import DataError
 from ...core.grid import Domain
 from ...core.params import Param
 from ..base import Communication, Release, ServerView, register
+from ..capabilities import ZERO_OUT_NULL, AuditPlan
 from .algorithm import level_epsilons, w_rule
 from .mechanism import (
     _COMMON_PARAMS,
@@ -140,6 +141,10 @@ class SparseEMDSecAgg(_SparseEMDBase):
     """
 
     key = "sparse_emd_secagg"
+    margin_note = "no closed form: which cells are kept and the L1 reconstruction depend on the noise"
+    audit_plan = AuditPlan(
+        runs=3000, test_runs=300, zero_out=ZERO_OUT_NULL, note="exact zero-out: a client of weight 0, counted in n"
+    )
     label = "Sparse EMD aggregation, distributed (SecAgg + Pólya noise)"
     family = "distributed"
     guarantee = (
@@ -190,7 +195,7 @@ class SparseEMDSecAgg(_SparseEMDBase):
         def factory(lv, ep):
             return secagg_measure(Z, lv, ep, B, n, bits, ctx.noise, wrapped)
 
-        density, ledger, diag, extras, _ = self._run_core(domain, epsilon, params, ctx, factory)
+        density, ledger, diag, extras, parts = self._run_core(domain, epsilon, params, ctx, factory)
         m = int(sum(4 ** int(v) for v in levels))
         diag.update(
             {
@@ -224,4 +229,5 @@ class SparseEMDSecAgg(_SparseEMDBase):
             partition=_leaf_rects_from(extras, domain),
             diagnostics=diag,
             extras=extras,
+            **parts,
         )

@@ -41,8 +41,8 @@ What is implemented, by section:
 * Section 4 "Baselines" ([LXD+19]): Laplace noise per cell of ``s``, negatives zeroed,
   optionally only the top ``t%`` cells kept, then the same Gaussian heatmap.
 
-Standard error per cell: the Laplace baselines with ``density = "estimate"`` carry
-one in closed form (``extras["stderr"]``). Algorithm 1's release has none: which cells are kept
+Noise model: the Laplace baselines with ``density = "estimate"`` state one in closed form
+(``Release.noise``). Algorithm 1's release has none: which cells are kept
 (top w per level) and the L1 reconstruction's solution are non-linear functions of the noise and
 the data, so the dashboard estimates the spread from repeated seeded runs.
 
@@ -93,7 +93,9 @@ from ...core.grid import Domain, pyramid
 from ...core.params import Param
 from ...metrics import gaussian_heatmap
 from ..base import Mechanism, Release, aggregate_view, register
+from ..capabilities import AuditPlan
 from ..central.common import curator_communication
+from ..outputs import Heat, Level
 from .algorithm import GAMMA_SECTION4, W_DEFAULT, laplace_measure, level_epsilons, normalised, start_level, w_rule
 from .reconstruct import SPLITS, reconstruct
 
@@ -203,7 +205,7 @@ _DENSITY = Param(
     "choice",
     "estimate",
     "what the release's density holds: the unfiltered estimate (counts in users) or the "
-    "Gaussian-filtered heatmap scaled to the same total; both are always in the extras",
+    "Gaussian-filtered heatmap scaled to the same total; the heat layer is always in the release",
     choices=("estimate", "heatmap"),
 )
 
@@ -215,6 +217,15 @@ def _heatmap_extras(estimate: np.ndarray, sigma: float, domain: Domain) -> tuple
 
 
 class _SparseEMDBase(Mechanism):
+    cost_variants = ({"w": 20}, {"w": 200}, {"w": 2000})
+
+    @classmethod
+    def cost_features(cls, params: dict, depth: int, n_points: int) -> tuple[float, float]:
+        """W: the reconstruction LP's size, w kept cells on each measured level (w from the default rule on the
+        locations, a stand-in for the users the run counts), in 1e4."""
+        w = int(params["w"]) or w_rule(n_points, depth)
+        return 1.0, w * (depth - start_level(w) + 1) / 1e4
+
     def _run_core(self, domain, epsilon, params, ctx, measure_factory):
         w = params["w"]
         levels, eps = level_epsilons(epsilon, domain.depth, w, params["gamma"], params["pyramid"] == "full")
@@ -253,24 +264,29 @@ class _SparseEMDBase(Mechanism):
         extras = {
             "distribution": dist,
             "sparse_reconstruction": recon.s_hat,
-            "heatmap": heat,
             "kept_cells": dict(zip((int(v) for v in levels), recon.kept)),
             "left_out_cells": dict(zip((int(v) for v in levels), recon.left_out)),
             "kept_values": dict(zip((int(v) for v in levels), recon.kept_values)),
-            # Explore's level slider: S_i and its noisy counts per measured level. They are the
-            # eps_i-DP measurements themselves, so showing them spends no further budget.
-            "levels": [
-                {
-                    "level": int(lv),
-                    "rects": _cell_rects(kept, int(lv), domain),
-                    "counts": vals,
-                    "epsilon": float(e),
-                    "considered": int(kept.shape[0] + left.shape[0]),  # |T_i|
-                }
-                for lv, e, kept, vals, left in zip(levels, eps, recon.kept, recon.kept_values, recon.left_out)
-            ],
         }
-        return density, ledger, diagnostics, extras, recon
+        # Explore's level slider: S_i and its noisy counts per measured level. They are the
+        # eps_i-DP measurements themselves, so showing them spends no further budget.
+        snapshots = tuple(
+            Level(
+                _cell_rects(kept, int(lv), domain),
+                counts=vals,
+                level=int(lv),
+                epsilon=float(e),
+                considered=int(kept.shape[0] + left.shape[0]),  # |T_i|
+            )
+            for lv, e, kept, vals, left in zip(levels, eps, recon.kept, recon.kept_values, recon.left_out)
+        )
+        return (
+            density,
+            ledger,
+            diagnostics,
+            extras,
+            {"heat": Heat(heat, params["sigma"] * domain.n), "levels": snapshots},
+        )
 
 
 # what Algorithm 1's reconstruction releases (central and secure-aggregation variants alike): all computed
@@ -285,7 +301,7 @@ RECONSTRUCTION_OUTPUTS = (
     "empty_reconstruction",
     "distribution",
     "sparse_reconstruction",
-    "heatmap",
+    "heat",
     "left_out_cells",
     "kept_values",
     "levels",
@@ -323,6 +339,8 @@ class SparseEMD(_SparseEMDBase):
     """
 
     key = "sparse_emd"
+    margin_note = "no closed form: which cells are kept and the L1 reconstruction depend on the noise"
+    audit_plan = AuditPlan(runs=3000, test_runs=300)
     label = "Sparse EMD aggregation (Ghazi et al.)"
     family = "central"
     guarantee = "epsilon-DP (central, per user, under add/remove user; basic composition over pyramid levels)"
@@ -360,7 +378,7 @@ class SparseEMD(_SparseEMDBase):
             n_hat = float(ctx.noise.add_laplace(np.array([s.sum()]), 1.0 / eps_n)[0])
             n_hat = min(n_hat, bound) if bound else n_hat
             params = {**params, "w": w_rule(n_hat, domain.depth)}
-        density, ledger, diag, extras, _ = self._run_core(
+        density, ledger, diag, extras, parts = self._run_core(
             domain, eps_levels, params, ctx, lambda lv, ep: laplace_measure(pyr, lv, ep, ctx.noise)
         )
         diag["w"] = int(params["w"])
@@ -390,6 +408,7 @@ class SparseEMD(_SparseEMDBase):
             partition=_leaf_rects_from(extras, domain),
             diagnostics=diag,
             extras=extras,
+            **parts,
         )
 
 
