@@ -122,10 +122,10 @@ def test_an_upload_of_polygons_and_of_a_context_layer_shows_a_spinner(monkeypatc
     box = tuple(load_dataset("synthetic:polycentric", {"n": 2000}).meta.bbox)
     at = open_app(ds="synthetic:polycentric", **{"d.n": "2000"}, mech="identity", baselines="0", eps="1", seed="0")
     click_run(at, "explore")
-    at.segmented_control(key="explore.regions.kind").set_value("Your polygons").run()
+    at.segmented_control(key="regions.kind").set_value("Your polygons").run()
     seen.clear()
     data = neighbourhoods_geojson(n=12, box=box)
-    at.file_uploader(key="explore.regions.file").upload("areas.geojson", data, "application/geo+json").run()
+    at.file_uploader(key="regions.file").upload("areas.geojson", data, "application/geo+json").run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(region_decks(at, "explore")[1]["data"]) == 12
     assert {"Reading the polygons…", "Counting over the regions…", "Drawing the regions…"} <= set(seen), seen

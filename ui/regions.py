@@ -162,7 +162,7 @@ def _polygons(c) -> Choice | None:
         "+proj=utm +zone=36 +units=km +datum=WGS84.",
     ).strip()
     try:
-        with c.spinner("Reading the polygons…"):  # shown after half a second: a large file, a cold reader
+        with c, st.spinner("Reading the polygons…"):  # shown after half a second: a large file, a cold reader
             first = _read(data, name, None, None, crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))
@@ -179,7 +179,7 @@ def _polygons(c) -> Choice | None:
             state.put(key, default if default in fields else fields[0])
         picked.append(col.selectbox(label, fields, **state.bind(key)))
     try:
-        with c.spinner("Reading the polygons…"):
+        with c, st.spinner("Reading the polygons…"):
             pf = _read(data, name, picked[0], picked[1], crs)
     except EngineError as exc:
         c.error(plain(str(exc), 400))

@@ -4,7 +4,7 @@ A city's neighbourhoods are not a tessellation of equal cells: they are irregula
 and many in a dense centre and large at the edge, inside an outline that is not a square. :func:`city_polygons`
 builds such a set in code: an irregular outline (a radius of a few harmonics of random phase), seeds drawn
 mostly around the centre and the rest over the whole outline, and their Voronoi cells clipped to it (77
-neighbourhoods by default, the number of the city the issue tried; their areas span about two orders of
+neighbourhoods by default, the number of a real city's neighbourhood file; their areas span about two orders of
 magnitude). The people are where such a city's are: most within a few kilometres of the centre, a fifth in
 tight clusters of Pareto sizes (estates, hospitals), the rest anywhere inside the outline.
 

@@ -76,7 +76,7 @@ class Reservations:
         return [Held(r[0], r[1], r[2], float(r[3]), int(r[4]), int(r[5]), json.loads(r[6])) for r in rows]
 
     def _entry(self, con, fp: str, study: str, eps: float) -> None:
-        """Set the reservation entry's ε (gone at 0: nothing is held any more)."""
+        """Set the reservation entry's ε (the entry is deleted at 0: nothing is held)."""
         where, keys = _reads(fp)
         if eps <= 1e-12:
             con.execute(f"DELETE FROM releases WHERE {where} AND release_key = ?", (*keys, study))
