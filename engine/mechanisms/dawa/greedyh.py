@@ -11,7 +11,8 @@ keeps three things: ``e_v = trace(Q_I^T Q_I M_v)`` (its workload error), ``s_v =
 ``A_v^T A_v = p^2 diag(M_c)^-1 + (1 - p)^2 1 1^T``; Sherman-Morrison gives, with ``E = e_l + e_r``,
 ``T = t_l + t_r``, ``s = (s_l, s_r)``, ``a = |Q_I s|^2`` and ``D = 1 + (1 - p)^2 T / p^2``:
 ``e_v = E / p^2 - (1 - p)^2 a / (p^4 D)``, ``s_v = s / (p^2 D)``, ``t_v = T / (p^2 D)``.
-So each node's 100-step grid search over p costs one sparse product, ``a``, for all p at once.
+So each node's 100-step grid search over p costs one sparse product, ``a``, for all p at once (two with
+the depth decay of :func:`greedy_weights`, which also needs the children's own sums).
 """
 
 from __future__ import annotations

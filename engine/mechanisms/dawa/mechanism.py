@@ -97,18 +97,18 @@ class Dawa(Mechanism):
 
     Departures: the authors' code hands GreedyH the Gram matrix Q^T Q where it reads a workload matrix,
     so it minimises trace((Q^T Q)^2 M) rather than the expected error trace(Q^T Q M); the project uses
-    Q (on the same buckets the two choices were within 2% of each other's exact error at 10^4 points,
-    and the Gram-squared one 26% worse at 10^6; BENCHMARKS.md). Their search also stops splitting a
-    node whose buckets no query tells apart and measures it once; the project's splits down to the
-    buckets. The tree over the buckets is binary, halving each interval, whatever m. The
+    Q (DPBench's GreedyH fed either on the same buckets: exact errors within 1% at 10^4 points, 2-8% at
+    10^6; BENCHMARKS.md). Their search also stops splitting a node whose buckets no query tells apart
+    and measures it once; the project's splits down to the buckets. The tree over the buckets is binary,
+    halving each interval, whatever m. The
     workload is a sample of rectangles rather than the full Gram matrix of all ranges (which is dense in
     the buckets); a square's partly covered cells count whole. Every bucket's own total is added to the
     workload as a query of weight ``point_weight`` (default 1): a sample of 1,000 rectangles leaves most
     boundaries between buckets uncut, and GreedyH then gives the children of such nodes the least share of
     the grid (p = 0.01, compounding down the tree), so a later query that does cut there is answered with
     enormous noise (DPBench's twitter data at 10^5 points and epsilon 10: 15x Identity's scaled L1 without
-    the point queries, 0.48x with them; 0.1 to 10 gave about the same). The paper's 1-D default ratio 0.5 is
-    replaced by DPBench's 2-D 0.25.
+    the point queries, 0.48x with them; 0.1 to 10 gave about the same). The budget split ``ratio`` = 0.25 is
+    DPBench's 2-D default and the authors' standalone code's (DPBench's 1-D engine uses 0.5).
 
     Standard error: given the released partition (and the public workload, so the weights),
     each bucket's least-squares estimate has the variance of the tree's generalised least squares
