@@ -58,7 +58,7 @@ GUIDE = [
         "on all the rectangles of a 256 x 256 map its expected RMSE is 0.38x Identity's (45.9 against 121.6 at ε 1) "
         "and 3.9x the SVD lower bound, under which no ε-DP matrix mechanism can go (it reproduces its authors' "
         "published 32.69: 32.43); in `bench dpbench`, on DPBench's data at 10^6-10^7 points, the best data-independent "
-        "method (average regret 2.20, the hierarchical tree 2.95), though DAWA stays ahead (1.25) and is far ahead on "
+        "method (average regret 2.38, the hierarchical tree 3.20), though DAWA stays ahead (1.09) and is far ahead on "
         "small samples",
         "hdmm",
     ),
