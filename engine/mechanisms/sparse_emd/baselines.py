@@ -13,14 +13,14 @@ from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
 from ..capabilities import AuditPlan
 from ..central.common import curator_communication
-from ..central.identity import TOPT_RULE_HELP
+from ..central.identity import FILL_AUDIT_NOTE, FILL_PARAM, TOPT_RULE_HELP
 from ..noise_model import NO_CLOSED_FORM, NoiseModel
 from ..outputs import Heat
 from .mechanism import _DENSITY, _SIGMA, _heatmap_extras, user_distribution_sum
 
 
 # --------------------------------------------------------------------- baselines
-def _laplace_baseline(s, eps, rng, top_t=None):
+def _laplace_baseline(s, eps, rng, top_t=None, fill="bayes"):
     """The shared Laplace baseline of the central module, negatives zeroed. ``top_t``: None
     keeps every cell, > 0 the top t%; 0 the default rule
     (:func:`engine.mechanisms.central.identity.topt_release`), returned whole.
@@ -28,7 +28,7 @@ def _laplace_baseline(s, eps, rng, top_t=None):
     from ..central.identity import keep_top, laplace_baseline, top_t_count, topt_release
 
     if top_t == 0:
-        tt = topt_release(s, eps, rng)
+        tt = topt_release(s, eps, rng, fill=fill)
         return tt.density, int(np.count_nonzero(tt.kept)), tt
     noisy = laplace_baseline(s, eps, rng, clip=False)
     kept = int(noisy.size) if top_t is None else top_t_count(noisy.size, float(top_t))
@@ -60,7 +60,7 @@ class _LaplaceGaussBase(Mechanism):
         clipping. None for the filtered heatmap: the filter averages the zeroed (clipped) counts, whose spread
         has no closed form; the dashboard estimates it from runs."""
         s, notes = user_distribution_sum(data, domain)
-        noisy, kept, tt = _laplace_baseline(s, epsilon, ctx.noise, top_t)
+        noisy, kept, tt = _laplace_baseline(s, epsilon, ctx.noise, top_t, params.get("fill", "bayes"))
         dist, heat, ok = _heatmap_extras(noisy, params["sigma"], domain)
         total = float(noisy.sum())
         density = noisy if params["density"] == "estimate" else heat * total
@@ -161,11 +161,12 @@ class LaplaceTopTGauss(_LaplaceGaussBase):
     margin = "closed form"
     margin_note = "kept cells: Laplace(1/eps_cells); the others share the remainder (density = estimate)"
     # the top-t rule keeps an empty cell with probability 1/C and the person's cell about e^eps / C: rare events
-    audit_plan = AuditPlan(runs=100_000)
+    audit_plan = AuditPlan(runs=100_000, params={"fill": "even"}, note=FILL_AUDIT_NOTE)
     label = "Laplace top-t% + Gaussian heatmap (baseline)"
     summary = "The Laplace baseline keeping only the top t% noisy cells, then a Gaussian filter."
     params = (
         Param("t", "float", 0.0, TOPT_RULE_HELP, min=0.0, max=100.0, label="top t (%)"),
+        FILL_PARAM,
         _SIGMA,
         _DENSITY,
     )
