@@ -160,7 +160,7 @@ def coverage_table(seeds: int, epsilons=EPSILONS, mechanisms=MECHANISMS, progres
                     cover, occ, margin, none = [], [], [], []
                     for seed in range(seeds):
                         rel = _release(key, ds, domain, eps, seed, spec)
-                        m = region_margins(rel, key, regions)
+                        m = region_margins(rel, regions)
                         has = np.isfinite(m.margin95)
                         ok = np.abs(m.estimate - truth) <= m.margin95
                         cover.append(ok[has].mean() if has.any() else np.nan)
