@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scripts.streamlit_client import StreamlitSession, first_after  # noqa: E402
-from tests.browser_support import CHROMIUM, MAPS, READY  # noqa: E402
+from tests.support.browser import CHROMIUM, MAPS, READY  # noqa: E402
 
 SEED0 = int(time.time()) % 1_000_000 * 100  # seeds of their own: no session is served from an earlier cache
 SHOTS = os.environ.get("HEATMAP_LOAD_SHOTS", "")  # a folder for a screenshot of each session that fails
@@ -264,7 +264,7 @@ def main() -> int:
         import contextlib
         import tempfile
 
-        from tests.browser_support import serve
+        from tests.support.browser import serve
 
         class _Factory:  # serve() wants pytest's tmp_path_factory
             def mktemp(self, name):

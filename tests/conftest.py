@@ -44,20 +44,6 @@ def _own_ledger(tmp_path, monkeypatch):
     monkeypatch.setenv("HEATMAP_LEDGER_DB", str(tmp_path / "ledger.sqlite3"))
 
 
-def ledger_total(dataset: str, options: dict) -> float:
-    """The ε the dataset's releases spent (what its limit counts)."""
-    from engine.run.ledger import BudgetStore, fingerprint_source
-
-    return BudgetStore().spent(fingerprint_source(dataset, options))
-
-
-def evaluated_total(dataset: str, options: dict) -> float:
-    """The ε of the dataset's Evaluate runs (listed apart, never counted against the limit)."""
-    from engine.run.ledger import BudgetStore, fingerprint_source
-
-    return BudgetStore(table="evaluations").spent(fingerprint_source(dataset, options))
-
-
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
@@ -70,11 +56,24 @@ def small_city():
     return generate("polycentric", n=20_000, seed=3)
 
 
-# ------------------------------------------------------------------ browser tests (browser_support.py)
+@pytest.fixture(scope="module")
+def test_mechanisms():
+    """The tiny test mechanisms of tests/support/mechanisms.py, registered for the module that asks for them."""
+    from engine.mechanisms import base as mbase
+    from tests.support.mechanisms import TEST_MECHS
+
+    for cls in TEST_MECHS:
+        mbase.register(cls)
+    yield
+    for cls in TEST_MECHS:
+        mbase._REGISTRY.pop(cls.key, None)
+
+
+# ------------------------------------------------------------------ browser tests (tests/support/browser.py)
 @pytest.fixture(scope="session")
 def app_server(tmp_path_factory):
     """One real server for every browser test of the run: (url, process)."""
-    from browser_support import serve
+    from tests.support.browser import serve
 
     with serve(tmp_path_factory) as (url, proc):
         yield url, proc
@@ -87,6 +86,6 @@ def app_url(app_server):
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
-    from browser_support import CHROMIUM
+    from tests.support.browser import CHROMIUM
 
     return {**browser_type_launch_args, "executable_path": CHROMIUM}

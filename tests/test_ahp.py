@@ -9,29 +9,9 @@ import numpy as np
 import pytest
 
 from engine.core.grid import Domain
-from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.ahp.clustering import cluster_labels, greedy_clusters, threshold
-
-SIDE = 16_000.0
-
-
-class _ZeroNoise:
-    secure = False
-
-    def __init__(self):
-        self.scales = []
-
-    def add_laplace(self, x, scale):
-        self.scales.append(scale)
-        return np.asarray(x, dtype=np.float64).copy()
-
-
-def _ds(xy) -> Dataset:
-    deg = 1.0 / 111_320.0
-    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    meta = DatasetMeta(name="ahp", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs="", meta=meta)
+from tests.support.datasets import SIDE, ZeroNoise, square_dataset
 
 
 def err(values, eps2):
@@ -108,9 +88,9 @@ def test_the_mechanism_without_noise_releases_cluster_means():
             xy += centres(ix, iy) * k
     cls = get("ahp")
     ctx = RunContext(rng=np.random.default_rng(0))
-    zero = _ZeroNoise()
+    zero = ZeroNoise()
     ctx.__dict__["_noise"] = zero
-    rel = cls().run(_ds(xy), dom, 1.0, cls.schema().resolve({}), ctx)
+    rel = cls().run(square_dataset(xy, "ahp"), dom, 1.0, cls.schema().resolve({}), ctx)
     eps1, eps2 = rel.diagnostics["epsilon_counts"], rel.diagnostics["epsilon_clusters"]
     assert eps1 == pytest.approx(0.85) and eps1 + eps2 == pytest.approx(1.0)
     assert zero.scales == pytest.approx([1 / eps1, 1 / eps2])

@@ -3,7 +3,7 @@
 AppTest has no ``run_every`` timer, so these tests drive the real background
 path the way the browser's poller does: click Run, then rerun the script until
 the page's jobs are finished (``wait_jobs``). Jobs really run in the shared
-thread pool; nothing is faked but a few tiny test mechanisms registered below to
+thread pool; nothing is faked but a few tiny test mechanisms (tests/support/mechanisms.py) to
 exercise the pages that are generic over releases (attack, attributes, levels,
 failures); they are removed from the registry afterwards.
 """
@@ -11,215 +11,17 @@ failures); they are removed from the registry afterwards.
 from __future__ import annotations
 
 import json
-import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.core.accounting import Ledger
-from engine.core.errors import EngineError
 from engine.core.params import Param
-from engine.mechanisms import base as mbase
-from engine.mechanisms.base import Communication, Mechanism, Release, ServerView, aggregate_view
-from engine.mechanisms.outputs import Level, RegionalMeans
+from tests.support import ROOT
+from tests.support.app import APP, charts, click_run, frame_with, open_app, running, texts, unescaped, wait_jobs
 
-ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
-SMALL = {"d.n": "3000", "res": "32"}
-
-
-# ---------------------------------------------------------------- test mechanisms
-def _release(data, domain, epsilon, ctx, **kw):
-    truth = data.true_histogram(domain)
-    led = Ledger()
-    led.spend("cells", epsilon, composition="parallel", group="cells")
-    base = dict(
-        density=truth + ctx.rng.laplace(0, 1 / epsilon, truth.shape),
-        domain=domain,
-        ledger=led,
-        communication=Communication(2.0, 64.0),
-        server_view=aggregate_view("test"),
-    )
-    base.update(kw)
-    return Release(**base)
-
-
-class _Fails(Mechanism):
-    """Test only: fails on purpose, with a user-facing message or an unexpected crash."""
-
-    key = "_test_fails"
-    label = "Test: fails"
-    params = (Param("how", "choice", "engine", "kind of failure", choices=("engine", "crash")),)
-
-    def run(self, data, domain, epsilon, params, ctx):
-        if params["how"] == "engine":
-            raise EngineError("the test mechanism refuses this dataset")
-        raise RuntimeError("secret internal detail 12345")
-
-
-class _PerUser(Mechanism):
-    """Test only: the server sees each user's location moved 100 m east (a per-user view)."""
-
-    key = "_test_per_user"
-    label = "Test: per-user view"
-    family = "local"
-
-    def run(self, data, domain, epsilon, params, ctx):
-        inv, _ = data.user_index()
-        xy = data.xy
-
-        def candidates(users):
-            out = []
-            for u in np.asarray(users).ravel():
-                p = xy[inv == u][:1] + np.array([100.0, 0.0])
-                out.append((np.vstack([p, p + 500.0]), np.array([0.75, 0.25])))
-            return out
-
-        def surface(u):
-            g = np.zeros((domain.n, domain.n))
-            ix, iy = domain.cell_index(xy[inv == u][:1])
-            g[iy, ix] = 1.0
-            return g
-
-        view = ServerView("per_user", "each user's shifted location", candidates=candidates, surface=surface)
-        return _release(data, domain, epsilon, ctx, server_view=view)
-
-
-class _Regions(Mechanism):
-    """Test only: mean of ``value`` in the four quadrants, the last one suppressed."""
-
-    key = "_test_regions"
-    label = "Test: regional means"
-    needs = ("value",)
-
-    def run(self, data, domain, epsilon, params, ctx):
-        x0, y0, x1, y1 = domain.bounds
-        xm, ym = (x0 + x1) / 2, (y0 + y1) / 2
-        rects = np.array([[x0, y0, xm, ym], [xm, y0, x1, ym], [x0, ym, xm, y1], [xm, ym, x1, y1]])
-        true = []
-        for r in rects:
-            m = (data.xy[:, 0] >= r[0]) & (data.xy[:, 0] < r[2]) & (data.xy[:, 1] >= r[1]) & (data.xy[:, 1] < r[3])
-            true.append(float(data.value[m].mean()) if m.any() else np.nan)
-        true = np.array(true)
-        ctx.record_evaluation(region_true_mean=true)  # computed from the truth: evaluation, not release
-        suppressed = np.array([False, False, False, True])
-        regional = RegionalMeans(rects, true + 1.0, np.full(4, 0.5), np.full(4, 10), suppressed)
-        return _release(data, domain, epsilon, ctx, regional=regional)
-
-
-class _Levels(Mechanism):
-    """Test only: a two-level 'adaptive tree' snapshot in ``Release.levels``."""
-
-    key = "_test_levels"
-    label = "Test: levels"
-
-    def run(self, data, domain, epsilon, params, ctx):
-        x0, y0, x1, y1 = domain.bounds
-        xm, ym = (x0 + x1) / 2, (y0 + y1) / 2
-        quads = np.array([[x0, y0, xm, ym], [xm, y0, x1, ym], [x0, ym, xm, y1], [xm, ym, x1, y1]])
-        levels = (
-            Level(np.array([[x0, y0, x1, y1]]), counts=np.array([len(data)]), threshold=5.0, epsilon=0.5),
-            Level(quads, counts=np.full(4, len(data) / 4), threshold=3.0, epsilon=0.5),
-        )
-        return _release(data, domain, epsilon, ctx, partition=quads, levels=levels)
-
-
-class _Slow(Mechanism):
-    """Test only: takes up to 30 s in small steps, checking for cancellation between them
-    (long enough that a Cancel on a loaded CI machine always lands before it ends)."""
-
-    key = "_test_slow"
-    label = "Test: slow"
-
-    def run(self, data, domain, epsilon, params, ctx):
-        for i in range(300):
-            ctx.progress(i / 300, f"step {i}")
-            ctx.check_cancelled()
-            time.sleep(0.1)
-        return _release(data, domain, epsilon, ctx)
-
-
-TEST_MECHS = (_Fails, _PerUser, _Regions, _Levels, _Slow)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def test_mechanisms():
-    for cls in TEST_MECHS:
-        mbase.register(cls)
-    yield
-    for cls in TEST_MECHS:
-        mbase._REGISTRY.pop(cls.key, None)
-
-
-# --------------------------------------------------------------------- helpers
-def open_app(page: str | None = None, **qp) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params.update({**SMALL, **{k: str(v) for k, v in qp.items()}})
-    at.run()
-    if page:
-        at.switch_page(f"pages/{page}.py").run()
-        # AppTest sends the previous page's widget protos' *defaults* on the first run after a switch
-        # (a browser sends the real values: see test_browser); the next run is the page as users see it.
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def running(at: AppTest) -> bool:
-    return any("runs done" in (p.proto.text or "") for p in at.get("progress"))
-
-
-def wait_jobs(at: AppTest, timeout: float = 60) -> AppTest:
-    """Rerun as the poller fragment's timer would, until no job of the page is running."""
-    t0 = time.time()
-    while running(at):
-        assert time.time() - t0 < timeout, "jobs did not finish"
-        time.sleep(0.1)
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def click_run(at: AppTest, name: str) -> AppTest:
-    at.button(key=f"run_{name}").click().run()
-    return wait_jobs(at)
-
-
-def charts(at: AppTest) -> dict[str, str]:
-    """Deck JSON of every map, keyed by each of its heat layers' ids (a paired deck holds the true and the
-    private map), or by its first layer's id when it has none."""
-    out = {}
-    for c in at.get("deck_gl_json_chart"):
-        spec = json.loads(c.proto.json)
-        ids = [layer.get("id", "") for layer in spec.get("layers", [])]
-        heats = [i for i in ids if i.endswith("_heat")] or [ids[-1] if ids else ""]
-        for name in heats:
-            out[name] = c.proto.json
-    return out
-
-
-def frame_with(at: AppTest, column: str):
-    """The first dataframe shown that has ``column``."""
-    for d in at.dataframe:
-        if column in d.value.columns:
-            return d.value
-    raise AssertionError(f"no table with a {column!r} column")
-
-
-def unescaped(s: str) -> str:
-    """Markdown as read: user strings are backslash-escaped (ui.text.plain)."""
-    return re.sub(r"\\(.)", r"\1", s)
-
-
-def texts(at: AppTest) -> str:
-    parts = []
-    for kind in ("markdown", "error", "warning", "info", "caption", "subheader", "title", "exception"):
-        parts += [unescaped(str(e.value)) for e in getattr(at, kind)]
-    parts += [h.proto.body for h in at.get("html")]
-    return "\n".join(parts)
+pytestmark = pytest.mark.usefixtures("test_mechanisms")
 
 
 # ---------------------------------------------------------------------- explore
@@ -266,7 +68,7 @@ def test_same_config_is_instant_and_identical_new_seed_is_fresh_release():
     assert "Settings changed" in texts(at)
     click_run(at, "explore")
     assert charts(at)["explore_private_heat"] != first
-    from conftest import evaluated_total, ledger_total
+    from tests.support.budget import evaluated_total, ledger_total
 
     spent = evaluated_total("synthetic:polycentric", {"n": 3000})
     assert spent == pytest.approx(1.4)  # two distinct runs on the same people at ε = 0.7, listed

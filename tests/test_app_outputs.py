@@ -7,9 +7,11 @@ import io
 
 import pandas as pd
 import pytest
-from test_app import click_run, frame_with, open_app, test_mechanisms, texts  # noqa: F401 (a fixture)
 
 from engine.metrics import cc, gaussian_heatmap, kl, normalise, sim
+from tests.support.app import click_run, frame_with, open_app, texts
+
+pytestmark = pytest.mark.usefixtures("test_mechanisms")
 
 
 @pytest.fixture

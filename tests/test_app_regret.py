@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.metrics.regret import average_regret
-from tests.test_app import click_run, frame_with, open_app, texts
+from tests.support.app import click_run, frame_with, open_app, texts
 
 
 def test_tradeoffs_ranks_by_mean_or_by_average_regret():

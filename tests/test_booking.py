@@ -13,7 +13,6 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from test_app import open_app, test_mechanisms, wait_jobs  # noqa: F401 (a fixture)
 
 from engine.core.accounting import Ledger
 from engine.core.errors import EngineError, ParamError
@@ -21,6 +20,9 @@ from engine.run.booking import Bookkeeper, Refused
 from engine.run.config import RunConfig
 from engine.run.ledger import BudgetStore, fingerprint_config
 from engine.run.limits import ENV_FILE, ENV_LIMIT, lowered, release_limit
+from tests.support.app import open_app, wait_jobs
+
+pytestmark = pytest.mark.usefixtures("test_mechanisms")
 
 DATA = {"dataset": "synthetic:polycentric", "dataset_options": {"n": 3000}}
 DROPOUT = {"dropout": 0.4}  # one shard of 3,000 clients planned for no dropout: 40 % drop, weaker noise
@@ -198,10 +200,10 @@ def test_an_uploads_automatic_resolution_follows_one_rule_in_both_modes():
     """The automatic resolution of an upload is a DP count in both modes: Evaluate's run books the same step
     as Release's, and the release's manifest states it."""
     from streamlit.testing.v1 import AppTest
-    from test_app import APP
-    from test_sessions import csv_bytes, upload
 
     from engine.run.export import manifest
+    from tests.support.app import APP, upload
+    from tests.support.files import csv_bytes
     from ui.jobs import board
 
     at = AppTest.from_file(APP, default_timeout=90)

@@ -9,7 +9,8 @@ Screenshots go to pytest's tmp folder and /tmp/screens/.
 from __future__ import annotations
 
 import pytest
-from browser_support import (
+
+from tests.support.browser import (
     MAPS,
     QUERY,
     READY,

@@ -11,7 +11,8 @@ import json
 
 import numpy as np
 import pytest
-from browser_support import MAPS, READY, SCREENS, Watch, heat_pixels, save
+
+from tests.support.browser import MAPS, READY, SCREENS, Watch, heat_pixels, save
 
 pytestmark = pytest.mark.browser
 

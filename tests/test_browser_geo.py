@@ -18,12 +18,12 @@ import io
 
 import numpy as np
 import pytest
-from browser_support import MAPS, READY, Watch, run_and_wait_maps, save
+
+from tests.support.browser import DECK, MAPS, READY, Watch, place_fraction, run_and_wait_maps, save, square_box
 
 pytestmark = pytest.mark.browser
 
 SNOW = "?ds=snow_cholera&mech=privtree&eps=1&baselines=0&seed=5"
-DECK = '[data-testid="stDeckGlJsonChart"]'
 
 
 def open_at(page, url: str, query: str, width: int = 1440, height: int = 900):
@@ -38,25 +38,6 @@ def deck_pixels(page, index: int = 0) -> np.ndarray:
 
     png = page.locator(DECK).nth(index).screenshot()
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
-
-
-def square_box(a: np.ndarray) -> tuple[int, int, int, int]:
-    """Pixel box (x0, x1, y0, y1) of the left square of a paired deck: where anything is drawn."""
-    h = a[:, : a.shape[1] // 2]
-    drawn = h.min(axis=2) < 245
-    cols, rows = np.flatnonzero(drawn.mean(axis=0) > 0.5), np.flatnonzero(drawn.mean(axis=1) > 0.5)
-    return int(cols[0]), int(cols[-1]) + 1, int(rows[0]), int(rows[-1]) + 1
-
-
-def place_fraction(ds, name: str) -> tuple[float, float]:
-    """Where the gazetteer's place ``name`` sits in a dataset's public square, as fractions (east, north)."""
-    from engine.data import geography
-    from engine.data.projection import to_local
-
-    dom = ds.public_domain(4)
-    _, lon, lat = next(p for p in geography.places_within(*ds.meta.bbox) if p[0] == name)
-    x, y = to_local(np.array([lon]), np.array([lat]), ds.crs)[0]
-    return (x - dom.x0) / dom.side, (y - dom.y0) / dom.side
 
 
 def label_at(a: np.ndarray, fx: float, fy: float) -> tuple[int, int]:

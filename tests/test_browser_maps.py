@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_support import MAPS, READY, Watch, heat_pixels, open_explore, run_and_wait_maps, save
-from test_maps import user_id_csv
+
+from tests.support.browser import MAPS, READY, Watch, heat_pixels, open_explore, run_and_wait_maps, save
+from tests.support.files import user_id_csv
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_support import READY, Watch, save
+
+from tests.support.browser import READY, Watch, save
 
 pytestmark = pytest.mark.browser
 

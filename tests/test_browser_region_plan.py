@@ -12,10 +12,10 @@ import zipfile
 import numpy as np
 import pandas as pd
 import pytest
-from browser_support import MAPS, READY, Watch, save
 
 from engine.bench.city_regions import city_geojson, city_people
 from engine.bench.regions import CRS
+from tests.support.browser import MAPS, READY, Watch, save
 
 pytestmark = pytest.mark.browser
 

@@ -4,34 +4,14 @@ pixels of the drawn decks. Screenshots go to /tmp/screens/."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from browser_support import MAPS, READY, Watch, heat_pixels, open_explore, run_and_wait_maps, save
+
+from tests.support.browser import MAPS, READY, Watch, heat_pixels, open_explore, run_and_wait_maps, save
+from tests.support.files import districts_geojson
 
 pytestmark = pytest.mark.browser
 
 QUERY = "?d.n=20000&res=64&eps=1&mech=privtree&baselines=0&seed=3"
-
-
-def districts_geojson() -> bytes:
-    """Four districts (quarters of the synthetic city's public region) with a code and a name."""
-    import shapely
-
-    from engine.run.runner import load_dataset
-
-    x0, y0, x1, y1 = load_dataset("synthetic:polycentric", {"n": 20000}).meta.bbox
-    xm, ym = (x0 + x1) / 2, (y0 + y1) / 2
-    boxes = [(x0, y0, xm, ym), (xm, y0, x1, ym), (x0, ym, xm, y1), (xm, ym, x1, y1)]
-    feats = [
-        {
-            "type": "Feature",
-            "properties": {"code": f"Q{i + 1}", "quarter": f"Quarter {i + 1}", "area_rank": 4 - i},
-            "geometry": shapely.geometry.mapping(shapely.box(*b)),
-        }
-        for i, b in enumerate(boxes)
-    ]
-    return json.dumps({"type": "FeatureCollection", "features": feats}).encode()
 
 
 def region_decks(page) -> int:

@@ -9,8 +9,9 @@ import re
 import zipfile
 
 import pytest
-import release_scan as R
-from browser_support import MAPS, READY, Watch, heat_pixels, save
+
+from tests.support import release_scan as R
+from tests.support.browser import MAPS, READY, Watch, heat_pixels, save
 
 pytestmark = pytest.mark.browser
 

@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 import pytest
-from browser_support import MAPS, READY, Watch, heat_pixels, save, serve
+
+from tests.support.browser import MAPS, READY, Watch, heat_pixels, save, serve
 
 pytestmark = pytest.mark.browser
 

@@ -12,8 +12,8 @@ import io
 
 import numpy as np
 import pytest
-from browser_support import READY, Watch, save
-from test_browser_geo import DECK, place_fraction, square_box
+
+from tests.support.browser import DECK, READY, Watch, place_fraction, save, square_box
 
 pytestmark = pytest.mark.browser
 

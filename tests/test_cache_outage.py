@@ -16,12 +16,12 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
-from test_app import SMALL, charts, click_run, open_app, texts
 
 import engine.run.runner
 from engine.__main__ import main
 from engine.run.config import RunConfig
 from engine.run.ledger import BudgetStore, fingerprint_config
+from tests.support.app import SMALL, charts, click_run, open_app, texts
 
 CFG = ["--mechanism", "ug", "--epsilon", "1", "--dataset", "synthetic:zong_a"]
 

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from test_app import open_app, texts
 
 from engine.core.errors import DataError
 from engine.data.dataset import DatasetMeta, make_dataset
 from engine.data.files import load_file
+from tests.support.app import open_app, texts
 from ui.colors import ColourScale
 
 LON = np.linspace(-0.15, -0.07, 20)

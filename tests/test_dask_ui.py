@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_app import frame_with, open_app, running, texts
+
+from tests.support.app import frame_with, open_app, running, texts
 
 
 @pytest.mark.slow

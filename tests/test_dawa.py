@@ -14,7 +14,6 @@ from scipy import stats
 
 from engine.core.errors import ParamError
 from engine.core.grid import Domain
-from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.dawa.greedyh import (
     P_GRID,
@@ -35,6 +34,7 @@ from engine.mechanisms.dawa.partition import (
     private_partition,
     window_devs,
 )
+from tests.support.datasets import SIDE, ZeroNoise, square_dataset
 
 
 def greedyh_matrix(tree, weights: np.ndarray) -> np.ndarray:
@@ -53,27 +53,6 @@ def partition_cost(x: np.ndarray, starts: np.ndarray, eps2: float) -> float:
     return float(
         sum(np.abs(x[a:b] - x[a:b].mean()).sum() + 1.0 / eps2 for a, b in zip(edges[:-1], edges[1:], strict=True))
     )
-
-
-SIDE = 16_000.0
-
-
-class _ZeroNoise:
-    """Adds nothing and records the scales asked for."""
-
-    def __init__(self):
-        self.scales = []
-
-    def add_laplace(self, x, scale):
-        self.scales.append(scale)
-        return np.asarray(x, dtype=np.float64).copy()
-
-
-def _ds(xy) -> Dataset:
-    deg = 1.0 / 111_320.0
-    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    meta = DatasetMeta(name="dawa", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs="", meta=meta)
 
 
 # ------------------------------------------------------------------ Hilbert order
@@ -121,7 +100,7 @@ def test_least_cost_partition_is_the_minimum_over_all_partitions(variant):
         n = 8
         x = rng.poisson(3.0, n).astype(float) * (rng.random(n) < 0.6)
         eps2 = [0.2, 1.0, 5.0][trial % 3]
-        starts = private_partition(x, 1.0, eps2, _ZeroNoise(), variant)
+        starts = private_partition(x, 1.0, eps2, ZeroNoise(), variant)
         assert starts[0] == 0 and np.all(np.diff(starts) > 0)
         lengths = np.diff(np.append(starts, n))
         assert set(lengths.tolist()) <= set(candidate_lengths(n, variant).tolist()) | {1}
@@ -132,17 +111,17 @@ def test_least_cost_partition_is_the_minimum_over_all_partitions(variant):
 
 def test_uniform_data_is_one_bucket_and_a_spike_is_cut_out():
     eps2 = 1.0
-    assert private_partition(np.full(16, 3.0), 1.0, eps2, _ZeroNoise()).tolist() == [0]
+    assert private_partition(np.full(16, 3.0), 1.0, eps2, ZeroNoise()).tolist() == [0]
     x = np.zeros(16)
     x[5] = 50.0
-    starts = private_partition(x, 1.0, eps2, _ZeroNoise())
+    starts = private_partition(x, 1.0, eps2, ZeroNoise())
     edges = np.append(starts, 16)
     assert [5, 6] in [[a, b] for a, b in zip(edges[:-1], edges[1:])]  # the spike alone in its bucket
 
 
 def test_cost_noise_scales_and_clamp():
     n, eps1, eps2 = 16, 0.5, 2.0
-    noise = _ZeroNoise()
+    noise = ZeroNoise()
     lengths = candidate_lengths(n, "approx")
     assert lengths.tolist() == [2, 4, 8, 16]
     costs = noisy_costs(np.zeros(n), lengths, eps1, eps2, noise)
@@ -329,7 +308,7 @@ def _run(ds, depth=4, eps=1.0, seed=0, **params):
 @pytest.fixture(scope="module")
 def city():
     rng = np.random.default_rng(7)
-    return _ds(rng.normal(SIDE / 2, 2500, (3000, 2)).clip(1, SIDE - 1))
+    return square_dataset(rng.normal(SIDE / 2, 2500, (3000, 2)).clip(1, SIDE - 1), "dawa")
 
 
 def test_release_follows_its_buckets_and_budget(city):

@@ -20,51 +20,15 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
-from engine.bench.shapes import shape_cities
-from engine.mechanisms import RunContext, get
+from engine.mechanisms import RunContext
 from engine.mechanisms.central.ebfill import block_posterior, cell_posterior
 from engine.mechanisms.central.identity import TOPT_TOTAL_SHARE, share_capped, topt_release, topt_threshold
 from engine.metrics import emd_m, mse
-from engine.run.runner import load_dataset
+from tests.support.defaults import CITIES, SEEDS, city, not_worse, run
 
 EPS = (0.1, 0.3, 1.0, 3.0, 10.0)
-SEEDS = 8
-T_CRIT = stats.t.ppf(1 - 1e-4, SEEDS - 1)
 CLOSE = 0.025  # Identity within this share of the uniform map: the default is held to the uniform map
-BUILTIN = (
-    "berlin_airbnb",
-    "snow_cholera",
-    "synthetic:monocentric",
-    "synthetic:polycentric",
-    "synthetic:coastal",
-    "synthetic:sprawl",
-)
-
-
-def _city(name):
-    if name in BUILTIN:
-        d = load_dataset(name, {})
-    else:
-        shape, n = name.rsplit("_", 1)
-        d = shape_cities(int(n), 0)[shape]
-    dom = d.public_domain(8)
-    d = d.in_domain(dom)
-    return d, dom, d.true_histogram(dom, per_user_normalised=True)
-
-
-def _run(key, data, dom, eps, seed, **params):
-    cls = get(key)
-    return cls().run(data, dom, eps, cls.schema().resolve(params), RunContext(rng=np.random.default_rng(seed)))
-
-
-def _not_worse(errs, base, what):
-    d = np.asarray(errs) - base
-    if np.all(d <= 0):
-        return
-    se = d.std(ddof=1) / np.sqrt(d.size)
-    assert d.mean() <= T_CRIT * se, f"{what}: {np.mean(errs):.4g} against {np.mean(base):.4g}"
 
 
 def _errors(rels, truth, dom):
@@ -74,40 +38,37 @@ def _errors(rels, truth, dom):
     )
 
 
-CITIES = BUILTIN + tuple(f"{s}_{n}" for s in ("hot_spots", "islands", "streets") for n in (200, 20000))
-
-
 @pytest.mark.parametrize("name", CITIES)
 def test_identity_topt_default_is_never_worse_than_the_better_of_identity_and_the_uniform_map(name):
-    data, dom, truth = _city(name)
+    data, dom, truth = city(name)
     flat = np.ones_like(truth)
     uniform = mse(truth, flat), emd_m(truth, flat, dom.cell, 64)[0]
     for eps in EPS:
-        topt = _errors([_run("identity_topt", data, dom, eps, s) for s in range(SEEDS)], truth, dom)
-        ident = _errors([_run("identity", data, dom, eps, s) for s in range(SEEDS)], truth, dom)
+        topt = _errors([run("identity_topt", data, dom, eps, s) for s in range(SEEDS)], truth, dom)
+        ident = _errors([run("identity", data, dom, eps, s) for s in range(SEEDS)], truth, dom)
         for metric, ours, theirs, base in zip(("MSE", "EMD"), topt, ident, uniform):
-            _not_worse(ours, base, f"{name} eps {eps} {metric} against the uniform map")
+            not_worse(ours, base, f"{name} eps {eps} {metric} against the uniform map")
             if theirs.mean() < (1 - CLOSE) * base:
-                _not_worse(ours, theirs, f"{name} eps {eps} {metric} against Identity")
+                not_worse(ours, theirs, f"{name} eps {eps} {metric} against Identity")
 
 
 @pytest.mark.parametrize("name", ["snow_cholera", "hot_spots_200", "streets_20000"])
 def test_laplace_topt_gauss_default_is_never_worse_than_the_uniform_map(name):
-    data, dom, truth = _city(name)
+    data, dom, truth = city(name)
     flat = np.ones_like(truth)
     base_mse, base_emd = mse(truth, flat), emd_m(truth, flat, dom.cell, 64)[0]
     for eps in (0.3, 1.0, 3.0):
-        rels = [_run("laplace_topt_gauss", data, dom, eps, s) for s in range(SEEDS)]
-        _not_worse([mse(truth, r.density) for r in rels], base_mse, f"{name} eps {eps} MSE")
-        _not_worse([emd_m(truth, r.density, dom.cell, 64)[0] for r in rels], base_emd, f"{name} eps {eps} EMD")
+        rels = [run("laplace_topt_gauss", data, dom, eps, s) for s in range(SEEDS)]
+        not_worse([mse(truth, r.density) for r in rels], base_mse, f"{name} eps {eps} MSE")
+        not_worse([emd_m(truth, r.density, dom.cell, 64)[0] for r in rels], base_emd, f"{name} eps {eps} EMD")
 
 
 def test_topt_default_keeps_the_cells_above_the_noise_and_fills_the_rest():
     """The release's parts follow the rule: the kept cells are those above the threshold at the
     cells' share of eps (their noisy counts), the others share the noisy total's remainder, none of
     them above the threshold, and the ledger books the total and the cells."""
-    data, dom, truth = _city("streets_20000")
-    rel = _run("identity_topt", data, dom, 1.0, 0)
+    data, dom, truth = city("streets_20000")
+    rel = run("identity_topt", data, dom, 1.0, 0)
     tt = topt_release(truth, 1.0, RunContext(rng=np.random.default_rng(0)).noise)  # the same draws
     assert np.array_equal(tt.density, rel.density)
     eps_cells = (1 - TOPT_TOTAL_SHARE) * 1.0
@@ -131,8 +92,8 @@ def test_topt_default_keeps_the_cells_above_the_noise_and_fills_the_rest():
 
 
 def test_topt_default_is_the_uniform_map_where_nothing_stands_out():
-    data, dom, truth = _city("islands_200")
-    rel = _run("identity_topt", data, dom, 0.1, 3)
+    data, dom, truth = city("islands_200")
+    rel = run("identity_topt", data, dom, 0.1, 3)
     assert rel.diagnostics["cells_kept"] == 0 and rel.diagnostics["fill_model"] == "even"
     assert np.ptp(rel.density) == 0
 
@@ -141,7 +102,7 @@ def test_the_fill_follows_the_structure_below_the_threshold():
     """Synthetic monocentric city, eps 1: no fill model would leave the map's shape to the few cells
     kept; the blocks' and cells' priors pass their gates and the filled cells' error is far below an
     even fill's (the one before this rule) on the same draws: MSE over the cells not kept."""
-    data, dom, truth = _city("synthetic:monocentric")
+    data, dom, truth = city("synthetic:monocentric")
     for s in range(3):
         tt = topt_release(truth, 1.0, RunContext(rng=np.random.default_rng(s)).noise)
         assert tt.fill_model == "blocks and cells"

@@ -25,14 +25,13 @@ from engine.mechanisms.central.nonnegative import nonnegative_leaves
 from engine.mechanisms.central.sizing import HEIGHT_COUNT_SHARE, height_rule
 from engine.mechanisms.central.trees import tree_height, tree_levels
 from engine.metrics import emd_m, mse
-from tests.test_defaults_topt import BUILTIN, SEEDS, _city, _not_worse, _run
+from tests.support.defaults import CITIES, SEEDS, city, not_worse, run
 
-CITIES = BUILTIN + tuple(f"{s}_{n}" for s in ("hot_spots", "islands", "streets") for n in (200, 20000))
 NO_HEIGHT_BEATS_IDENTITY_MSE = ("hot_spots_20000", "streets_20000")
 
 
 def _errors(key, data, dom, truth, eps, **params):
-    rels = [_run(key, data, dom, eps, s, **params) for s in range(SEEDS)]
+    rels = [run(key, data, dom, eps, s, **params) for s in range(SEEDS)]
     return np.array([mse(truth, r.density) for r in rels]), np.array(
         [emd_m(truth, r.density, dom.cell, 64)[0] for r in rels]
     )
@@ -40,16 +39,16 @@ def _errors(key, data, dom, truth, eps, **params):
 
 @pytest.mark.parametrize("name", CITIES)
 def test_hierarchical_default_at_eps_0_1_is_no_worse_than_identity_or_the_uniform_map(name):
-    data, dom, truth = _city(name)
+    data, dom, truth = city(name)
     flat = np.ones_like(truth)
     uni = mse(truth, flat), emd_m(truth, flat, dom.cell, 64)[0]
     h_mse, h_emd = _errors("hierarchical", data, dom, truth, 0.1)
     i_mse, i_emd = _errors("identity", data, dom, truth, 0.1)
-    _not_worse(h_mse, uni[0], f"{name} MSE against the uniform map")
+    not_worse(h_mse, uni[0], f"{name} MSE against the uniform map")
     better_emd = i_emd if i_emd.mean() < uni[1] else np.full(SEEDS, uni[1])
-    _not_worse(h_emd - better_emd + uni[1], uni[1], f"{name} EMD against the better of Identity and uniform")
+    not_worse(h_emd - better_emd + uni[1], uni[1], f"{name} EMD against the better of Identity and uniform")
     if name not in NO_HEIGHT_BEATS_IDENTITY_MSE:
-        _not_worse(h_mse - i_mse + uni[0], uni[0], f"{name} MSE against Identity")
+        not_worse(h_mse - i_mse + uni[0], uni[0], f"{name} MSE against Identity")
 
 
 def test_height_follows_guideline_1_from_the_noisy_root_count():
@@ -58,15 +57,15 @@ def test_height_follows_guideline_1_from_the_noisy_root_count():
     assert height_rule(10_000, 1.0, 8) == 6  # m = 31.5 -> 63 -> 64
     assert height_rule(10**6, 0.1, 8) == 8  # 195 -> 256, the output's
     assert height_rule(200, 0.1, 8) == 0  # the count's noise exceeds the users: the root alone, the uniform map
-    data, dom, truth = _city("islands_20000")
-    rel = _run("hierarchical", data, dom, 0.1, 0)
+    data, dom, truth = city("islands_20000")
+    rel = run("hierarchical", data, dom, 0.1, 0)
     d = rel.diagnostics
     assert d["height"] == height_rule(d["height_rule_total"], 0.1, dom.depth)
     assert abs(d["height_rule_total"] - truth.sum()) < 20 * 1.0 / (HEIGHT_COUNT_SHARE * 0.1)
     steps = [e.step for e in rel.ledger.entries]
     assert steps[0] == "root count (sets the height)" and rel.ledger.total() == pytest.approx(0.1)
-    data, dom, _ = _city("streets_200")
-    small = [_run("hierarchical", data, dom, 0.1, s) for s in range(6)]
+    data, dom, _ = city("streets_200")
+    small = [run("hierarchical", data, dom, 0.1, s) for s in range(6)]
     roots = [r for r in small if r.diagnostics["height"] == 0]  # a count under 791: P > 0.98 each
     assert len(roots) >= 5 and all(np.ptp(r.density) == pytest.approx(0, abs=1e-9) for r in roots)
 
@@ -76,7 +75,7 @@ EPS = (0.1, 0.3, 1.0, 3.0, 10.0)
 
 def _place(name):
     if name != "checkins":
-        return _city(name)
+        return city(name)
     d = checkin_city()
     dom = d.public_domain(8)
     d = d.in_domain(dom)
@@ -90,11 +89,10 @@ def test_hierarchical_default_emd_does_not_grow_with_eps(name):
     check-ins and on Berlin, and from 0.1 to 1 on the polycentric city."""
     data, dom, truth = _place(name)
     emd = [
-        [emd_m(truth, _run("hierarchical", data, dom, e, s).density, dom.cell, 64)[0] for s in range(SEEDS)]
-        for e in EPS
+        [emd_m(truth, run("hierarchical", data, dom, e, s).density, dom.cell, 64)[0] for s in range(SEEDS)] for e in EPS
     ]
     for (e0, a), (e1, b) in itertools.pairwise(zip(EPS, emd)):
-        _not_worse(b, np.array(a), f"{name}: EMD at eps {e1} against eps {e0}")
+        not_worse(b, np.array(a), f"{name}: EMD at eps {e1} against eps {e0}")
 
 
 @pytest.mark.parametrize("name", ["checkins", "synthetic:polycentric"])
@@ -102,9 +100,9 @@ def test_nonnegative_map_is_no_worse_in_mse_than_the_least_squares_leaves(name):
     """Same seeds, same noise draws: the non-negative step is post-processing of the same tree."""
     data, dom, truth = _place(name)
     for e in EPS:
-        nonneg = [mse(truth, _run("hierarchical", data, dom, e, s).density) for s in range(SEEDS)]
-        ls = [mse(truth, _run("hierarchical", data, dom, e, s, nonnegative=False).density) for s in range(SEEDS)]
-        _not_worse(nonneg, np.array(ls), f"{name} eps {e}: MSE of the non-negative map against the least-squares one")
+        nonneg = [mse(truth, run("hierarchical", data, dom, e, s).density) for s in range(SEEDS)]
+        ls = [mse(truth, run("hierarchical", data, dom, e, s, nonnegative=False).density) for s in range(SEEDS)]
+        not_worse(nonneg, np.array(ls), f"{name} eps {e}: MSE of the non-negative map against the least-squares one")
 
 
 @pytest.mark.parametrize("eps", [0.1, 1.0, 10.0])
@@ -117,8 +115,8 @@ def test_default_answers_ranges_from_its_least_squares_leaves(eps):
     data, dom, _ = _place("checkins")
     rects = dom.random_square_queries(np.random.default_rng(3), 300, (0.02, 0.5))
     for s in range(3):
-        default = _run("hierarchical", data, dom, eps, s)
-        leaves = _run("hierarchical", data, dom, eps, s, nonnegative=False).density
+        default = run("hierarchical", data, dom, eps, s)
+        leaves = run("hierarchical", data, dom, eps, s, nonnegative=False).density
         assert default.density.min() >= 0 and leaves.min() < 0
         ls = range_counts(leaves, dom, rects)
         assert np.allclose(default.answer_range(rects), ls, rtol=1e-12, atol=1e-9)

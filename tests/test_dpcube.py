@@ -10,29 +10,9 @@ import numpy as np
 import pytest
 
 from engine.core.grid import Domain
-from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.dpcube.kdtree import _tables, consistent_totals, estimated_sse, kd_partition
-
-SIDE = 16_000.0
-
-
-class _ZeroNoise:
-    secure = False
-
-    def __init__(self):
-        self.scales = []
-
-    def add_laplace(self, x, scale):
-        self.scales.append(scale)
-        return np.asarray(x, dtype=np.float64).copy()
-
-
-def _ds(xy) -> Dataset:
-    deg = 1.0 / 111_320.0
-    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    meta = DatasetMeta(name="dpcube", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs="", meta=meta)
+from tests.support.datasets import SIDE, ZeroNoise, square_dataset
 
 
 def test_estimated_sse_by_brute_force():
@@ -86,7 +66,7 @@ def _blocks_dataset():
     """A 16 x 16 map whose left half holds 20 people per cell and right half none."""
     cell = SIDE / 16
     xy = [((ix + 0.5) * cell, (iy + 0.5) * cell) for iy in range(16) for ix in range(8) for _ in range(20)]
-    return _ds(xy), Domain(0.0, 0.0, SIDE, 4)
+    return square_dataset(xy, "dpcube"), Domain(0.0, 0.0, SIDE, 4)
 
 
 @pytest.mark.parametrize("consistency", [True, False])
@@ -96,7 +76,7 @@ def test_the_mechanism_without_noise(consistency):
     data, dom = _blocks_dataset()
     cls = get("dpcube")
     ctx = RunContext(rng=np.random.default_rng(0))
-    zero = _ZeroNoise()
+    zero = ZeroNoise()
     ctx.__dict__["_noise"] = zero
     rel = cls().run(data, dom, 1.0, cls.schema().resolve({"cells": 8, "consistency": consistency}), ctx)
     eps1, eps2 = rel.diagnostics["epsilon_cells"], rel.diagnostics["epsilon_partitions"]

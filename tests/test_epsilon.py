@@ -173,7 +173,7 @@ def test_the_mechanisms_share_of_epsilon_is_checked_when_the_run_is_configured()
 
 
 def test_a_link_with_epsilon_50_is_accepted_and_shown():
-    from test_app import open_app
+    from tests.support.app import open_app
 
     at = open_app(eps="50", baselines="0")
     assert not [w.value for w in at.warning if "eps" in w.value], [w.value for w in at.warning]
@@ -182,7 +182,7 @@ def test_a_link_with_epsilon_50_is_accepted_and_shown():
 
 
 def test_a_link_outside_the_range_is_refused_with_the_rules_message():
-    from test_app import open_app
+    from tests.support.app import open_app
 
     at = open_app(eps="101", baselines="0")
     assert any("epsilon must be between 0.0001 and 100 (got 101)" in w.value for w in at.warning)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_app import click_run, open_app, texts
+from tests.support.app import click_run, open_app, texts
 
 
 def test_estimate_comes_from_measured_runs_and_warns_when_slow(monkeypatch):

@@ -8,20 +8,10 @@ import json
 
 import numpy as np
 import pytest
-from test_app import charts, click_run, open_app, texts, unescaped
 
 from engine.data import geography
-
-PARIS = (2.35, 48.86)
-
-
-def cloud(centre, n=400, seed=0) -> np.ndarray:
-    return np.random.default_rng(seed).normal(0, 0.01, (n, 2)) + centre
-
-
-def csv(points: np.ndarray, head=("lon", "lat")) -> bytes:
-    rows = "\n".join(f"{a:.6f},{b:.6f}" for a, b in points)
-    return f"{head[0]},{head[1]}\n{rows}\n".encode()
+from tests.support.app import charts, click_run, open_app, texts, unescaped
+from tests.support.files import PARIS, cloud, csv
 
 
 # ------------------------------------------------------------------ the gazetteer and the land mask

@@ -17,7 +17,6 @@ from scipy import stats
 from engine.core.errors import EngineError, ParamError
 from engine.core.grid import Domain
 from engine.core.noise import NoiseSource
-from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.hdg.grids import consistency, guideline, norm_sub, post_process, power_of_two, response_matrix
 from engine.mechanisms.hdg.oracle import (
@@ -29,16 +28,9 @@ from engine.mechanisms.hdg.oracle import (
     support_likelihood,
     unbias,
 )
+from tests.support.datasets import SIDE, square_dataset
 
 ALPHA = 1e-3
-SIDE = 16_000.0
-
-
-def _ds(xy, user_id=None) -> Dataset:
-    deg = 1.0 / 111_320.0
-    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    meta = DatasetMeta(name="hdg", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs="", meta=meta, user_id=user_id)
 
 
 def _run(data, eps=1.0, depth=6, seed=0, secure=False, **params):
@@ -271,7 +263,7 @@ def city():
     rng = np.random.default_rng(0)
     centres = np.array([[4000.0, 5000.0], [11000.0, 9000.0], [7000.0, 13000.0]])
     xy = centres[rng.integers(0, 3, 30_000)] + rng.normal(0, 1200, (30_000, 2))
-    return _ds(np.clip(xy, 1.0, SIDE - 1.0))
+    return square_dataset(np.clip(xy, 1.0, SIDE - 1.0), "hdg")
 
 
 def test_release_counts_every_user_once_from_its_grids(city):
@@ -305,12 +297,12 @@ def test_parameters_and_bad_input(city):
         _run(city, g1=8, g2=16)
     assert _run(city, eps=0.1, g2=16).diagnostics["g2"] <= _run(city, eps=0.1).diagnostics["g1"]
     with pytest.raises(EngineError, match="at least 3 users"):
-        _run(_ds([[100.0, 100.0], [200.0, 200.0]]))
+        _run(square_dataset([[100.0, 100.0], [200.0, 200.0]], "hdg"))
 
 
 def test_several_locations_per_person_count_once_at_the_most_visited_cell():
     xy = np.array([[1000.0, 1000.0]] * 3 + [[15000.0, 15000.0]] + [[8000.0, 8000.0]] * 2)
-    data = _ds(xy, user_id=np.array([0, 0, 0, 0, 1, 2]))
+    data = square_dataset(xy, "hdg", user_id=np.array([0, 0, 0, 0, 1, 2]))
     rel = _run(data, eps=1.0, depth=3, g1=8, g2=2)
     assert rel.diagnostics["users"] == 3 and rel.density.sum() == pytest.approx(3.0)
     assert any("most visited" in w for w in rel.warnings)

@@ -17,12 +17,11 @@ import pytest
 
 from engine.core.errors import ParamError
 from engine.core.grid import Domain
-from engine.data.dataset import Dataset, DatasetMeta
+from engine.data.dataset import Dataset
 from engine.mechanisms import RunContext, get, registry
 from engine.mechanisms.federated_hh.secure_sum import secure_sum
+from tests.support.datasets import CRS, SIDE, square_dataset
 
-SIDE = 16_000.0
-CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
 DOMAIN = Domain(0.0, 0.0, SIDE, 5)
 ADD_REMOVE = {"relation": "add/remove"}
 BOUND = {"relation": "add/remove", "clients_source": "public_bound", "clients_bound": 500}
@@ -31,9 +30,7 @@ BOUND = {"relation": "add/remove", "clients_source": "public_bound", "clients_bo
 def _data(n: int, seed: int = 0, user_id=None) -> Dataset:
     rng = np.random.default_rng(seed)
     xy = rng.normal(SIDE / 2, 3000, (n, 2)).clip(1, SIDE - 1)
-    deg = 1.0 / 111_320.0
-    meta = DatasetMeta(name="t", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs=CRS, meta=meta, user_id=user_id)
+    return square_dataset(xy, "t", CRS, user_id=user_id)
 
 
 def _run(data, params, seed=3, eps=1.0, key="adaptive_hh", **ctx_kw):
@@ -193,14 +190,14 @@ def test_one_more_person_changes_only_dp_outputs(params):
     """tests/test_release_contents.py's check, stricter: D and D' = D plus one person, the same seed;
     under add/remove nothing but the declared DP outputs may differ, not even the keys that zero-out
     declares as following from side information (the exact number of clients)."""
-    from test_release_contents import _dataset, _differences
+    from tests.support.releases import differences
 
     rng = np.random.default_rng(1)
     xy = rng.normal(SIDE / 2, 2500, (400, 2)).clip(1, SIDE / 2 + 3000)
     uid = rng.integers(0, 150, 400)
     new = np.array([[SIDE * 0.9, SIDE * 0.9], [SIDE * 0.92, SIDE * 0.85]])
-    d0 = _dataset(xy, uid, None)
-    d1 = _dataset(np.vstack([xy, new]), np.append(uid, [999, 999]), None)
+    d0 = square_dataset(xy, "neighbours", CRS, user_id=uid, value=None)
+    d1 = square_dataset(np.vstack([xy, new]), "neighbours", CRS, user_id=np.append(uid, [999, 999]), value=None)
     cls = get("adaptive_hh")
     a, b = (
         cls().run(
@@ -214,8 +211,8 @@ def test_one_more_person_changes_only_dp_outputs(params):
         da, db = getattr(a, field), getattr(b, field)
         for k in sorted(set(da) | set(db)):
             if k not in allowed:
-                _differences(da.get(k), db.get(k), f"{field}.{k}", diffs)
+                differences(da.get(k), db.get(k), f"{field}.{k}", diffs)
     if params is BOUND:  # no count: the side information is public
-        _differences(a.ledger.side_information, b.ledger.side_information, "side information", diffs)
+        differences(a.ledger.side_information, b.ledger.side_information, "side information", diffs)
     assert not diffs, diffs
     assert a.diagnostics["multi_location"] and b.diagnostics["multi_location"]

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-from load_sessions import measure  # noqa: E402 (it reports the browsers' CPU; main() adds the server's)
+from scripts.load_sessions import measure  # it reports the browsers' CPU; main() adds the server's
 
 pytestmark = pytest.mark.browser
 
@@ -40,8 +36,7 @@ def test_concurrent_sessions_all_get_their_maps(app_url):
 def test_a_protocol_session_runs_what_a_browser_runs(app_url):
     """The protocol client's Run is a real run: its maps come back, the Run button is there and enabled when
     idle, and its first page shows no exception."""
-    from load_sessions import QUERY, SENT
-
+    from scripts.load_sessions import QUERY, SENT
     from scripts.streamlit_client import StreamlitSession
 
     async def go():

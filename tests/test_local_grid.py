@@ -11,7 +11,6 @@ import io
 import json
 import subprocess
 import sys
-import warnings
 import zipfile
 
 import numpy as np
@@ -21,41 +20,14 @@ from engine.core.errors import EngineError
 from engine.data.files import load_file
 from engine.data.files.polygons import load_polygons
 from engine.run import ledger as budget_store
+from tests.support.files import UTM36_KM, burkitt_csv, km_squares_shapefile
 
-UTM36_KM = "+proj=utm +zone=36 +units=km +datum=WGS84"  # UTM zone 36N in kilometres: West Nile's grid
 ARUA = (30.91, 3.02)  # lon, lat of Arua, the West Nile district's town
 
 
 @pytest.fixture(autouse=True)
 def ledger_db(tmp_path, monkeypatch):
     monkeypatch.setenv(budget_store.ENV, str(tmp_path / "ledger.sqlite3"))
-
-
-def burkitt_csv(n: int = 300, seed: int = 0) -> bytes:
-    """Case locations on the Burkitt data's local grid (kilometres): X 255-335, Y 247-399, no CRS."""
-    rng = np.random.default_rng(seed)
-    x, y = rng.uniform(255, 335, n), rng.uniform(247, 399, n)
-    return ("x,y\n" + "\n".join(f"{a:.2f},{b:.2f}" for a, b in zip(x, y)) + "\n").encode()
-
-
-def km_squares_shapefile(tmp_path) -> bytes:
-    """Four districts on the same grid (kilometres) as a zipped Shapefile without its .prj."""
-    import geopandas as gpd
-    import shapely
-
-    boxes = [shapely.box(x, y, x + 45, y + 80) for x in (250, 295) for y in (240, 320)]
-    g = gpd.GeoDataFrame({"code": ["SW", "NW", "SE", "NE"]}, geometry=boxes)
-    d = tmp_path / "shp"
-    d.mkdir()
-    with warnings.catch_warnings():  # the missing .prj is the point
-        warnings.simplefilter("ignore")
-        g.to_file(d / "districts.shp")
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for p in d.iterdir():
-            if p.suffix != ".prj":
-                z.write(p, p.name)
-    return buf.getvalue()
 
 
 def test_a_local_grid_is_told_it_is_not_degrees_and_asked_for_its_crs():

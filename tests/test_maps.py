@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_app import charts, click_run, frame_with, open_app, texts
 
 from engine.data.files import load_file
 from engine.mechanisms import registry
 from engine.run.config import RunConfig
 from engine.run.runner import run
+from tests.support.app import charts, click_run, frame_with, open_app, texts
+from tests.support.files import user_id_csv
 from ui.colors import ColourScale
 from ui.controls import is_attribute, mechanism_keys, non_private
 
@@ -79,16 +80,6 @@ def test_good_private_maps_are_drawn_on_every_offline_dataset(dataset):
     """Every heatmap mechanism whose EMD beats Uniform's at ε = 1 colours at least half the area the true
     map colours (an empty grid drawn for a good release, such as John Snow + UG with the run's best EMD, fails)."""
     check(area_ratios(dataset))
-
-
-def user_id_csv(n_users: int = 2000, per_user: int = 10, seed: int = 0) -> bytes:
-    rng = np.random.default_rng(seed)
-    homes = rng.normal(0, 0.02, (n_users, 2))
-    rows = []
-    for u, (a, b) in enumerate(homes):
-        for p in rng.normal(0, 0.002, (per_user, 2)):
-            rows.append(f"{u},{-0.12 + a + p[0]:.6f},{51.5 + b + p[1]:.6f}")
-    return ("user_id,lon,lat\n" + "\n".join(rows) + "\n").encode()
 
 
 @pytest.mark.slow
@@ -170,10 +161,10 @@ def test_automatic_resolution_fits_the_data_and_says_what_it_used():
     """The "auto" resolution from the public number of people (about 2 per cell), shown, overridable; for an
     upload from a DP count, a step of the run's ledger (Evaluate also shows the exact number, as evaluation)."""
     from streamlit.testing.v1 import AppTest
-    from test_app import APP, wait_jobs
-    from test_sessions import csv_bytes, upload
 
     from engine.run.frame import auto_side
+    from tests.support.app import APP, upload, wait_jobs
+    from tests.support.files import csv_bytes
     from ui.jobs import board
 
     assert auto_side(100_000) == 256 and auto_side(3000) == 32 and auto_side(578) == 16 and auto_side(None) == 256
@@ -217,7 +208,7 @@ def test_margin_of_error_from_repeated_runs():
     at = open_app(mech="ag", baselines="0", eps="0.5", res="32", run="1", seed="0")
     wait_jobs_all(at)
     assert "Estimate from 10 runs" in [b.label for b in at.button]  # offered, not run by the link
-    from conftest import evaluated_total
+    from tests.support.budget import evaluated_total
 
     assert evaluated_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)  # the one run
     at.button(key="run_explore_se").click().run()
@@ -230,7 +221,7 @@ def test_margin_of_error_from_repeated_runs():
 def wait_jobs_all(at, timeout: float = 90):
     import time
 
-    from test_app import running
+    from tests.support.app import running
 
     t0 = time.time()
     while running(at) or not at.button:

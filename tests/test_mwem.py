@@ -12,18 +12,9 @@ from scipy import stats
 
 from engine.core.grid import Domain
 from engine.core.noise import NoiseSource
-from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.mwem.mw import exponential_mechanism, mw_update, rect_answers
-
-SIDE = 16_000.0
-
-
-def _ds(xy) -> Dataset:
-    deg = 1.0 / 111_320.0
-    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    meta = DatasetMeta(name="mwem", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs="", meta=meta)
+from tests.support.datasets import SIDE, square_dataset
 
 
 def test_update_on_four_cells_by_hand():
@@ -94,14 +85,14 @@ def test_the_mechanism_spends_epsilon_and_meets_its_measurements():
     dom = Domain(0.0, 0.0, SIDE, 4)
     cls = get("mwem")
     p = cls.schema().resolve({"total": "public", "rounds": 5, "workload_queries": 50, "passes": 1000})
-    rel = cls().run(_ds(xy), dom, 100.0, p, RunContext(np.random.default_rng(1)))
+    rel = cls().run(square_dataset(xy, "mwem"), dom, 100.0, p, RunContext(np.random.default_rng(1)))
     assert rel.ledger.total() == pytest.approx(100.0)
     assert rel.density.sum() == pytest.approx(3000.0)
     sel = np.array(rel.diagnostics["selected"])
     got = rect_answers(rel.density, sel)
     assert np.abs(got - np.array(rel.diagnostics["measurements"])).max() < 1e-3
     p = cls.schema().resolve({"rounds": 3, "workload_queries": 50})
-    rel = cls().run(_ds(xy), dom, 1.0, p, RunContext(np.random.default_rng(1)))
+    rel = cls().run(square_dataset(xy, "mwem"), dom, 1.0, p, RunContext(np.random.default_rng(1)))
     steps = {e.step: e.epsilon for e in rel.ledger.entries}
     assert steps["total count N"] == pytest.approx(0.05)
     assert steps["query selection"] == pytest.approx(0.475) and steps["measurements"] == pytest.approx(0.475)
@@ -113,8 +104,14 @@ def test_average_output_is_the_mean_of_the_rounds():
     dom = Domain(0.0, 0.0, SIDE, 3)
     cls = get("mwem")
     base = {"rounds": 1, "workload_queries": 30}
-    last = cls().run(_ds(xy), dom, 1.0, cls.schema().resolve(base), RunContext(np.random.default_rng(2)))
+    last = cls().run(
+        square_dataset(xy, "mwem"), dom, 1.0, cls.schema().resolve(base), RunContext(np.random.default_rng(2))
+    )
     avg = cls().run(
-        _ds(xy), dom, 1.0, cls.schema().resolve({**base, "output": "average"}), RunContext(np.random.default_rng(2))
+        square_dataset(xy, "mwem"),
+        dom,
+        1.0,
+        cls.schema().resolve({**base, "output": "average"}),
+        RunContext(np.random.default_rng(2)),
     )
     assert np.allclose(last.density, avg.density)  # one round: the average is A_1

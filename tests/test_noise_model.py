@@ -158,13 +158,12 @@ def test_the_scans_see_what_they_forbid():
 
 # ---------------------------------------------------------------------------------------- the noise model
 def _release(key, depth=5, seed=0, **params):
-    from test_stderr import SIDE, _dataset
-
     from engine.core.grid import Domain
     from engine.mechanisms import RunContext
+    from tests.support.datasets import CRS, SIDE, square_dataset
 
     rng = np.random.default_rng(7)
-    ds = _dataset(rng.normal(SIDE / 2, 2500, (3000, 2)).clip(1, SIDE - 1))
+    ds = square_dataset(rng.normal(SIDE / 2, 2500, (3000, 2)).clip(1, SIDE - 1), "stderr", CRS)
     cls = registry()[key]
     ctx = RunContext(rng=np.random.default_rng(seed))
     return cls().run(ds, Domain(0.0, 0.0, SIDE, depth), 1.0, cls.schema().resolve(params), ctx)

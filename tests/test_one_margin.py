@@ -13,8 +13,9 @@ import zipfile
 import numpy as np
 import pandas as pd
 import pytest
-import release_scan as R
-from test_app import click_run, frame_with, open_app
+
+from tests.support import release_scan as R
+from tests.support.app import click_run, frame_with, open_app
 
 MECH = "ug"  # released units of several cells: a cell's margin is a share of its UG cell's, spreading included
 

@@ -17,13 +17,13 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ledger_total
-from test_app import APP, SMALL, click_run, texts, wait_jobs
 
 from engine.data.files import load_file
 from engine.run import ledger
 from engine.run.people import CELL, TOLERANCE, exact_key, fingerprint_people, ledger_keys
 from engine.run.uploads import UploadStore
+from tests.support.app import APP, SMALL, click_run, texts, wait_jobs
+from tests.support.budget import ledger_total
 
 ROWS = [(f"u{i % 7}", 13.4 + 0.001 * i, 52.5 + 0.0007 * i, 10 + i) for i in range(40)]
 

@@ -13,45 +13,9 @@ import pytest
 
 from engine.core.errors import ParamError
 from engine.run import plan as P
+from tests.support.fakes import Tripwire, sentinel_source
 
 LN20 = math.log(20.0)  # a Laplace(1/eps) draw's 95 % quantile is ln(20) / eps
-
-
-class Tripwire(np.ndarray):
-    """Coordinates that fail the test when any value of them is read (shape and dtype stay readable)."""
-
-    def __getitem__(self, key):
-        raise AssertionError("the planner read a private location")
-
-    def __array__(self, *args, **kwargs):
-        raise AssertionError("the planner read a private location")
-
-    def __array_ufunc__(self, *args, **kwargs):
-        raise AssertionError("the planner read a private location")
-
-    def __array_function__(self, *args, **kwargs):
-        raise AssertionError("the planner read a private location")
-
-
-def _sentinel_source(key: str, xy: np.ndarray):
-    """A registered dataset whose points are a tripwire: the public frame of the Polycentric city."""
-    from dataclasses import replace
-
-    from engine.data.registry import Source, add
-    from engine.data.synthetic import generate
-
-    city = generate("polycentric", n=10, seed=0)
-    meta = replace(city.meta, name="sentinel", source=key, synthetic=False)
-
-    def load():
-        from engine.data.dataset import Dataset
-
-        ds = Dataset(xy=xy.copy(), lonlat=xy.copy(), crs=city.crs, meta=meta)
-        object.__setattr__(ds, "xy", ds.xy.view(Tripwire))
-        object.__setattr__(ds, "lonlat", ds.lonlat.view(Tripwire))
-        return ds
-
-    add(Source(key, "sentinel", "builtin", "test data", load))
 
 
 def test_the_planner_never_reads_the_private_points():
@@ -59,8 +23,8 @@ def test_the_planner_never_reads_the_private_points():
 
     load_all()
     rng = np.random.default_rng(0)
-    _sentinel_source("test:sentinel_a", rng.normal(0, 100, (500, 2)))
-    _sentinel_source("test:sentinel_b", np.zeros((7, 2)))  # other points, other count: nothing may change
+    sentinel_source("test:sentinel_a", rng.normal(0, 100, (500, 2)))
+    sentinel_source("test:sentinel_b", np.zeros((7, 2)))  # other points, other count: nothing may change
     docs = []
     for key in ("test:sentinel_a", "test:sentinel_b"):
         plan = P.make_plan(
@@ -235,7 +199,8 @@ def test_cli_plan_refuses_bad_input_in_one_line(tmp_path):
 
 def test_plan_panel_predicts_suggests_and_sets_epsilon():
     from streamlit.testing.v1 import AppTest
-    from test_app import APP, SMALL
+
+    from tests.support.app import APP, SMALL
 
     at = AppTest.from_file(APP, default_timeout=180)
     at.query_params.update({**SMALL, "mode": "release", "eps": "0.5"})

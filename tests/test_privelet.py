@@ -10,31 +10,9 @@ import numpy as np
 import pytest
 
 from engine.core.grid import Domain
-from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.privelet import haar
-
-SIDE = 16_000.0
-
-
-class _ZeroNoise:
-    """Adds nothing and records the scales asked for."""
-
-    secure = False
-
-    def __init__(self):
-        self.scales = []
-
-    def add_laplace(self, x, scale):
-        self.scales.append(scale)
-        return np.asarray(x, dtype=np.float64).copy()
-
-
-def _ds(xy) -> Dataset:
-    deg = 1.0 / 111_320.0
-    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    meta = DatasetMeta(name="privelet", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs="", meta=meta)
+from tests.support.datasets import SIDE, ZeroNoise, square_dataset
 
 
 def haar_matrix(m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -99,9 +77,9 @@ def test_the_mechanism_noises_the_weighted_coefficients_and_rebuilds_the_map_exa
     dom = Domain(0.0, 0.0, SIDE, 4)
     cls = get("privelet")
     ctx = RunContext(rng=np.random.default_rng(0))
-    zero = _ZeroNoise()
+    zero = ZeroNoise()
     ctx.__dict__["_noise"] = zero
-    rel = cls().run(_ds(xy), dom, 0.5, cls.schema().resolve({}), ctx)
+    rel = cls().run(square_dataset(xy, "privelet"), dom, 0.5, cls.schema().resolve({}), ctx)
     assert np.allclose(rel.density, dom.histogram(xy))
     assert zero.scales == [pytest.approx(25 / 0.5)]  # rho = (1 + 4)^2
     assert rel.diagnostics["generalized_sensitivity"] == 25
@@ -124,7 +102,15 @@ def test_the_noise_of_a_coefficient_is_inverse_to_its_weight():
     errs = np.stack(
         [
             haar.forward2d(
-                cls().run(_ds(xy), dom, 1.0, cls.schema().resolve({}), RunContext(np.random.default_rng(s))).density
+                cls()
+                .run(
+                    square_dataset(xy, "privelet"),
+                    dom,
+                    1.0,
+                    cls.schema().resolve({}),
+                    RunContext(np.random.default_rng(s)),
+                )
+                .density
             )
             - truth
             for s in range(400)

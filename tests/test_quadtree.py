@@ -10,12 +10,10 @@ import numpy as np
 import pytest
 
 from engine.core.grid import Domain
-from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.trees import hierarchical_budget
 from engine.mechanisms.quadtree.mechanism import geometric_budget
-
-SIDE = 16_000.0
+from tests.support.datasets import SIDE, square_dataset
 
 
 class _RecordedNoise:
@@ -32,13 +30,6 @@ class _RecordedNoise:
         self.outputs.append(out)
         self.scales.append(scale)
         return out
-
-
-def _ds(xy) -> Dataset:
-    deg = 1.0 / 111_320.0
-    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
-    meta = DatasetMeta(name="quadtree", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs="", meta=meta)
 
 
 def design(h: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +75,7 @@ def test_post_processing_is_the_dense_least_squares_solution(budget):
     ctx = RunContext(rng=np.random.default_rng(0))
     noise = _RecordedNoise(3)
     ctx.__dict__["_noise"] = noise
-    rel = cls().run(_ds(xy), dom, 1.0, cls.schema().resolve({"budget": budget}), ctx)
+    rel = cls().run(square_dataset(xy, "quadtree"), dom, 1.0, cls.schema().resolve({"budget": budget}), ctx)
     X, level = design(h)
     eps = np.array(rel.diagnostics["epsilon_per_level"])
     assert noise.scales == pytest.approx(list(1.0 / eps))
@@ -104,7 +95,7 @@ def test_without_post_processing_the_raw_leaves_are_released():
     ctx = RunContext(rng=np.random.default_rng(0))
     noise = _RecordedNoise(5)
     ctx.__dict__["_noise"] = noise
-    rel = cls().run(_ds(xy), dom, 1.0, cls.schema().resolve({"post_processing": False}), ctx)
+    rel = cls().run(square_dataset(xy, "quadtree"), dom, 1.0, cls.schema().resolve({"post_processing": False}), ctx)
     assert np.array_equal(rel.density, noise.outputs[-1])
     e_leaf = rel.diagnostics["epsilon_per_level"][-1]
     assert np.allclose(rel.noise.cell_sd(rel.domain.n), math.sqrt(2) / e_leaf)
@@ -116,8 +107,12 @@ def test_coarser_leaves_are_spread_over_their_cells():
     xy = np.random.default_rng(6).uniform(0, SIDE, (300, 2))
     cls = get("quadtree")
     p = cls.schema().resolve({"height": 2})
-    coarse = cls().run(_ds(xy), Domain(0.0, 0.0, SIDE, 3), 1.0, p, RunContext(np.random.default_rng(1)))
-    leaves = cls().run(_ds(xy), Domain(0.0, 0.0, SIDE, 2), 1.0, p, RunContext(np.random.default_rng(1)))
+    coarse = cls().run(
+        square_dataset(xy, "quadtree"), Domain(0.0, 0.0, SIDE, 3), 1.0, p, RunContext(np.random.default_rng(1))
+    )
+    leaves = cls().run(
+        square_dataset(xy, "quadtree"), Domain(0.0, 0.0, SIDE, 2), 1.0, p, RunContext(np.random.default_rng(1))
+    )
     assert coarse.diagnostics["height"] == 2 and len(coarse.diagnostics["epsilon_per_level"]) == 3
     assert np.allclose(coarse.density, np.kron(leaves.density, np.ones((2, 2))) / 4)
     assert np.allclose(coarse.noise.cell_sd(8), np.kron(leaves.noise.cell_sd(4), np.ones((2, 2))) / 4)

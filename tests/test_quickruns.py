@@ -6,48 +6,14 @@ the benchmarks: each prints progress, starts a child of its own and waits for it
 from __future__ import annotations
 
 import os
-import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
 from engine.run.quickruns import PROGRESS_CAP, QuickRuns
 from engine.run.uploads import Limits, UploadStore
-
-FAKE = r"""
-import json, os, subprocess, sys, time
-mode, gate = sys.argv[1], sys.argv[2]
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # what a suite starts
-with open(gate + ".pids", "a") as f:
-    f.write(f"{os.getpid()} {child.pid}\n")
-t = time.time()
-while not os.path.exists(gate) and time.time() - t < 120:
-    print(f"step {time.time() - t:.1f}", file=sys.stderr, flush=True)
-    time.sleep(0.2)
-if mode == "fail":
-    print("figure 2: ValueError: the suite broke", file=sys.stderr, flush=True)
-    sys.exit(3)
-print(json.dumps({"fig": {"value": 1.5}}))
-"""
-
-
-class Fakes:
-    """Fake quick suites: suite ``NAME-fail`` fails, any other finishes once its gate file exists."""
-
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-
-    def __call__(self, suite: str) -> list[str]:
-        return [sys.executable, "-c", FAKE, "fail" if suite.endswith("-fail") else "ok", str(self.tmp / suite)]
-
-    def open(self, suite: str) -> None:
-        (self.tmp / suite).touch()
-
-    def pids(self, suite: str) -> list[int]:
-        path = self.tmp / f"{suite}.pids"
-        return [int(p) for p in path.read_text().split()] if path.exists() else []
+from tests.support.fakes import Fakes
 
 
 def _until(cond, timeout: float = 30.0, what: str = "") -> None:

@@ -40,9 +40,8 @@ def test_regional_maps_draw_a_legend_and_set_unreliable_regions_apart(monkeypatc
     import html
     import json
 
-    import release_scan as R
-    from test_app import click_run, open_app, texts
-
+    from tests.support import release_scan as R
+    from tests.support.app import click_run, open_app, texts
     from ui.regions import HATCH, UNRELIABLE_FILL
 
     downloads = R.record_downloads(monkeypatch)

@@ -74,7 +74,7 @@ def test_plan_panel_plans_per_region_on_the_uploaded_polygons_and_its_epsilon_ke
     """The dashboard: the sidebar's regions (an uploaded polygon file) are what the Plan panel plans over, stated
     "per region", and what Laplace over regions counts; the ε the panel suggests for ±10 per region gives a release
     whose every region's margin is at most 10."""
-    from test_app import click_run, open_app
+    from tests.support.app import click_run, open_app
 
     ds = load_dataset("synthetic:polycentric", {"n": 3000})
     path = city_geojson(tmp_path / "neighbourhoods.geojson", crs=ds.crs, side=ds.public_domain(5).side)
@@ -101,7 +101,7 @@ def test_plan_panel_plans_per_region_on_the_uploaded_polygons_and_its_epsilon_ke
 
 
 def test_a_link_carries_the_regions_and_laplace_over_regions_counts_them():
-    from test_app import open_app
+    from tests.support.app import open_app
 
     at = open_app(mech="laplace_regions", regions="h3:7", baselines="0")
     assert at.segmented_control(key="regions.kind").value == "H3 hexagons" and at.slider(key="regions.h3").value == 7

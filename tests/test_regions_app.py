@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from test_app import click_run, open_app, texts
+from tests.support.app import click_run, open_app, texts
 
 
 def region_decks(at, prefix: str) -> list[dict]:

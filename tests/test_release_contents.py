@@ -18,13 +18,12 @@ import numpy as np
 import pytest
 
 from engine.core.grid import Domain
-from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, registry
 from engine.run.config import RunConfig
 from engine.run.runner import run
+from tests.support.datasets import CRS, SIDE, square_dataset
+from tests.support.releases import differences
 
-SIDE = 16_000.0
-CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
 SMALL = {  # small sizes: every mechanism runs in about a second
     "snh": {"preset": "custom", "depth": 1, "width": 8, "epochs": 1, "max_steps": 5, "batch_size": 4096, "k": 1},
     "bitpush_mean": {"region_level": 1, "min_cohort": 5},
@@ -52,12 +51,6 @@ MOVED = {
 }
 
 
-def _dataset(xy, uid, value) -> Dataset:
-    deg = 1.0 / 111_320.0
-    meta = DatasetMeta(name="neighbours", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs=CRS, meta=meta, user_id=uid, value=value)
-
-
 @pytest.fixture(scope="module")
 def neighbours():
     """D: 150 people with 1-5 locations each (ages 0-99); D': D plus one person with two
@@ -68,28 +61,15 @@ def neighbours():
     uid = rng.integers(0, 150, n)
     val = rng.integers(0, 100, n).astype(np.float64)
     new = np.array([[SIDE * 0.9, SIDE * 0.9], [SIDE * 0.92, SIDE * 0.85]])
-    d0 = _dataset(xy, uid, val)
-    d1 = _dataset(np.vstack([xy, new]), np.append(uid, [999, 999]), np.append(val, [255.0, 255.0]))
+    d0 = square_dataset(xy, "neighbours", CRS, user_id=uid, value=val)
+    d1 = square_dataset(
+        np.vstack([xy, new]),
+        "neighbours",
+        CRS,
+        user_id=np.append(uid, [999, 999]),
+        value=np.append(val, [255.0, 255.0]),
+    )
     return d0, d1, Domain(0.0, 0.0, SIDE, 4)
-
-
-def _differences(a, b, path: str, out: list[str]) -> None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            if k not in a or k not in b:
-                out.append(f"{path}.{k} (in one release only)")
-            else:
-                _differences(a[k], b[k], f"{path}.{k}", out)
-    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        if len(a) != len(b):
-            out.append(path)
-        for i, (x, y) in enumerate(zip(a, b)):
-            _differences(x, y, f"{path}[{i}]", out)
-    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        if not (np.shape(a) == np.shape(b) and np.array_equal(a, b, equal_nan=np.asarray(a).dtype.kind == "f")):
-            out.append(path)
-    elif a != b and not (isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b)):
-        out.append(path)
 
 
 # a release's typed parts (engine.mechanisms.base.Release): compared like the extras, by name or by field
@@ -122,7 +102,7 @@ def test_release_fields_other_than_dp_outputs_and_side_information_do_not_depend
         da, db = getattr(a, field), getattr(b, field)
         for k in sorted(set(da) | set(db), key=str):
             if k not in allowed:
-                _differences(da.get(k), db.get(k), f"{field}.{k}", diffs)
+                differences(da.get(k), db.get(k), f"{field}.{k}", diffs)
     for name in PARTS:  # the typed parts, or each field of one (``part.field``)
         pa, pb = _plain(getattr(a, name)), _plain(getattr(b, name))
         if name in allowed:
@@ -130,19 +110,19 @@ def test_release_fields_other_than_dp_outputs_and_side_information_do_not_depend
         if isinstance(pa, dict) and isinstance(pb, dict):
             for f in sorted(set(pa) | set(pb)):
                 if f"{name}.{f}" not in allowed:
-                    _differences(pa.get(f), pb.get(f), f"{name}.{f}", diffs)
+                    differences(pa.get(f), pb.get(f), f"{name}.{f}", diffs)
         else:
-            _differences(pa, pb, name, diffs)
+            differences(pa, pb, name, diffs)
     if "ledger" not in allowed:
         entries = [[(e.step, e.composition, e.group, e.note, e.delta) for e in r.ledger.entries] for r in (a, b)]
-        _differences(*entries, "ledger", diffs)
+        differences(*entries, "ledger", diffs)
     if "communication" not in allowed:
-        _differences(asdict(a.communication), asdict(b.communication), "communication", diffs)
+        differences(asdict(a.communication), asdict(b.communication), "communication", diffs)
     if "server_view" not in allowed:
-        _differences(a.server_view.description, b.server_view.description, "server_view.description", diffs)
-    _differences(a.server_view.kind, b.server_view.kind, "server_view.kind", diffs)
-    _differences(a.quantity, b.quantity, "quantity", diffs)
-    _differences(a.domain, b.domain, "domain", diffs)
+        differences(a.server_view.description, b.server_view.description, "server_view.description", diffs)
+    differences(a.server_view.kind, b.server_view.kind, "server_view.kind", diffs)
+    differences(a.quantity, b.quantity, "quantity", diffs)
+    differences(a.domain, b.domain, "domain", diffs)
     assert not diffs, f"{key}: release fields that depend on the added person but are not declared: {diffs}"
     # a key that follows from side information needs the ledger to declare it
     side_diffs: list[str] = []
@@ -150,14 +130,14 @@ def test_release_fields_other_than_dp_outputs_and_side_information_do_not_depend
         da, db = getattr(a, field), getattr(b, field)
         for k in set(cls.side_information_keys) - set(cls.dp_outputs):
             if k in da or k in db:
-                _differences(da.get(k), db.get(k), f"{field}.{k}", side_diffs)
+                differences(da.get(k), db.get(k), f"{field}.{k}", side_diffs)
     for k in set(cls.side_information_keys) - set(cls.dp_outputs):
         name, _, f = k.partition(".")
         if name in PARTS:
             pa, pb = _plain(getattr(a, name)), _plain(getattr(b, name))
             if f and isinstance(pa, dict) and isinstance(pb, dict):
                 pa, pb = pa.get(f), pb.get(f)
-            _differences(pa, pb, k, side_diffs)
+            differences(pa, pb, k, side_diffs)
     if side_diffs and cls.neighbouring != "none":  # a mechanism without a privacy claim declares nothing
         assert a.ledger.side_information and b.ledger.side_information, f"{key}: {side_diffs} but no side information"
     for k in MOVED.get(key, ()):

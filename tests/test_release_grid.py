@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 from scipy import stats
 from streamlit.testing.v1 import AppTest
-from test_app import APP, texts, wait_jobs
-from test_sessions import csv_bytes, upload
 
 from engine.core.noise import dl_cdf
 from engine.data.files import load_file
@@ -19,6 +17,8 @@ from engine.run.config import RunConfig
 from engine.run.export import manifest
 from engine.run.frame import auto_side, dp_count
 from engine.run.runner import prepare_run, run
+from tests.support.app import APP, texts, upload, wait_jobs
+from tests.support.files import csv_bytes
 
 N = 1987  # people in the upload: an unusual number, so that any of its spellings is its own
 SPELLINGS = ("1987", "1,987", "1.987e3", "1.987e+03", "1 987", "1\u202f987", "1987.0")

@@ -11,13 +11,12 @@ import re
 import zipfile
 
 import pytest
-import release_scan as R
-from test_app import click_run, open_app
-from test_sessions import upload
 
 from engine.__main__ import main
 from engine.data.regions import public_spec
 from engine.run.export import OWN_FILE
+from tests.support import release_scan as R
+from tests.support.app import click_run, open_app, upload
 
 
 @pytest.fixture

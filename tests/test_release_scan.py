@@ -23,11 +23,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import release_scan as R
-from test_app import click_run, open_app
-from test_sessions import upload
 
 from engine.__main__ import main
+from tests.support import release_scan as R
+from tests.support.app import click_run, open_app, upload
 
 FAMILIES = {  # one mechanism of each family that can be released
     "central": "identity",

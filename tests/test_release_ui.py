@@ -8,9 +8,10 @@ import json
 import zipfile
 
 import pytest
-from conftest import ledger_total
 from streamlit.testing.v1 import AppTest
-from test_app import APP, SMALL, charts, click_run, open_app, texts, wait_jobs
+
+from tests.support.app import APP, SMALL, charts, click_run, open_app, texts, wait_jobs
+from tests.support.budget import ledger_total
 
 # a hang detector, not a timing: an audit of thousands of runs takes 20 s on an idle machine and several
 # times that beside other work, so the ceiling only catches an audit that never ends

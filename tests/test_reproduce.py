@@ -8,8 +8,8 @@ import os
 import time
 
 import pytest
-from test_app import open_app
 
+from tests.support.app import open_app
 from ui import reproduce
 
 
@@ -156,9 +156,8 @@ def test_cancel_ends_the_suite():
 def test_the_page_shows_its_place_in_the_server_queue_and_a_moving_bar(tmp_path, monkeypatch):
     """Two sessions ask for a quick run: the server runs one (its bar moves), the other's page says it waits
     first in line; when the first ends, the second runs."""
-    from test_quickruns import Fakes
-
     from engine.run import quickruns
+    from tests.support.fakes import Fakes
 
     fakes = Fakes(tmp_path)
     monkeypatch.setattr(quickruns, "bench_command", fakes)
@@ -188,9 +187,8 @@ def test_the_page_shows_its_place_in_the_server_queue_and_a_moving_bar(tmp_path,
 def test_a_sessions_quick_run_ends_when_its_session_is_released(tmp_path, monkeypatch):
     """The server releases a session whose tab has been closed for HEATMAP_SESSION_GRACE_S (the upload store's
     reaper): the page's queue hears it, and the session's run ends and leaves no folder."""
-    from test_quickruns import Fakes
-
     from engine.run import quickruns
+    from tests.support.fakes import Fakes
     from ui import uploads
 
     monkeypatch.setattr(quickruns, "bench_command", Fakes(tmp_path))

@@ -12,20 +12,13 @@ import time
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_app import APP, SMALL, charts, click_run, texts, unescaped
 
 from engine.data.files import load_file
 from engine.run.board import Board, deep_nbytes
 from engine.run.config import RunConfig
 from engine.run.uploads import Limits, UploadStore
-
-
-def csv_bytes(n: int = 400, seed: int = 0, marker: int | None = None) -> bytes:
-    rng = np.random.default_rng(seed)
-    rows = [f"{2.3 + a:.6f},{48.85 + b:.6f}" for a, b in rng.normal(0, 0.01, (n, 2))]
-    if marker is None:
-        return ("lon,lat\n" + "\n".join(rows) + "\n").encode()
-    return ("lon,lat,value\n" + "\n".join(f"{r},{marker}" for r in rows) + "\n").encode()
+from tests.support.app import APP, SMALL, charts, click_run, texts, unescaped, upload
+from tests.support.files import csv_bytes
 
 
 def ds_of(data: bytes, name: str = "f.csv"):
@@ -147,13 +140,6 @@ def app_session() -> AppTest:
     return at
 
 
-def upload(at: AppTest, name: str, data: bytes) -> str:
-    at.sidebar.selectbox(key="cfg.ds").set_value("__upload__").run()
-    at.sidebar.file_uploader(key="upload_file").set_value((name, data, "text/csv")).run()
-    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
-    return at.sidebar.selectbox(key="cfg.ds").value
-
-
 def run_caption(at: AppTest) -> str:
     return next(c.value for c in at.caption if c.value.startswith("run "))
 
@@ -230,8 +216,8 @@ def test_a_large_sweep_completes_within_the_board_limit(monkeypatch):
     re-submission ("89/100 runs done · queued" for minutes) while results pile up outside the limit. A sweep
     keeps summaries only: it completes, and the board's bytes stay in bound."""
     import psutil
-    from test_app import running
 
+    from tests.support.app import running
     from ui.jobs import board
 
     def rss_bytes() -> int:

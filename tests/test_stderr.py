@@ -24,21 +24,14 @@ import numpy as np
 import pytest
 
 from engine.core.grid import Domain, morton_of_pixels
-from engine.data.dataset import Dataset, DatasetMeta
+from engine.data.dataset import Dataset
 from engine.mechanisms import RunContext, registry
 from engine.mechanisms.central.trees import constrained_inference, constrained_inference_variance, tree_levels
 from engine.mechanisms.federated_hh.tree import paint_lut
+from tests.support.datasets import CRS, SIDE, square_dataset
 
-SIDE = 16_000.0
-CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
 Z = 4.5  # two-sided false-alarm rate 6.8e-6 per check (normal approximation)
 R = 300  # seeded runs per check
-
-
-def _dataset(xy) -> Dataset:
-    deg = 1.0 / 111_320.0
-    meta = DatasetMeta(name="stderr", source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * deg, SIDE * deg))
-    return Dataset(xy=xy, lonlat=xy * deg, crs=CRS, meta=meta)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +40,8 @@ def data():
     D': D plus one location in an empty corner."""
     rng = np.random.default_rng(7)
     xy = rng.normal(SIDE / 2, 2500, (3000, 2)).clip(1, SIDE - 1)
-    return _dataset(xy), _dataset(np.vstack([xy, [[SIDE * 0.97, SIDE * 0.03]]]))
+    corner = np.vstack([xy, [[SIDE * 0.97, SIDE * 0.03]]])
+    return square_dataset(xy, "stderr", CRS), square_dataset(corner, "stderr", CRS)
 
 
 def cell_sd(r) -> np.ndarray:
@@ -426,7 +420,7 @@ def test_hover_gives_the_margin_with_the_estimate_it_is_for(data):
 
 def test_explore_says_closed_form_for_identity():
     """Explore's margin of error for Identity comes from the noise's scale: no extra runs offered."""
-    from test_app import charts, click_run, open_app, texts
+    from tests.support.app import charts, click_run, open_app, texts
 
     at = open_app(mech="identity", baselines="0", eps="1", seed="0")
     click_run(at, "explore")
@@ -441,7 +435,7 @@ def test_explore_names_the_margins_under_the_colour_floor():
     the shared scale's floor; the page says so (they are drawn empty, as the maps' faint cells are)."""
     import re
 
-    from test_app import click_run, open_app, texts
+    from tests.support.app import click_run, open_app, texts
 
     at = open_app(ds="berlin_airbnb", mech="privtree", baselines="0", eps="1", seed="0")
     click_run(at, "explore")
@@ -455,7 +449,7 @@ def _bunched() -> Dataset:
     centres = rng.uniform(1000, SIDE - 1000, (30, 2))
     sizes = np.maximum(1, (rng.pareto(1.5, 30) + 1) * 40).astype(int)
     xy = np.vstack([rng.normal(c, 60, (s, 2)) for c, s in zip(centres, sizes)]).clip(1, SIDE - 1)
-    return _dataset(xy)
+    return square_dataset(xy, "stderr", CRS)
 
 
 @pytest.mark.parametrize("key", ["identity", "ug", "hierarchical", "privtree", "adaptive_hh", "hdmm"])

@@ -126,14 +126,13 @@ def test_seeded_releases_at_the_planned_epsilon_meet_the_target():
 
 
 def test_the_study_planner_never_reads_the_private_points():
-    from test_plan import _sentinel_source
-
     from engine.mechanisms import load_all
+    from tests.support.fakes import sentinel_source
 
     load_all()
     rng = np.random.default_rng(0)
-    _sentinel_source("test:study_a", rng.normal(0, 100, (500, 2)))
-    _sentinel_source("test:study_b", np.zeros((7, 2)))  # other points, other count: nothing may change
+    sentinel_source("test:study_a", rng.normal(0, 100, (500, 2)))
+    sentinel_source("test:study_b", np.zeros((7, 2)))  # other points, other count: nothing may change
     docs = []
     for key in ("test:study_a", "test:study_b"):
         text = f'[study]\ndataset = "{key}"\nusers = 5000\n'
@@ -298,7 +297,7 @@ def test_a_budget_with_simulated_curves_evens_the_ratios_within_it():
 def test_a_polygon_file_is_read_from_the_study_files_folder(tmp_path):
     """``regions = "districts.geojson:code"`` beside the study file is found from any working folder, and the
     plan names it by its base name and hash (side information), never by its folder."""
-    from test_browser_regions import districts_geojson
+    from tests.support.files import districts_geojson
 
     folder = tmp_path / "study"
     folder.mkdir()

@@ -8,9 +8,9 @@ import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_app import APP, SMALL
 
 from engine.run.ledger import BudgetStore, fingerprint_source
+from tests.support.app import APP, SMALL
 
 STUDY = """
 [study]

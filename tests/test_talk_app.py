@@ -5,9 +5,8 @@ ledger in each mode; an upload on a local grid is read once its CRS is typed in 
 
 from __future__ import annotations
 
-from test_app import open_app, texts, unescaped
-from test_geography_ux import PARIS, cloud, csv
-from test_local_grid import UTM36_KM, burkitt_csv
+from tests.support.app import open_app, texts, unescaped
+from tests.support.files import PARIS, UTM36_KM, burkitt_csv, cloud, csv
 
 
 def upload(at, name: str, data: bytes):
@@ -70,8 +69,8 @@ def test_an_upload_on_a_local_grid_is_read_once_its_crs_is_typed():
 
 
 def test_a_shapefile_of_regions_without_its_prj_is_read_once_its_crs_is_typed(tmp_path):
-    from test_app import click_run
-    from test_local_grid import km_squares_shapefile
+    from tests.support.app import click_run
+    from tests.support.files import km_squares_shapefile
 
     at = upload(open_app(mech="identity", baselines="0", eps="1", seed="0"), "burkitt.csv", burkitt_csv())
     at.sidebar.text_input(key="upload_crs").input(UTM36_KM).run()

@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 import shapely
 from pyproj import CRS
-from test_upload_security import geoparquet, gp_blob, gpkg, shapefile_parts, zip_of
 
 from engine.core.errors import DataError
 from engine.data.files import load_file
 from engine.data.files.crs import safe_crs
+from tests.support.files import geoparquet, gp_blob, gpkg, shapefile_parts, zip_of
 
 LON = np.linspace(-0.15, -0.07, 20)
 LAT = np.linspace(51.50, 51.55, 20)

@@ -28,17 +28,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import shapely
-from pyproj import CRS
 
 from engine.core.errors import DataError, ParamError
 from engine.data.files import common as files_common
 from engine.data.files import load_file
 from engine.data.files import shapefile as files_shapefile
 from engine.data.projection import lon_extent
-
-LON = np.linspace(-0.15, -0.07, 20)
-LAT = np.linspace(51.50, 51.55, 20)
-WGS84_WKT = CRS.from_epsg(4326).to_wkt("WKT1_GDAL")
+from tests.support.files import LAT, LON, geoparquet, gp_blob, gpkg, shapefile_parts, zip_of
 
 
 # ------------------------------------------------------------------ file makers
@@ -76,78 +72,6 @@ def parquet(df) -> bytes:
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), buf)
     return buf.getvalue()
-
-
-def geoparquet(gdf, geo_edit=None) -> bytes:
-    buf = io.BytesIO()
-    gdf.to_parquet(buf)
-    if geo_edit is None:
-        return buf.getvalue()
-    t = pq.read_table(io.BytesIO(buf.getvalue()))
-    meta = dict(t.schema.metadata)
-    meta[b"geo"] = geo_edit(json.loads(meta[b"geo"]))
-    out = io.BytesIO()
-    pq.write_table(t.replace_schema_metadata(meta), out)
-    return out.getvalue()
-
-
-def gp_blob(geom, srs_id=4326) -> bytes:
-    """A GeoPackage geometry: 'GP', version 0, flags (little endian, no envelope), srs_id, WKB."""
-    return b"GP\x00\x01" + struct.pack("<i", srs_id) + shapely.to_wkb(geom, byte_order=1)
-
-
-def gpkg(layers=None, srs=(4326, "EPSG", 4326, WGS84_WKT), layer_srs=None, sql=(), app_id=0x47504B47) -> bytes:
-    """A GeoPackage built with sqlite3: ``layers`` maps a name to rows of (geometry blob, properties)."""
-    if layers is None:
-        layers = {"pts": [(gp_blob(shapely.Point(x, y)), {}) for x, y in zip(LON, LAT)]}
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "x.gpkg"
-        con = sqlite3.connect(path)
-        con.execute(f"PRAGMA application_id = {app_id}")
-        con.execute(
-            "CREATE TABLE gpkg_spatial_ref_sys (srs_name TEXT, srs_id INTEGER PRIMARY KEY, organization TEXT, "
-            "organization_coordsys_id INTEGER, definition TEXT, description TEXT)"
-        )
-        con.execute("INSERT INTO gpkg_spatial_ref_sys VALUES ('undefined', -1, 'NONE', -1, 'undefined', '')")
-        con.execute("INSERT INTO gpkg_spatial_ref_sys VALUES ('undefined', 0, 'NONE', 0, 'undefined', '')")
-        if srs is not None:
-            con.execute("INSERT INTO gpkg_spatial_ref_sys VALUES ('s', ?, ?, ?, ?, '')", srs)
-        con.execute("CREATE TABLE gpkg_contents (table_name TEXT PRIMARY KEY, data_type TEXT, identifier TEXT)")
-        con.execute(
-            "CREATE TABLE gpkg_geometry_columns (table_name TEXT, column_name TEXT, geometry_type_name TEXT, "
-            "srs_id INTEGER, z INTEGER, m INTEGER)"
-        )
-        for name, rows in layers.items():
-            cols = sorted({k for _, p in rows for k in p})
-            defs = "".join(f', "{k}"' for k in cols)
-            con.execute(f'CREATE TABLE "{name}" (fid INTEGER PRIMARY KEY, geom BLOB{defs})')
-            for blob, p in rows:
-                con.execute(
-                    f'INSERT INTO "{name}" (geom{defs}) VALUES (?{", ?" * len(cols)})',
-                    [blob, *(p.get(k) for k in cols)],
-                )
-            con.execute("INSERT INTO gpkg_contents VALUES (?, 'features', ?)", (name, name))
-            sid = srs[0] if layer_srs is None and srs is not None else layer_srs
-            con.execute("INSERT INTO gpkg_geometry_columns VALUES (?, 'geom', 'POINT', ?, 0, 0)", (name, sid))
-        for s in sql:
-            con.execute(s)
-        con.commit()
-        con.close()
-        return path.read_bytes()
-
-
-def zip_of(members: dict, compression=zipfile.ZIP_DEFLATED) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression) as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-    return buf.getvalue()
-
-
-def shapefile_parts(gdf) -> dict:
-    with tempfile.TemporaryDirectory() as d:
-        gdf.to_file(Path(d) / "points.shp")
-        return {p.name: p.read_bytes() for p in Path(d).iterdir()}
 
 
 def shapefile(gdf=None, drop=(), replace=None, rename=None) -> bytes:

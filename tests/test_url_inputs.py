@@ -14,7 +14,8 @@ import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_app import APP, SMALL, unescaped
+
+from tests.support.app import APP, SMALL, unescaped
 
 # (page, parameter, value, fragment of the message)
 BAD = [
@@ -95,7 +96,7 @@ def test_an_invalid_link_is_named_and_spends_nothing(page, name, value, fragment
     warns = " ".join(unescaped(w.value) for w in at.warning)
     assert f"URL parameter '{name}=" in warns, warns
     assert fragment in warns, warns
-    from conftest import evaluated_total, ledger_total
+    from tests.support.budget import evaluated_total, ledger_total
 
     state = at.session_state
     assert ledger_total("synthetic:polycentric", {"n": 3000}) == 0  # nothing released, no ε spent
@@ -106,7 +107,7 @@ def test_an_invalid_link_is_named_and_spends_nothing(page, name, value, fragment
 def test_a_valid_link_still_runs():
     at = open_with("explore", eps="0.5", seed="3", run="1", baselines="0")
     t0 = time.time()
-    from conftest import evaluated_total
+    from tests.support.budget import evaluated_total
 
     while evaluated_total("synthetic:polycentric", {"n": 3000}) == 0 and time.time() - t0 < 5:
         at.run()

@@ -15,9 +15,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 CHROMIUM = "/usr/bin/chromium"
 READY = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 MAPS = '[data-testid="stDeckGlJsonChart"] canvas'
@@ -152,3 +154,25 @@ def drawn_extents(page, index: int) -> dict[str, tuple[int, int, int, int]]:
         cols, rows = np.flatnonzero(drawn.any(axis=0)), np.flatnonzero(drawn.any(axis=1))
         out[half] = (int(cols[0]), int(cols[-1]) + 1, int(rows[0]), int(rows[-1]) + 1) if cols.size else (0, 0, 0, 0)
     return out
+
+
+DECK = '[data-testid="stDeckGlJsonChart"]'
+
+
+def square_box(a: np.ndarray) -> tuple[int, int, int, int]:
+    """Pixel box (x0, x1, y0, y1) of the left square of a paired deck: where anything is drawn."""
+    h = a[:, : a.shape[1] // 2]
+    drawn = h.min(axis=2) < 245
+    cols, rows = np.flatnonzero(drawn.mean(axis=0) > 0.5), np.flatnonzero(drawn.mean(axis=1) > 0.5)
+    return int(cols[0]), int(cols[-1]) + 1, int(rows[0]), int(rows[-1]) + 1
+
+
+def place_fraction(ds, name: str) -> tuple[float, float]:
+    """Where the gazetteer's place ``name`` sits in a dataset's public square, as fractions (east, north)."""
+    from engine.data import geography
+    from engine.data.projection import to_local
+
+    dom = ds.public_domain(4)
+    _, lon, lat = next(p for p in geography.places_within(*ds.meta.bbox) if p[0] == name)
+    x, y = to_local(np.array([lon]), np.array([lat]), ds.crs)[0]
+    return (x - dom.x0) / dom.side, (y - dom.y0) / dom.side

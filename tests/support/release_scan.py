@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 ALPHA = 1e-3  # false-alarm rate of the statistical check, per release
 # thousands separators: comma, spaces (normal, thin, narrow no-break, no-break), apostrophe, underscore
 SEPARATORS = (",", " ", "\u2009", "\u202f", "\u00a0", "'", "_")
