@@ -316,3 +316,75 @@ def test_every_page_is_framed_by_the_one_page_helper(name):
 def test_the_page_checks_see_every_page():
     assert len(PAGES) >= 9 and "pages.explore" in PAGES
     assert _calls(ast.parse("with page('t', 'b') as p:\n    boot.ensure_router()\n")) == {"page", "boot.ensure_router"}
+
+
+# ---------------------------------------------------------------------- the tests' own layout
+TESTS = ROOT / "tests"
+
+
+def _test_trees(tests: Path = TESTS) -> dict[str, ast.AST]:
+    return {str(p.relative_to(tests)): ast.parse(p.read_text(), filename=str(p)) for p in sorted(tests.rglob("*.py"))}
+
+
+def _test_module_imports(trees: dict[str, ast.AST]) -> list[str]:
+    """``file:line module`` of every import of a test module (``test_*``, under any package), lazy ones too."""
+    out = []
+    for file, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            out += [f"{file}:{node.lineno} {n}" for n in names if n.rpartition(".")[2].startswith("test_")]
+    return sorted(out)
+
+
+def _sys_path_uses(trees: dict[str, ast.AST]) -> list[str]:
+    return sorted(
+        f"{file}:{node.lineno}"
+        for file, tree in trees.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys"
+    )
+
+
+def test_no_test_module_imports_another():
+    """What several test files share lives in tests/support: a test module imported by another is loaded twice
+    (as pytest's and as the import's) and ties the other file to its tests."""
+    trees = _test_trees()
+    assert len(trees) > 100 and not _test_module_imports(trees), _test_module_imports(trees)
+
+
+def test_no_sys_path_edits_under_tests():
+    """The repository is on the path by pytest's ``pythonpath`` (pyproject.toml): tests and the scripts they
+    test are imported as ``tests.support.*`` and ``scripts.*``, not found by a path edited at import."""
+    assert not _sys_path_uses(_test_trees())
+
+
+def test_the_support_package_is_not_collected_as_tests():
+    """Helpers only: no module pytest would collect (``test_*.py``, ``*_test.py``), no ``test_`` function, no
+    ``Test`` class."""
+    support = {f: t for f, t in _test_trees().items() if f.startswith("support/")}
+    assert "support/__init__.py" in support and len(support) >= 5
+    names = [Path(f).name for f in support]
+    assert not [n for n in names if n.startswith("test_") or n.endswith("_test.py")], names
+    tests_in = [
+        f"{f}:{node.name}"
+        for f, tree in support.items()
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"))
+        or (isinstance(node, ast.ClassDef) and node.name.startswith("Test"))
+    ]
+    assert not tests_in, tests_in
+
+
+def test_the_tests_layout_checks_find_what_they_look_for():
+    trees = {
+        "test_a.py": ast.parse("import sys\nfrom test_b import x\n\ndef f():\n    import tests.test_c\n"),
+        "test_d.py": ast.parse("from tests import test_e\nsys.path.insert(0, 'scripts')\nsys.path[:0] = ['.']\n"),
+        "test_f.py": ast.parse("from tests.support.app import open_app\nimport conftest\nfrom os import path\n"),
+    }
+    assert _test_module_imports(trees) == ["test_a.py:2 test_b", "test_a.py:5 tests.test_c", "test_d.py:1 tests.test_e"]
+    assert _sys_path_uses(trees) == ["test_d.py:2", "test_d.py:3"]
