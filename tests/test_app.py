@@ -11,7 +11,6 @@ failures); they are removed from the registry afterwards.
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 from engine.core.params import Param
 from tests.support import ROOT
 from tests.support.app import APP, charts, click_run, frame_with, open_app, running, texts, unescaped, wait_jobs
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("test_mechanisms")
 
@@ -123,7 +123,7 @@ def test_progress_and_cancel_keep_the_page_usable():
     at.sidebar.number_input(key="cfg.seed").set_value(42).run()  # the page answers while the job runs
     assert running(at)
     at.button(key="cancel_explore").click().run()
-    wait_jobs(at, timeout=20)
+    wait_jobs(at, ceiling=20)
     assert any("cancelled" in i.value for i in at.info), texts(at)
     assert not at.error
 
@@ -137,7 +137,7 @@ def test_a_run_ending_while_the_page_draws_is_redrawn(monkeypatch):
     at = open_app(mech="_test_slow", baselines="0", seed="43")
     at.button(key="run_explore").click().run()
     at.button(key="cancel_explore").click().run()
-    wait_jobs(at, timeout=20)
+    wait_jobs(at, ceiling=20)
     assert any("cancelled" in i.value for i in at.info)
     real = Board.status
     calls = []
@@ -193,10 +193,7 @@ def test_online_source_downloads_with_the_button(tmp_path):
         assert at.sidebar.selectbox(key="cfg.ds").value == "_test_online"
         assert at.button(key="run_explore").disabled  # nothing to run before the download
         at.sidebar.button(key="dl__test_online").click().run()
-        t0 = time.time()
-        while not is_cached(url):
-            assert time.time() - t0 < 20
-            time.sleep(0.1)
+        wait_until(lambda: is_cached(url), "the download")
         at.run()
         at.run()
         assert not at.button(key="run_explore").disabled
@@ -316,7 +313,7 @@ def test_compare_keeps_a_partly_failed_result_while_the_next_run_goes():
     assert running(at)
     assert "compare_identity_heat" in charts(at)  # the previous good maps, not an empty page
     at.button(key="cancel_compare").click().run()
-    wait_jobs(at, timeout=20)
+    wait_jobs(at, ceiling=20)
     assert not at.exception
 
 

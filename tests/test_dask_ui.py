@@ -3,11 +3,9 @@ LocalCluster of processes on 127.0.0.1 here), says so, and gets the numbers the 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from tests.support.app import frame_with, open_app, running, texts
+from tests.support.app import frame_with, open_app, rerun_until, running, texts
 
 
 @pytest.mark.slow
@@ -16,9 +14,7 @@ def test_tradeoffs_sweep_on_a_local_cluster_equals_in_process(monkeypatch):
     here = open_app("tradeoffs", **query)
     assert "Runs on this machine, in the app's own process" in texts(here)
     here.button(key="run_sweep").click().run()
-    while running(here):
-        time.sleep(0.2)
-        here.run()
+    rerun_until(here, lambda a: not running(a), "the sweep in process", poll=0.2)
     local = frame_with(here, "eps_x_n").sort_values(["mechanism", "epsilon", "seed"]).reset_index(drop=True)
 
     monkeypatch.setenv("HEATMAP_DASK_SCHEDULER", "local:2")
@@ -29,11 +25,7 @@ def test_tradeoffs_sweep_on_a_local_cluster_equals_in_process(monkeypatch):
     jobs.board()._light.clear()  # the cluster must compute them, not this process's summaries
     jobs.board()._results.clear()
     at.button(key="run_sweep").click().run()
-    t0 = time.time()
-    while running(at):
-        assert time.time() - t0 < 180
-        time.sleep(0.3)
-        at.run()
+    rerun_until(at, lambda a: not running(a), "the sweep on the cluster", poll=0.3)
     assert "sweep" in at.session_state["_cluster"]  # this sweep went to the cluster
     dist = frame_with(at, "eps_x_n").sort_values(["mechanism", "epsilon", "seed"]).reset_index(drop=True)
     assert len(dist) == len(local) == 8

@@ -218,16 +218,10 @@ def test_margin_of_error_from_repeated_runs():
     assert evaluated_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(5.5)  # the ten extra runs too
 
 
-def wait_jobs_all(at, timeout: float = 90):
-    import time
+def wait_jobs_all(at):
+    from tests.support.app import rerun_until, running
 
-    from tests.support.app import running
-
-    t0 = time.time()
-    while running(at) or not at.button:
-        assert time.time() - t0 < timeout
-        time.sleep(0.1)
-        at.run()
+    rerun_until(at, lambda a: not running(a) and a.button, "the page's jobs and its buttons")
     assert not at.exception, [e.value for e in at.exception]
 
 

@@ -14,13 +14,7 @@ import pytest
 from engine.run.quickruns import PROGRESS_CAP, QuickRuns
 from engine.run.uploads import Limits, UploadStore
 from tests.support.fakes import Fakes
-
-
-def _until(cond, timeout: float = 30.0, what: str = "") -> None:
-    t = time.monotonic()
-    while not cond():
-        assert time.monotonic() - t < timeout, f"timed out waiting for {what}"
-        time.sleep(0.05)
+from tests.support.waiting import wait_until
 
 
 def _alive(pid: int) -> bool:
@@ -32,9 +26,11 @@ def _alive(pid: int) -> bool:
 
 def _gone(q: QuickRuns, fakes: Fakes, run) -> None:
     """The run has ended: its folder is removed and no process of its group is left."""
-    _until(lambda: not run.active, what=f"{run.suite} to end")
+    wait_until(lambda: not run.active, f"{run.suite} to end", poll=0.05)
     assert run.folder is not None and not run.folder.exists()
-    _until(lambda: not any(_alive(p) for p in fakes.pids(run.suite)), timeout=10, what="the run's processes to go")
+    wait_until(
+        lambda: not any(_alive(p) for p in fakes.pids(run.suite)), "the run's processes to go", ceiling=10, poll=0.05
+    )
 
 
 @pytest.fixture
@@ -51,13 +47,13 @@ def queue(fakes):
 
 def test_one_run_at_a_time_on_the_server_the_others_queued_in_order(queue, fakes):
     runs = [queue.submit(f"session{i}", f"suite{i}", 10) for i in range(4)]  # four sessions, one run each
-    _until(lambda: fakes.pids("suite0"), what="the first run to start")
+    wait_until(lambda: fakes.pids("suite0"), "the first run to start", poll=0.05)
     assert [r.state for r in runs] == ["running", "queued", "queued", "queued"]
     assert [queue.place(r) for r in runs] == [(0, 1), (1, 1), (2, 1), (3, 1)]
     time.sleep(0.5)
     assert not any(fakes.pids(f"suite{i}") for i in (1, 2, 3))  # none of the queued started a process
     fakes.open("suite0")
-    _until(lambda: runs[1].state == "running", what="the next run to start")
+    wait_until(lambda: runs[1].state == "running", "the next run to start", poll=0.05)
     assert runs[0].state == "ok" and [queue.place(r) for r in runs[1:]] == [(0, 1), (1, 1), (2, 1)]
 
 
@@ -81,7 +77,7 @@ def test_a_session_has_one_run_queued_or_running(queue, fakes):
 
 def test_a_finished_run_keeps_its_figures_and_removes_its_folder(queue, fakes):
     run = queue.submit("me", "suite0", 10)
-    _until(lambda: fakes.pids("suite0"), what="the run to start")
+    wait_until(lambda: fakes.pids("suite0"), "the run to start", poll=0.05)
     folder = run.folder
     assert folder.is_dir()
     fakes.open("suite0")
@@ -91,7 +87,7 @@ def test_a_finished_run_keeps_its_figures_and_removes_its_folder(queue, fakes):
 
 def test_a_failed_run_says_why_and_removes_its_folder(queue, fakes):
     run = queue.submit("me", "suite-fail", 10)
-    _until(lambda: fakes.pids("suite-fail"), what="the run to start")
+    wait_until(lambda: fakes.pids("suite-fail"), "the run to start", poll=0.05)
     fakes.open("suite-fail")
     _gone(queue, fakes, run)
     assert run.state == "error" and run.message == "figure 2: ValueError: the suite broke"
@@ -100,7 +96,7 @@ def test_a_failed_run_says_why_and_removes_its_folder(queue, fakes):
 def test_cancel_ends_the_process_group_and_removes_the_folder(queue, fakes):
     running = queue.submit("me", "suite0", 10)
     queued = queue.submit("you", "suite1", 10)
-    _until(lambda: len(fakes.pids("suite0")) == 2, what="the run and its child")
+    wait_until(lambda: len(fakes.pids("suite0")) == 2, "the run and its child", poll=0.05)
     queue.cancel(queued)
     assert queued.state == "cancelled" and queue.place(queued) == (0, 1)
     queue.cancel(running)
@@ -118,19 +114,19 @@ def test_a_sessions_runs_end_when_the_session_ends(queue, fakes):
     store.touch("owner-b", "tab-b")
     mine = queue.submit("owner-a", "suite0", 10)
     theirs = queue.submit("owner-b", "suite1", 10)
-    _until(lambda: len(fakes.pids("suite0")) == 2, what="the run and its child")
+    wait_until(lambda: len(fakes.pids("suite0")) == 2, "the run and its child", poll=0.05)
     tabs["tab-a"] = False  # the tab closed
     now = time.time()
     assert store.reap(now) == [] and mine.state == "running"  # within the grace period
     assert store.reap(now + 1.5) == ["owner-a"]
     _gone(queue, fakes, mine)
     assert mine.state == "cancelled" and queue.runs("owner-a") == {}
-    _until(lambda: theirs.state == "running", what="the queued run to start")
+    wait_until(lambda: theirs.state == "running", "the queued run to start", poll=0.05)
 
 
 def test_progress_moves_with_the_run_and_learns_the_suites_time(queue, fakes):
     run = queue.submit("me", "suite0", 2.0)
-    _until(lambda: fakes.pids("suite0"), what="the run to start")
+    wait_until(lambda: fakes.pids("suite0"), "the run to start", poll=0.05)
     seen = [run.progress()]
     for _ in range(3):
         time.sleep(0.4)
@@ -144,17 +140,17 @@ def test_progress_moves_with_the_run_and_learns_the_suites_time(queue, fakes):
     assert run.progress() == 1.0
     (fakes.tmp / "suite0").unlink()  # the second run waits for its gate again
     again = queue.submit("me", "suite0", 99.0)
-    _until(lambda: again.state == "running", what="the second run")
+    wait_until(lambda: again.state == "running", "the second run", poll=0.05)
     assert again.expected_s == pytest.approx(run.elapsed())  # this server's measured time, not the estimate
     fakes.open("suite0")
-    _until(lambda: not again.active)
+    wait_until(lambda: not again.active, "the second run to end", poll=0.05)
 
 
 def test_shutdown_ends_every_run(fakes):
     q = QuickRuns(slots=1, command=fakes)
     run = q.submit("me", "suite0", 10)
     waiting = q.submit("you", "suite1", 10)
-    _until(lambda: len(fakes.pids("suite0")) == 2, what="the run and its child")
+    wait_until(lambda: len(fakes.pids("suite0")) == 2, "the run and its child", poll=0.05)
     q.shutdown()
     assert waiting.state == "cancelled"
     _gone(q, fakes, run)

@@ -10,12 +10,8 @@ import zipfile
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.support.app import APP, SMALL, charts, click_run, open_app, texts, wait_jobs
+from tests.support.app import APP, SMALL, charts, click_run, open_app, rerun_until, texts, wait_jobs
 from tests.support.budget import ledger_total
-
-# a hang detector, not a timing: an audit of thousands of runs takes 20 s on an idle machine and several
-# times that beside other work, so the ceiling only catches an audit that never ends
-HANG_S = 600
 
 
 def test_a_session_starts_from_a_fresh_seed_and_can_draw_another():
@@ -141,15 +137,9 @@ def test_adaptive_hh_add_remove_option_names_its_relation_and_joins_add_remove_c
 
 
 def test_methods_audits_a_mechanism_in_the_background():
-    import time
-
     at = open_app("methods")
     at.button(key="audit_identity").click().run()
-    t0 = time.time()
-    while not any("measured lower bound" in s.value for s in at.success):
-        assert time.time() - t0 < HANG_S, "the audit did not finish"
-        time.sleep(0.3)
-        at.run()
+    rerun_until(at, lambda a: any("measured lower bound" in s.value for s in a.success), "the audit", poll=0.3)
     msg = next(s.value for s in at.success if "measured lower bound" in s.value)
     assert "within its claim" in msg and "add/remove user" in msg
 
@@ -176,15 +166,9 @@ def test_the_ledger_books_the_effective_epsilon_above_the_plan():
 
 def test_methods_audits_adaptive_hh_under_add_remove_too():
     """The add/remove variant is audited from Methods under its own relation."""
-    import time
-
     at = open_app("methods")
     at.radio(key="audit_variant_adaptive_hh").set_value("relation = add/remove").run()
     at.button(key="audit_adaptive_hh").click().run()
-    t0 = time.time()
-    while not any("measured lower bound" in s.value for s in at.success):
-        assert time.time() - t0 < HANG_S, "the audit did not finish"
-        time.sleep(0.3)
-        at.run()
+    rerun_until(at, lambda a: any("measured lower bound" in s.value for s in a.success), "the audit", poll=0.3)
     msg = next(s.value for s in at.success if "measured lower bound" in s.value)
     assert "within its claim" in msg and "add/remove user" in msg

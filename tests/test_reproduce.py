@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from tests.support.app import open_app
+from tests.support.app import open_app, rerun_until
+from tests.support.waiting import wait_until
 from ui import reproduce
 
 
@@ -37,10 +38,7 @@ def _no_runs_left():
     q = reproduce.queue()
     for r in q.active():
         q.cancel(r)
-    t0 = time.time()
-    while q.active():
-        assert time.time() - t0 < 30, "a quick run did not end"
-        time.sleep(0.1)
+    wait_until(lambda: not q.active(), "the quick runs to end")
 
 
 def _run(at, suite: str):
@@ -51,12 +49,8 @@ def _bars(at) -> list:
     return [(p.proto.value, p.proto.text) for p in at.get("progress")]
 
 
-def _wait(at, suite: str, timeout: float) -> None:
-    t0 = time.time()
-    while _run(at, suite).active:
-        assert time.time() - t0 < timeout, "the quick reproduction did not finish"
-        time.sleep(0.5)
-        at.run()  # what the page's poller does in a browser
+def _wait(at, suite: str) -> None:
+    rerun_until(at, lambda a: not _run(a, suite).active, "the quick reproduction", poll=0.5)
     at.run()
 
 
@@ -69,7 +63,7 @@ def test_a_quick_reproduction_runs_in_the_background_and_shows_the_suites_number
     assert run.state == "running"
     folder = run.folder
     assert at.button(key="repro.run.adaptive_hh").disabled  # one reproduction at a time per session
-    _wait(at, "bit_pushing", timeout=600)
+    _wait(at, "bit_pushing")
     assert run.state == "ok", run.message
     assert not folder.exists()  # the run's files went with it
     t = _table(at, "bit_pushing")
@@ -121,7 +115,7 @@ def test_a_quick_hdmm_reproduction_shows_its_published_figure():
     at = open_app("reproduce")
     at.button(key="repro.run.hdmm").click().run()
     run = _run(at, "hdmm")
-    _wait(at, "hdmm", timeout=600)
+    _wait(at, "hdmm")
     assert run.state == "ok", run.message
     t = _table(at, "hdmm")
     quick = list(t["Engine, this quick run"])
@@ -138,10 +132,7 @@ def test_cancel_ends_the_suite():
     assert run.state == "running"
     pid = run.proc.pid
     at.button(key="repro.cancel.adaptive_hh").click().run()
-    t0 = time.time()
-    while run.active:
-        assert time.time() - t0 < 20, "the suite did not stop"
-        time.sleep(0.2)
+    wait_until(lambda: not run.active, "the suite to stop", poll=0.2)
     at.run()
     assert run.state == "cancelled" and not run.folder.exists()
     try:
@@ -176,10 +167,7 @@ def test_the_page_shows_its_place_in_the_server_queue_and_a_moving_bar(tmp_path,
         seen += [v for v, text in _bars(first) if text.startswith("Running the quick version")]
     assert len(seen) == 3 and seen[0] < seen[1] < seen[2], seen  # the bar moves with the run
     fakes.open("sparse_emd")
-    t0 = time.time()
-    while _run(second, "snh").state != "running":
-        assert time.time() - t0 < 30, "the queued run did not start"
-        time.sleep(0.1)
+    wait_until(lambda: _run(second, "snh").state == "running", "the queued run to start")
     second.run()
     assert any(text.startswith("Running the quick version") for _, text in _bars(second))
 
@@ -197,9 +185,6 @@ def test_a_sessions_quick_run_ends_when_its_session_is_released(tmp_path, monkey
     run = _run(at, "rff_kde")
     assert run.state == "running" and run.folder.is_dir()
     uploads.store().release(at.session_state["_sid"])
-    t0 = time.time()
-    while run.active:
-        assert time.time() - t0 < 20, "the session's run did not end"
-        time.sleep(0.1)
+    wait_until(lambda: not run.active, "the session's run to end")
     assert run.state == "cancelled" and not run.folder.exists()
     assert reproduce.queue().runs(at.session_state["_sid"]) == {}

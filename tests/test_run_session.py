@@ -5,7 +5,6 @@ they start (no page rerun: the tab may be closed), and the ledger still ends rig
 from __future__ import annotations
 
 import threading
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -19,9 +18,9 @@ from engine.run.groups import Session
 from engine.run.ledger import BudgetStore, fingerprint_config
 from engine.run.limits import ENV_LIMIT
 from engine.run.session import RunSession
+from tests.support.waiting import wait_until
 
 DATA = {"dataset": "synthetic:polycentric", "dataset_options": {"n": 3000}, "depth": 5}
-SETTLE_S = 20.0  # how long a callback may take to land on a loaded machine
 
 
 def cfg(**kw) -> RunConfig:
@@ -61,10 +60,7 @@ def entries(db, table: str, config: RunConfig) -> dict[str, float]:
 
 
 def eventually(check, what: str) -> None:
-    t0 = time.monotonic()
-    while not check():
-        assert time.monotonic() - t0 < SETTLE_S, f"never settled: {what}"
-        time.sleep(0.02)
+    wait_until(check, f"the runs to settle ({what})", poll=0.02)
 
 
 def no_page_reads(rs: RunSession, monkeypatch) -> None:

@@ -7,8 +7,6 @@ concurrent contexts are in ``test_browser_sessions.py``.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -17,7 +15,7 @@ from engine.data.files import load_file
 from engine.run.board import Board, deep_nbytes
 from engine.run.config import RunConfig
 from engine.run.uploads import Limits, UploadStore
-from tests.support.app import APP, SMALL, charts, click_run, texts, unescaped, upload
+from tests.support.app import APP, SMALL, charts, click_run, rerun_until, texts, unescaped, upload
 from tests.support.files import csv_bytes
 
 
@@ -234,11 +232,7 @@ def test_a_large_sweep_completes_within_the_board_limit(monkeypatch):
     at.run()
     rss0 = rss_bytes()
     at.button(key="run_sweep").click().run()  # 60 releases past the ε limit: synthetic data, so it only informs
-    t0 = time.time()
-    while running(at):
-        assert time.time() - t0 < 240, "the sweep did not finish"
-        time.sleep(0.2)
-        at.run()
+    rerun_until(at, lambda a: not running(a), "the sweep to finish", poll=0.2)
     g = at.session_state["_groups"]["sweep"]
     statuses = [b.status(k, at.session_state["_sid"], light=True) for k in g["keys"]]
     assert len(statuses) == 60 and all(s.state == "ok" for s in statuses)

@@ -4,13 +4,11 @@ returned."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.run.ledger import BudgetStore, fingerprint_source
-from tests.support.app import APP, SMALL
+from tests.support.app import APP, SMALL, rerun_until
 
 STUDY = """
 [study]
@@ -42,15 +40,6 @@ def _app() -> AppTest:
     return at
 
 
-def _until(at: AppTest, done, seconds: float = 240) -> None:
-    """Rerun the page (as its polling fragment does) until ``done(at)``."""
-    end = time.monotonic() + seconds
-    while not done(at):
-        assert time.monotonic() < end, "the study plan did not finish in time"
-        time.sleep(0.5)
-        at.run()
-
-
 def _buttons(at: AppTest) -> set:
     return {b.key for b in at.button}
 
@@ -63,7 +52,7 @@ def test_the_study_panel_plans_reserves_and_cancels():
     at = _app()
     at.text_area(key="study.text").set_value(STUDY).run()
     at.button(key="study.go").click().run()
-    _until(at, lambda a: "study.reserve" in _buttons(a))
+    rerun_until(at, lambda a: "study.reserve" in _buttons(a), "the study plan", poll=0.5)
     assert not at.exception, [e.value for e in at.exception]
     df = at.dataframe[-1].value
     assert list(df["product"]) == ["city map", "monthly"]
@@ -76,7 +65,8 @@ def test_the_study_panel_plans_reserves_and_cancels():
     assert "still held" in "\n".join(str(s.value) for s in at.success)
     # a product released from the panel is booked against the reservation: the total stays what was reserved
     at.button(key="study.release.monthly").click().run()
-    _until(at, lambda a: "booked against the study's reservation" in "\n".join(str(s.value) for s in a.success))
+    booked = "booked against the study's reservation"
+    rerun_until(at, lambda a: booked in "\n".join(str(s.value) for s in a.success), "the study's run", poll=0.5)
     assert not at.exception, [e.value for e in at.exception]
     assert _spent() == pytest.approx(total)
     monthly = float(df["ε each"][1])
@@ -95,6 +85,6 @@ def test_the_study_panel_cancels_a_plan_and_tells_a_bad_file():
     at.button(key="study.go").click().run()
     assert "study.cancel_plan" in _buttons(at)
     at.button(key="study.cancel_plan").click().run()
-    _until(at, lambda a: "study.cancel_plan" not in _buttons(a), 60)
+    rerun_until(at, lambda a: "study.cancel_plan" not in _buttons(a), "the plan's cancel", ceiling=60, poll=0.5)
     assert "cancelled" in "\n".join(str(i.value) for i in at.info)
     assert not at.exception

@@ -15,7 +15,8 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.support.app import APP, SMALL, unescaped
+from tests.support.app import APP, SMALL, rerun_until, unescaped
+from tests.support.waiting import wait_until
 
 # (page, parameter, value, fragment of the message)
 BAD = [
@@ -106,11 +107,9 @@ def test_an_invalid_link_is_named_and_spends_nothing(page, name, value, fragment
 
 def test_a_valid_link_still_runs():
     at = open_with("explore", eps="0.5", seed="3", run="1", baselines="0")
-    t0 = time.time()
     from tests.support.budget import evaluated_total
 
-    while evaluated_total("synthetic:polycentric", {"n": 3000}) == 0 and time.time() - t0 < 5:
-        at.run()
+    rerun_until(at, lambda a: evaluated_total("synthetic:polycentric", {"n": 3000}) != 0, "the link's run", poll=0)
     assert evaluated_total("synthetic:polycentric", {"n": 3000}) == pytest.approx(0.5)  # the link ran and booked
 
 
@@ -173,10 +172,7 @@ def test_a_download_address_in_the_url_is_never_fetched():
         at.run()
         assert not [w for w in at.sidebar.text_input if w.key and w.key.endswith(".url")]  # no address field
         at.sidebar.button(key="dl__test_online_url").click().run()
-        t0 = time.time()
-        while not is_cached(good):
-            assert time.time() - t0 < 20
-            time.sleep(0.1)
+        wait_until(lambda: is_cached(good), "the download")
         time.sleep(0.3)
         assert catalogue.paths == ["/city.bin"]
         assert attacker.paths == []

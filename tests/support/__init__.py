@@ -9,7 +9,8 @@
 - :mod:`.fakes`: stand-ins (quick suites that wait for a gate file, a dataset whose points must not be read);
 - :mod:`.releases`: comparing two releases part by part;
 - :mod:`.defaults`: the cities, seeded runs and paired t check of the tests of the mechanisms' defaults;
-- :mod:`.release_scan`: what identifies a private input, searched for in every byte of a release.
+- :mod:`.release_scan`: what identifies a private input, searched for in every byte of a release;
+- :mod:`.waiting`: waiting on background work, with a ceiling that detects a hang (not a speed claim).
 
 The fixtures stay in ``conftest.py``. The tests import these as ``tests.support.<module>`` (pytest puts the
 repository on the path: ``pythonpath`` in pyproject.toml).

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 from streamlit.testing.v1 import AppTest
 
 from tests.support import ROOT
+from tests.support.waiting import HANG_S, wait_until
 
 APP = str(ROOT / "app.py")
 SMALL = {"d.n": "3000", "res": "32"}
@@ -32,13 +32,22 @@ def running(at: AppTest) -> bool:
     return any("runs done" in (p.proto.text or "") for p in at.get("progress"))
 
 
-def wait_jobs(at: AppTest, timeout: float = 60) -> AppTest:
-    """Rerun as the poller fragment's timer would, until no job of the page is running."""
-    t0 = time.time()
-    while running(at):
-        assert time.time() - t0 < timeout, "jobs did not finish"
-        time.sleep(0.1)
+def rerun_until(at: AppTest, done, what: str, ceiling: float = HANG_S, poll: float = 0.1) -> AppTest:
+    """Rerun the page as its poller fragment's timer would, until ``done(at)``."""
+
+    def ready():
+        if done(at):
+            return True
         at.run()
+        return False
+
+    wait_until(ready, what, ceiling, poll)
+    return at
+
+
+def wait_jobs(at: AppTest, ceiling: float = HANG_S) -> AppTest:
+    """Rerun as the poller fragment's timer would, until no job of the page is running."""
+    rerun_until(at, lambda a: not running(a), "the page's jobs to finish", ceiling)
     assert not at.exception, [e.value for e in at.exception]
     return at
 

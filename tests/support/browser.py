@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests.support import ROOT
+from tests.support.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 READY = '[data-testid="stApp"][data-test-script-state="notRunning"]'
@@ -44,17 +44,20 @@ def serve(tmp_path_factory, extra_env: dict | None = None):
     cmd += ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
             pytest.fail(f"streamlit did not start (exit {proc.poll()}); see {log.name}")
-        time.sleep(0.2)
+        try:
+            return urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok"
+        except OSError:
+            return False
+
+    try:
+        wait_until(healthy, f"streamlit to start (see {log.name})", poll=0.2)
+    except BaseException:
+        proc.kill()
+        raise
     try:
         yield url, proc
     finally:
