@@ -11,7 +11,8 @@ import pytest
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.ahp.clustering import cluster_labels, greedy_clusters, threshold
-from tests.support.datasets import SIDE, ZeroNoise, square_dataset
+from tests.support.datasets import SIDE, square_dataset
+from tests.support.noise import ZeroNoise
 
 
 def err(values, eps2):

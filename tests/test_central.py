@@ -31,6 +31,7 @@ from engine.mechanisms.central.trees import (
     tree_error_model,
     tree_levels,
 )
+from tests.support.noise import NumpyLaplaceContext, ZeroNoise
 
 Z_CRIT = 3.29  # two-sided normal quantile for a 1e-3 false-alarm rate
 
@@ -47,17 +48,10 @@ def make_ds(xy, weight=None, user_id=None) -> Dataset:
     )
 
 
-class _ZeroNoise:
-    """A noise source that adds nothing: runs through it expose the histogram fed to the noise."""
-
-    def add_laplace(self, x, scale):
-        return np.asarray(x, dtype=np.float64).copy()
-
-
 class NoiselessContext(RunContext):
     @property
     def noise(self):
-        return _ZeroNoise()
+        return ZeroNoise()
 
 
 def run_mech(key, data, domain, eps, seed=0, noiseless=False, **params):
@@ -1039,21 +1033,6 @@ def test_adding_one_user_moves_identity_input_by_at_most_one(existing, new, weig
 
 
 # ------------------------------------------------------ noise source: seeded and secure
-class _NumpyLaplace:
-    """Plain numpy Laplace noise, ``x + rng.laplace(0, scale, x.shape)``: what a seeded run draws."""
-
-    def __init__(self, rng):
-        self.rng = rng
-
-    def add_laplace(self, x, scale):
-        x = np.asarray(x, dtype=np.float64)
-        return x + self.rng.laplace(0.0, scale, x.shape if x.ndim else None)
-
-
-class NumpyLaplaceContext(RunContext):
-    @property
-    def noise(self):
-        return self.__dict__.setdefault("_numpy", _NumpyLaplace(self.rng))
 
 
 @pytest.mark.parametrize("key,params", VARIANTS + [("privtree", {"unit": "record"}), ("uniform", {})])

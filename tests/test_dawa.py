@@ -34,7 +34,8 @@ from engine.mechanisms.dawa.partition import (
     private_partition,
     window_devs,
 )
-from tests.support.datasets import SIDE, ZeroNoise, square_dataset
+from tests.support.datasets import SIDE, square_dataset
+from tests.support.noise import ZeroNoise
 
 
 def greedyh_matrix(tree, weights: np.ndarray) -> np.ndarray:

@@ -12,7 +12,8 @@ import pytest
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.dpcube.kdtree import _tables, consistent_totals, estimated_sse, kd_partition
-from tests.support.datasets import SIDE, ZeroNoise, square_dataset
+from tests.support.datasets import SIDE, square_dataset
+from tests.support.noise import ZeroNoise
 
 
 def test_estimated_sse_by_brute_force():

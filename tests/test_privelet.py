@@ -12,7 +12,8 @@ import pytest
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.privelet import haar
-from tests.support.datasets import SIDE, ZeroNoise, square_dataset
+from tests.support.datasets import SIDE, square_dataset
+from tests.support.noise import ZeroNoise
 
 
 def haar_matrix(m: int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ from engine.mechanisms.sparse_emd.algorithm import (
 from engine.mechanisms.sparse_emd.distributed import secagg_level_sums, secagg_measure
 from engine.mechanisms.sparse_emd.reconstruct import SPLITS, reconstruct
 from engine.metrics import gaussian_heatmap
+from tests.support.noise import NumpyLaplaceContext
 
 KEYS = ("sparse_emd", "sparse_emd_secagg", "laplace_gauss", "laplace_topt_gauss")
 
@@ -577,21 +578,6 @@ def test_secure_mode_draws_through_the_noise_source(small_city):
 
 
 # -------------------------------------------------- seeded outputs are plain numpy, secure law
-class _NumpyLaplace:
-    """Plain numpy Laplace noise, ``x + rng.laplace(0, scale, x.shape)``: what a seeded run draws."""
-
-    def __init__(self, rng):
-        self.rng = rng
-
-    def add_laplace(self, x, scale):
-        x = np.asarray(x, dtype=np.float64)
-        return x + self.rng.laplace(0.0, scale, x.shape if x.ndim else None)
-
-
-class _NumpyLaplaceContext(RunContext):
-    @property
-    def noise(self):
-        return self.__dict__.setdefault("_numpy", _NumpyLaplace(self.rng))
 
 
 def test_laplace_measure_is_plain_numpy_laplace_on_a_copied_generator():
@@ -615,7 +601,7 @@ def test_seeded_outputs_are_plain_numpy_laplace_bit_for_bit(small_city, key):
     p = M.schema().resolve({})
     for seed in (0, 1):
         ours = M().run(data, dom, 1.0, p, RunContext(rng=np.random.default_rng(seed)))
-        plain = M().run(data, dom, 1.0, p, _NumpyLaplaceContext(rng=np.random.default_rng(seed)))
+        plain = M().run(data, dom, 1.0, p, NumpyLaplaceContext(rng=np.random.default_rng(seed)))
         np.testing.assert_array_equal(ours.density, plain.density)
         assert ours.diagnostics["noise_source"] == "seeded numpy Generator"
 

@@ -5,7 +5,8 @@
 - :mod:`.budget`: the ε a dataset's runs booked in the test's own ledger;
 - :mod:`.browser`: the dashboard in Chromium (a real server, console and network watch, drawn pixels);
 - :mod:`.files`: input files as bytes (CSV, GeoPackage, GeoParquet, Shapefile, GeoJSON);
-- :mod:`.datasets`: in-memory datasets on a square of known side, and a noise source that adds nothing;
+- :mod:`.datasets`: in-memory datasets on a square of known side;
+- :mod:`.noise`: noise sources to run a mechanism with (none at all; plain numpy Laplace draws);
 - :mod:`.fakes`: stand-ins (quick suites that wait for a gate file, a dataset whose points must not be read);
 - :mod:`.releases`: comparing two releases part by part;
 - :mod:`.defaults`: the cities, seeded runs and paired t check of the tests of the mechanisms' defaults;

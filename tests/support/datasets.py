@@ -1,5 +1,5 @@
 """In-memory datasets for the mechanisms' own tests: points in metres on the square [0, SIDE]^2, with the square's
-bounding box in degrees at the equator's scale; and a noise source that adds nothing."""
+bounding box in degrees at the equator's scale."""
 
 from __future__ import annotations
 
@@ -17,16 +17,3 @@ def square_dataset(xy, name: str, crs: str = "", **columns) -> Dataset:
     xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
     meta = DatasetMeta(name=name, source="test", synthetic=True, bbox=(0.0, 0.0, SIDE * DEG, SIDE * DEG))
     return Dataset(xy=xy, lonlat=xy * DEG, crs=crs, meta=meta, **columns)
-
-
-class ZeroNoise:
-    """Adds nothing and records the scales asked for: a mechanism's steps with the noise switched off."""
-
-    secure = False
-
-    def __init__(self):
-        self.scales = []
-
-    def add_laplace(self, x, scale):
-        self.scales.append(scale)
-        return np.asarray(x, dtype=np.float64).copy()
