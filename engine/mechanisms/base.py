@@ -162,13 +162,15 @@ class RunContext:
 @dataclass
 class Communication:
     """Upload cost of one client, in vector elements (and bits when known); with
-    ``per_location`` the cost of one of its locations (what a client holds is data)."""
+    ``per_location`` the cost of one of its locations (what a client holds is data); ``shards``: the
+    secure-aggregation shards the clients are split into in each round (None: no sharded aggregation)."""
 
     elements_per_client: float
     bits_per_client: float | None = None
     rounds: int = 1
     note: str = ""
     per_location: bool = False  # the figures are per location a client holds (central upload)
+    shards: int | None = None
 
     def to_dict(self) -> dict:
         return {
