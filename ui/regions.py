@@ -213,7 +213,8 @@ def colours(values_per_cell: np.ndarray, scale) -> np.ndarray:
     return pal[idx]
 
 
-def _fmt(v: float) -> str:
+def count_text(v: float) -> str:
+    """A count as the tables and hovers write it: whole counts whole, others to one decimal below 100."""
     from engine.regions.report import whole
 
     if isinstance(whole(v), int):
@@ -286,14 +287,14 @@ def layer_rows(rep, scale, which: str, unit: str) -> list[dict]:
     rows = []
     for i, g in enumerate(rep.regions.lonlat_geoms()):
         margin = m.margin95[i]
-        est = f"{_fmt(m.estimate[i])} {unit}" + (
-            f" ± {_fmt(margin)} (95 % margin)" if math.isfinite(margin) else " (no margin: see the basis below)"
+        est = f"{count_text(m.estimate[i])} {unit}" + (
+            f" ± {count_text(margin)} (95 % margin)" if math.isfinite(margin) else " (no margin: see the basis below)"
         )
         tip = f"<b>{html.escape(rep.regions.names[i])}</b><br/>private: {html.escape(est)}"
         if apart[i]:
             tip += "<br/>unreliable: the margin exceeds the estimate"
         if rep.true is not None:
-            tip += f"<br/>true: {_fmt(rep.true[i])} {unit} (evaluation only)"
+            tip += f"<br/>true: {count_text(rep.true[i])} {unit} (evaluation only)"
         for part in shapely.get_parts(g):
             if part.geom_type != "Polygon" or part.is_empty:
                 continue
