@@ -43,7 +43,7 @@ def test_regional_maps_draw_a_legend_and_set_unreliable_regions_apart(monkeypatc
     import release_scan as R
     from test_app import click_run, open_app, texts
 
-    from ui.regions import HATCH, UNRELIABLE_FILL
+    from ui.region_panel import HATCH, UNRELIABLE_FILL
 
     downloads = R.record_downloads(monkeypatch)
     at = open_app(mode="release", mech="laplace_regions", eps="0.2", baselines="0")

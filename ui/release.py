@@ -58,7 +58,7 @@ def release_report(result, scale: ColourScale, regions=None) -> str:
 
 def _regions(rep) -> dict:
     """The report's regional table: each region's estimate and 95 % margin, what they count and rest on."""
-    from .regions import count_text, unreliable
+    from .region_panel import count_text, unreliable
 
     about, info = rep.about, rep.describe()
     rows = [
@@ -85,7 +85,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
     """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
     the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only), the publication figure
     and the release report; its regions. The map is a square of ``px`` pixels with its legend beside it, so both
-    stay in the window. ``choice``: the analysis's regions (ui/regions.py), None: none."""
+    stay in the window. ``choice``: the analysis's regions (ui/region_panel.py), None: none."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
     scale = views.scale_for(np.clip(dens, 0, None), fr.domain, display, people=views.counts_people(cfg))
@@ -112,9 +112,9 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
             icon=":material/lock:",
         )
     with st.expander("Regions", expanded=choice is not None):  # post-processing of the release: no truth here
-        from . import regions
+        from . import region_panel
 
-        table = regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
+        table = region_panel.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
     chosen = None if table is None else table.regions
     t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
     views.ledger_block(result, t1)

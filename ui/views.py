@@ -544,7 +544,7 @@ def proportion_block(result, fr, view, display) -> None:
 def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, display) -> None:
     """The private map's 95 % margin per cell (:mod:`engine.regions.margins`): the release's own where it states
     its noise, else estimated from releases with the next seeds, only on request."""
-    from . import jobs, run
+    from . import jobs, run_button
 
     st.subheader("Margin of error")
     reason = margins.no_margin_reason(result.release)
@@ -572,7 +572,7 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
                 f"counts them, ε = {cfg.epsilon:g} each)."
             )
             # never from a link's run=1: these are extra releases, only on request
-            g = run.launch(
+            g = run_button.launch(
                 name, configs, ctl, label="Margin of error", button=f"Estimate from {runs} runs", autorun=False
             )
             if g is None or g.keys != keys:
