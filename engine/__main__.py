@@ -223,7 +223,7 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
 
 def _counts_people(cfg) -> bool:
     """Whether the run counts people (else records): the dataset's schema and the mechanism's unit."""
-    from .regions.report import counts_people
+    from .regions.regional_table import counts_people
     from .run.runner import load_dataset
 
     return counts_people(load_dataset(cfg.dataset, cfg.dataset_options), cfg.params)
@@ -340,7 +340,7 @@ def _cmd_release(args) -> int:
     if not args.out.strip():
         raise ParamError("--out '' names no folder: give the folder for the release (--out . for this one)")
     out = Path(args.out)
-    from .regions.files import REGION_FILES
+    from .regions.margin_files import REGION_FILES
 
     names = [*(FILE_NAMES[f] for f in args.format), MANIFEST, *(REGION_FILES.values() if args.regions else ())]
     taken = [n for n in names if (out / n).exists()]

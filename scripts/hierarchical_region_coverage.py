@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.bench.regions import CRS, SIDE, _dataset, datasets, voronoi_geojson
 from engine.core.grid import Domain, downsample
-from engine.data.regions import block_regions, build
+from engine.data.region_geometry import block_regions, build
 from engine.mechanisms import RunContext, get
 from engine.regions import region_margins, true_counts
 

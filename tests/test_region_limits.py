@@ -234,7 +234,7 @@ def test_77_neighbourhoods_read_and_weighed_in_under_a_second_of_cpu():
     cells a side: the server's CPU and its children's together (the forkserver is started first)."""
     from engine.data.files import isolate
     from engine.data.files.polygons import load_polygons_isolated
-    from engine.data.regions import build
+    from engine.data.region_geometry import build
 
     isolate.warm()
     data = neighbourhoods_geojson()
@@ -259,7 +259,7 @@ def test_a_page_rerun_does_not_weigh_the_regions_again():
 
     from engine.data.files import isolate
     from engine.data.files.polygons import load_polygons_isolated
-    from engine.data.regions import build
+    from engine.data.region_geometry import build
 
     data = neighbourhoods_geojson()
     domain, crs = domain_of(CHICAGO, 10)

@@ -1,5 +1,5 @@
 """Regions over a release: the geometry (grid, H3, the analyst's polygon files), the area weights, and the
-regional 95 % margins (engine.data.regions, engine.regions).
+regional 95 % margins (engine.data.region_geometry, engine.regions).
 
 Statistical checks run at fixed seeds, so their outcome is deterministic; each compares a mean over
 independent runs with its target by a z-test at |z| < 4.5 (false-alarm rate under 1e-5 per check under
@@ -22,7 +22,7 @@ from engine.core.errors import DataError, ParamError
 from engine.core.grid import Domain
 from engine.data.files.polygons import load_polygons
 from engine.data.projection import to_lonlat
-from engine.data.regions import area_weights, build, parse_spec
+from engine.data.region_geometry import area_weights, build, parse_spec
 from engine.mechanisms import RunContext, registry
 from engine.regions import region_margins, true_counts
 from engine.regions.margins import LAPLACE95, spread_share
@@ -176,7 +176,7 @@ def test_identity_cells_cover_exactly_95_percent():
 def test_whole_leaves_of_privtree_have_the_exact_noise_margin():
     """Regions that are whole released units (PrivTree's leaves, read off each release) carry no spreading term
     and cover 95 % given the tree, even on bunched data."""
-    from engine.data.regions import Regions
+    from engine.data.region_geometry import Regions
 
     ds = _dataset(datasets()["bunched"])
     cover = []
@@ -242,7 +242,7 @@ def test_hierarchical_default_blocks_cover_95_percent(k):
     """The default's regional estimates are its least-squares leaves' sums: a map hover's blocks of k x k cells
     (whole tree nodes, no spreading term) carry the exact noise margin and cover at least 95 % on bunched data
     over 100 seeded runs. Its non-negative map's block sums, biased, covered 0.944 and 0.926 here."""
-    from engine.data.regions import block_regions
+    from engine.data.region_geometry import block_regions
     from engine.regions.margins import block_margins
 
     ds = _dataset(datasets()["bunched"])

@@ -51,7 +51,7 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 
 def release_report(result, scale: ColourScale, regions=None) -> str:
     """An HTML page holding only DP outputs, their margins and the ledger (see the module's note); with
-    ``regions`` (:class:`engine.regions.report.RegionReport`), the regional table and its margins' summary."""
+    ``regions`` (:class:`engine.regions.regional_table.RegionReport`), the regional table and its margins' summary."""
     meta, dom = result.dataset_meta, result.release.domain
     title = export.release_title(result)
     side = dom.n * max(1, math.ceil(512 / dom.n))
@@ -192,7 +192,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
 
 def release_zip(result, regions=None, people: bool = False) -> bytes:
     """The release folder of :func:`engine.run.export.write_release` as a zip (with ``regions``, an
-    :class:`engine.data.regions.Regions`, its regional table)."""
+    :class:`engine.data.region_geometry.Regions`, its regional table)."""
     import io
     import tempfile
     import zipfile

@@ -144,7 +144,7 @@ def coverage_table(seeds: int, epsilons=EPSILONS, mechanisms=MECHANISMS, progres
     from pathlib import Path
 
     from ..core.grid import Domain
-    from ..data.regions import build
+    from ..data.region_geometry import build
     from ..regions import region_margins, true_counts
 
     domain = Domain(-SIDE / 2, -SIDE / 2, SIDE, DEPTH)

@@ -104,7 +104,7 @@ def _release(key, ds, domain, eps, seed, spec):
 def coverage_table(seeds: int, epsilons=EPSILONS, mechanisms=MECHANISMS, progress=print) -> list[dict]:
     """One row per (data, mechanism, kind, epsilon): coverage, coverage where people are, mean margin."""
     from ..core.grid import Domain
-    from ..data.regions import build
+    from ..data.region_geometry import build
     from ..regions import region_margins, true_counts
 
     domain = Domain(-SIDE / 2, -SIDE / 2, SIDE, DEPTH)

@@ -271,7 +271,7 @@ def regions_profile(reps: int) -> Figure:
     """The regions' path in this process, step by step (CPU seconds, median of ``reps``)."""
     from ..data.files import isolate
     from ..data.files.polygons import load_polygons_isolated
-    from ..data.regions import build
+    from ..data.region_geometry import build
     from ..regions import regional_report
     from ..run.config import RunConfig
     from ..run.runner import prepare, run

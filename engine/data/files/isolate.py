@@ -37,7 +37,7 @@ from .common import MiB, MissingColumns, _env_number, _short, memory_budget
 # the work done in a child imports these lazily: imported once in the forkserver, every child has them
 _PRELOAD = [
     "engine.data.files",
-    "engine.data.regions",
+    "engine.data.region_geometry",
     "engine.data.context",
     "scipy.sparse",
     "pandas",

@@ -1,5 +1,5 @@
 """Polygons carried from one coordinate system to another with their edges kept on course (a file of
-regions: its CRS to WGS84, :mod:`.vector`; WGS84 to a map's metric CRS, :mod:`engine.data.regions`), and
+regions: its CRS to WGS84, :mod:`.vector`; WGS84 to a map's metric CRS, :mod:`engine.data.region_geometry`), and
 the count of a file of regions' vertices and polygons against its limits."""
 
 from __future__ import annotations
