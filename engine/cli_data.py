@@ -26,10 +26,10 @@ def regions_spec(text: str) -> str:
 
 def crs(text: str) -> str:
     """A CRS the analyst gives (an EPSG code or a PROJ string), checked before any work starts."""
-    from .data.files.common import _check_crs
+    from .data.files.crs import check_crs
 
     try:
-        _check_crs(text)
+        check_crs(text)
     except EngineError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text.strip()

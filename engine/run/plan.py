@@ -208,7 +208,7 @@ def released_users(folder) -> Users:
 
 
 def _release_key(doc: dict) -> str:
-    from ..data.files.common import _short
+    from ..core.errors import shown_text as _short
 
     return _short(doc.get("release_key", "unkeyed"), 60)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.errors import DataError
-from .common import _Ctx, region_limits
+from .reading import ReadContext
+from .upload_limits import region_limits
 
 
-def check_size(geoms, c: _Ctx, how: str = "") -> None:
+def check_size(geoms, c: ReadContext, how: str = "") -> None:
     """Refuse regions with more vertices or polygons than the limits (``how``: how they were counted)."""
     import shapely
 
