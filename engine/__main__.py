@@ -374,10 +374,10 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .bench import available, render_table, run_suite, to_json
+    from .bench import DASHBOARD_HINT, available, render_table, run_suite, to_json
 
     if args.suite not in available():
-        raise ParamError(f"unknown benchmark suite {args.suite!r}; available: {', '.join(available())}")
+        raise ParamError(f"unknown benchmark suite {args.suite!r}; available: {', '.join(available())}{DASHBOARD_HINT}")
     figs = run_suite(args.suite, quick=args.quick, progress=lambda *a: print(*a, file=sys.stderr))
     print(to_json(figs) if args.json else render_table(figs))
     return 0
@@ -530,8 +530,8 @@ def main(argv=None) -> int:
     cli_study.add_release_options(rl)
     rl.set_defaults(fn=_cmd_release)
 
-    b = sub.add_parser("bench", help="benchmark suite")
-    b.add_argument("suite")
+    b = sub.add_parser("bench", help="the engine's benchmark suites (the dashboard's: python -m ui.bench SUITE)")
+    b.add_argument("suite", help="the suite's name (BENCHMARKS.md lists them)")
     b.add_argument("--json", action="store_true")
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     b.set_defaults(fn=_cmd_bench)
