@@ -530,7 +530,7 @@ def main(argv=None) -> int:
     cli_study.add_release_options(rl)
     rl.set_defaults(fn=_cmd_release)
 
-    b = sub.add_parser("bench", help="the engine's benchmark suites (the dashboard's: python -m ui.bench SUITE)")
+    b = sub.add_parser("bench", help="the engine's benchmark suites (the dashboard's: python -m ui.benchmarks.SUITE)")
     b.add_argument("suite", help="the suite's name (BENCHMARKS.md lists them)")
     b.add_argument("--json", action="store_true")
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")

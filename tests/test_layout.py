@@ -6,7 +6,7 @@ importing module depend on the imported one, and an import circle hidden in a fu
 circle. Rules:
 
 * no import circle anywhere (ui and pages included);
-* ``engine/bench`` is imported only by the benchmarks themselves (the dashboard's, ``ui/bench``, too) and the
+* ``engine/bench`` is imported only by the benchmarks themselves (the dashboard's, ``ui/benchmarks``, too) and the
   CLI (``engine/__main__.py``); nothing under ``engine/`` imports Playwright or starts the app;
 * each layer imports only downward: core <- metrics, data <- mechanisms <- regions <- the run layer
   (``engine/run``);
@@ -36,7 +36,7 @@ LAYERS = {
     "engine.regions": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms"),
     "engine.run": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms", "engine.regions"),
 }
-BENCH_CLIENTS = ("engine.bench", "ui.bench", "engine.__main__")
+BENCH_CLIENTS = ("engine.bench", "ui.benchmarks", "engine.__main__")
 DASHBOARD = ("ui", "pages", "app")
 # the few modules and functions allowed past the limits, with the reason
 LONG: dict[str, str] = {
@@ -223,10 +223,10 @@ def _drives_the_app(mod: str) -> list[str]:
 
 
 def test_nothing_in_the_engine_drives_the_dashboard():
-    """The benchmarks that drive the real app in a browser live beside the dashboard (``ui/bench``), the load
+    """The benchmarks that drive the real app in a browser live beside the dashboard (``ui/benchmarks``), the load
     scripts in ``scripts/``: the engine neither imports Playwright nor starts the app. The check finds both in
     the dashboard's benchmark (so it is not vacuous)."""
-    assert {"imports", "names"} <= {d.split()[1] for d in _drives_the_app("ui.bench.app")}
+    assert {"imports", "names"} <= {d.split()[1] for d in _drives_the_app("ui.benchmarks.app")}
     assert [d for m in MODULES if _engine(m) for d in _drives_the_app(m)] == []
 
 

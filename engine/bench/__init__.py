@@ -1,6 +1,6 @@
 """Benchmark suites of the engine: ``python -m engine bench SUITE [--json] [--quick]``. The dashboard's, which
-drive the real app in a browser, are beside it (``python -m ui.bench SUITE``, :mod:`ui.bench`) and follow the
-same convention.
+drive the real app in a browser, are beside it (``python -m ui.benchmarks.SUITE``, :mod:`ui.benchmarks`) and
+follow the same convention.
 
 Convention shared by every suite: a suite module ``engine/bench/<name>.py``
 defines ``run(quick: bool = False, progress=print) -> list[Figure]``. The CLI
@@ -26,7 +26,7 @@ SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SF_CABS_PATH = SHARED_DATA / "sf_cabs_pickups.npy"
 
 # the dashboard's suites (app, speed) are not the engine's: a request for one is told where they are
-DASHBOARD_HINT = "; the dashboard's benchmarks run as python -m ui.bench SUITE"
+DASHBOARD_HINT = "; the dashboard's benchmarks run as python -m ui.benchmarks.SUITE"
 SUITES = (
     "core",
     "adaptive_hh",

@@ -1,5 +1,5 @@
-"""Speed, with feedback: the dashboard's and the command line's slow paths (``python -m ui.bench speed
-[--json] [--quick]``), driving the real app with Playwright on Debian's Chromium as :mod:`ui.bench.app` does.
+"""Speed, with feedback: the dashboard's and the command line's slow paths (``python -m ui.benchmarks.speed
+[--json] [--quick]``), driving the real app with Playwright on Debian's Chromium as :mod:`.app` does.
 
 Figures (medians over repetitions; each repetition a fresh browser session and a file of its own, so no cache
 of an earlier one serves it; the server's CPU is its process tree's, the upload readers' children included):
@@ -479,3 +479,9 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
         browser.close()
     figs += cli_plan(1 if quick else 3, progress)
     return figs
+
+
+if __name__ == "__main__":
+    from . import main
+
+    sys.exit(main(run, "speed"))
