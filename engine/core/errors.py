@@ -2,7 +2,9 @@
 
 Everything the engine raises because of bad input or absurd parameters derives
 from :class:`EngineError`; its message is written for the analyst and is shown
-as is by the dashboard and the CLI (never a traceback).
+as is by the dashboard and the CLI (never a traceback). A message shows a number with :func:`shown`, a
+user-supplied name with :func:`shown_text` (control characters replaced, at most :data:`NAME_CHARS` long), a size
+with :func:`shown_bytes`.
 """
 
 import re

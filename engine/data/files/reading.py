@@ -102,7 +102,7 @@ class ReadContext:
         )
 
     def check_region_size(self, vertices: int, parts: int, how: str = "") -> None:
-        """Refuse a file of regions over :func:`region_limits` (``how``: how the figures were found)."""
+        """Refuse a file of regions over :func:`.upload_limits.region_limits` (``how``: how the figures were found)."""
         note = f"; {how}" if how else ""
         if vertices > self.max_vertices:
             raise DataError(

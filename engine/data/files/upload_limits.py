@@ -23,6 +23,7 @@ GPKG_STEPS = 10_000  # SQLite may run 10,000 x (GPKG_STEPS + max_points / 10) in
 
 
 def env_number(var: str, default: float) -> float:
+    """The positive number the environment variable ``var`` sets (``default`` when it is unset or empty)."""
     raw = os.environ.get(var, "").strip()
     if not raw:
         return default
