@@ -207,7 +207,7 @@ def test_regions_csv_of_a_release_folder(region_file, capsys, tmp_path):
 
 def test_regions_csv_of_the_dashboard_download(region_file):
     """The download button of ui/region_panel.py offers RegionReport.as_csv, stamped in Evaluate."""
-    from engine.data.regions import build
+    from engine.data.region_geometry import build
     from engine.regions import regional_report
     from engine.run.config import RunConfig
     from engine.run.runner import prepare, run

@@ -297,7 +297,7 @@ def test_report_escapes_the_data_and_shows_the_margins_the_files_carry(synthetic
 def test_the_release_report_is_a_page_of_the_run_reports_templates_and_escapes_what_users_name(synthetic_run):
     """One template set, one look: the release report has the run report's head (its stylesheet inline), opens
     offline like it, and writes the names a user gives (the dataset's, a region's) as text, never as markup."""
-    from engine.data.regions import build
+    from engine.data.region_geometry import build
     from engine.regions import regional_report
     from ui.release import release_report
 

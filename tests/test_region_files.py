@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from engine.data.regions import build
-from engine.regions.report import regional_report
+from engine.data.region_geometry import build
+from engine.regions.regional_table import regional_report
 from engine.run.config import RunConfig
 from engine.run.runner import prepare, run
 

@@ -192,7 +192,7 @@ def swap_upload(key: str) -> None:
 def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> None:
     name = filename if len(filename) <= 80 else filename[:77] + "…"
     try:
-        from engine.data.files.common import MissingColumns
+        from engine.data.files.columns import MissingColumns
         from engine.data.files.isolate import load_file_isolated
 
         ds = load_file_isolated(data, filename, columns=columns, crs=st.session_state.get("upload_crs") or None)

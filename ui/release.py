@@ -34,7 +34,7 @@ def release_only_page(ctl, what: str) -> None:
 
 def release_report(result, scale: ColourScale, regions=None) -> str:
     """The release report (``templates/release.html.j2``, the run report's page and parts): only DP outputs, their
-    margins and the ledger (see the module's note); with ``regions`` (:class:`engine.regions.report.RegionReport`),
+    margins and the ledger (see the module's note); with ``regions`` (:class:`engine.regions.regional_table.RegionReport`),
     the regional table and its margins' basis."""
     meta, dom = result.dataset_meta, result.release.domain
     side = dom.n * max(1, math.ceil(512 / dom.n))
@@ -154,7 +154,7 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
 
 def release_zip(result, regions=None, people: bool = False) -> bytes:
     """The release folder of :func:`engine.run.export.write_release` as a zip (with ``regions``, an
-    :class:`engine.data.regions.Regions`, its regional table)."""
+    :class:`engine.data.region_geometry.Regions`, its regional table)."""
     import io
     import tempfile
     import zipfile

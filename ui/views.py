@@ -110,7 +110,7 @@ def frame(cfg: RunConfig, domain) -> maps.Frame:
 def unit_noun(meta, people: bool = False) -> str:
     """What one unit of a map counts, in the plural: people (a file with user ids), the dataset's own unit
     (John Snow's deaths), or locations."""
-    from engine.regions.report import counted_word
+    from engine.regions.regional_table import counted_word
 
     return "people" if people else counted_word(meta)
 
@@ -119,7 +119,7 @@ def counts_people(cfg: RunConfig) -> bool:
     """Whether the maps of ``cfg`` count people (a person's locations share weight 1): the dataset has user ids
     (its schema, public) and the mechanism does not count records. One answer for both modes, read off no
     count of the data."""
-    from engine.regions.report import counts_people as counts
+    from engine.regions.regional_table import counts_people as counts
 
     return counts(dataset(cfg), cfg.params)
 

@@ -349,7 +349,7 @@ class Mechanism:
     @classmethod
     def planning(cls, params: dict, regions=None, user_ids: bool = False) -> tuple[str, str]:
         """What the planner may do for a release with ``params`` over ``regions`` (None: the cells; an
-        :class:`engine.data.regions.Regions`) of a dataset with user ids or not: one of
+        :class:`engine.data.region_geometry.Regions`) of a dataset with user ids or not: one of
         :data:`.capabilities.PLANNING`, and why where it predicts nothing. An exact margin becomes simulated where
         regions cut the released units (the spreading term then depends on where people are)."""
         if cls.planner == "exact" and regions is not None and regions.kind != "grid":
