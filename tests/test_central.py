@@ -20,7 +20,7 @@ from engine.core.errors import ParamError
 from engine.core.grid import Domain, pyramid
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.central.common import CENTRAL_KEYS, PRIVACY_UNIT, bound_contributions, spread_rects
+from engine.mechanisms.central import CENTRAL_KEYS
 from engine.mechanisms.central.grids import ag_level1_size, snap_to_divisor, ug_size
 from engine.mechanisms.central.identity import laplace_baseline, top_t_count, topt_threshold
 from engine.mechanisms.central.privtree import privtree_decompose, privtree_params
@@ -31,6 +31,7 @@ from engine.mechanisms.central.trees import (
     tree_error_model,
     tree_levels,
 )
+from engine.mechanisms.common import PRIVACY_UNIT, bound_contributions, spread_rects
 
 Z_CRIT = 3.29  # two-sided normal quantile for a 1e-3 false-alarm rate
 

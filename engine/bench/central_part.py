@@ -36,7 +36,7 @@ def _config(key: str, seed: int, n: int):
 
 def bench_figures(quick: bool = False, progress=None) -> list[Figure]:
     from ..mechanisms import RunContext, get
-    from ..mechanisms.central.common import CENTRAL_KEYS
+    from ..mechanisms.central import CENTRAL_KEYS
     from ..run.runner import prepare, run
 
     say = progress or (lambda *a: None)

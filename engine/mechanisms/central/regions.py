@@ -10,15 +10,16 @@ from ...core.errors import ParamError
 from ...core.params import Param
 from ...data.region_geometry import build
 from ..base import Mechanism, Release, register
-from ..noise_model import NoiseModel
-from .common import (
+from ..common import (
     LAPLACE_SD,
     UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
     bound_contributions,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
+    laplace_counts,
 )
+from ..noise_model import NoiseModel
 
 
 @register
@@ -106,20 +107,15 @@ class LaplaceRegions(Mechanism):
         w = None if d.weight is None else np.asarray(d.weight, dtype=np.float64)[ok]
         counts = np.bincount(idx[ok], weights=w, minlength=len(regions)).astype(np.float64)
         ctx.check_cancelled()
-        noisy = np.asarray(ctx.noise.add_laplace(counts, 1.0 / eps), dtype=np.float64)
         ledger = Ledger()
-        ledger.spend(
-            "region counts",
-            eps,
-            composition="parallel",
-            group="regions",
-            note=f"Laplace(1/eps) per region ({len(regions):,} regions, {regions.public_spec}); {bounded.short}",
-        )
+        note = f"Laplace(1/eps) per region ({len(regions):,} regions, {regions.public_spec})"
+        noisy = laplace_counts(counts, eps, ctx.noise, ledger, "region counts", "regions", note, bounded)
+        noisy = np.asarray(noisy, dtype=np.float64)
         A = regions.weights
         cells = np.asarray(A.sum(axis=1)).ravel()  # each region's area in cells (inside the map)
         n = domain.n
         density = np.asarray(A.T @ (noisy / cells)).reshape(n, n)
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update({"regions": regions.public_spec, "region_count": len(regions)})
         basis = "Laplace(1/eps) per region: sqrt(2)/eps; a cell's share of each region's count"
         return Release(
@@ -127,7 +123,7 @@ class LaplaceRegions(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("one noisy count per region"),
+            server_view=curator_view("one noisy count per region"),
             diagnostics=diag,
             extras={"region_counts": noisy, "region_ids": tuple(regions.ids)},
             noise=NoiseModel.of_areas(noisy, LAPLACE_SD / eps, A, basis),

@@ -10,13 +10,13 @@ from ...core.errors import ParamError
 from ...core.params import Param
 from ..base import Mechanism, Release, register
 from ..capabilities import AuditPlan
-from ..central.common import (
+from ..common import (
     LAPLACE_SD,
     UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
     bound_contributions,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
 )
 from ..noise_model import Correlated, NoiseModel
 from .greedyh import (
@@ -248,7 +248,7 @@ class Dawa(Mechanism):
         density[order] = vec
         stderr = np.empty(x.size)
         stderr[order] = sd_vec
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "epsilon_partition": eps1,
@@ -274,7 +274,7 @@ class Dawa(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the map and its buckets"),
+            server_view=curator_view("the map and its buckets"),
             diagnostics=diag,
             extras={"buckets": labels, "bucket_estimates": est},
             noise=noise,

@@ -4,8 +4,6 @@ sum, a baseline of Bagdasaryan et al. 2022, Table 1 (its grid sizes from the cen
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...core.accounting import Ledger
@@ -14,6 +12,7 @@ from ...core.grid import Domain
 from ...core.params import Param
 from ..base import Mechanism, register
 from ..capabilities import ZERO_OUT
+from ..common import ag_subcell_rects, split_epsilon, spread_rects
 from ..noise_model import NoiseModel
 from .baselines import _distributed_release
 from .common import (
@@ -95,15 +94,11 @@ class AdaptiveGridPolya(Mechanism):
     side_information_keys = ("m1", "users", "effective_epsilon", "warnings", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
-        from ..central.common import ag_subcell_rects, spread_rects
         from ..central.grids import ag_level1_size, ag_level2_sizes, snap_to_divisor
 
         eps = check_epsilon(epsilon)
         alpha = float(params["alpha"])
-        eps1 = alpha * eps
-        eps2 = eps - eps1
-        while eps1 + eps2 > eps:
-            eps2 = math.nextafter(eps2, 0.0)
+        eps1, eps2 = split_epsilon(eps, alpha)
         c = prepare_clients(data, domain, ctx.rng, multi_location="most_visited")
         U = c.n
         _check_secagg(params, U)

@@ -12,8 +12,8 @@ from ...core.accounting import Ledger
 from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
 from ..capabilities import AuditPlan
-from ..central.common import curator_communication
 from ..central.identity import FILL_AUDIT_NOTE, FILL_PARAM, TOPT_RULE_HELP
+from ..common import curator_communication
 from ..noise_model import NO_CLOSED_FORM, NoiseModel
 from ..outputs import Heat
 from .mechanism import _DENSITY, _SIGMA, _heatmap_extras, user_distribution_sum

@@ -94,7 +94,7 @@ from ...core.params import Param
 from ...metrics import gaussian_heatmap
 from ..base import Mechanism, Release, aggregate_view, register
 from ..capabilities import AuditPlan
-from ..central.common import curator_communication
+from ..common import curator_communication
 from ..outputs import Heat, Level
 from .algorithm import GAMMA_SECTION4, W_DEFAULT, laplace_measure, level_epsilons, normalised, start_level, w_rule
 from .reconstruct import SPLITS, reconstruct
