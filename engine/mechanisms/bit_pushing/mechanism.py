@@ -562,8 +562,8 @@ class BitPushRegionMeanLDP(Mechanism):
         "client's value. Randomized response with "
         "p = e^eps/(1+e^eps) on the reported bit, unbiased as (r - (1-p))/(2p-1); bit squashing of the bits whose "
         "mean is below both an absolute threshold (Section 3.3) and c standard errors of their DP noise (Section "
-        "4.2; see engine.mechanisms.bit_pushing.rounds._squash). Each client answers once, so the ledger has one parallel entry "
-        "(epsilon per client)." + _COMMON_DOC
+        "4.2; see engine.mechanisms.bit_pushing.rounds.squashed_bits). Each client answers once, so the ledger has "
+        "one parallel entry (epsilon per client)." + _COMMON_DOC
     )
 
     def run(self, data, domain, epsilon, params, ctx):

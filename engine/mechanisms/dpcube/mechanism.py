@@ -23,7 +23,7 @@ from ..common import (
     split_epsilon,
 )
 from ..noise_model import NO_CLOSED_FORM, NoiseModel
-from .kdtree import _box, _tables, consistent_totals, kd_partition
+from .kdtree import box_sum, consistent_totals, kd_partition, summed_area_tables
 
 
 @register
@@ -142,9 +142,9 @@ class DpCube(Mechanism):
         ctx.check_cancelled()
         r0, c0, r1, c1 = parts.T
         k = (r1 - r0) * (c1 - c0)
-        s_true, _ = _tables(cell_counts)
+        s_true, _ = summed_area_tables(cell_counts)
         y = laplace_counts(
-            _box(s_true, r0, c0, r1, c1),
+            box_sum(s_true, r0, c0, r1, c1),
             eps2,
             ctx.noise,
             ledger,
@@ -155,8 +155,8 @@ class DpCube(Mechanism):
         )
         consistent = bool(params["consistency"])
         if consistent:
-            s_noisy, _ = _tables(noisy_cells)
-            totals, _ = consistent_totals(y, _box(s_noisy, r0, c0, r1, c1), k, var1, var2)
+            s_noisy, _ = summed_area_tables(noisy_cells)
+            totals, _ = consistent_totals(y, box_sum(s_noisy, r0, c0, r1, c1), k, var1, var2)
         else:
             totals = y
         out_cells = k * f * f

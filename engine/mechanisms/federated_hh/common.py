@@ -33,7 +33,7 @@ VIEW_DISTRIBUTED = (
 )
 
 
-def _check_secagg(p: dict, n_clients: int) -> None:
+def check_secagg(p: dict, n_clients: int) -> None:
     q = int(p.get("clip_bits", 0))
     if q == 1:
         raise ParamError("modular clipping needs at least 2 bits (q = 1 leaves only the values -1 and 0)")
@@ -45,7 +45,7 @@ def _check_secagg(p: dict, n_clients: int) -> None:
         )
 
 
-def _secagg_kwargs(p: dict) -> dict:
+def secagg_kwargs(p: dict) -> dict:
     return dict(
         secagg_shard=int(p["secagg_shard"]),
         dp_shard=int(p["dp_shard"]),
@@ -57,11 +57,11 @@ def _secagg_kwargs(p: dict) -> dict:
     )
 
 
-def _bits(p: dict) -> int:
+def word_bits(p: dict) -> int:
     return int(p.get("clip_bits", 0)) or WORD_BITS_UNCLIPPED
 
 
-def _last_share(spent: list[float], total: float) -> float:
+def last_share(spent: list[float], total: float) -> float:
     """What is left of ``total`` after ``spent``, never letting the float sum exceed it."""
     left = max(total - math.fsum(spent), 0.0)
     while left > 0 and math.fsum(spent + [left]) > total:
@@ -69,13 +69,13 @@ def _last_share(spent: list[float], total: float) -> float:
     return left
 
 
-def _single_codes(clients: Clients) -> np.ndarray:
+def single_codes(clients: Clients) -> np.ndarray:
     if clients.multi:  # pragma: no cover - callers ask for most_visited
         raise EngineError("internal error: multi-location clients where one location was expected")
     return clients.code
 
 
-def _note_clients(ledger: Ledger, uses: str = "") -> None:
+def note_clients(ledger: Ledger, uses: str = "") -> None:
     """U is read from the data: record it as side information (as ``sparse_emd_secagg``)."""
     ledger.note_side_information(
         "the number of participating clients U (known to the server in secure aggregation; it sets the shard "
@@ -83,7 +83,7 @@ def _note_clients(ledger: Ledger, uses: str = "") -> None:
     )
 
 
-def _degradation_warning(eff: float, eps: float) -> str | None:
+def degradation_warning(eff: float, eps: float) -> str | None:
     if eff > eps * (1 + 1e-9):
         return (
             f"some secure-aggregation shards summed fewer noise shares than the DP shard size N (dropout above "
@@ -93,7 +93,7 @@ def _degradation_warning(eff: float, eps: float) -> str | None:
     return None
 
 
-def _spend(ledger: Ledger, step: str, eps: float, ss, base: str) -> None:
+def spend_sharded(ledger: Ledger, step: str, eps: float, ss, base: str) -> None:
     """Book a sharded sum. Under excess dropout its released shards carry weaker noise than
     planned, and the ledger books what was actually spent, the sub-query's effective epsilon
     (worst shard), keeping the planned epsilon beside it and flagging the note."""
@@ -110,7 +110,7 @@ def _spend(ledger: Ledger, step: str, eps: float, ss, base: str) -> None:
         ledger.spend(step, eps, note=base)
 
 
-def _shard_diag(ss) -> dict:
+def shard_diagnostics(ss) -> dict:
     return {
         "shards": int(ss.shard_sizes.size),
         "shard_size_max": int(ss.shard_sizes.max()),
@@ -126,10 +126,10 @@ def _shard_diag(ss) -> dict:
     }
 
 
-def _shard_diag_public(ss) -> tuple[dict, dict]:
+def shard_diagnostics_public(ss) -> tuple[dict, dict]:
     """Add/remove user: the shard facts fixed by the public plan (release) and those that follow
     from the exact number of clients (evaluation only)."""
-    d = _shard_diag(ss)
+    d = shard_diagnostics(ss)
     private_keys = ("shard_size_max", "survivors_min", "verified_shards")
     public = {k: v for k, v in d.items() if k not in private_keys}
     public["committee"] = int(ss.committee)
@@ -139,7 +139,7 @@ def _shard_diag_public(ss) -> tuple[dict, dict]:
     return public, own
 
 
-def _add_remove_plan(p: dict, U: int, eps_total: float, ctx, ledger: Ledger) -> tuple[dict, float]:
+def add_remove_plan(p: dict, U: int, eps_total: float, ctx, ledger: Ledger) -> tuple[dict, float]:
     """The public plan of an add/remove run (AdaptiveHH docstring, "Add/remove user"): a lower
     bound L on the number of clients, from a discrete-Laplace count (booked in the ledger) or
     the analyst's public bound (declared as side information); ``k = ceil(L / S_max)`` shards
@@ -199,7 +199,7 @@ NOT_EXACT = (
 )
 
 
-def _exact_sum(ss, p: dict) -> bool:
+def exact_sum(ss, p: dict) -> bool:
     """The released sum is the clients' sum plus the Pólya noise (see :func:`polya_noise_model`)."""
     return float(p.get("dropout", 0.0)) == 0 and not ss.overflowed
 
@@ -212,7 +212,7 @@ def polya_noise_model(ss, p: dict, sd: float, lut: np.ndarray, density, basis: s
     ``A = 1``): a function of epsilon, the sensitivity and the public shard sizes only. Exact when the released
     sum is the clients' sum plus that noise: not when a coordinate wrapped under modular clipping, nor with
     dropouts (which clients drop is random, so the summed signal itself varies); then the reason instead."""
-    if not _exact_sum(ss, p):
+    if not exact_sum(ss, p):
         return NOT_EXACT
     depth = int(np.shape(density)[0]).bit_length() - 1
     label = lut[morton_of_pixels(depth)]

@@ -11,7 +11,7 @@ from ...core.params import Param
 
 
 # ===================================================================== params
-def _secagg_params() -> tuple[Param, ...]:
+def secagg_params() -> tuple[Param, ...]:
     return (
         Param(
             "secagg_shard",
@@ -70,7 +70,7 @@ def _secagg_params() -> tuple[Param, ...]:
     )
 
 
-def _schedule_params() -> tuple[Param, ...]:
+def schedule_params() -> tuple[Param, ...]:
     return (
         Param(
             "schedule",
@@ -152,7 +152,7 @@ def _schedule_params() -> tuple[Param, ...]:
     )
 
 
-def _extension_params() -> tuple[Param, ...]:
+def extension_params() -> tuple[Param, ...]:
     return (
         Param(
             "multi_location",
@@ -219,7 +219,7 @@ def _extension_params() -> tuple[Param, ...]:
 RELATION_CHOICES = ("zero-out", "add/remove")
 
 
-def _relation_params() -> tuple[Param, ...]:
+def relation_params() -> tuple[Param, ...]:
     """Adaptive HH's neighbouring relation and, under add/remove, where the
     planned number of clients comes from (see AdaptiveHH's docstring, "Add/remove user")."""
     return (
@@ -284,10 +284,10 @@ def _relation_params() -> tuple[Param, ...]:
     )
 
 
-RELATION_PARAMS = tuple(p.name for p in _relation_params())
+RELATION_PARAMS = tuple(p.name for p in relation_params())
 
 
-def _with_defaults(params: tuple[Param, ...], **defaults) -> tuple[Param, ...]:
+def with_defaults(params: tuple[Param, ...], **defaults) -> tuple[Param, ...]:
     out = []
     for p in params:
         out.append(replace(p, default=defaults[p.name]) if p.name in defaults else p)

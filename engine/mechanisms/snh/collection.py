@@ -43,7 +43,7 @@ class CellGrid:
 
 
 # ====================================================================== shared steps
-def _query_bounds(params: dict, domain: Domain) -> tuple[float, float]:
+def query_bounds(params: dict, domain: Domain) -> tuple[float, float]:
     lo, hi = float(params["query_min_pct"]) / 100.0, float(params["query_max_pct"]) / 100.0
     if not lo < hi:
         raise ParamError(f"query side min ({lo * 100:g}%) must be smaller than query side max ({hi * 100:g}%)")
@@ -121,7 +121,7 @@ def workload_mode(params: dict, aux) -> str:
 def choose_rho(data, domain: Domain, eps: float, params: dict, ledger: Ledger, aux_pts) -> tuple[float, dict]:
     """The cell width in metres: given, or ParamSelect (Algorithm 3) on public features."""
     rho_m = float(params["rho_m"])
-    lo, hi = _query_bounds(params, domain)
+    lo, hi = query_bounds(params, domain)
     if rho_m > 0:
         return rho_m, {"source": "given", "rho_m": rho_m}
     from .paramselect import entropy_512, predict_rho

@@ -12,7 +12,7 @@ import numpy as np
 from ...core.errors import ParamError
 from ...core.grid import Domain, box_sums, integral_image
 from .answers import NORM_SPAN, SNHModel
-from .collection import _query_bounds, collect_step, workload_mode
+from .collection import collect_step, query_bounds, workload_mode
 
 WEIGHT_QUAD = 4  # midpoint nodes over the workload query side
 
@@ -173,7 +173,7 @@ def fit_snh(
     from .networks import train
 
     t0 = time.perf_counter()
-    lo, hi = _query_bounds(params, domain)
+    lo, hi = query_bounds(params, domain)
     k = int(params["k"])
     # workload_mode: fail before spending budget on an impossible combination
     got = collect_step(
