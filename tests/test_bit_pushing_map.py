@@ -14,7 +14,7 @@ from engine.core.errors import EngineError, ParamError
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.bit_pushing.mechanism import BitPushRegionMean, region_mean_release
-from engine.mechanisms.bit_pushing.regions import assign_regions, grid_rects, paint_regions
+from engine.mechanisms.bit_pushing.rect_regions import assign_regions, grid_rects, paint_regions
 from engine.run.config import RunConfig
 from engine.run.runner import run
 

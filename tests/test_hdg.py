@@ -19,7 +19,6 @@ from engine.core.grid import Domain
 from engine.core.noise import NoiseSource
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.hdg.grids import consistency, guideline, norm_sub, post_process, power_of_two, response_matrix
 from engine.mechanisms.hdg.oracle import (
     count_variance,
     olh_range,
@@ -29,6 +28,7 @@ from engine.mechanisms.hdg.oracle import (
     support_likelihood,
     unbias,
 )
+from engine.mechanisms.hdg.server import consistency, guideline, norm_sub, post_process, power_of_two, response_matrix
 
 ALPHA = 1e-3
 SIDE = 16_000.0

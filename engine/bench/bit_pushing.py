@@ -379,7 +379,7 @@ def _squashing_bias(quick: bool, reps: int, rng: np.random.Generator, progress) 
     figs: list[Figure] = []
     progress("squashing bias: street-grid city")
     from ..mechanisms import RunContext, get
-    from ..mechanisms.bit_pushing.regions import grid_rects
+    from ..mechanisms.bit_pushing.rect_regions import grid_rects
     from .unseen import region_errors, street_grid_city
 
     city = street_grid_city(100_000, seed=0)

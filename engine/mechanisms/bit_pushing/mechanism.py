@@ -18,7 +18,7 @@ location; the server view records each client's region and every bit it read,
 and the region counts it saw in the clear are side information.
 
 Helper functions (map-independent logic lives in :mod:`.bitpush`, the regions in
-:mod:`.regions`): :func:`region_mean_release`.
+:mod:`.rect_regions`): :func:`region_mean_release`.
 
 ``Release.density`` is the private regional MEAN of the attribute painted on
 every grid cell whose centre lies in the region (0 for suppressed regions and
@@ -50,7 +50,7 @@ from ..outputs import RegionalMeans
 from . import bitpush as BP
 from .baselines import BASELINES, baseline_mean
 from .bits import Encoding, bit_probabilities
-from .regions import RegionCandidates, assign_regions, check_rects, grid_rects, paint_regions
+from .rect_regions import RegionCandidates, assign_regions, check_rects, grid_rects, paint_regions
 
 PAPER = "G. Cormode, I. L. Markov, H. Srinivas. Private and Efficient Federated Numerical Aggregation. EDBT 2024."
 

@@ -15,7 +15,8 @@ from ..capabilities import ZERO_OUT
 from ..common import ag_subcell_rects, split_epsilon, spread_rects
 from ..noise_model import NoiseModel
 from .baselines import distributed_release
-from .common import (
+from .param_groups import secagg_params
+from .protocol import (
     PAPER,
     POLYA_BASIS,
     THREAT_DISTRIBUTED,
@@ -26,7 +27,6 @@ from .common import (
     secagg_kwargs,
     spend_sharded,
 )
-from .params import secagg_params
 from .secure_sum import secure_sum
 from .tree import Clients, prepare_clients
 
@@ -60,7 +60,7 @@ class AdaptiveGridPolya(Mechanism):
 
     Noise model: with ``consistency`` off, the sub-cells are the released units, each with the
     second query's Pólya standard deviation, exact given the released sub-grid (its noise is drawn
-    after m2 is fixed; :func:`.common.polya_noise_model`). None with consistency (the default): m2
+    after m2 is fixed; :func:`.protocol.polya_noise_model`). None with consistency (the default): m2
     is chosen from the first-level count the inference reuses (see the central ``ag``)."""
 
     key = "ag_polya"

@@ -15,7 +15,8 @@ from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
 from ..capabilities import ZERO_OUT, NoiseCase
 from ..noise_model import NO_CLOSED_FORM
-from .common import (
+from .param_groups import secagg_params
+from .protocol import (
     PAPER,
     THREAT_DISTRIBUTED,
     VIEW_DISTRIBUTED,
@@ -29,7 +30,6 @@ from .common import (
     spend_sharded,
     word_bits,
 )
-from .params import secagg_params
 from .secure_sum import secure_sum
 from .tree import make_ids, node_level, node_rects, paint_lut, prepare_clients, rebuild_density
 
@@ -175,7 +175,7 @@ class FlatOneHot(Mechanism):
     Threat model and guarantee as ``adaptive_hh`` (aggregate-only server,
     epsilon-DP). Users with several locations report their most visited cell.
     Noise model: the raster cells are the released units, each with the Pólya sum's standard
-    deviation, exact and data-independent (:func:`.common.polya_noise_model`; none with dropouts or
+    deviation, exact and data-independent (:func:`.protocol.polya_noise_model`; none with dropouts or
     wrapping)."""
 
     key = "flat_onehot"
@@ -342,7 +342,7 @@ class HierarchicalOneHot(_HierarchicalBase):
     its own secure sum (the same law as one appended vector).
 
     Noise model: with ``selection = 'level'`` that level's cells, each with the Pólya sum's
-    standard deviation, exact (:func:`.common.polya_noise_model`). None with the
+    standard deviation, exact (:func:`.protocol.polya_noise_model`). None with the
     threshold rule: a coarse cell is released because its own noisy count fell below the
     threshold, so given the chosen leaves its noise is a truncated draw, not the Pólya law."""
 

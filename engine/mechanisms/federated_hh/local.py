@@ -13,7 +13,7 @@ from ..base import Communication, Mechanism, Release, ServerView, register
 from ..capabilities import AuditPlan, NoiseCase
 from ..noise_model import NoiseModel
 from .baselines import pixel_codes_at, single_location_codes
-from .common import PAPER
+from .protocol import PAPER
 
 
 # ==================================================================== local DP

@@ -40,7 +40,13 @@ from ..base import Communication, Mechanism, Release, ServerView, aggregate_view
 from ..capabilities import ONE_OTHER, AuditPlan
 from ..noise_model import NO_CLOSED_FORM
 from ..outputs import Level, Proportions
-from .common import (
+from .param_groups import (
+    extension_params,
+    relation_params,
+    schedule_params,
+    secagg_params,
+)
+from .protocol import (
     PAPER,
     THREAT_DISTRIBUTED,
     VIEW_DISTRIBUTED,
@@ -55,12 +61,6 @@ from .common import (
     shard_diagnostics_public,
     spend_sharded,
     word_bits,
-)
-from .params import (
-    extension_params,
-    relation_params,
-    schedule_params,
-    secagg_params,
 )
 from .secure_sum import secure_sum
 from .tree import (

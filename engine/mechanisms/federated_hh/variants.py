@@ -9,7 +9,7 @@ from ..base import ServerView, aggregate_view, register
 from ..capabilities import ZERO_OUT
 from .mechanism import AdaptiveHH
 from .mechanism import level_density as level_density  # the dashboard's per-level view of these mechanisms too
-from .params import RELATION_PARAMS, with_defaults
+from .param_groups import RELATION_PARAMS, with_defaults
 
 
 @register

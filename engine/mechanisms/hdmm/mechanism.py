@@ -121,7 +121,7 @@ class Hdmm(Mechanism):
     Threat model: a trusted curator sees every location and publishes the map; the adversary sees the map
     (and the strategy, which is public). Guarantee: ε-DP (central) under add/remove user (add/remove record
     with ``unit = record``): under ``unit = user`` each of a person's k locations counts 1/k (the central
-    baselines' bounding, :func:`engine.mechanisms.central.common.bound_contributions`), so one person moves
+    baselines' bounding, :func:`engine.mechanisms.common.bound_contributions`), so one person moves
     the histogram by at most 1 in L1 and the strategy answers by at most ``||A||_1 = 1``; the Laplace
     mechanism at scale 1/ε then gives ε-DP, and least squares is post-processing. ``python -m engine audit
     hdmm`` checks it empirically.

@@ -38,7 +38,7 @@ class LaplaceRegions(Mechanism):
     Threat model: a trusted curator sees every location; the public sees one noisy count per region.
 
     Guarantee and relation: under ``unit = user`` (default) each person's locations are weighted to total 1
-    before counting (:func:`.common.bound_contributions`, as the other central baselines), so adding or
+    before counting (:func:`engine.mechanisms.common.bound_contributions`, as the other central baselines), so adding or
     removing a person changes the vector of region counts by at most 1 in L1 and Laplace(1/eps) per
     region is user-level eps-DP under add/remove user; ``unit = record``: add/remove record, a person with
     k locations protected at k eps.
