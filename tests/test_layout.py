@@ -250,6 +250,24 @@ def test_engine_never_imports_streamlit():
     assert bad == []
 
 
+def test_the_mechanisms_share_their_toolkit_through_its_face():
+    """``engine.mechanisms.common``'s modules are private: every other module takes the toolkit's names from the
+    package, whose ``__all__`` lists exactly the names it gathers."""
+    toolkit = "engine.mechanisms.common"
+    bad = [
+        f"{m}:{line} imports {dep}"
+        for m in MODULES
+        if not _within(m, toolkit)
+        for line, dep, _ in _imports(m)
+        if _within(dep, toolkit) and dep != toolkit
+    ]
+    assert bad == []
+    face = TREES[toolkit]
+    gathered = {a.asname or a.name for n in face.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    listed = next(n.value for n in face.body if isinstance(n, ast.Assign) and n.targets[0].id == "__all__")
+    assert {ast.literal_eval(e) for e in listed.elts} == gathered
+
+
 def test_engine_never_imports_the_dashboard_and_ui_never_imports_a_page():
     bad = [f"{m} imports {dep}" for m in MODULES if _engine(m) for dep in _engine_deps(m) if _dashboard(dep)]
     bad += [
