@@ -41,7 +41,7 @@ def command(args) -> int:
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2))
         return 0
-    print(P.describe(plan))
+    print(P.describe_plan(plan))
     return 0
 
 

@@ -44,7 +44,7 @@ def plan(args) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        print(S.describe(plan))
+        print(S.describe_study(plan))
         if args.reserve:
             print(f"reserved ε {doc['reserved']:g} in the dataset's ledger for this study ({study.key})")
     return 0

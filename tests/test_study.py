@@ -34,7 +34,7 @@ def product(name, kind="map", target=20.0, mechanisms=("identity",), **more) -> 
 def closed_form_c(mechanism: str, depth: int, regions: str | None = None, statistic="p90") -> float:
     """The figure × ε of a closed-form mechanism, from the single-release planner at ε = 1."""
     frame = P.frame_of("synthetic:polycentric", {})
-    reg = P._regions(frame, depth, regions) if regions else None
+    reg = P.frame_regions(frame, depth, regions) if regions else None
     params = {"regions": regions} if mechanism == "laplace_regions" else None
     p = P.predict(mechanism, 1.0, frame, P.stated_users(20000), depth, params, reg)
     if reg is not None:

@@ -38,7 +38,7 @@ def _store(path: str, table: str) -> BudgetStore:
 
 def dataset_ident(cfg: RunConfig) -> str:
     """The dataset's fingerprint: its ledger's key."""
-    if cfg.dataset.startswith(uploads.PREFIX):
+    if cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         up = uploads.get(cfg.dataset)
         return up.fingerprint if up is not None else "upload:gone"
     return fingerprint_source(cfg.dataset, cfg.dataset_options)
@@ -66,7 +66,7 @@ def mark_mine(key: str) -> None:
 def _visible(cfg: RunConfig, entries: list) -> tuple[list, int]:
     """The rows this session may see, and how many it may not: of an upload's ledger (shared with every session
     and the CLI that hold the same people) its own runs only."""
-    if not cfg.dataset.startswith(uploads.PREFIX):
+    if not cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         return entries, 0
     mine = st.session_state.get("_my_bookings", set())
     own = [e for e in entries if e.release_key.removesuffix("/effective") in mine]

@@ -519,7 +519,7 @@ def sidebar(
     ds, opts, src, errors = dataset_controls(sb)
     mechs: list[str] = []
     params: dict[str, dict] = {}
-    url: dict = {"ds": ds if not ds.startswith(uploads.PREFIX) and ds != UPLOAD else None}
+    url: dict = {"ds": ds if not ds.startswith(uploads.UPLOAD_PREFIX) and ds != UPLOAD else None}
     if src is not None:
         url.update({f"d.{p.name}": opts.get(p.name) for p in src.params if opts.get(p.name) != p.default})
     if mechanisms != "none":

@@ -48,7 +48,7 @@ class GridChoice:
 
 def source_is_data(key: str) -> bool:
     """A session's upload: its size is read off the private data, not a catalogue's."""
-    return key.startswith(uploads.PREFIX)
+    return key.startswith(uploads.UPLOAD_PREFIX)
 
 
 def public_people(key: str, opts: dict, src, sampled: int | None) -> tuple[int | None, str]:

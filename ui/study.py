@@ -204,7 +204,7 @@ def release_config(study, h):
 
     return RunConfig(
         dataset=study.dataset,
-        dataset_options=S._options(study),
+        dataset_options=S.dataset_options(study),
         mechanism=h.mechanism,
         params=get(h.mechanism).schema().resolve(dict(h.config["params"])),
         epsilon=h.epsilon,

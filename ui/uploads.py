@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.run.uploads import PREFIX, Upload, UploadStore, env_float
+from engine.run.config import UPLOAD_PREFIX
+from engine.run.uploads import Upload, UploadStore, env_float
 
 from .session import session_id
 
@@ -57,7 +58,7 @@ def owner() -> str:
 
 def get(key: str) -> Upload | None:
     """This session's upload ``key``, or None (another session's key is simply unknown)."""
-    return store().get(owner(), key) if key.startswith(PREFIX) else None
+    return store().get(owner(), key) if key.startswith(UPLOAD_PREFIX) else None
 
 
 def mine() -> list[Upload]:

@@ -81,7 +81,7 @@ def _dataset(key: str, options_json: str):
 def dataset(cfg: RunConfig):
     """The configuration's dataset: a registry dataset (cached for every session) or this session's
     own upload (never in a shared cache; another session's upload key is an unknown dataset)."""
-    if cfg.dataset.startswith(uploads.PREFIX):
+    if cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         up = uploads.get(cfg.dataset)
         if up is None:
             raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
@@ -94,7 +94,7 @@ def prepared(cfg: RunConfig):
     (:func:`engine.run.runner.prepared`): kept for every session, or an upload's with the upload (one entry,
     so it goes when the upload goes)."""
     memo, kept = None, runner.PREPARED_KEPT
-    if cfg.dataset.startswith(uploads.PREFIX):
+    if cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         up = uploads.get(cfg.dataset)
         if up is None:
             raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")

@@ -91,11 +91,11 @@ def _even(plan) -> tuple[float, float]:
     releases = sum(p["repeat"] for p in d["products"])
     need = max(p["epsilon"] for p in d["products"])
     even = d["total_epsilon"] / releases
-    frame, users = P.frame_of(plan.study.dataset, S._options(plan.study)), P.stated_users(plan.study.users)
+    frame, users = P.frame_of(plan.study.dataset, S.dataset_options(plan.study)), P.stated_users(plan.study.users)
     worst = 0.0
     for c in plan.choices:
-        regions = P._regions(frame, c.product.depth, c.product.regions) if c.product.regions else None
-        params = S._params(c)
+        regions = P.frame_regions(frame, c.product.depth, c.product.regions) if c.product.regions else None
+        params = S.choice_params(c)
         p = P.predict(c.mechanism, even, frame, users, c.product.depth, params, regions, plan.study.runs)
         worst = max(worst, S.figure(p, c.product) / c.product.target)
     return need * releases, worst
@@ -116,7 +116,7 @@ def _achieved(choice, seeds: int) -> tuple[float, float]:
             dataset="synthetic:polycentric",
             dataset_options={"n": USERS},
             mechanism=choice.mechanism,
-            params=S._params(choice),
+            params=S.choice_params(choice),
             epsilon=choice.epsilon,
             depth=p.depth,
             seed=seed,
@@ -157,7 +157,7 @@ def _factors(seeds: int, progress) -> list[Figure]:
     for label, ds in cities.items():
         frame = P.Frame(ds.meta, ds.crs, ds.meta.name)
         users, proxy = P.stated_users(ds.n_users), pilot_proxy(ds)
-        watch = S._Watch(600, None)
+        watch = S.StudyWatch(600, None)
         inp = S.Inputs(frame, users, proxy, 3, watch, lambda f, m: None, pilot_scale=1.0 / PILOT_EPSILON)
         for m in FACTOR_MECHANISMS:
             progress(f"pilot factor: {m} on the {label} city")

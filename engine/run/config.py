@@ -40,6 +40,7 @@ MAX_SHARE = 0.5  # of ε, for each step before the mechanism
 # browser holds integers exactly only to 2^53). An Evaluate seed is shown and exported, so its
 # size is no privacy property; a Release has no seed at all.
 FRESH_SEED_BITS = 31
+UPLOAD_PREFIX = "upload:"  # the dataset key of an uploaded file, private to its session
 
 
 def fresh_seed() -> int:
@@ -59,6 +60,17 @@ def source_fingerprint(root: Path = ROOT) -> str:
     for p in files + sorted((root / "data").glob("*.csv")):
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+def neighbouring_of(config) -> str:
+    """The neighbouring relation a run of ``config`` is private under (``Mechanism.neighbouring``,
+    or ``neighbouring_for(params)`` where parameters change it); "" where the mechanism names none."""
+    from ..mechanisms import get
+
+    cls = get(config.mechanism)
+    if hasattr(cls, "neighbouring_for"):
+        return cls.neighbouring_for(config.params)
+    return getattr(cls, "neighbouring", "")
 
 
 def with_regions(mechanism: str, params: dict, regions: str | None, regions_crs: str | None = None) -> dict:

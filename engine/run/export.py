@@ -28,7 +28,7 @@ import numpy as np
 from ..core.csvtext import csv_text
 from ..core.errors import ParamError
 from ..data.projection import to_lonlat
-from .uploads import PREFIX
+from .config import UPLOAD_PREFIX
 
 EVALUATION = "contains non-private information about the data"
 FORMATS = ("geotiff", "geoparquet", "geojson", "csv")
@@ -196,7 +196,7 @@ def manifest(result, release_key: str | None = None) -> dict:
     or seed. ``release_key``: the budget store's key of this release, when it was booked."""
     from .. import __version__
     from ..mechanisms import get
-    from .ledger import neighbouring_of
+    from .config import neighbouring_of
 
     _require_release(result)
     cfg, rel, meta = result.config, result.release, result.dataset_meta
@@ -211,7 +211,7 @@ def manifest(result, release_key: str | None = None) -> dict:
         "epsilon": float(cfg.epsilon),
         "depth": int(cfg.depth),
         # a session's upload key is a server handle, not a name
-        "dataset": "an uploaded file" if cfg.dataset.startswith(PREFIX) else cfg.dataset,
+        "dataset": "an uploaded file" if cfg.dataset.startswith(UPLOAD_PREFIX) else cfg.dataset,
         "dataset_options": {k: v for k, v in cfg.dataset_options.items() if k != "path"},
     }
     if cfg.n_users is not None:
@@ -274,7 +274,7 @@ def own_file(config) -> bool:
     """Whether a run reads the analyst's own file: an upload, or a file source read by path."""
     from ..data.registry import source
 
-    if config.dataset.startswith(PREFIX):
+    if config.dataset.startswith(UPLOAD_PREFIX):
         return True
     src = source(config.dataset)
     return src is not None and src.kind == "file"

@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 from ..core.epsilon import check_spent
 from ..core.errors import EngineError, ParamError
+from .config import neighbouring_of
 from .people import ledger_keys
 
 ENV = "HEATMAP_LEDGER_DB"
@@ -196,17 +197,6 @@ def release_key(config) -> str:
     if config.mode == "release":
         return f"release/{secrets.token_hex(16)}"
     return config.key()
-
-
-def neighbouring_of(config) -> str:
-    """The neighbouring relation a run of ``config`` is private under (``Mechanism.neighbouring``,
-    or ``neighbouring_for(params)`` where parameters change it); "" where the mechanism names none."""
-    from ..mechanisms import get
-
-    cls = get(config.mechanism)
-    if hasattr(cls, "neighbouring_for"):
-        return cls.neighbouring_for(config.params)
-    return getattr(cls, "neighbouring", "")
 
 
 def entry_for(config, key: str | None = None, note: str = "") -> Entry:

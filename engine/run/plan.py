@@ -303,7 +303,7 @@ def plannable() -> list[str]:
     return [k for k, cls in registry().items() if cls.planner != "none"]
 
 
-def _regions(frame: Frame, depth: int, spec: str | None, polygons=None):
+def frame_regions(frame: Frame, depth: int, spec: str | None, polygons=None):
     if spec is None and polygons is None:
         return None
     from ..data.regions import build
@@ -548,7 +548,7 @@ def make_plan(
     key = ledger_key(dataset, options or {})
     read = what_was_read(dataset, options or {}, frame, key)
     frame = frame or default_frame()
-    regions = _regions(frame, depth, regions_spec, polygons)
+    regions = frame_regions(frame, depth, regions_spec, polygons)
     total = 0
     for m in mechanisms:
         need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target, frame.user_ids)
@@ -599,7 +599,7 @@ def _fmt(v) -> str:
     return "—" if v is None or not math.isfinite(v) else f"{v:.3g}"
 
 
-def describe(plan: Plan) -> str:
+def describe_plan(plan: Plan) -> str:
     """The plan as a few lines of text (the CLI's default output)."""
     where = f"regions {plan.regions} over " if plan.regions else ""
     lines = [

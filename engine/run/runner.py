@@ -19,7 +19,7 @@ import numpy as np
 from ..core.cache import CacheUnavailable
 from ..core.errors import EngineError, ParamError
 from . import estimates, frame, result_cache
-from .config import RunConfig, RunResult
+from .config import RunConfig, RunResult, neighbouring_of
 from .estimates import record as record_cost
 from .export import region_frame
 from .result_cache import run_cache_path
@@ -96,8 +96,6 @@ class Prepared:
 
 def prepare_run(config: RunConfig, dataset=None) -> Prepared:
     """Dataset sampled to the configured users, inside the run's frame, on its grid (:mod:`engine.run.frame`)."""
-    from .ledger import neighbouring_of
-
     config.validate()
     releasing = config.mode == "release"
     ds = dataset if dataset is not None else load_dataset(config.dataset, config.dataset_options)

@@ -107,7 +107,7 @@ def figure(p: P.Prediction, product: Product) -> float:
     return math.nan if v is None else float(v)
 
 
-class _Watch(P.Deadline):
+class StudyWatch(P.Deadline):
     """The plan's time budget, and the caller's Cancel: both stop the mechanism at its next check."""
 
     def __init__(self, seconds: float, cancelled: Callable[[], bool] | None):
@@ -131,7 +131,7 @@ class Inputs:
     users: P.Users
     proxy: P.Proxy
     runs: int
-    watch: _Watch
+    watch: StudyWatch
     progress: Callable[[float, str], None]
     calls: int = 0
     expected: int = 1
@@ -141,7 +141,7 @@ class Inputs:
     def regions_of(self, product: Product):
         key = (product.regions, product.depth)
         if product.regions is not None and key not in self.regions:
-            self.regions[key] = P._regions(self.frame, product.depth, product.regions)
+            self.regions[key] = P.frame_regions(self.frame, product.depth, product.regions)
         return self.regions.get(key)
 
     def predict(self, product: Product, mechanism: str, eps: float) -> P.Prediction:
@@ -340,13 +340,13 @@ def make_study_plan(
     from .limits import release_limit
 
     progress = progress or (lambda f, m: None)
-    options = _options(study)
+    options = dataset_options(study)
     frame = P.frame_of(study.dataset, options)
     users = P.stated_users(study.users) if study.users is not None else P.released_users(study.users_from)
     proxy = P.released_proxy(study.proxy_from) if study.proxy_from else P.synthetic_proxy(study.proxy or P.PROXY_PRESET)
     proxy = several(proxy, study.locations_per_user)
     # a study is a plan per product: each has the time budget of one
-    watch = _Watch(P.plan_seconds() * len(study.products) if seconds is None else float(seconds), cancelled)
+    watch = StudyWatch(P.plan_seconds() * len(study.products) if seconds is None else float(seconds), cancelled)
     inp = Inputs(frame, users, proxy, study.runs, watch, progress, pilot_scale=_pilot_scale(study))
     products = list(study.products)
     inp.expected = sum(len(p.mechanisms) * len(SAMPLE_EPS) for p in products) + 2 * len(products)
@@ -420,7 +420,7 @@ def _per_user(study: Study) -> list[str]:
     return [f"each user has up to {k} locations, stated by the analyst"] if k > 1 else []
 
 
-def _options(study: Study) -> dict:
+def dataset_options(study: Study) -> dict:
     from ..data.registry import get_source
     from ..mechanisms import load_all
 
@@ -461,7 +461,7 @@ def _choice(inp: Inputs, product: Product, curves: list[Curve], pick, ratio: flo
     return Choice(product, curve.mechanism, eps, pred, method, candidates, side, error, span)
 
 
-def describe(plan: StudyPlan) -> str:
+def describe_study(plan: StudyPlan) -> str:
     """The plan as a few lines of text (the CLI's default output)."""
     d = plan.to_dict()
     mode = f"a budget of {plan.study.budget:g}" if plan.study.budget is not None else "the least total ε"
@@ -507,7 +507,7 @@ def stderr_progress(stream=None) -> Callable[[float, str], None]:
 # ------------------------------------------------------------------ the ledger keeps the plan
 def ledger_of(study: Study) -> str:
     """The key of the study's dataset's ledger."""
-    key = P.ledger_key(study.dataset, _options(study))
+    key = P.ledger_key(study.dataset, dataset_options(study))
     assert key is not None  # a study always names its dataset
     return key
 
@@ -526,7 +526,7 @@ def reserve(plan: StudyPlan, store=None, note: str = ""):
             "mechanism": c.mechanism,
             "epsilon": c.epsilon,
             "repeat": c.product.repeat,
-            "config": {"depth": c.product.depth, "regions": c.product.regions, "params": _params(c)},
+            "config": {"depth": c.product.depth, "regions": c.product.regions, "params": choice_params(c)},
         }
         for c in plan.choices
         if c.mechanism is not None
@@ -538,7 +538,7 @@ def reserve(plan: StudyPlan, store=None, note: str = ""):
     return res
 
 
-def _params(c: Choice) -> dict:
+def choice_params(c: Choice) -> dict:
     if c.mechanism is None:
         raise ParamError(f"{c.product.name}: no mechanism meets its target, so it has no parameters to run")
     return _product_params(c.product, c.mechanism)

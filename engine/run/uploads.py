@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-PREFIX = "upload:"
+from .config import UPLOAD_PREFIX
 
 
 def env_float(name: str, default: float) -> float:
@@ -118,7 +118,7 @@ class UploadStore:
         every session and the CLI: the same people in another file, format or tab are the same ledger."""
         from .people import fingerprint_people
 
-        key = PREFIX + secrets.token_urlsafe(18)
+        key = UPLOAD_PREFIX + secrets.token_urlsafe(18)
         up = Upload(key, filename, dataset, dataset_nbytes(dataset), fingerprint=fingerprint_people(dataset))
         dropped: list[str] = []
         with self._lock:
