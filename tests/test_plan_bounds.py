@@ -16,7 +16,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.core.errors import Cancelled, ParamError
-from engine.run import plan as P
+from engine.run.planning import _forecast as P
 
 GRID = {"crs": "EPSG:3857", "x0_m": 0.0, "y0_m": 0.0, "side_m": 1600.0, "cells_per_side": 4, "cell_m": 400.0}
 
@@ -151,7 +151,7 @@ def test_a_malformed_map_is_refused(tmp_path, csv, says):
 
 
 def test_files_over_their_byte_limit_are_refused(tmp_path, monkeypatch):
-    from engine.run import published
+    from engine.run.execution import _published as published
 
     monkeypatch.setattr(published, "MANIFEST_BYTES", 1000)
     folder = _release(tmp_path / "rel", manifest={**_manifest(), "padding": "x" * 2000})
@@ -167,7 +167,7 @@ def test_files_over_their_byte_limit_are_refused(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ time budget
 def _slow_runs(monkeypatch, seconds: float) -> list:
     """Proxy runs that take ``seconds`` each (checking for cancellation as the engine's mechanisms do)."""
-    from engine.run import runner
+    from engine.run.execution import _runner as runner
 
     real, calls = runner.run, []
 
@@ -196,7 +196,7 @@ def test_a_plan_past_its_time_budget_stops_with_a_message(monkeypatch):
 
 
 def test_a_mechanism_the_cost_model_finds_too_slow_is_refused_before_it_runs(monkeypatch):
-    from engine.run import estimates
+    from engine.run.execution import _estimates as estimates
 
     calls = _slow_runs(monkeypatch, 0.0)
     slow = {"privtree": 30.0}  # seconds a proxy run takes, as the model says (SNH's are of this order)

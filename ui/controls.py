@@ -14,8 +14,8 @@ import streamlit as st
 from engine.core.errors import EngineError
 from engine.data.registry import Source
 from engine.mechanisms import registry
-from engine.run.config import RunConfig, fresh_seed, with_regions
-from engine.run.limits import release_limit
+from engine.run.bookkeeping import release_limit
+from engine.run.execution import RunConfig, fresh_seed, with_regions
 
 from . import geocheck, state, uploads, widgets
 from . import regions as uregions

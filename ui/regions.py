@@ -213,7 +213,7 @@ def colours(values_per_cell: np.ndarray, scale) -> np.ndarray:
     return pal[idx]
 
 
-def _fmt(v: float) -> str:
+def estimate_text(v: float) -> str:
     from engine.regions.report import whole
 
     if isinstance(whole(v), int):
@@ -286,14 +286,16 @@ def layer_rows(rep, scale, which: str, unit: str) -> list[dict]:
     rows = []
     for i, g in enumerate(rep.regions.lonlat_geoms()):
         margin = m.margin95[i]
-        est = f"{_fmt(m.estimate[i])} {unit}" + (
-            f" ± {_fmt(margin)} (95 % margin)" if math.isfinite(margin) else " (no margin: see the basis below)"
+        est = f"{estimate_text(m.estimate[i])} {unit}" + (
+            f" ± {estimate_text(margin)} (95 % margin)"
+            if math.isfinite(margin)
+            else " (no margin: see the basis below)"
         )
         tip = f"<b>{html.escape(rep.regions.names[i])}</b><br/>private: {html.escape(est)}"
         if apart[i]:
             tip += "<br/>unreliable: the margin exceeds the estimate"
         if rep.true is not None:
-            tip += f"<br/>true: {_fmt(rep.true[i])} {unit} (evaluation only)"
+            tip += f"<br/>true: {estimate_text(rep.true[i])} {unit} (evaluation only)"
         for part in shapely.get_parts(g):
             if part.geom_type != "Polygon" or part.is_empty:
                 continue
@@ -341,7 +343,7 @@ def draw(panels, scale, fr, view, key: str, unit: str, height: int = 420, per_ro
 def _caption_and_downloads(rep, result, key: str) -> None:
     import pandas as pd
 
-    from engine.run.export import stamp_of
+    from engine.run.execution import stamp_of
 
     df = pd.DataFrame(rep.rows()).rename(columns={"margin95": "95 % margin"})
     st.dataframe(df, hide_index=True, height=240, key=f"{key}_regions_table")

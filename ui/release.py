@@ -16,12 +16,11 @@ from datetime import UTC, datetime
 import numpy as np
 import streamlit as st
 
-from engine.run.config import RunConfig
-from engine.run.export import dataset_name, region_frame
+from engine.run.execution import RunConfig, dataset_name, region_frame
 
 from . import export, maps, views
 from .colors import ColourScale
-from .report import _ledger, margin_rows
+from .report import ledger_fields, margin_rows
 
 
 def release_only_page(ctl, what: str) -> None:
@@ -56,7 +55,7 @@ def release_report(result, scale: ColourScale, regions=None) -> str:
     title = export.release_title(result)
     side = dom.n * max(1, math.ceil(512 / dom.n))
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    led = _ledger(result)
+    led = ledger_fields(result)
     data = [
         ["Name", dataset_name(result)],
         ["Citation", getattr(meta, "citation", "") or "–"],
@@ -100,12 +99,17 @@ def _regions_html(rep) -> str:
     """The regional table of the report: each region's estimate and 95 % margin, what they count and rest on."""
     if rep is None:
         return ""
-    from .regions import _fmt, unreliable
+    from .regions import estimate_text, unreliable
 
     about, info = rep.about, rep.describe()
     apart = unreliable(rep)
     rows = [
-        [r["id"], r["name"], _fmt(r["estimate"]), "–" if r["margin95"] is None else f"± {_fmt(r['margin95'])}"]
+        [
+            r["id"],
+            r["name"],
+            estimate_text(r["estimate"]),
+            "–" if r["margin95"] is None else f"± {estimate_text(r['margin95'])}",
+        ]
         + (["unreliable: the margin exceeds the estimate"] if a else [""])
         for r, a in zip(rep.rows(), apart)
     ]
@@ -191,14 +195,14 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
 
 
 def release_zip(result, regions=None, people: bool = False) -> bytes:
-    """The release folder of :func:`engine.run.export.write_release` as a zip (with ``regions``, an
+    """The release folder of :func:`engine.run.execution.write_release` as a zip (with ``regions``, an
     :class:`engine.data.regions.Regions`, its regional table)."""
     import io
     import tempfile
     import zipfile
     from pathlib import Path
 
-    from engine.run.export import write_release
+    from engine.run.execution import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
         paths = write_release(

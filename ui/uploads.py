@@ -1,12 +1,12 @@
-"""The dashboard's side of the upload store (:mod:`engine.run.uploads`): the server's one store, this
+"""The dashboard's side of the upload store (:mod:`engine.run.server._session_files`): the server's one store, this
 session's uploads, and Streamlit's copies of the raw files, dropped once parsed or when the session goes."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.run.config import UPLOAD_PREFIX
-from engine.run.uploads import Upload, UploadStore, env_float
+from engine.run.execution import UPLOAD_PREFIX
+from engine.run.server import Upload, UploadStore, env_float
 
 from .session import session_id
 

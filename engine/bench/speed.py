@@ -135,7 +135,7 @@ def _browser_cpu(srv) -> float:
 
 
 def _city_box() -> tuple[float, float, float, float]:
-    from ..run.runner import load_dataset
+    from ..run import load_dataset
 
     return tuple(load_dataset("synthetic:polycentric", {"n": 20000}).meta.bbox)
 
@@ -273,8 +273,7 @@ def regions_profile(reps: int) -> Figure:
     from ..data.files.polygons import load_polygons_isolated
     from ..data.regions import build
     from ..regions import regional_report
-    from ..run.config import RunConfig
-    from ..run.runner import prepare, run
+    from ..run import RunConfig, prepare, run
     from .geofiles import neighbourhoods_geojson
 
     isolate.warm()
