@@ -222,7 +222,7 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
 
 def _counts_people(cfg) -> bool:
     """Whether the run counts people (else records): the dataset's schema and the mechanism's unit."""
-    from .regions.report import counts_people
+    from .regions.regional_table import counts_people
     from .run import load_dataset
 
     return counts_people(load_dataset(cfg.dataset, cfg.dataset_options), cfg.params)
@@ -337,7 +337,7 @@ def _cmd_release(args) -> int:
     if not args.out.strip():
         raise ParamError("--out '' names no folder: give the folder for the release (--out . for this one)")
     out = Path(args.out)
-    from .regions.files import REGION_FILES
+    from .regions.margin_files import REGION_FILES
 
     names = [*(FILE_NAMES[f] for f in args.format), MANIFEST, *(REGION_FILES.values() if args.regions else ())]
     taken = [n for n in names if (out / n).exists()]
@@ -371,10 +371,10 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .bench import available, render_table, run_suite, to_json
+    from .bench import DASHBOARD_HINT, available, render_table, run_suite, to_json
 
     if args.suite not in available():
-        raise ParamError(f"unknown benchmark suite {args.suite!r}; available: {', '.join(available())}")
+        raise ParamError(f"unknown benchmark suite {args.suite!r}; available: {', '.join(available())}{DASHBOARD_HINT}")
     figs = run_suite(args.suite, quick=args.quick, progress=lambda *a: print(*a, file=sys.stderr))
     print(to_json(figs) if args.json else render_table(figs))
     return 0
@@ -528,8 +528,8 @@ def main(argv=None) -> int:
     cli_study.add_release_options(rl)
     rl.set_defaults(fn=_cmd_release)
 
-    b = sub.add_parser("bench", help="benchmark suite")
-    b.add_argument("suite")
+    b = sub.add_parser("bench", help="the engine's benchmark suites (the dashboard's: python -m ui.benchmarks.SUITE)")
+    b.add_argument("suite", help="the suite's name (BENCHMARKS.md lists them)")
     b.add_argument("--json", action="store_true")
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     b.set_defaults(fn=_cmd_bench)

@@ -127,7 +127,7 @@ def test_no_module_but_the_helper_writes_csv():
 
 # every place in the dashboard that offers a CSV download, and the writer it calls (each tested below)
 DOWNLOADS = {
-    ("ui/regions.py", "_caption_and_downloads"): "RegionReport.as_csv",
+    ("ui/region_panel.py", "_caption_and_downloads"): "RegionReport.as_csv",
     ("ui/views.py", "export_block"): "csv_grid",
     ("ui/attack.py", "curve_section"): "csv_text",
     ("pages/compare.py", "<module>"): "metrics_csv, seeds_csv",
@@ -206,8 +206,8 @@ def test_regions_csv_of_a_release_folder(region_file, capsys, tmp_path):
 
 
 def test_regions_csv_of_the_dashboard_download(region_file):
-    """The download button of ui/regions.py offers RegionReport.as_csv, stamped in Evaluate."""
-    from engine.data.regions import build
+    """The download button of ui/region_panel.py offers RegionReport.as_csv, stamped in Evaluate."""
+    from engine.data.region_geometry import build
     from engine.regions import regional_report
     from engine.run import RunConfig, prepare, run
 

@@ -284,6 +284,7 @@ def test_verification_mode_end_to_end(city):
     small = data.subset(np.arange(600))
     rel = run("adaptive_hh", small, dom, 1.0, 3, verify_secagg=True, secagg_shard=100, max_levels=3)
     assert all(lv["verified_shards"] == lv["shards"] == 6 for lv in rel.diagnostics["levels"])
+    assert rel.communication.shards == 6  # 600 clients in shards of 100, in every round
     assert all(lv["aggregation_path"].startswith("per-client") for lv in rel.diagnostics["levels"])
     rel.ledger.check(1.0)
     with pytest.raises(ParamError, match="verification mode"):

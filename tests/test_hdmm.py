@@ -211,7 +211,7 @@ def test_the_strategy_is_optimised_once_and_read_back_from_disk(tmp_path, monkey
 
 @pytest.mark.parametrize("k", [2, 8])
 def test_block_variances_in_one_pass_equal_one_per_block(k):
-    from engine.data.regions import block_regions
+    from engine.data.region_geometry import block_regions
     from engine.regions.margins import block_margins
 
     dom = Domain(0.0, 0.0, SIDE, 5)

@@ -6,7 +6,8 @@ importing module depend on the imported one, and an import circle hidden in a fu
 circle. Rules:
 
 * no import circle anywhere (ui and pages included);
-* ``engine/bench`` is imported only by the benchmarks themselves and the CLI (``engine/__main__.py``);
+* ``engine/bench`` is imported only by the benchmarks themselves (the dashboard's, ``ui/benchmarks``, too) and the
+  CLI (``engine/__main__.py``); nothing under ``engine/`` imports Playwright or starts the app;
 * each layer imports only downward: core <- metrics, data <- mechanisms <- regions <- the run layer
   (``engine/run``);
 * the engine never imports Streamlit, ``ui``, the pages or the app; ``ui`` never imports a page or the app;
@@ -35,7 +36,7 @@ LAYERS = {
     "engine.regions": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms"),
     "engine.run": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms", "engine.regions"),
 }
-BENCH_CLIENTS = ("engine.bench", "engine.__main__")
+BENCH_CLIENTS = ("engine.bench", "ui.benchmarks", "engine.__main__")
 DASHBOARD = ("ui", "pages", "app")
 # the few modules and functions allowed past the limits, with the reason
 LONG: dict[str, str] = {
@@ -210,6 +211,25 @@ def test_benchmarks_are_imported_only_by_benchmarks_and_the_cli():
         if _within(dep, "engine.bench")
     ]
     assert bad == []
+
+
+def _drives_the_app(mod: str) -> list[str]:
+    """Where ``mod`` imports Playwright or names the app's command (``streamlit`` or ``app.py`` as a string of its
+    own, as in ``[python, "-m", "streamlit", "run", "app.py"]``)."""
+    out = [f"{mod}:{line} imports {dep}" for line, dep, _ in _imports(mod) if dep.split(".")[0] == "playwright"]
+    return out + [
+        f"{mod}:{n.lineno} names {n.value!r}"
+        for n in ast.walk(TREES[mod])
+        if isinstance(n, ast.Constant) and n.value in ("streamlit", "app.py")
+    ]
+
+
+def test_nothing_in_the_engine_drives_the_dashboard():
+    """The benchmarks that drive the real app in a browser live beside the dashboard (``ui/benchmarks``), the load
+    scripts in ``scripts/``: the engine neither imports Playwright nor starts the app. The check finds both in
+    the dashboard's benchmark (so it is not vacuous)."""
+    assert {"imports", "names"} <= {d.split()[1] for d in _drives_the_app("ui.benchmarks.app")}
+    assert [d for m in MODULES if _engine(m) for d in _drives_the_app(m)] == []
 
 
 @pytest.mark.parametrize("layer", sorted(LAYERS))

@@ -157,7 +157,7 @@ def test_identity_margin_is_the_exact_laplace_quantile():
 
 
 def test_a_split_unit_makes_a_closed_form_simulated():
-    from engine.data.regions import h3_regions
+    from engine.data.region_geometry import h3_regions
 
     f = P.default_frame()
     hexes = h3_regions(f.domain(5), f.crs, 7)

@@ -16,7 +16,7 @@ from test_app import click_run, open_app
 from test_sessions import upload
 
 from engine.__main__ import main
-from engine.data.regions import public_spec
+from engine.data.region_geometry import public_spec
 from engine.run.execution import OWN_FILE
 
 

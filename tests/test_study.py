@@ -246,7 +246,7 @@ def test_closed_form_only_where_each_cell_is_its_own_noise_unit():
     planner simulates it; at 20,000 users the leaves are the cells and the figure is the closed form. Two cities
     of 3,000 people state different median margins, so the coarse case cannot be a closed form."""
     from engine.bench.plan import measured
-    from engine.data.regions import grid_regions
+    from engine.data.region_geometry import grid_regions
     from engine.data.synthetic import generate
 
     frame = P.frame_of("synthetic:polycentric", {})

@@ -71,7 +71,7 @@ def release_geotiff(result, crs: str) -> bytes:
 
 def release_geoparquet(result, crs: str) -> bytes:
     """The private grid's non-empty cells as GeoParquet, each with its 95 % margin (null where none)."""
-    from engine.regions.files import geoparquet_grid
+    from engine.regions.margin_files import geoparquet_grid
     from engine.regions.margins import grid_margin
 
     rel = result.release

@@ -33,7 +33,7 @@ def panel(
 ) -> None:
     """``dataset``: the loaded dataset, of which only the public frame is used; ``others``: mechanism keys
     the analyst may compare; ``remaining``: ε left in the dataset's ledger (drawn on the curve); ``regions``: the
-    analysis's regions (ui/regions.py Choice; None: the plan is per cell)."""
+    analysis's regions (ui/region_panel.py Choice; None: the plan is per cell)."""
     with st.expander("Plan this release: predicted accuracy before spending", expanded=True, icon=":material/tune:"):
         st.caption(
             "Predicted from public inputs only: the mechanism, ε, the grid or regions, the dataset's public frame, "

@@ -108,7 +108,7 @@ def frame(cfg: RunConfig, domain) -> maps.Frame:
 def unit_noun(meta, people: bool = False) -> str:
     """What one unit of a map counts, in the plural: people (a file with user ids), the dataset's own unit
     (John Snow's deaths), or locations."""
-    from engine.regions.report import counted_word
+    from engine.regions.regional_table import counted_word
 
     return "people" if people else counted_word(meta)
 
@@ -117,7 +117,7 @@ def counts_people(cfg: RunConfig) -> bool:
     """Whether the maps of ``cfg`` count people (a person's locations share weight 1): the dataset has user ids
     (its schema, public) and the mechanism does not count records. One answer for both modes, read off no
     count of the data."""
-    from engine.regions.report import counts_people as counts
+    from engine.regions.regional_table import counts_people as counts
 
     return counts(dataset(cfg), cfg.params)
 
@@ -542,7 +542,7 @@ def proportion_block(result, fr, view, display) -> None:
 def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, display) -> None:
     """The private map's 95 % margin per cell (:mod:`engine.regions.margins`): the release's own where it states
     its noise, else estimated from releases with the next seeds, only on request."""
-    from . import jobs, run
+    from . import jobs, run_button
 
     st.subheader("Margin of error")
     reason = margins.no_margin_reason(result.release)
@@ -570,7 +570,7 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
                 f"counts them, ε = {cfg.epsilon:g} each)."
             )
             # never from a link's run=1: these are extra releases, only on request
-            g = run.launch(
+            g = run_button.launch(
                 name, configs, ctl, label="Margin of error", button=f"Estimate from {runs} runs", autorun=False
             )
             if g is None or g.keys != keys:

@@ -188,7 +188,7 @@ def scaled_l1(truth: np.ndarray, est: np.ndarray, rects: np.ndarray, answered: b
 
 
 # ---------------------------------------------------------------------- runs
-def _resolve(key: str, params: dict):
+def resolve_mechanism(key: str, params: dict):
     from ..core.errors import ParamError
     from ..mechanisms import get
 
@@ -206,7 +206,7 @@ def run_trial(data, domain, eps: float, seed: int, methods, rects) -> dict:
     truth = data.true_histogram(domain)
     out = {}
     for label, key, params in methods:
-        r = _resolve(key, params)
+        r = resolve_mechanism(key, params)
         if r is None:
             continue
         cls, p = r

@@ -238,7 +238,7 @@ _HH = textwrap.dedent(
             seconds = time.perf_counter() - t
             workers = sorted(client.run(peak).values())
         out = dict(seconds=seconds, clients=res.n_users, workers_peak_mb=workers, peak_mb=peak(),
-                   subqueries=res.release.communication.rounds, shards=res.release.diagnostics["levels"][0]["shards"],
+                   subqueries=res.release.communication.rounds, shards=res.release.communication.shards,
                    mse=res.metrics["mse"], timings=res.timings)
         if compare:
             mem = run(cfg, dataset=load_parquet(path, in_memory=True), use_cache=False)

@@ -40,7 +40,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import SF_CABS_PATH, Figure
-from .central import DEPTH, _resolve, random_rectangles, sample, scaled_l1
+from .central import DEPTH, random_rectangles, resolve_mechanism, sample, scaled_l1
 
 SIZES = (10_000, 100_000, 1_000_000)
 EPS = (0.5, 1.0, 2.0, 4.0)
@@ -95,7 +95,7 @@ def measure(truth: np.ndarray, density: np.ndarray, domain, rects) -> dict:
 def run_method(label: str, key: str, params: dict, data, domain, eps: float, seed: int):
     from ..mechanisms import RunContext
 
-    cls, p = _resolve(key, params)
+    cls, p = resolve_mechanism(key, params)
     ctx = RunContext(rng=np.random.default_rng([seed, zlib.crc32(label.encode()), int(round(eps * 1000))]))
     return cls().run(data, domain, float(eps), p, ctx).density
 

@@ -71,7 +71,7 @@ def pilot_proxy(ds):
 
 
 def calibrate(mechanisms, cities, runs: int, proxy_runs: int) -> list[dict]:
-    from ..data.regions import auto_resolution, h3_regions
+    from ..data.region_geometry import auto_resolution, h3_regions
     from ..mechanisms import load_all, registry
     from ..run import planning
 

@@ -104,7 +104,7 @@ def _even(plan) -> tuple[float, float]:
 
 def _achieved(choice, seeds: int) -> tuple[float, float]:
     """(95 % quantile of |error| / target, share within the target) over ``seeds`` seeded releases at the plan."""
-    from ..data.regions import build
+    from ..data.region_geometry import build
     from ..regions import regional_report
     from ..run import RunConfig, planning, prepare, run
 
@@ -139,7 +139,7 @@ def _factors(seeds: int, progress) -> list[Figure]:
     """A pilot release as the proxy on a sparse, a dense and a coastal test city: the predicted figure (p90 and median of the
     cells' margins, 64 x 64, ε 1) against the same statistic of the margins seeded releases of the real city state
     (median over ``seeds``), and whether the prediction's interval holds it."""
-    from ..data.regions import grid_regions
+    from ..data.region_geometry import grid_regions
     from ..data.synthetic import generate
     from ..run import planning
     from ..run.planning import Product

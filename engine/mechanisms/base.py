@@ -162,13 +162,15 @@ class RunContext:
 @dataclass
 class Communication:
     """Upload cost of one client, in vector elements (and bits when known); with
-    ``per_location`` the cost of one of its locations (what a client holds is data)."""
+    ``per_location`` the cost of one of its locations (what a client holds is data); ``shards``: the
+    secure-aggregation shards the clients are split into in each round (None: no sharded aggregation)."""
 
     elements_per_client: float
     bits_per_client: float | None = None
     rounds: int = 1
     note: str = ""
     per_location: bool = False  # the figures are per location a client holds (central upload)
+    shards: int | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -347,7 +349,7 @@ class Mechanism:
     @classmethod
     def planning(cls, params: dict, regions=None, user_ids: bool = False) -> tuple[str, str]:
         """What the planner may do for a release with ``params`` over ``regions`` (None: the cells; an
-        :class:`engine.data.regions.Regions`) of a dataset with user ids or not: one of
+        :class:`engine.data.region_geometry.Regions`) of a dataset with user ids or not: one of
         :data:`.capabilities.PLANNING`, and why where it predicts nothing. An exact margin becomes simulated where
         regions cut the released units (the spreading term then depends on where people are)."""
         if cls.planner == "exact" and regions is not None and regions.kind != "grid":

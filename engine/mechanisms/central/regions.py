@@ -8,7 +8,7 @@ from ...core.accounting import Ledger
 from ...core.epsilon import check_epsilon
 from ...core.errors import ParamError
 from ...core.params import Param
-from ...data.regions import build
+from ...data.region_geometry import build
 from ..base import Mechanism, Release, register
 from ..noise_model import NoiseModel
 from .common import (

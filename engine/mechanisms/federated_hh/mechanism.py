@@ -504,6 +504,7 @@ class AdaptiveHH(Mechanism):
             float(total_elems),
             float(total_elems * bits),
             rounds=len(sizes),
+            shards=int(ss.shard_sizes.size),
             note=(
                 f"vector lengths summed over {len(sizes)} sub-queries (Table 1): {', '.join(map(str, sizes))}; "
                 f"{bits}-bit SecAgg words"

@@ -64,9 +64,9 @@ def source_fingerprint(root: Path = ROOT) -> str:
 def with_regions(mechanism: str, params: dict, regions: str | None, regions_crs: str | None = None) -> dict:
     """``params`` of ``mechanism`` with the analysis's one region set: a mechanism that counts regions (Laplace over
     regions) counts exactly the regions the analysis plans, reports and downloads (``regions``: a spec of
-    :func:`engine.data.regions.parse_spec`; None: the mechanism's own default). A regions parameter given besides
+    :func:`engine.data.region_geometry.parse_spec`; None: the mechanism's own default). A regions parameter given besides
     must name the same regions, or the configuration is refused."""
-    from ...data.regions import parse_spec
+    from ...data.region_geometry import parse_spec
     from ...mechanisms import get
 
     names = get(mechanism).region_params

@@ -293,7 +293,7 @@ def dataset_name(result) -> str:
 def _public_params(params: dict, rel) -> dict:
     """The mechanism's parameters as a release states them: a polygon file of regions by its base name and
     content hash, as the mechanism restated it (``Release.regions_counted``), never its server path."""
-    from ...data.regions import public_spec
+    from ...data.region_geometry import public_spec
 
     if "regions" not in params:
         return params
@@ -337,7 +337,7 @@ def write_release(
 ) -> dict[str, Path]:
     """Write a Release-mode run into ``folder`` (created if missing): the private grid in each
     of ``formats`` (:data:`FILE_NAMES`; the GeoTIFF and GeoParquet with each cell's 95 % margin),
-    with ``regions`` (:class:`engine.data.regions.Regions`) the regional table as ``regions.csv`` and
+    with ``regions`` (:class:`engine.data.region_geometry.Regions`) the regional table as ``regions.csv`` and
     ``regions.gpkg``, and :data:`MANIFEST` (:func:`manifest`, with each file's name and SHA-256 and
     the regions' description; ``people``: whether the release counts people, else records, as the regional
     files say). Refuses a folder that already holds one of these files, so a manifest
@@ -347,7 +347,7 @@ def write_release(
     out = Path(folder)
     targets = {f: out / FILE_NAMES[f] for f in fmts} | {"manifest": out / MANIFEST}
     if regions is not None:
-        from ...regions.files import REGION_FILES
+        from ...regions.margin_files import REGION_FILES
 
         targets |= {f"regions_{k}": out / v for k, v in REGION_FILES.items()}
     taken = [p.name for p in targets.values() if p.exists()]
@@ -360,7 +360,7 @@ def write_release(
     rel = result.release
     doc = manifest(result, release_key)
     title = f"Private map: {doc['mechanism']['label'] or doc['mechanism']['key']}, epsilon {rel.ledger.total():g}"
-    from ...regions.files import geoparquet_grid, write_regions
+    from ...regions.margin_files import geoparquet_grid, write_regions
     from ...regions.margins import grid_margin
 
     margin = grid_margin(rel)
@@ -376,7 +376,7 @@ def write_release(
         targets[f].write_bytes(data)
         doc["files"][f] = {"name": targets[f].name, "sha256": hashlib.sha256(data).hexdigest()}
     if regions is not None:
-        from ...regions.report import regional_report
+        from ...regions.regional_table import regional_report
 
         report = regional_report(result, regions, people=people)
         doc["files"].update(write_regions(report, out))

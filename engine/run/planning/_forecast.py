@@ -208,7 +208,7 @@ def released_users(folder) -> Users:
 
 
 def _release_key(doc: dict) -> str:
-    from ...data.files.common import _short
+    from ...core.errors import shown_text as _short
 
     return _short(doc.get("release_key", "unkeyed"), 60)
 
@@ -306,7 +306,7 @@ def plannable() -> list[str]:
 def frame_regions(frame: Frame, depth: int, spec: str | None, polygons=None):
     if spec is None and polygons is None:
         return None
-    from ...data.regions import build
+    from ...data.region_geometry import build
 
     return build(spec or "upload", frame.domain(depth), frame.crs, polygons=polygons)
 
@@ -326,7 +326,7 @@ def predict(
     on_run: Callable[[], None] | None = None,
 ) -> Prediction:
     """Predicted 95 % margins of one release (see the module docstring). ``regions``: a built
-    :class:`engine.data.regions.Regions` over ``frame.domain(depth)`` (or None: cells only). Past
+    :class:`engine.data.region_geometry.Regions` over ``frame.domain(depth)`` (or None: cells only). Past
     ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError. ``on_run`` is
     called after each proxy run."""
     from ...regions.margins import cell_margins, region_margins, summary

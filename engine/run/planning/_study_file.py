@@ -271,7 +271,7 @@ def _check_mechanisms(mechanisms, kind: str, where: str) -> None:
 
 def _regions(spec: str, base: Path | None, where: str) -> str:
     """A product's regions, checked; a polygon file's path read from the study file's folder."""
-    from ...data.regions import parse_spec
+    from ...data.region_geometry import parse_spec
 
     try:
         kind, path, id_column = parse_spec(spec)

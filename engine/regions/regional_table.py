@@ -46,7 +46,7 @@ def counts_people(dataset, params: dict) -> bool:
 
 @dataclass(frozen=True)
 class RegionReport:
-    regions: object  # engine.data.regions.Regions
+    regions: object  # engine.data.region_geometry.Regions
     margins: Margins
     true: np.ndarray | None = None  # Evaluate only
     about: dict = field(default_factory=dict)  # ABOUT: written on every row of the files

@@ -280,12 +280,14 @@ def file_regions(
 
 
 def _isolated(fn, args: tuple, size: int, name: str) -> Regions:
-    from .files.common import _short
+    from ..core.errors import shown_text
     from .files.isolate import run_isolated
     from .files.polygons import ADVICE
 
     work = "read and weigh against the map's cells"
-    return run_isolated(fn, args, size, _short(name), work=work, advice=f"{ADVICE}, or choose a coarser grid").result
+    return run_isolated(
+        fn, args, size, shown_text(name), work=work, advice=f"{ADVICE}, or choose a coarser grid"
+    ).result
 
 
 @lru_cache(maxsize=8)  # a page redraws a result's margins on every rerun: a million cell names at 1024 a side

@@ -26,7 +26,7 @@ MAX_DRAWN = 5000  # polygons per map: more would make the page's JSON too heavy 
 
 @dataclass(frozen=True)
 class Choice:
-    spec: str  # engine.data.regions.parse_spec: grid, h3:RES, or an upload's NAME:ID (sha256:HEX)
+    spec: str  # engine.data.region_geometry.parse_spec: grid, h3:RES, or an upload's NAME:ID (sha256:HEX)
     polygons: object = None  # engine.data.files.polygons.PolygonFile of an upload
     name_column: str | None = None
 
@@ -39,7 +39,7 @@ class Choice:
 @st.cache_data(max_entries=8, show_spinner=False)
 def _read(data: bytes, name: str, id_column: str | None, name_column: str | None, crs: str = ""):
     """The upload read in a bounded child process; its regions are built there too, once per map
-    (:func:`engine.data.regions.build` keeps them by the file's digest)."""
+    (:func:`engine.data.region_geometry.build` keeps them by the file's digest)."""
     from engine.data.files.polygons import load_polygons_isolated
 
     return load_polygons_isolated(data, name, id_column=id_column, name_column=name_column, crs=crs or None)
@@ -77,7 +77,7 @@ def control(container, counted: bool = False, domain=None) -> Choice | None:
     if kind == "Grid cells":
         return Choice("grid")
     if kind == "H3 hexagons":
-        from engine.data.regions import auto_resolution
+        from engine.data.region_geometry import auto_resolution
 
         if state.get(f"{KEY}.h3") is None:
             dom = domain() if callable(domain) else domain
@@ -95,7 +95,7 @@ def control(container, counted: bool = False, domain=None) -> Choice | None:
 
 def _kind_of(text: str) -> str:
     """A link's ``regions=grid`` or ``regions=h3:RES`` as the control's choice (an uploaded file has no link)."""
-    from engine.data.regions import parse_spec
+    from engine.data.region_geometry import parse_spec
 
     kind = parse_spec(text)[0]
     if kind == "file":
@@ -134,7 +134,7 @@ def _public_domain(ctl):
 
 
 def _polygons(c) -> Choice | None:
-    from engine.data.regions import keep_upload
+    from engine.data.region_geometry import keep_upload
 
     from . import state
 
@@ -188,14 +188,14 @@ def _polygons(c) -> Choice | None:
 
 
 def _public(choice: Choice) -> str:
-    from engine.data.regions import public_spec
+    from engine.data.region_geometry import public_spec
 
     return public_spec(choice.spec)
 
 
 def report(result, choice: Choice, dataset=None):
     """The regional table of a result (``dataset``: the prepared data, Evaluate only)."""
-    from engine.data.regions import build
+    from engine.data.region_geometry import build
     from engine.regions import regional_report
     from ui import views
 
@@ -213,8 +213,9 @@ def colours(values_per_cell: np.ndarray, scale) -> np.ndarray:
     return pal[idx]
 
 
-def estimate_text(v: float) -> str:
-    from engine.regions.report import whole
+def count_text(v: float) -> str:
+    """A count as the tables and hovers write it: whole counts whole, others to one decimal below 100."""
+    from engine.regions.regional_table import whole
 
     if isinstance(whole(v), int):
         return f"{whole(v):,}"
@@ -286,16 +287,14 @@ def layer_rows(rep, scale, which: str, unit: str) -> list[dict]:
     rows = []
     for i, g in enumerate(rep.regions.lonlat_geoms()):
         margin = m.margin95[i]
-        est = f"{estimate_text(m.estimate[i])} {unit}" + (
-            f" ± {estimate_text(margin)} (95 % margin)"
-            if math.isfinite(margin)
-            else " (no margin: see the basis below)"
+        est = f"{count_text(m.estimate[i])} {unit}" + (
+            f" ± {count_text(margin)} (95 % margin)" if math.isfinite(margin) else " (no margin: see the basis below)"
         )
         tip = f"<b>{html.escape(rep.regions.names[i])}</b><br/>private: {html.escape(est)}"
         if apart[i]:
             tip += "<br/>unreliable: the margin exceeds the estimate"
         if rep.true is not None:
-            tip += f"<br/>true: {estimate_text(rep.true[i])} {unit} (evaluation only)"
+            tip += f"<br/>true: {count_text(rep.true[i])} {unit} (evaluation only)"
         for part in shapely.get_parts(g):
             if part.geom_type != "Polygon" or part.is_empty:
                 continue

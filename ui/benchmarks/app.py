@@ -1,6 +1,6 @@
 """Benchmark of the dashboard, driving the real app (``streamlit run app.py``) with Playwright.
 
-``python -m engine bench app [--json] [--quick]``. Figures (medians over repetitions):
+``python -m ui.benchmarks.app [--json] [--quick]``. Figures (medians over repetitions):
 
 * ``cold_start_s``: from starting the server process to the Explore page usable
   (title, sidebar and Run button shown), a new server each repetition; the note
@@ -46,7 +46,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import Figure
+from engine.bench import Figure
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -391,3 +391,9 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
         browser.close()
     figs.append(metric_block_figure(mechs, 1 if quick else 3, progress))
     return figs
+
+
+if __name__ == "__main__":
+    from . import main
+
+    sys.exit(main(run, "app"))

@@ -47,7 +47,7 @@ def geoparquet_grid(density, margin, domain, crs: str, stamp: str | None = None)
 
 
 def write_regions(report, folder, stamp: str | None = None) -> dict:
-    """``regions.csv`` and ``regions.gpkg`` of a :class:`engine.regions.report.RegionReport` into ``folder``;
+    """``regions.csv`` and ``regions.gpkg`` of a :class:`engine.regions.regional_table.RegionReport` into ``folder``;
     returns the manifest's entries (name and SHA-256 per file)."""
     from pathlib import Path
 

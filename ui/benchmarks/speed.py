@@ -1,5 +1,5 @@
-"""Speed, with feedback: the dashboard's and the command line's slow paths (``python -m engine bench speed
-[--json] [--quick]``), driving the real app with Playwright on Debian's Chromium as ``bench app`` does.
+"""Speed, with feedback: the dashboard's and the command line's slow paths (``python -m ui.benchmarks.speed
+[--json] [--quick]``), driving the real app with Playwright on Debian's Chromium as :mod:`.app` does.
 
 Figures (medians over repetitions; each repetition a fresh browser session and a file of its own, so no cache
 of an earlier one serves it; the server's CPU is its process tree's, the upload readers' children included):
@@ -38,7 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import Figure
+from engine.bench import Figure
+
 from .app import CHARTS, CHROMIUM, READY, ROOT, Server
 
 # Injected before the app loads: per canvas, the time and size (vertices x instances) of every large WebGL
@@ -135,7 +136,7 @@ def _browser_cpu(srv) -> float:
 
 
 def _city_box() -> tuple[float, float, float, float]:
-    from ..run import load_dataset
+    from engine.run import load_dataset
 
     return tuple(load_dataset("synthetic:polycentric", {"n": 20000}).meta.bbox)
 
@@ -190,7 +191,7 @@ def _timed_upload(page, srv, uploader, name: str, data: bytes, first_chart: int,
 
 
 def regions_upload(browser, srv, reps: int, progress) -> list[dict]:
-    from .geofiles import neighbourhoods_geojson
+    from engine.bench.geofiles import neighbourhoods_geojson
 
     box, out = _city_box(), []
     for r in range(reps + 1):  # the first warms the server (its readers' forkserver, imports): not counted
@@ -220,7 +221,7 @@ def regions_upload(browser, srv, reps: int, progress) -> list[dict]:
 
 
 def context_upload(browser, srv, reps: int, progress) -> list[dict]:
-    from .geofiles import streets_geojson
+    from engine.bench.geofiles import streets_geojson
 
     box, out = _city_box(), []
     for r in range(reps + 1):
@@ -269,12 +270,12 @@ def _upload_figure(name: str, what: str, runs: list[dict]) -> Figure:
 
 def regions_profile(reps: int) -> Figure:
     """The regions' path in this process, step by step (CPU seconds, median of ``reps``)."""
-    from ..data.files import isolate
-    from ..data.files.polygons import load_polygons_isolated
-    from ..data.regions import build
-    from ..regions import regional_report
-    from ..run import RunConfig, prepare, run
-    from .geofiles import neighbourhoods_geojson
+    from engine.bench.geofiles import neighbourhoods_geojson
+    from engine.data.files import isolate
+    from engine.data.files.polygons import load_polygons_isolated
+    from engine.data.region_geometry import build
+    from engine.regions import regional_report
+    from engine.run import RunConfig, prepare, run
 
     isolate.warm()
     cfg = RunConfig(dataset_options={"n": 20000}, mechanism="privtree", seed=1)
@@ -318,7 +319,7 @@ def cli_plan(reps: int, progress) -> list[Figure]:
     import struct
     import termios
 
-    from .geofiles import neighbourhoods_geojson
+    from engine.bench.geofiles import neighbourhoods_geojson
 
     firsts, totals, cpus, first_cpus = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-speed-") as tmp:
@@ -477,3 +478,9 @@ def run(quick: bool = False, progress=print) -> list[Figure]:
         browser.close()
     figs += cli_plan(1 if quick else 3, progress)
     return figs
+
+
+if __name__ == "__main__":
+    from . import main
+
+    sys.exit(main(run, "speed"))

@@ -1,137 +1,119 @@
-"""CSV files, and the table steps the plain Parquet reader shares: coordinate columns, reprojection
-of a table's coordinates to WGS84, attribute columns."""
+"""A table's columns: each role (latitude, longitude, user id, value, flag, weight; a file of regions' id and
+name) found by name (:func:`find_columns`), coordinates read and converted to WGS84 (:func:`coord_column`,
+:func:`to_wgs84_table`) and attributes read (:func:`table_attributes`). The CSV and Parquet readers share them;
+the vector readers match and read their attribute columns with them."""
 
 from __future__ import annotations
 
-import csv
-import io
+import re
 
 import numpy as np
 
-from ...core.errors import DataError, shown
-from .common import (
-    _BLANK,
-    _FALSE,
-    _LOOKS,
-    _TRUE,
-    ATTRS,
-    CRS_FORMS,
-    CRS_WHERE,
-    MAX_COLUMNS,
-    ROLE_WORD,
-    ROLES,
-    _Ctx,
-    _find_columns,
-    _is_wgs84,
-    _looks_like,
-    _norm,
-    _short,
-)
+from ...core.errors import DataError, ParamError, shown, shown_list, shown_text
+from .crs import CRS_FORMS, CRS_WHERE, is_wgs84
+
+NAMES = {
+    "lat": ("lat", "latitude", "y", "latdeg", "decimallatitude"),
+    "lon": ("lon", "lng", "long", "longitude", "x", "londeg", "decimallongitude"),
+    "user_id": ("userid", "user", "uid", "personid", "deviceid"),
+    "value": ("value",),
+    "flag": ("flag",),
+    "weight": ("weight",),
+}
+ROLES = tuple(NAMES)
+ATTRS = ("user_id", "value", "flag", "weight")
+# a polygon file of regions: its id and name columns (read by :mod:`.polygons`, never by a point reader)
+REGION_NAMES = {"region_id": ("id", "regionid", "code", "geoid", "fid"), "region_name": ("name", "regionname", "label")}
+REGION_ROLES = tuple(REGION_NAMES)
+ROLE_WORD = {"lat": "latitude", "lon": "longitude", "user_id": "user id", "region_id": "id", "region_name": "name"}
+_TRUE = {"1", "true", "t", "yes", "y", "positive", "pos"}
+_FALSE = {"0", "false", "f", "no", "n", "negative", "neg", ""}
+_BLANK = {"", "na", "nan", "null", "none"}
 
 
-# ------------------------------------------------------------------ tables (CSV, plain Parquet)
-def _line(i: int) -> str:
-    return f"line {i + 2}"  # a CSV's data row i is on this line (after the header)
+def _norm(name) -> str:
+    return re.sub(r"[\s_\-.]", "", str(name).strip().lower())
 
 
-def _row(i: int) -> str:
+class MissingColumns(DataError):
+    """The file has no column named like a latitude or a longitude; ``available`` lists its columns, so a
+    caller can offer them to choose from."""
+
+    def __init__(self, available: list, message: str):
+        super().__init__(message)
+        self.available = list(available)
+
+
+def find_columns(
+    available: list, columns: dict | None, roles=ROLES, notes: list | None = None, seen: list | None = None
+) -> dict:
+    """Map each role to a column name, or None. ``lat``/``lon`` are required when in ``roles``.
+    ``seen``: filled with the available columns (a picker offers them)."""
+    columns = dict(columns or {})
+    known = ROLES + tuple(r for r in REGION_ROLES if r in roles)
+    unknown = sorted(set(columns) - set(known), key=str)
+    if unknown:
+        raise ParamError(f"unknown column role(s) {shown_list(unknown)}; use some of: {', '.join(known)}")
+    available = [str(c) for c in available]
+    if seen is not None:
+        seen[:] = available
+    by_norm: dict[str, list] = {}
+    for c in available:
+        by_norm.setdefault(_norm(c), []).append(c)
+
+    def one(cols: list, role: str) -> str:
+        if len(cols) > 1:
+            raise DataError(
+                f"the file has {len(cols)} columns that could be the {ROLE_WORD.get(role, role)} ({shown_list(cols)}): "
+                "rename or remove the extra one(s)"
+            )
+        return cols[0]
+
+    out = {}
+    for role in roles:
+        given = columns.get(role)
+        if given not in (None, ""):
+            given = str(given)
+            if given in available:
+                out[role] = one([c for c in available if c == given], role)
+            elif _norm(given) in by_norm:
+                out[role] = one(by_norm[_norm(given)], role)
+            else:
+                raise DataError(
+                    f"the {role} column {shown_text(given, 40)!r} is not in the file; its columns are: {shown_list(available)}"
+                )
+            continue
+        found = [n for n in {**NAMES, **REGION_NAMES}[role] if n in by_norm]
+        out[role] = one(by_norm[found[0]], role) if found else None
+        if len(found) > 1 and notes is not None:
+            others = [c for n in found[1:] for c in by_norm[n]]
+            notes.append(
+                f"Column {shown_text(out[role], 40)!r} was used as the {ROLE_WORD.get(role, role)}; "
+                f"{shown_list(others)} also looked like one and {'was' if len(others) == 1 else 'were'} not used."
+            )
+    if "lat" in roles:
+        missing = [r for r in ("lat", "lon") if out[r] is None]
+        if missing:
+            raise MissingColumns(
+                available,
+                "could not find the "
+                + " and ".join(ROLE_WORD[r] for r in missing)
+                + " column: looked for lat/latitude/y and lon/lng/long/longitude/x; the file's columns are: "
+                + shown_list(available)
+                + ". Name them explicitly (columns={'lat': ..., 'lon': ...}).",
+            )
+        if out["lat"] == out["lon"]:
+            raise DataError(f"latitude and longitude cannot both be the column {shown_text(out['lat'], 40)!r}")
+    for role in ROLES:
+        out.setdefault(role, None)
+    return out
+
+
+def row_label(i: int) -> str:
     return f"row {i + 1}"
 
 
-def _read_csv(data: bytes, c: _Ctx):
-    import pandas as pd
-
-    looks = _looks_like(data)
-    if looks != "text":
-        raise c.refuse(f"its bytes are {_LOOKS[looks]}")
-    text, encoding = _decode_text(data, c)
-    if not text.strip():
-        raise DataError(f"{c.name} is empty")
-    rows = text.rstrip("\r\n").count("\n")  # lines after the header: at least the number of rows
-    if rows > c.max_points:
-        raise c.too_many(rows, "lines after its header")
-    first = text.split("\n", 1)[0]
-    try:
-        sep = csv.Sniffer().sniff(first[: 64 * 1024] + "\n", delimiters=",;\t|").delimiter
-    except csv.Error:
-        sep = "\t" if c.name.lower().endswith(".tsv") else ","
-    reader = csv.reader(_lines(text), delimiter=sep, skipinitialspace=True)
-    try:
-        header = next(reader)
-        if len(header) > MAX_COLUMNS:
-            raise c.refuse(f"it has {len(header):,} columns, over the limit of {MAX_COLUMNS:,}")
-        # a row with more fields than the header shifts its values into the wrong columns
-        for row in reader:
-            if len(row) > len(header):
-                raise c.refuse(
-                    f"line {reader.line_num} has {len(row)} fields where the header has {len(header)} "
-                    "(check the separator and the quoting)"
-                )
-    except csv.Error:
-        raise c.refuse(
-            f"line {reader.line_num} cannot be split into fields (a field is over 131,072 characters or badly quoted)"
-        ) from None
-    except StopIteration:
-        raise DataError(f"{c.name} has no header and no rows") from None
-    used = _find_columns(header, c.columns, notes=c.notes)
-    keep = sorted({header.index(used[r]) for r in ROLES if used[r] is not None})
-    del text  # pandas reads the bytes: a StringIO would hold the text again at 4 bytes a character
-    # coordinates are parsed as numbers (16 bytes a row, not a string object per value); a column that
-    # is not all numbers comes back as text and gets its specific message below
-    as_text = {header.index(used[r]) for r in ATTRS if used[r] is not None}
-    try:
-        df = pd.read_csv(
-            io.BytesIO(data),
-            encoding=encoding,
-            sep=sep,
-            dtype={i: str for i in as_text},
-            keep_default_na=False,
-            skipinitialspace=True,
-            index_col=False,
-            usecols=keep,
-        )
-    except pd.errors.EmptyDataError:
-        raise DataError(f"{c.name} has no header and no rows") from None
-    except (pd.errors.ParserError, ValueError, csv.Error):
-        raise c.refuse("its rows cannot be split into fields (check the separator and the quoting)") from None
-    df.columns = [header[i] for i in keep]
-    if len(df) == 0:
-        raise DataError(f"{c.name} has a header but no data rows")
-    if len(df) > c.max_points:
-        raise c.too_many(len(df), "rows")
-    lat = _coord_column(df[used["lat"]], used["lat"], "latitude", _line)
-    lon = _coord_column(df[used["lon"]], used["lon"], "longitude", _line)
-    lon, lat = _to_wgs84_table(lon, lat, used, c, _line)
-    return lon, lat, _attributes(df, used, csv_strings=True), used
-
-
-def _lines(text: str):
-    """The lines of ``text`` with their endings, one at a time (a list of them all would double the memory)."""
-    start, n = 0, len(text)
-    while start < n:
-        end = text.find("\n", start)
-        end = n if end < 0 else end + 1
-        yield text[start:end]
-        start = end
-
-
-def _decode_text(data: bytes, c: _Ctx) -> tuple[str, str]:
-    """The text and the encoding it was read with."""
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        try:
-            text = data.decode("utf-16")
-        except UnicodeDecodeError:
-            raise c.refuse("it starts like UTF-16 text but is not valid UTF-16") from None
-        c.notes.append("The file is UTF-16: read as such.")
-        return text, "utf-16"
-    try:
-        return data.decode("utf-8-sig"), "utf-8-sig"
-    except UnicodeDecodeError:
-        c.notes.append("The file is not UTF-8: read as Latin-1.")
-        return data.decode("latin-1"), "latin-1"
-
-
-def _coord_column(s, col, what, where) -> np.ndarray:
+def coord_column(s, col, what, where) -> np.ndarray:
     import pandas as pd
 
     if s.dtype.kind in "iuf":
@@ -139,7 +121,7 @@ def _coord_column(s, col, what, where) -> np.ndarray:
         if np.isnan(out).any():
             i = int(np.argmax(np.isnan(out)))
             raise DataError(
-                f"{int(np.isnan(out).sum()):,} row(s) have no {what} (column {_short(col, 40)!r}; first at {where(i)})"
+                f"{int(np.isnan(out).sum()):,} row(s) have no {what} (column {shown_text(col, 40)!r}; first at {where(i)})"
             )
     else:
         raw = s.astype(str).str.strip()
@@ -147,7 +129,7 @@ def _coord_column(s, col, what, where) -> np.ndarray:
         if missing.any():
             i = int(np.argmax(missing.to_numpy()))
             raise DataError(
-                f"{int(missing.sum()):,} row(s) have no {what} (column {_short(col, 40)!r}; first at {where(i)}): "
+                f"{int(missing.sum()):,} row(s) have no {what} (column {shown_text(col, 40)!r}; first at {where(i)}): "
                 "remove them or fill them in"
             )
         # a decimal comma (European spreadsheets) is read as a point when nothing else is ambiguous
@@ -158,12 +140,12 @@ def _coord_column(s, col, what, where) -> np.ndarray:
         if bad.any():
             i = int(np.argmax(bad))
             raise DataError(
-                f"the {what} column {_short(col, 40)!r} has a non-numeric value {_short(raw.iloc[i], 40)!r} at {where(i)}"
+                f"the {what} column {shown_text(col, 40)!r} has a non-numeric value {shown_text(raw.iloc[i], 40)!r} at {where(i)}"
             )
         out = num.to_numpy(dtype=np.float64)
     if not np.isfinite(out).all():
         i = int(np.argmax(~np.isfinite(out)))
-        raise DataError(f"the {what} column {_short(col, 40)!r} has a non-finite value at {where(i)}")
+        raise DataError(f"the {what} column {shown_text(col, 40)!r} has a non-finite value at {where(i)}")
     return out
 
 
@@ -171,11 +153,12 @@ def _degrees(lon, lat) -> np.ndarray:
     return (np.abs(lat) <= 90) & (np.abs(lon) <= 180)
 
 
-def _to_wgs84_table(lon, lat, used, c: _Ctx, where):
-    """Coordinates of a table: WGS84 degrees unless ``c.crs`` says otherwise; catch projected
-    coordinates mistaken for degrees, swapped columns and mixed units with specific messages."""
+def to_wgs84_table(lon, lat, used, c, where):
+    """Coordinates of a table: WGS84 degrees unless ``c.crs`` (``c``: the :class:`.reading.ReadContext`) says
+    otherwise; catch projected coordinates mistaken for degrees, swapped columns and mixed units with specific
+    messages."""
     crs = c.crs
-    if crs is not None and not _is_wgs84(crs):
+    if crs is not None and not is_wgs84(crs):
         from pyproj import Transformer
 
         t = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
@@ -190,13 +173,13 @@ def _to_wgs84_table(lon, lat, used, c: _Ctx, where):
     if ok.all():
         if _norm(used["lat"]) == "y" or _norm(used["lon"]) == "x":
             c.notes.append("Columns x/y read as longitude/latitude in WGS84 degrees.")
-        c.order = f"columns {_short(used['lat'], 40)!r} (latitude) and {_short(used['lon'], 40)!r} (longitude)"
+        c.order = f"columns {shown_text(used['lat'], 40)!r} (latitude) and {shown_text(used['lon'], 40)!r} (longitude)"
         return lon, lat
     i = int(np.argmax(~ok))
     if (np.abs(lat) > 90).mean() > 0.5 and (np.abs(lat) <= 180).all() and (np.abs(lon) <= 90).all():
         raise DataError(
             f"latitude {shown(lat[i])} at {where(i)} is beyond ±90 degrees while every longitude is within ±90: "
-            f"the columns {_short(used['lat'], 40)!r} and {_short(used['lon'], 40)!r} look swapped "
+            f"the columns {shown_text(used['lat'], 40)!r} and {shown_text(used['lon'], 40)!r} look swapped "
             "(map them with columns=...)"
         )
     if not ok.any():  # not one row reads as degrees: planar coordinates, of a projection or a local grid
@@ -234,7 +217,7 @@ def _not_degrees(lon, lat) -> str:
     )
 
 
-def _attributes(df, used, csv_strings: bool) -> dict:
+def table_attributes(df, used, csv_strings: bool) -> dict:
     import pandas as pd
 
     attrs = {}
@@ -243,7 +226,7 @@ def _attributes(df, used, csv_strings: bool) -> dict:
         if col is None:
             continue
         s = df[col]
-        label = f"the {ROLE_WORD.get(role, role)} column {_short(col, 40)!r}"
+        label = f"the {ROLE_WORD.get(role, role)} column {shown_text(col, 40)!r}"
         if role == "user_id":
             if s.dtype.kind == "f" and not np.isfinite(s.to_numpy()).all():
                 raise DataError(f"{label} has missing or non-finite values")
@@ -261,7 +244,7 @@ def _attributes(df, used, csv_strings: bool) -> dict:
         bad = num.isna() & ~blank
         if bad.any():
             i = int(np.argmax(bad.to_numpy()))
-            raise DataError(f"{label} has a non-numeric value {_short(raw.iloc[i], 40)!r} at row {i + 1}")
+            raise DataError(f"{label} has a non-numeric value {shown_text(raw.iloc[i], 40)!r} at row {i + 1}")
         v = num.to_numpy(dtype=np.float64)
         if np.isinf(v).any():
             raise DataError(f"{label} has an infinite value at row {int(np.argmax(np.isinf(v))) + 1}")
@@ -291,5 +274,5 @@ def _flag(s, label) -> np.ndarray:
     f = low.isin(_FALSE | _BLANK).to_numpy()
     if not (t | f).all():
         i = int(np.argmax(~(t | f)))
-        raise DataError(f"{label} must be 0/1, true/false or yes/no; row {i + 1} has {_short(s.iloc[i], 40)!r}")
+        raise DataError(f"{label} must be 0/1, true/false or yes/no; row {i + 1} has {shown_text(s.iloc[i], 40)!r}")
     return t
