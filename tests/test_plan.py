@@ -251,3 +251,22 @@ def test_plan_panel_predicts_suggests_and_sets_epsilon():
     assert "smallest ε giving ±6 people per cell is **0.5" in body
     at.button(key="plan.use").click().run()
     assert at.sidebar.select_slider(key="cfg.eps").value == pytest.approx(LN20 / 6, rel=0.01)
+
+
+def test_plan_panel_says_when_no_epsilon_meets_the_target():
+    """A target below what identity's closed form reaches at the largest ε a run accepts gets a message naming
+    that ε, not a traceback."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import APP, SMALL
+
+    from engine.core.epsilon import EPS_MAX
+
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({**SMALL, "mode": "release", "eps": "0.5"})
+    at.run()
+    at.number_input(key="plan.users").set_value(3000).run()
+    target = LN20 / EPS_MAX / 10  # ten times finer than identity's margin at EPS_MAX
+    at.number_input(key="plan.target").set_value(target).run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(f"no ε up to {EPS_MAX:g} meets" in str(w.value) for w in at.warning)
