@@ -1,7 +1,8 @@
 """The run layer: a run's whole life, above the mechanisms and below every door (the CLI, the
 dashboard, the benchmarks). It never imports Streamlit.
 
-Its rooms, each a package whose ``__init__`` names what it offers (the modules behind it are private):
+Its rooms, each a package whose ``__init__`` names what it offers (the modules behind it are private, but for
+``analysis/noise_audit.py``, which also runs as a script):
 
 * :mod:`engine.run.execution`: a run's configuration and result, the runner, the frame bought with ε,
   run-time estimates, the disk cache, the thread pool and the Dask cluster, the release files written and
