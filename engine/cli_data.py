@@ -83,7 +83,7 @@ def warn_about_file(key: str, options: dict) -> None:
     """Print on stderr what the location check says of the analyst's file (points at sea, far from any town, or
     longitude and latitude swapped), once per file and process; the file is read as the run will read it."""
     from .data.geography import file_warning
-    from .run.runner import load_dataset
+    from .run import load_dataset
 
     seen = json.dumps(options, sort_keys=True, default=str)
     if seen in _WARNED:

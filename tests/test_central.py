@@ -799,8 +799,7 @@ def test_hierarchical_mechanism_uses_consistency(city):
 
 # ------------------------------------------------------------- integration
 def test_runs_through_the_job_runner():
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
 
     for key in ("ag", "privtree"):
         res = run(
@@ -1152,7 +1151,7 @@ def test_curator_upload_counts_every_location(multi, key):
 
 # ------------------------------------------------------------- rankings over seeds
 def test_rank_over_seeds_marks_ties_with_the_best():
-    from engine.run.sweeps import rank_over_seeds
+    from engine.run.analysis import rank_over_seeds
 
     rng = np.random.default_rng(0)
     base = rng.normal(1.0, 0.1, 10)

@@ -27,7 +27,7 @@ from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.ebfill import block_posterior, cell_posterior
 from engine.mechanisms.central.identity import TOPT_TOTAL_SHARE, share_capped, topt_release, topt_threshold
 from engine.metrics import emd_m, mse
-from engine.run.runner import load_dataset
+from engine.run import load_dataset
 
 EPS = (0.1, 0.3, 1.0, 3.0, 10.0)
 SEEDS = 8

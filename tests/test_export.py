@@ -18,8 +18,7 @@ from PIL import Image
 
 from engine.core.grid import Domain
 from engine.data.projection import local_crs, to_lonlat
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 from ui import explain, export, report
 from ui.colors import ColourScale, lut
 
@@ -329,8 +328,7 @@ def test_report_of_an_uploaded_file_has_no_command_line(synthetic_run):
 def _export_page():
     import streamlit as st
 
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
     from ui import maps, views
     from ui.colors import ColourScale
 

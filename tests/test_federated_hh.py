@@ -355,7 +355,7 @@ def test_excess_dropout_degrades_the_guarantee(city):
 def test_excess_dropout_ledger_books_the_effective_epsilon_for_every_distributed_mechanism(city):
     """Dropout beyond the planned rate (10% of every shard, none planned): the
     ledger's total is the effective epsilon (each sub-query's worst shard), not the plan; a run
-    through engine.run.runner is not refused for it (the plan fits the budget)."""
+    through engine.run.execution._runner is not refused for it (the plan fits the budget)."""
     data, dom = city
     for key, extra in (
         ("adaptive_hh", dict(max_levels=2)),

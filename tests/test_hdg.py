@@ -28,7 +28,7 @@ from engine.mechanisms.hdg.oracle import (
     support_likelihood,
     unbias,
 )
-from engine.mechanisms.hdg.server import consistency, guideline, norm_sub, post_process, power_of_two, response_matrix
+from engine.mechanisms.hdg.grid_estimation import consistency, guideline, norm_sub, post_process, power_of_two, response_matrix
 
 ALPHA = 1e-3
 SIDE = 16_000.0

@@ -20,7 +20,7 @@ import pytest
 from engine.core.errors import EngineError
 from engine.data.files import load_file
 from engine.data.files.polygons import load_polygons
-from engine.run import ledger as budget_store
+from engine.run.bookkeeping import _ledger as budget_store
 
 UTM36_KM = "+proj=utm +zone=36 +units=km +datum=WGS84"  # UTM zone 36N in kilometres: West Nile's grid
 ARUA = (30.91, 3.02)  # lon, lat of Arua, the West Nile district's town

@@ -10,8 +10,7 @@ from test_app import charts, click_run, frame_with, open_app, texts
 
 from engine.data.files import load_file
 from engine.mechanisms import registry
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 from ui.colors import ColourScale
 from ui.controls import is_attribute, mechanism_keys, non_private
 
@@ -173,7 +172,7 @@ def test_automatic_resolution_fits_the_data_and_says_what_it_used():
     from test_app import APP, wait_jobs
     from test_sessions import csv_bytes, upload
 
-    from engine.run.frame import auto_side
+    from engine.run.execution import auto_side
     from ui.jobs import board
 
     assert auto_side(100_000) == 256 and auto_side(3000) == 32 and auto_side(578) == 16 and auto_side(None) == 256

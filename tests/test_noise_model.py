@@ -234,7 +234,7 @@ def test_the_planner_follows_the_mechanisms_capabilities():
     """Exact where the margin is fixed by public inputs, simulated where it depends on where people are, none
     where the release states no margin: Adaptive HH on data with user ids (a person may have several
     locations, and then the release has none)."""
-    from engine.run import plan as P
+    from engine.run.planning import _forecast as P
 
     assert P.exact("identity") and P.exact("hierarchical") and not P.exact("ug")
     assert P.planning("adaptive_hh")[0] == "simulated"

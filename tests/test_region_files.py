@@ -11,8 +11,7 @@ import pandas as pd
 
 from engine.data.region_geometry import build
 from engine.regions.regional_table import regional_report
-from engine.run.config import RunConfig
-from engine.run.runner import prepare, run
+from engine.run import RunConfig, prepare, run
 
 SEVEN = {"n": 2000, "seed": 3, "locations_per_user": 7}
 

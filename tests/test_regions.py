@@ -291,7 +291,7 @@ def test_laplace_over_regions_refuses_overlapping_regions(polygon_file, tmp_path
 
 
 def test_laplace_over_regions_passes_its_audit():
-    from engine.run.audit import audit
+    from engine.run.analysis import audit
 
     res = audit("laplace_regions", 1.0, 4000, seed=0)
     assert res.eps_lb <= 1.0 and res.eps_lb > 0.5  # within its claim, and the test has power

@@ -20,8 +20,7 @@ import pytest
 from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, registry
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 
 SIDE = 16_000.0
 CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"

@@ -15,10 +15,10 @@ from test_sessions import csv_bytes, upload
 
 from engine.core.noise import dl_cdf
 from engine.data.files import load_file
-from engine.run.config import RunConfig
-from engine.run.export import manifest
-from engine.run.frame import auto_side, dp_count
-from engine.run.runner import prepare_run, run
+from engine.run import RunConfig
+from engine.run.execution._frame import auto_side, dp_count
+from engine.run.execution._release_files import manifest
+from engine.run.execution._runner import prepare_run, run
 
 N = 1987  # people in the upload: an unusual number, so that any of its spellings is its own
 SPELLINGS = ("1987", "1,987", "1.987e3", "1.987e+03", "1 987", "1\u202f987", "1987.0")

@@ -17,7 +17,7 @@ from test_sessions import upload
 
 from engine.__main__ import main
 from engine.data.region_geometry import public_spec
-from engine.run.export import OWN_FILE
+from engine.run.execution import OWN_FILE
 
 
 @pytest.fixture
@@ -92,8 +92,7 @@ def test_dashboard_release_names_the_uploaded_polygons_by_hash_and_the_upload_no
 
 def test_evaluation_exports_still_name_the_analysts_file():
     """An evaluation's files stay with the analyst: they name the file, as the page does."""
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
     from ui.export import attribution
 
     res = run(RunConfig(dataset="snow_cholera", depth=4, epsilon=1.0, seed=1), use_cache=False)

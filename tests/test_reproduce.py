@@ -158,7 +158,7 @@ def test_the_page_shows_its_place_in_the_server_queue_and_a_moving_bar(tmp_path,
     first in line; when the first ends, the second runs."""
     from test_quickruns import Fakes
 
-    from engine.run import quickruns
+    from engine.run.server import _quickruns as quickruns
 
     fakes = Fakes(tmp_path)
     monkeypatch.setattr(quickruns, "bench_command", fakes)
@@ -190,7 +190,7 @@ def test_a_sessions_quick_run_ends_when_its_session_is_released(tmp_path, monkey
     reaper): the page's queue hears it, and the session's run ends and leaves no folder."""
     from test_quickruns import Fakes
 
-    from engine.run import quickruns
+    from engine.run.server import _quickruns as quickruns
     from ui import uploads
 
     monkeypatch.setattr(quickruns, "bench_command", Fakes(tmp_path))

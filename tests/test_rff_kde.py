@@ -468,8 +468,7 @@ def test_registry_and_sources():
 
 
 def test_end_to_end_job_and_cache():
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
 
     cfg = RunConfig(
         dataset="synthetic:zong_a",

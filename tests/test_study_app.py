@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import APP, SMALL
 
-from engine.run.ledger import BudgetStore, fingerprint_source
+from engine.run.bookkeeping import BudgetStore, fingerprint_source
 
 STUDY = """
 [study]

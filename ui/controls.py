@@ -14,8 +14,8 @@ import streamlit as st
 from engine.core.errors import EngineError
 from engine.data.registry import Source
 from engine.mechanisms import registry
-from engine.run.config import RunConfig, fresh_seed, with_regions
-from engine.run.limits import release_limit
+from engine.run.bookkeeping import release_limit
+from engine.run.execution import RunConfig, fresh_seed, with_regions
 
 from . import geocheck, region_panel, state, uploads, widgets
 from .jobs import board
@@ -518,7 +518,7 @@ def sidebar(
     ds, opts, src, errors = dataset_controls(sb)
     mechs: list[str] = []
     params: dict[str, dict] = {}
-    url: dict = {"ds": ds if not ds.startswith(uploads.PREFIX) and ds != UPLOAD else None}
+    url: dict = {"ds": ds if not ds.startswith(uploads.UPLOAD_PREFIX) and ds != UPLOAD else None}
     if src is not None:
         url.update({f"d.{p.name}": opts.get(p.name) for p in src.params if opts.get(p.name) != p.default})
     if mechanisms != "none":

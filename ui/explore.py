@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from engine.mechanisms import registry
-from engine.run.config import RunConfig
+from engine.run import RunConfig
 
 from . import budget, export, jobs, plan, region_panel, state, study, views
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from engine.run.config import RunConfig
+from engine.run import RunConfig
 
 from . import boot, controls, jobs, release, run_button, state, views
 from .text import plain

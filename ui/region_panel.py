@@ -342,7 +342,7 @@ def draw(panels, scale, fr, view, key: str, unit: str, height: int = 420, per_ro
 def _caption_and_downloads(rep, result, key: str) -> None:
     import pandas as pd
 
-    from engine.run.export import stamp_of
+    from engine.run.execution import stamp_of
 
     df = pd.DataFrame(rep.rows()).rename(columns={"margin95": "95 % margin"})
     st.dataframe(df, hide_index=True, height=240, key=f"{key}_regions_table")

@@ -13,12 +13,11 @@ import math
 import numpy as np
 import streamlit as st
 
-from engine.run.config import RunConfig
-from engine.run.export import dataset_name, region_frame
+from engine.run.execution import RunConfig, dataset_name, region_frame
 
 from . import export, maps, views
 from .colors import ColourScale
-from .report import _ledger, made_now, margin_rows, render
+from .report import ledger_fields, made_now, margin_rows, render
 
 
 def release_only_page(ctl, what: str) -> None:
@@ -52,7 +51,7 @@ def release_report(result, scale: ColourScale, regions=None) -> str:
         maps={"private": export.release_png(result, scale), "legend": export.legend_png(scale, side)},
         margins=margin_rows(result.release, None if regions is None else regions.regions),
         regions=None if regions is None else _regions(regions),
-        **_ledger(result),
+        **ledger_fields(result),
     )
 
 
@@ -153,14 +152,14 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
 
 
 def release_zip(result, regions=None, people: bool = False) -> bytes:
-    """The release folder of :func:`engine.run.export.write_release` as a zip (with ``regions``, an
+    """The release folder of :func:`engine.run.execution.write_release` as a zip (with ``regions``, an
     :class:`engine.data.region_geometry.Regions`, its regional table)."""
     import io
     import tempfile
     import zipfile
     from pathlib import Path
 
-    from engine.run.export import write_release
+    from engine.run.execution import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
         paths = write_release(

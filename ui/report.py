@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.regions import margins
-from engine.run.export import side_information
+from engine.run.execution import side_information
 
 from . import explain, export
 from .colors import ColourScale
@@ -130,7 +130,7 @@ def _margin_row(name: str, values, basis: str) -> dict:
     return {"name": name, "median": _num(med), "worst": _num(worst), "largest": _num(top), "basis": basis}
 
 
-def _ledger(result) -> dict:
+def ledger_fields(result) -> dict:
     led = result.release.ledger.to_dict()
     side = side_information(result)
     from engine.mechanisms import registry
@@ -204,7 +204,7 @@ def cli_command(config) -> str | None:
 
 
 def html_report(result, scale: ColourScale, reproduce_url: str = "") -> str:
-    """The report of ``result`` (an ``engine.run.config.RunResult``) with the page's colour scale; the
+    """The report of ``result`` (an ``engine.run.execution.RunResult``) with the page's colour scale; the
     only link in it is ``reproduce_url``."""
     cfg = result.config
     return render(
@@ -217,7 +217,7 @@ def html_report(result, scale: ColourScale, reproduce_url: str = "") -> str:
         maps=_maps(result, scale),
         metrics=_metrics(result),
         margins=margin_rows(result.release),
-        **_ledger(result),
+        **ledger_fields(result),
         reproduce_url=reproduce_url,
         command=cli_command(cfg),
         config_json=json.dumps(cfg.to_dict(), indent=2, sort_keys=True, default=str),

@@ -1,14 +1,13 @@
 """The Run button of a page: the click, a link's ``run=1`` and the refusals; the engine's
-:class:`~engine.run.session.RunSession` books, starts and settles the runs."""
+:class:`~engine.run.server.RunSession` books, starts and settles the runs."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from engine.core.errors import EngineError
-from engine.run.booking import Refused
-from engine.run.config import RunConfig
-from engine.run.ledger import LedgerUnavailable
+from engine.run import RunConfig
+from engine.run.bookkeeping import LedgerUnavailable, Refused
 
 from . import budget, jobs, slots, state
 from .session import session_id
@@ -29,7 +28,7 @@ def launch(
 ) -> jobs.Group | None:
     """Render the Run button and handle a click; return the session's group ``name``.
 
-    * Every run is booked through the one protocol of :mod:`engine.run.booking`: a release against the
+    * Every run is booked through the one protocol of :mod:`engine.run.bookkeeping._booking`: a release against the
       dataset's limit (the operator's; refused past it), an evaluation in the evaluations listed apart.
     * A URL opened with ``run=1`` runs once on its own, so a shared link shows its view; never when one
       of its parameters was invalid (the run would release the defaults instead), and never in Release
@@ -124,7 +123,7 @@ def _estimate_note(configs: list[RunConfig], c, sweep: bool = False) -> None:
     if not known:
         return
     # the board runs up to its worker count in parallel, threads of one process: no faster than its cores
-    from engine.run.estimates import load_factor, usable_cores
+    from engine.run.execution import load_factor, usable_cores
 
     work = sum(known) + (SWEEP_RUN_S * len(known) * load_factor() if sweep else 0.0)
     total = work / max(1, min(len(known), b.workers, usable_cores())) + (SWEEP_DRAW_S * load_factor() if sweep else 0)

@@ -13,10 +13,8 @@ import streamlit as st
 from engine.core.errors import DataError
 from engine.mechanisms import registry
 from engine.regions import margins
-from engine.run import runner, sweeps
-from engine.run.config import RunConfig
-from engine.run.export import region_frame, side_information
-from engine.run.runner import load_dataset
+from engine.run import analysis, execution
+from engine.run.execution import RunConfig, load_dataset, region_frame, side_information
 
 from . import colors, drawn, explain, export, geo, maps, relations, state, tables, uploads, viewport
 from .colors import ColourScale
@@ -81,7 +79,7 @@ def _dataset(key: str, options_json: str):
 def dataset(cfg: RunConfig):
     """The configuration's dataset: a registry dataset (cached for every session) or this session's
     own upload (never in a shared cache; another session's upload key is an unknown dataset)."""
-    if cfg.dataset.startswith(uploads.PREFIX):
+    if cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         up = uploads.get(cfg.dataset)
         if up is None:
             raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
@@ -91,16 +89,16 @@ def dataset(cfg: RunConfig):
 
 def prepared(cfg: RunConfig):
     """(sampled dataset, domain, true map) exactly as the run of ``cfg`` sees and scores them
-    (:func:`engine.run.runner.prepared`): kept for every session, or an upload's with the upload (one entry,
+    (:func:`engine.run.execution.prepared`): kept for every session, or an upload's with the upload (one entry,
     so it goes when the upload goes)."""
-    memo, kept = None, runner.PREPARED_KEPT
-    if cfg.dataset.startswith(uploads.PREFIX):
+    memo, kept = None, execution.PREPARED_KEPT
+    if cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         up = uploads.get(cfg.dataset)
         if up is None:
             raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
         memo, kept = up.memo, 1
     with st.spinner("Preparing the data…"):  # shown only when it takes a while
-        return runner.prepared(cfg, dataset(cfg), memo, kept)
+        return execution.prepared(cfg, dataset(cfg), memo, kept)
 
 
 def frame(cfg: RunConfig, domain) -> maps.Frame:
@@ -562,7 +560,7 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
         return
     else:
         name, runs = "explore_se", margins.REPEATS
-        configs = sweeps.repeat_configs(cfg, runs)
+        configs = analysis.repeat_configs(cfg, runs)
         keys = [c.key() for c in configs]
         g = jobs.get_group(name)
         if g is None or g.keys != keys:

@@ -456,8 +456,8 @@ def _speed(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[F
 def _maps(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
     """The attribute-mean maps through the runner."""
     figs: list[Figure] = []
-    from ..run.config import RunConfig
-    from ..run.runner import run as run_job
+    from ..run import RunConfig
+    from ..run import run as run_job
 
     for key, eps in (("bitpush_mean", 1.0), ("bitpush_mean_ldp", 1.0), ("ldp_mean_baseline", 1.0)):
         progress(f"map: {key}")

@@ -27,7 +27,7 @@ Protocol (the central bench's, :mod:`engine.bench.central`: a data shape sampled
 * Summaries. Per setting and measure, HDG's error over the best ``ldp_grid`` variant's, over Adaptive
   HH's and over RFF KDE's; how many settings HDG wins.
 * Speed. HDG's default run (100,000 users of the polycentric city, 256 x 256, epsilon 1) through
-  :func:`engine.run.runner.run` with its metrics: median CPU seconds of 5 runs; target < 3 s.
+  :func:`engine.run.execution.run` with its metrics: median CPU seconds of 5 runs; target < 3 s.
 """
 
 from __future__ import annotations
@@ -173,8 +173,7 @@ def figures(res: dict) -> list[Figure]:
 
 def speed_figure(progress) -> Figure:
     """HDG's default run through the runner (data preparation, mechanism, metrics), CPU seconds."""
-    from ..run.config import RunConfig
-    from ..run.runner import run
+    from ..run import RunConfig, run
 
     cfg = RunConfig(mechanism="hdg", dataset_options={"n": 100_000}, depth=DEPTH, epsilon=1.0)
     run(cfg, use_cache=False)  # the dataset and imports, once

@@ -275,7 +275,7 @@ class _Rows:
 @dataclass(frozen=True, eq=False)
 class PartitionedPoints:
     """A Parquet directory of points read out of core; quacks like :class:`Dataset` for what
-    :func:`engine.run.runner.run` and the histogram-only mechanisms use (``public_domain``,
+    :func:`engine.run.execution.run` and the histogram-only mechanisms use (``public_domain``,
     ``in_domain``, ``sample_users``, ``true_histogram``, ``len``, ``n_users``, ``meta``,
     ``crs``; ``xy`` by position only). ``domain``: set by :meth:`in_domain` (rows outside are
     dropped in every pass); ``rows``: per partition, the positions among its in-domain rows kept

@@ -122,7 +122,7 @@ class RegionReport:
 
 def true_counts(dataset, regions, unit: str = "user") -> np.ndarray:
     """Evaluation only: the locations inside each region, in the release's unit (each person's locations
-    weighted to total 1 unless ``unit == "record"``, as :func:`engine.run.runner.release_truth`)."""
+    weighted to total 1 unless ``unit == "record"``, as :func:`engine.run.execution._runner.release_truth`)."""
     w = None if dataset.weight is None else dataset.weight.astype(np.float64)
     if unit != "record" and dataset.user_id is not None:
         inv, u = dataset.user_index()
@@ -136,7 +136,7 @@ def true_counts(dataset, regions, unit: str = "user") -> np.ndarray:
 
 
 def regional_report(result, regions, dataset=None, people: bool = False) -> RegionReport:
-    """The regional table of a run (:class:`engine.run.config.RunResult`). ``dataset``: the run's prepared data
+    """The regional table of a run (:class:`engine.run.execution.RunResult`). ``dataset``: the run's prepared data
     (Evaluate mode only) for the true counts; a Release-mode run never gets them. ``people``: whether the release
     counts people (:func:`counts_people`), else records."""
     rel = result.release

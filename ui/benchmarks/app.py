@@ -21,10 +21,10 @@
   first run in the server, imports and compilation included); target <= 5 s, SNH <= 30 s,
   and <= 3 s with the whole rerun's websocket payload <= 2 MB for identity, adaptive_hh and sparse_emd. The
   note gives the ratio to Identity's median, the engine's own time (the page's "computed in"),
-  and the cost model's estimate (``engine.run.estimates``, table only). ``run_to_maps_all`` counts
+  and the cost model's estimate (``engine.run.execution._estimates``, table only). ``run_to_maps_all`` counts
   the mechanisms that pass.
 * ``metrics_s_max``: the full metric block of one run (``timings["metrics_s"]`` of
-  ``engine.run.runner.run`` in this process: map metrics, EMD, range queries, the privacy-distance
+  ``engine.run.execution.run`` in this process: map metrics, EMD, range queries, the privacy-distance
   attack), median of 3 seeds per mechanism, the slowest mechanism; target <= 1 s.
 
 Chromium draws WebGL in software (SwiftShader) here: a GPU draws faster.
@@ -218,9 +218,7 @@ QUICK_MECHS = ("identity", "federated_rff_kde")  # --quick: a smoke run
 def _every_mechanism(browser, url: str, mechs: list[str], reps: int, progress, drawn=DRAW_TARGET_MECHS) -> list[Figure]:
     """Run -> maps for each mechanism at its defaults on the default dataset (see the module docstring); the
     ``drawn`` ones are judged on drawing (DRAW_TARGET_S and the payload)."""
-    from engine.run.config import RunConfig
-    from engine.run.estimates import model_seconds
-    from engine.run.runner import prepare
+    from engine.run.execution import RunConfig, model_seconds, prepare
 
     n_points = len(prepare(RunConfig())[0])
     _run_to_maps(browser, url, "?mech=identity&baselines=0", seed=1999)  # warm-up: loads the dataset
@@ -278,8 +276,8 @@ def _every_mechanism(browser, url: str, mechs: list[str], reps: int, progress, d
 
 def metric_block_figure(mechs: list[str], reps: int, progress) -> Figure:
     """The slowest mechanism's median ``metrics_s`` (see the module docstring)."""
-    from engine.run.config import RunConfig
-    from engine.run.runner import run as run_config
+    from engine.run import RunConfig
+    from engine.run import run as run_config
 
     per = {}
     for m in mechs:

@@ -136,7 +136,7 @@ def _browser_cpu(srv) -> float:
 
 
 def _city_box() -> tuple[float, float, float, float]:
-    from engine.run.runner import load_dataset
+    from engine.run import load_dataset
 
     return tuple(load_dataset("synthetic:polycentric", {"n": 20000}).meta.bbox)
 
@@ -275,8 +275,7 @@ def regions_profile(reps: int) -> Figure:
     from engine.data.files.polygons import load_polygons_isolated
     from engine.data.region_geometry import build
     from engine.regions import regional_report
-    from engine.run.config import RunConfig
-    from engine.run.runner import prepare, run
+    from engine.run import RunConfig, prepare, run
 
     isolate.warm()
     cfg = RunConfig(dataset_options={"n": 20000}, mechanism="privtree", seed=1)

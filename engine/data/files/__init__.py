@@ -19,7 +19,7 @@ The public region of a user's file is read off its points unless ``bbox`` (or, t
 bounding box rounded outward to a coarse grid (:func:`engine.data.projection.public_frame`), never the
 exact box, whose edges are four people's coordinates; ``meta.bbox_from_data`` is then True, which the
 engine reports as side information, and ``meta.extra["region_frame"]`` says which grid. A run may fit a
-smaller frame inside the region with DP quantiles (:mod:`engine.run.frame`).
+smaller frame inside the region with DP quantiles (:mod:`engine.run.execution._frame`).
 
 Files come from possibly hostile users of a shared server, so:
 

@@ -87,7 +87,7 @@ class Dawa(Mechanism):
     queries of L1 sensitivity 1). Unit ``user`` weights each of a user's k locations 1/k: one user moves
     x by at most 1 in L1, so each bucket's dev by at most 2(1 - 1/|B|) and the bucket totals by at most 1
     in L1, the per-bucket bounds the record-level argument uses (our extension: the paper is record-level).
-    The audit's plan is a 2 x 2 map (engine.run.audit.PLANS), where the partition's few choices reach the
+    The audit's plan is a 2 x 2 map (its ``audit_plan`` below), where the partition's few choices reach the
     person's cell; it also catches a copy whose partition noise is at a quarter of the scale
     (tests/test_audit.py).
 

@@ -16,7 +16,7 @@ from ..base import Communication, Mechanism, Release, ServerView, register
 from ..capabilities import AuditPlan, NoiseCase
 from ..federated_hh.tree import prepare_clients
 from .oracle import CW_PRIME, ORACLES, olh_range, oracle_pq, support_likelihood, unbias
-from .server import ALPHA1, ALPHA2, GROUPS, guideline, post_process, power_of_two, response_matrix
+from .grid_estimation import ALPHA1, ALPHA2, GROUPS, guideline, post_process, power_of_two, response_matrix
 
 PAPER = (
     "Yang, Wang, Li, Cheng, Su. Answering multi-dimensional range queries under local differential privacy. "

@@ -92,7 +92,7 @@ def training_work(params: dict) -> float:
     """SNH's training work in 1e9 multiply-adds (gradient steps x batch x networks x per-query work), with the
     step count :func:`engine.mechanisms.snh.networks.train` will run (``rho`` from ParamSelect is approximated
     by :data:`RHO_FRAC` of the side, its typical value: it only matters when the preset does not cap the
-    steps). The time estimate's ``W`` (:mod:`engine.run.estimates`)."""
+    steps). The time estimate's ``W`` (:mod:`engine.run.execution._estimates`)."""
     cfg = train_config(params)
     queries = (1.0 / RHO_FRAC + 2) ** 2 * int(params.get("corners_per_cell", 1)) ** 2
     if params.get("variant") == "snh_qs":

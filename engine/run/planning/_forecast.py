@@ -43,11 +43,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.epsilon import EPS_MAX, EPS_MIN
-from ..core.errors import Cancelled, ParamError
-from ..core.grid import Domain
-from ..data.dataset import Dataset, DatasetMeta
-from .published import released_map
+from ...core.epsilon import EPS_MAX, EPS_MIN
+from ...core.errors import Cancelled, ParamError
+from ...core.grid import Domain
+from ...data.dataset import Dataset, DatasetMeta
+from ..execution import released_map
 
 PROXY_PRESET = "polycentric"
 SIMULATED_RUNS = 5
@@ -69,7 +69,7 @@ class Frame:
     user_ids: bool = False
 
     def domain(self, depth: int) -> Domain:
-        from ..data.projection import bbox_to_local
+        from ...data.projection import bbox_to_local
 
         return Domain.around(*bbox_to_local(self.meta.bbox, self.crs), int(depth))
 
@@ -103,7 +103,7 @@ class Deadline:
 
 def plan_seconds() -> float:
     """The time budget of one plan: ``HEATMAP_PLAN_SECONDS`` (default :data:`PLAN_SECONDS`)."""
-    from .uploads import env_float
+    from ..server import env_float
 
     return env_float("HEATMAP_PLAN_SECONDS", PLAN_SECONDS)
 
@@ -124,7 +124,7 @@ class Prediction:
     runs: int = 1
 
     def to_dict(self) -> dict:
-        return {k: _clean(v) for k, v in self.__dict__.items()}
+        return {k: json_value(v) for k, v in self.__dict__.items()}
 
 
 @dataclass
@@ -154,11 +154,11 @@ class Plan:
             "side_information": self.side_information,
             "budget": self.budget,
             "predictions": [p.to_dict() for p in self.predictions],
-            "suggested_epsilon": {k: _clean(v) for k, v in self.suggested.items()},
+            "suggested_epsilon": {k: json_value(v) for k, v in self.suggested.items()},
         }
 
 
-def _clean(v):
+def json_value(v):
     if isinstance(v, (float, np.floating)):
         return float(v) if math.isfinite(v) else None
     if isinstance(v, np.integer):
@@ -169,7 +169,7 @@ def _clean(v):
 # ------------------------------------------------------------------ public inputs
 def frame_of(dataset: str, options: dict) -> Frame:
     """The public frame of a registered dataset (see :func:`frame_from`)."""
-    from .runner import load_dataset
+    from ..execution import load_dataset
 
     return frame_from(load_dataset(dataset, options))
 
@@ -185,7 +185,7 @@ def frame_from(ds: Dataset) -> Frame:
 @lru_cache(maxsize=4)
 def default_frame(preset: str = PROXY_PRESET) -> Frame:
     """The synthetic city's own frame (a plan not tied to a dataset)."""
-    from ..data.synthetic import generate
+    from ...data.synthetic import generate
 
     ds = generate(preset, n=1, seed=0)
     return Frame(ds.meta, ds.crs, ds.meta.name)
@@ -208,7 +208,7 @@ def released_users(folder) -> Users:
 
 
 def _release_key(doc: dict) -> str:
-    from ..core.errors import shown_text as _short
+    from ...core.errors import shown_text as _short
 
     return _short(doc.get("release_key", "unkeyed"), 60)
 
@@ -225,18 +225,18 @@ class Proxy:
 
     def sample(self, frame: Frame, n_users: int, seed: int) -> Dataset:
         key = (self.label, frame.label, frame.crs, tuple(frame.meta.bbox), int(n_users), int(seed))
-        if key not in _PROXIES:
-            if len(_PROXIES) >= 16:
-                _PROXIES.pop(next(iter(_PROXIES)))
+        if key not in PROXIES:
+            if len(PROXIES) >= 16:
+                PROXIES.pop(next(iter(PROXIES)))
             xy = self._points(frame, n_users, seed)
-            _PROXIES[key] = _proxy_dataset(frame, xy, f"public proxy: {self.label}, {n_users:,} users")
-        return _PROXIES[key]
+            PROXIES[key] = proxy_dataset(frame, xy, f"public proxy: {self.label}, {n_users:,} users")
+        return PROXIES[key]
 
     def _points(self, frame: Frame, n_users: int, seed: int) -> np.ndarray:
         if self.density is None:
             if self.preset is None:
                 raise ParamError("a proxy needs a synthetic city (preset) or a release's map (density)")
-            from ..data.synthetic import generate
+            from ...data.synthetic import generate
 
             city = generate(self.preset, n=n_users, seed=seed)
             side = float(city.meta.extra["side_m"])
@@ -257,11 +257,11 @@ class Proxy:
         )
 
 
-_PROXIES: dict[tuple, Dataset] = {}
+PROXIES: dict[tuple, Dataset] = {}
 
 
 def synthetic_proxy(preset: str = PROXY_PRESET) -> Proxy:
-    from ..data.synthetic import PRESETS
+    from ...data.synthetic import PRESETS
 
     if preset not in PRESETS:
         raise ParamError(f"unknown proxy city {preset!r}; known: {', '.join(PRESETS)}")
@@ -274,8 +274,8 @@ def released_proxy(folder) -> Proxy:
     return Proxy(f"the map of release {_release_key(doc)}", None, grid, dom)
 
 
-def _proxy_dataset(frame: Frame, xy: np.ndarray, name: str) -> Dataset:
-    from ..data.projection import to_lonlat
+def proxy_dataset(frame: Frame, xy: np.ndarray, name: str) -> Dataset:
+    from ...data.projection import to_lonlat
 
     meta = replace(frame.meta, name=name, source="proxy", synthetic=True)
     return Dataset(xy=xy, lonlat=to_lonlat(xy[:, 0], xy[:, 1], frame.crs), crs=frame.crs, meta=meta)
@@ -284,7 +284,7 @@ def _proxy_dataset(frame: Frame, xy: np.ndarray, name: str) -> Dataset:
 def planning(mechanism: str, regions=None, params: dict | None = None, user_ids: bool = False) -> tuple[str, str]:
     """What the planner may do for ``mechanism`` (``Mechanism.planning``): "exact", "simulated" or "none", and
     why where it predicts no margin."""
-    from ..mechanisms import get
+    from ...mechanisms import get
 
     cls = get(mechanism)
     return cls.planning(cls.schema().resolve(dict(params or {})), regions, user_ids)
@@ -298,15 +298,15 @@ def exact(mechanism: str, regions=None, params: dict | None = None, user_ids: bo
 
 def plannable() -> list[str]:
     """The mechanisms whose margins the planner predicts (exactly or by simulation)."""
-    from ..mechanisms import registry
+    from ...mechanisms import registry
 
     return [k for k, cls in registry().items() if cls.planner != "none"]
 
 
-def _regions(frame: Frame, depth: int, spec: str | None, polygons=None):
+def frame_regions(frame: Frame, depth: int, spec: str | None, polygons=None):
     if spec is None and polygons is None:
         return None
-    from ..data.region_geometry import build
+    from ...data.region_geometry import build
 
     return build(spec or "upload", frame.domain(depth), frame.crs, polygons=polygons)
 
@@ -329,9 +329,8 @@ def predict(
     :class:`engine.data.region_geometry.Regions` over ``frame.domain(depth)`` (or None: cells only). Past
     ``deadline`` the simulation stops (the mechanism at its next check) with a ParamError. ``on_run`` is
     called after each proxy run."""
-    from ..regions.margins import cell_margins, region_margins, summary
-    from .config import RunConfig
-    from .runner import run
+    from ...regions.margins import cell_margins, region_margins, summary
+    from ..execution import RunConfig, run
 
     mode, why = planning(mechanism, regions, params, frame.user_ids)  # an unknown mechanism fails here
     proxy = proxy or synthetic_proxy()
@@ -446,18 +445,18 @@ def smallest_epsilon(
             hi = mid
         else:
             lo = mid
-    return _ceil_3sf(math.exp(hi))
+    return ceil_3sf(math.exp(hi))
 
 
-def _ceil_3sf(x: float) -> float:
+def ceil_3sf(x: float) -> float:
     """``x`` rounded up to three significant figures (a larger ε only narrows the margin)."""
     scale = 10.0 ** (math.floor(math.log10(x)) - 2)
     return float(f"{math.ceil(x / scale - 1e-9) * scale:.3g}")
 
 
 def ledger_key(dataset: str | None, options: dict) -> str | None:
-    """The key of the dataset's ledger (:func:`engine.run.ledger.fingerprint_source`); None without a dataset."""
-    from .ledger import fingerprint_source
+    """The key of the dataset's ledger (:func:`engine.run.bookkeeping.fingerprint_source`); None without a dataset."""
+    from ..bookkeeping import fingerprint_source
 
     return None if dataset is None else fingerprint_source(dataset, options)
 
@@ -466,8 +465,7 @@ def budget_of(dataset: str | None, options: dict, key: str | None = None) -> dic
     """The dataset's ledger as a plan shows it: ε spent, the operator's limit, what remains."""
     if dataset is None:
         return None
-    from .ledger import BudgetStore, fingerprint_source
-    from .limits import release_limit
+    from ..bookkeeping import BudgetStore, fingerprint_source, release_limit
 
     spent = BudgetStore().spent(key or fingerprint_source(dataset, options))
     limit = release_limit(dataset)
@@ -495,10 +493,9 @@ def what_was_read(dataset: str | None, options: dict, frame: Frame | None, key: 
 
 
 def _cost(m, epsilons, users, depth, params, regions, runs, target, user_ids=False) -> tuple[float, int]:
-    """Seconds the plan of mechanism ``m`` should take (the engine's cost model, :mod:`engine.run.estimates`)
+    """Seconds the plan of mechanism ``m`` should take (the engine's cost model, :mod:`engine.run.execution._estimates`)
     and the proxy runs it makes; 0 s when the model cannot tell."""
-    from .config import RunConfig
-    from .estimates import estimate_seconds
+    from ..execution import RunConfig, predict_seconds
 
     mode, _ = planning(m, regions, params, user_ids)
     per_call = 1 if mode == "exact" else int(runs or SIMULATED_RUNS)
@@ -513,7 +510,7 @@ def _cost(m, epsilons, users, depth, params, regions, runs, target, user_ids=Fal
         emd_max_cells=0,
     )
     try:
-        return n * float(estimate_seconds(cfg, n_points=users.n)), n
+        return n * float(predict_seconds(cfg, n_points=users.n)), n
     except Exception:  # a model that cannot answer: the deadline still holds
         return 0.0, n
 
@@ -540,7 +537,7 @@ def make_plan(
     refused before anything runs, and a plan that runs out of time stops, each with a ParamError.
     ``progress(done, total, what)`` is called after each proxy run (``total``: the most the plan can make; a
     search for the target's ε may stop early) and once at the end with ``done == total``."""
-    from .config import with_regions
+    from ..execution import with_regions
 
     deadline = Deadline(plan_seconds() if seconds is None else float(seconds))
     # a mechanism that counts regions is planned on the regions planned for, as it will be released
@@ -548,7 +545,7 @@ def make_plan(
     key = ledger_key(dataset, options or {})
     read = what_was_read(dataset, options or {}, frame, key)
     frame = frame or default_frame()
-    regions = _regions(frame, depth, regions_spec, polygons)
+    regions = frame_regions(frame, depth, regions_spec, polygons)
     total = 0
     for m in mechanisms:
         need, n = _cost(m, epsilons, users, depth, params.get(m), regions, runs, target, frame.user_ids)
@@ -599,7 +596,7 @@ def _fmt(v) -> str:
     return "—" if v is None or not math.isfinite(v) else f"{v:.3g}"
 
 
-def describe(plan: Plan) -> str:
+def describe_plan(plan: Plan) -> str:
     """The plan as a few lines of text (the CLI's default output)."""
     where = f"regions {plan.regions} over " if plan.regions else ""
     lines = [

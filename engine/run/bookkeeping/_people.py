@@ -1,7 +1,7 @@
 """The ledger's name for a set of people: a fingerprint of who is in a dataset, not of a file's bytes.
 
 A release spends its ε on people, so every release of the same people must land in one ledger
-(:mod:`engine.run.ledger`), whichever file, format, session or door it came through, and whatever a copy did
+(:mod:`engine.run.bookkeeping._ledger`), whichever file, format, session or door it came through, and whatever a copy did
 to the last digits of the coordinates: a CSV written with 6 decimals moves a location by up to 5e-7°, a float32
 copy (GeoParquet, NumPy) by up to 7.6e-6° at longitude 180. No rounding of each location survives that: a copy
 moves some locations across the edge of any grid, and with thousands of people some always do (every one of 1,200

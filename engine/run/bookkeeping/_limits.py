@@ -12,7 +12,7 @@ import math
 import os
 import tomllib
 
-from ..core.errors import EngineError
+from ...core.errors import EngineError
 
 ENV_LIMIT = "HEATMAP_RELEASE_LIMIT"
 ENV_FILE = "HEATMAP_LIMITS_FILE"

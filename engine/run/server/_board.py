@@ -1,10 +1,10 @@
 """The job board: the runs and results every session of one server process shares.
 
-:class:`Board` wraps :class:`engine.run.jobs.JobManager`: identical configurations share one job,
+:class:`Board` wraps :class:`engine.run.execution.JobManager`: identical configurations share one job,
 finished results stay in a bounded in-memory LRU (so re-running a configuration is instant and
 identical even when its release cannot be written to the disk cache), and a failed job only
 reports its own error. Runs on a user's upload belong to the uploading session alone. Each
-session's named groups of runs are kept by :class:`engine.run.groups.Session`.
+session's named groups of runs are kept by :class:`engine.run.server.Session`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import RunConfig
-from .jobs import Job, JobManager
+from ..execution import Job, JobManager, RunConfig
 
 
 def deep_nbytes(obj, _seen: set | None = None, _depth: int = 0) -> int:
@@ -267,7 +266,7 @@ class Board:
     def estimate(self, config: RunConfig) -> float | None:
         """Seconds a run of ``config`` should take: the engine's cost model when it has one, else the median
         of this server's measured runs of the same mechanism, scaled by cells (4^depth); None if unknown."""
-        from .runner import estimate_seconds
+        from ..execution import estimate_seconds
 
         try:
             return float(estimate_seconds(config))
@@ -333,9 +332,9 @@ class Board:
 
 
 def _warmup() -> None:
-    from ..data.files.isolate import warm
-    from ..data.geography import land_share, nearest_place_km
-    from .runner import run
+    from ...data.files.isolate import warm
+    from ...data.geography import land_share, nearest_place_km
+    from ..execution import run
 
     try:
         cfg = RunConfig(dataset="synthetic:monocentric", dataset_options={"n": 2000}, depth=4, mechanism="identity")

@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..core.errors import EngineError
-from .config import RunConfig, RunResult
+from ...core.errors import EngineError
+from ..execution import RunConfig, RunResult
 
 if TYPE_CHECKING:
-    from .board import Light
+    from ..server import Light
 
-MAX_RUNS = 600
+MAX_SWEEP_RUNS = 600
 
 
 def repeat_configs(cfg: RunConfig, runs: int) -> list[RunConfig]:

@@ -4,9 +4,9 @@ A run has one of two modes, ``RunConfig.mode``:
 
 * ``"evaluate"``: deterministic given the configuration (seed included), with the truth
   and metrics against it; results are cached on disk under the configuration's hash
-  (:mod:`engine.run.result_cache`, data only: nothing read from the cache can run code). Seeded
+  (:mod:`engine.run.execution._result_cache`, data only: nothing read from the cache can run code). Seeded
   numpy noise is neither floating-point safe nor secret, so what it makes is not a private
-  release (its exports carry ``engine.run.export.EVALUATION``). Callers draw a fresh seed with
+  release (its exports carry ``engine.run.execution.EVALUATION``). Callers draw a fresh seed with
   :func:`fresh_seed` when the user did not fix one.
 * ``"release"``: OpenDP samplers (secure mode) and fresh operating-system entropy for every
   other draw (user sampling, the mechanism's numpy stream); no seed is used or recorded,
@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
-from ..core.epsilon import EPS_MIN, check_epsilon
-from ..core.errors import ParamError
+from ... import __version__
+from ...core.epsilon import EPS_MIN, check_epsilon
+from ...core.errors import ParamError
 
 CACHE_VERSION = 3  # the entries' format (data-only .npz, the release's typed parts), in every key: an entry of another format is never read
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MODES = ("evaluate", "release")
 RESOLUTIONS = ("fixed", "auto")
 FRAMES = ("region", "dp")
@@ -66,8 +66,8 @@ def with_regions(mechanism: str, params: dict, regions: str | None, regions_crs:
     regions) counts exactly the regions the analysis plans, reports and downloads (``regions``: a spec of
     :func:`engine.data.region_geometry.parse_spec`; None: the mechanism's own default). A regions parameter given besides
     must name the same regions, or the configuration is refused."""
-    from ..data.region_geometry import parse_spec
-    from ..mechanisms import get
+    from ...data.region_geometry import parse_spec
+    from ...mechanisms import get
 
     names = get(mechanism).region_params
     if not names or not regions:
@@ -101,7 +101,7 @@ class RunConfig:
     # what the caller read off the private data to choose this configuration, declared in the run's ledger in
     # both modes: the release manifest carries it too
     side_information: tuple[str, ...] = ()
-    # the grid and frame where they depend on the data (engine.run.frame): "auto" resolution from `people`, a
+    # the grid and frame where they depend on the data (engine.run.execution._frame): "auto" resolution from `people`, a
     # public number, or else from a DP count with `count_share` of ε (`depth` is then unused); the "dp" frame
     # from DP quantiles `frame_quantile`, 1 - `frame_quantile` with `frame_share` of ε, or the dataset's "region"
     resolution: str = "fixed"
@@ -131,7 +131,7 @@ class RunConfig:
 
     @property
     def budgeted_share(self) -> float:
-        """The share of ε spent before the mechanism on the frame and grid (:mod:`engine.run.frame`)."""
+        """The share of ε spent before the mechanism on the frame and grid (:mod:`engine.run.execution._frame`)."""
         return float(self.count_share) + float(self.frame_share)
 
     @property
@@ -165,7 +165,7 @@ class RunConfig:
             raise ParamError(f"mode must be 'evaluate' or 'release' (got {self.mode!r})")
         self._validate_frame()
         if self.mode == "release":
-            from ..mechanisms import get
+            from ...mechanisms import get
 
             if self.seed != 0:
                 raise ParamError(
@@ -235,8 +235,8 @@ class RunResult:
     def summary(self) -> dict:
         """The run as a JSON-able record. Evaluate: configuration, exact counts, metrics,
         diagnostics, stamped ``evaluation``. Release: the manifest of
-        :func:`engine.run.export.manifest` (DP outputs, ledger, parameters, side information)."""
-        from .export import EVALUATION, manifest, side_information
+        :func:`engine.run.execution._release_files.manifest` (DP outputs, ledger, parameters, side information)."""
+        from ._release_files import EVALUATION, manifest, side_information
 
         if self.config.mode == "release":
             return manifest(self)

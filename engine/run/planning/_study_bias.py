@@ -22,27 +22,27 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import plan as P
+from ._forecast import PROXIES, Frame, Proxy, Users, proxy_dataset
 
 
 @dataclass(frozen=True)
-class SeveralProxy(P.Proxy):
+class SeveralProxy(Proxy):
     """A proxy whose people have ``per_user`` locations each, drawn independently from the proxy city."""
 
     per_user: int = 1
 
-    def sample(self, frame: P.Frame, n_users: int, seed: int):
+    def sample(self, frame: Frame, n_users: int, seed: int):
         key = ("several", self.label, self.per_user, frame.label, frame.crs, tuple(frame.meta.bbox), n_users, seed)
-        if key not in P._PROXIES:
-            if len(P._PROXIES) >= 16:
-                P._PROXIES.pop(next(iter(P._PROXIES)))
+        if key not in PROXIES:
+            if len(PROXIES) >= 16:
+                PROXIES.pop(next(iter(PROXIES)))
             xy = self._points(frame, n_users * self.per_user, seed)
-            ds = P._proxy_dataset(frame, xy, f"public proxy: {self.label}, {n_users:,} users")
-            P._PROXIES[key] = replace(ds, user_id=np.repeat(np.arange(n_users, dtype=np.int64), self.per_user))
-        return P._PROXIES[key]
+            ds = proxy_dataset(frame, xy, f"public proxy: {self.label}, {n_users:,} users")
+            PROXIES[key] = replace(ds, user_id=np.repeat(np.arange(n_users, dtype=np.int64), self.per_user))
+        return PROXIES[key]
 
 
-def several(proxy: P.Proxy, per_user: int) -> P.Proxy:
+def several(proxy: Proxy, per_user: int) -> Proxy:
     """``proxy`` with ``per_user`` locations per person (itself when 1)."""
     if per_user <= 1:
         return proxy
@@ -52,7 +52,7 @@ def several(proxy: P.Proxy, per_user: int) -> P.Proxy:
 
 def bounds_contributions(mechanism: str) -> bool:
     """Whether the mechanism bounds a person's contribution by weighting their locations (``unit = user``)."""
-    from ..mechanisms import get
+    from ...mechanisms import get
 
     return any(p.name == "unit" for p in get(mechanism).schema().params)
 
@@ -70,7 +70,7 @@ class Split:
         return {"noise": self.noise, "bias": self.bias, "dominates": self.dominates}
 
 
-def split(proxy: P.Proxy, frame: P.Frame, users: P.Users, product, mechanism: str, noise: float, regions=None):
+def split(proxy: Proxy, frame: Frame, users: Users, product, mechanism: str, noise: float, regions=None):
     """The product's error split into the release's noise (``noise``: its predicted figure) and the bias of
     bounding contributions, at the product's statistic; None where nothing is bounded (one location per user,
     a mechanism that does not weight them, a range-query product) or the noise has no figure."""

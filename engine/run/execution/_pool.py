@@ -1,4 +1,4 @@
-"""Background runs: a thread pool of :func:`engine.run.runner.run` calls, each cancellable, shared
+"""Background runs: a thread pool of :func:`engine.run.execution.run` calls, each cancellable, shared
 by every caller of the process."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import Cancelled, EngineError
-from .config import RunConfig
-from .runner import run
+from ...core.errors import Cancelled, EngineError
+from ._config import RunConfig
+from ._runner import run
 
 MAX_UNCOLLECTED = 50  # finished jobs whose outcome nobody read, kept for a late get()
 

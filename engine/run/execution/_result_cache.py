@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.cache import cache_dir
-from ..mechanisms.noise_model import PARTS
-from .config import CACHE_VERSION, RunConfig, RunResult
+from ...core.cache import cache_dir
+from ...mechanisms.noise_model import PARTS
+from ._config import CACHE_VERSION, RunConfig, RunResult
 
 
 def run_cache_path(config: RunConfig) -> Path:
@@ -143,7 +143,7 @@ def _digest(doc: bytes, arrays: dict[str, np.ndarray]) -> bytes:
 
 def _encode(res: RunResult) -> tuple[bytes, dict[str, np.ndarray]]:
     """The result as (JSON document, arrays); raises :class:`_NotData` when it cannot be."""
-    from ..data.dataset import DatasetMeta
+    from ...data.dataset import DatasetMeta
 
     rel = res.release
     # a field added to RunResult or Release without teaching this encoder would be lost
@@ -199,11 +199,11 @@ def _number(x) -> bool:
 
 def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunResult:
     """Rebuild the result, checking every key, type and shape a page relies on."""
-    from ..core.accounting import Ledger, LedgerEntry
-    from ..core.grid import Domain
-    from ..data.dataset import DatasetMeta
-    from ..mechanisms import load_all
-    from ..mechanisms.base import Communication, Release, ServerView
+    from ...core.accounting import Ledger, LedgerEntry
+    from ...core.grid import Domain
+    from ...data.dataset import DatasetMeta
+    from ...mechanisms import load_all
+    from ...mechanisms.base import Communication, Release, ServerView
 
     load_all()  # the families register their release parts (a tree's covariance)
     dec = _decoder(arrays)
@@ -261,8 +261,8 @@ def _decode(doc: dict, arrays: dict[str, np.ndarray], config: RunConfig) -> RunR
 
 def _parts(r: dict, dec) -> dict:
     """The release's typed parts, each of the type its field holds."""
-    from ..mechanisms.noise_model import Measurements, NoiseModel
-    from ..mechanisms.outputs import Heat, Level, Proportions, RegionalMeans
+    from ...mechanisms.noise_model import Measurements, NoiseModel
+    from ...mechanisms.outputs import Heat, Level, Proportions, RegionalMeans
 
     out = {name: dec(r[name]) for name in _PARTS}
     _expect(isinstance(out["noise"], (NoiseModel, str)), "noise")

@@ -1,7 +1,7 @@
 """A study's ε held in the dataset's ledger until its releases are made (dpcreator's "reserve ε for later").
 
-Accepting a study plan (:mod:`engine.run.study`) reserves its total in the dataset's ledger
-(:mod:`engine.run.ledger`): one entry in the releases, under the study's key and in mode ``reserved``, counts
+Accepting a study plan (:mod:`engine.run.planning._study_plan`) reserves its total in the dataset's ledger
+(:mod:`engine.run.bookkeeping._ledger`): one entry in the releases, under the study's key and in mode ``reserved``, counts
 against the operator's limit like a release, so later releases outside the study cannot crowd it out; and
 one row per product in the ``reservations`` table says what it may release (mechanism, ε each, how many
 times, the grid or regions). A product's release is booked against its row (:meth:`Reservations.book`): the
@@ -9,7 +9,7 @@ release's own entry is added and the reservation entry lowered by the ε reserve
 transaction, so the dataset's total never passes what was reserved and the release is never refused by
 releases made since. Cancelling (:meth:`Reservations.cancel`) takes the reservation entry off the ledger:
 what was not spent returns; the releases made stay booked. Reserving checks the limit and books in one
-``BEGIN IMMEDIATE`` transaction (:meth:`~engine.run.ledger.BudgetStore.try_spend`'s way), so concurrent
+``BEGIN IMMEDIATE`` transaction (:meth:`~engine.run.bookkeeping.BudgetStore.try_spend`'s way), so concurrent
 sessions cannot reserve past it.
 """
 
@@ -19,8 +19,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from ..core.errors import ParamError
-from .ledger import TOLERANCE, BudgetStore, Entry, Spend, _reads
+from ...core.errors import ParamError
+from ._ledger import TOLERANCE, BudgetStore, Entry, Spend, ledgers_read
 
 MODE = "reserved"  # the mode of a study's reservation entry among the releases
 RESERVED = "reserved for a study"  # its mechanism column: what the ledger's table shows
@@ -67,7 +67,7 @@ class Reservations:
             con.execute(_SCHEMA)
 
     def _rows(self, con, fp: str, study: str) -> list[Held]:
-        where, keys = _reads(fp)
+        where, keys = ledgers_read(fp)
         rows = con.execute(
             f"SELECT study, product, mechanism, epsilon, repeat, used, config FROM reservations WHERE {where} "
             "AND study = ? ORDER BY time, product",
@@ -77,7 +77,7 @@ class Reservations:
 
     def _entry(self, con, fp: str, study: str, eps: float) -> None:
         """Set the reservation entry's ε (the entry is deleted at 0: nothing is held)."""
-        where, keys = _reads(fp)
+        where, keys = ledgers_read(fp)
         if eps <= 1e-12:
             con.execute(f"DELETE FROM releases WHERE {where} AND release_key = ?", (*keys, study))
             return
@@ -141,7 +141,7 @@ class Reservations:
             self._move(con, fp, study, product, +1)
 
     def _move(self, con, fp: str, study: str, product: str, step: int) -> None:
-        where, keys = _reads(fp)
+        where, keys = ledgers_read(fp)
         con.execute(
             f"UPDATE reservations SET used = used + ? WHERE {where} AND study = ? AND product = ?",
             (step, *keys, study, product),
@@ -152,7 +152,7 @@ class Reservations:
     def unbook(self, fp: str, study: str, product: str, key: str) -> bool:
         """A release booked against the reservation that published nothing: taken off, its ε held again."""
         with self.store._tx() as con:
-            where, keys = _reads(fp)
+            where, keys = ledgers_read(fp)
             cur = con.execute(f"DELETE FROM releases WHERE {where} AND release_key = ?", (*keys, key))
             if cur.rowcount == 0:
                 return False
@@ -165,13 +165,13 @@ class Reservations:
         against it stay booked."""
         with self.store._tx() as con:
             left = sum(h.left for h in self._rows(con, fp, study))
-            where, keys = _reads(fp)
+            where, keys = ledgers_read(fp)
             con.execute(f"DELETE FROM reservations WHERE {where} AND study = ?", (*keys, study))
             self._entry(con, fp, study, 0.0)
         return left
 
 
 def _first(fp: str) -> str:
-    from .people import ledger_keys
+    from ._people import ledger_keys
 
     return ledger_keys(fp)[0]

@@ -6,7 +6,7 @@ with ``dask scheduler`` / ``dask worker``; docs/dask.md).
 
 * :func:`connect` opens a client on such a cluster (and closes what it started).
 * :func:`submit_runs` / :func:`run_many`: each configuration is one task calling
-  :func:`engine.run.runner.run` on a worker, exactly as the serial sweep calls it in this process:
+  :func:`engine.run.execution.run` on a worker, exactly as the serial sweep calls it in this process:
   same configuration, same seed, same disk cache rule, so the same numbers. Each dataset is
   loaded here once and scattered to the workers once (``client.scatter(..., broadcast=True)``):
   **the data itself travels to every worker** (see docs/dask.md). A task that raises is retried
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import Cancelled, EngineError, ParamError
+from ...core.errors import Cancelled, EngineError, ParamError
 
 MAX_LOCAL_WORKERS = 64
 CONNECT_TIMEOUT_S = 10
@@ -130,8 +130,8 @@ def connect(spec: str) -> Iterator[Any]:
 
 # ------------------------------------------------------------------ runs as tasks
 def _run_task(config, dataset, use_cache: bool, registry_copy: bool, keep):
-    """One run on a worker: :func:`engine.run.runner.run` on the scattered dataset."""
-    from .runner import run
+    """One run on a worker: :func:`engine.run.execution.run` on the scattered dataset."""
+    from ._runner import run
 
     res = run(config, use_cache=use_cache, dataset=dataset, registry_copy=registry_copy)
     return res if keep is None else keep(res)
@@ -161,7 +161,7 @@ def submit_runs(configs, client, *, use_cache: bool = True, dataset=None, keep=N
     configuration instead of the registry's (e.g. an upload; its runs are never cached).
     ``keep``: a picklable function applied to each result on the worker (e.g. :func:`sweep_row`)
     so only what is needed travels back."""
-    from .runner import load_dataset
+    from ._runner import load_dataset
 
     configs = list(configs)
     scattered, data = {}, []
@@ -211,7 +211,7 @@ def run_many(
     first failing run's error is raised here (an EngineError keeps its message)."""
     from distributed import as_completed
 
-    from .runner import load_dataset, run
+    from ._runner import load_dataset, run
 
     configs = list(configs)
     out: list = [None] * len(configs)
@@ -263,7 +263,7 @@ def run_many(
 
 
 def _is_out_of_core_source(key: str) -> bool:
-    from ..data.registry import source
+    from ...data.registry import source
 
     src = source(key)
     return src is not None and bool(src.extra.get("out_of_core"))

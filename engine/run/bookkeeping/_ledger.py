@@ -7,10 +7,10 @@ release in an embedded SQLite database (standard-library :mod:`sqlite3`), as Tum
 and OpenDP's sessions keep one budget per dataset rather than per user interface.
 
 * A dataset is named by a fingerprint of its people, shared by every session and door: for a
-  file (uploaded, or read by path) the people read from it (:mod:`engine.run.people`: how many
+  file (uploaded, or read by path) the people read from it (:mod:`engine.run.bookkeeping._people`: how many
   locations each person has and their centroid, whatever the format, order, other columns or last
   digits); for a registry source its key and the options that select people (:func:`fingerprint_source`).
-  A people fingerprint names several ledger keys (``"A|B|C"``, :func:`engine.run.people.ledger_keys`):
+  A people fingerprint names several ledger keys (``"A|B|C"``, :func:`engine.run.bookkeeping.ledger_keys`):
   a run is booked under the first, and the dataset's total counts every release the keys hold.
 * A run is named by its key (:func:`release_key`): in Evaluate the configuration's key, so
   showing the same run again (cached, or recomputed from the same seed) is booked once; in
@@ -20,7 +20,7 @@ and OpenDP's sessions keep one budget per dataset rather than per user interface
   apart and never count against the limit.
 * :meth:`BudgetStore.record` books whatever the total; :meth:`BudgetStore.try_spend` checks the
   limit and books in one ``BEGIN IMMEDIATE`` transaction, so concurrent sessions cannot both pass
-  it. The booking protocol every door follows is :mod:`engine.run.booking`.
+  it. The booking protocol every door follows is :mod:`engine.run.bookkeeping._booking`.
 
 The database is ``ledger.sqlite3`` in the cache folder (:func:`engine.core.cache.cache_dir`), or the
 file named by ``$HEATMAP_LEDGER_DB``. It holds fingerprints, configuration keys, mechanisms
@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from ..core.epsilon import check_spent
-from ..core.errors import EngineError, ParamError
-from .people import ledger_keys
+from ...core.epsilon import check_spent
+from ...core.errors import EngineError, ParamError
+from ..execution import neighbouring_of
+from ._people import ledger_keys
 
 ENV = "HEATMAP_LEDGER_DB"
 FILE_NAME = "ledger.sqlite3"
@@ -77,7 +78,7 @@ def default_path() -> Path:
     env = os.environ.get(ENV)
     if env:
         return Path(env)
-    from ..core.cache import cache_dir
+    from ...core.cache import cache_dir
 
     return cache_dir() / FILE_NAME
 
@@ -105,7 +106,7 @@ def fingerprint_source(key: str, options: dict) -> str:
     """A registry dataset's ledger key, the same for every session and door.
 
     * The user's own file read by path (source ``file``): the people read from it
-      (:func:`engine.run.people.fingerprint_people`), so the CLI's file and the dashboard's upload
+      (:func:`engine.run.bookkeeping.fingerprint_people`), so the CLI's file and the dashboard's upload
       of the same people share one ledger, whatever the format or the attribute columns chosen.
     * A Parquet folder read out of core (option ``path`` of the other file sources): its files'
       content hash (reading every row to fingerprint them would defeat reading out of core).
@@ -113,8 +114,8 @@ def fingerprint_source(key: str, options: dict) -> str:
       resolved with the source's defaults. Options a source lists in ``extra["not_people"]``
       (e.g. John Snow's unit, a download mirror) say how to read or show the same people and
       do not open another ledger."""
-    from ..data.registry import source
-    from ..mechanisms import load_all
+    from ...data.registry import source
+    from ...mechanisms import load_all
 
     load_all()
     src = source(key)
@@ -137,7 +138,7 @@ _PEOPLE: dict[tuple, str] = {}  # (options, size, mtime) -> fingerprint: a meter
 
 def _file_people(src, options: dict) -> str:
     """The people in the file ``options["path"]`` read with ``options`` (memoised while the file is unchanged)."""
-    from .people import fingerprint_people
+    from ._people import fingerprint_people
 
     try:
         st = os.stat(options["path"])
@@ -155,7 +156,7 @@ def _file_people(src, options: dict) -> str:
     return fp
 
 
-def _reads(fp: str) -> tuple[str, list[str]]:
+def ledgers_read(fp: str) -> tuple[str, list[str]]:
     """The SQL condition selecting the rows of every ledger ``fp`` reads, and its parameters."""
     keys = ledger_keys(fp)
     return f"fingerprint IN ({', '.join('?' * len(keys))})", keys
@@ -198,22 +199,11 @@ def release_key(config) -> str:
     return config.key()
 
 
-def neighbouring_of(config) -> str:
-    """The neighbouring relation a run of ``config`` is private under (``Mechanism.neighbouring``,
-    or ``neighbouring_for(params)`` where parameters change it); "" where the mechanism names none."""
-    from ..mechanisms import get
-
-    cls = get(config.mechanism)
-    if hasattr(cls, "neighbouring_for"):
-        return cls.neighbouring_for(config.params)
-    return getattr(cls, "neighbouring", "")
-
-
 def entry_for(config, key: str | None = None, note: str = "") -> Entry:
     """The entry a run of ``config`` books: its ε (for a mechanism that spends none, only what its frame and
-    grid spend, :mod:`engine.run.frame`), its mechanism and neighbouring relation, its mode; ``key`` defaults
+    grid spend, :mod:`engine.run.execution._frame`), its mechanism and neighbouring relation, its mode; ``key`` defaults
     to :func:`release_key`."""
-    from ..mechanisms import get
+    from ...mechanisms import get
 
     cls = get(config.mechanism)
     eps = float(config.epsilon)
@@ -249,7 +239,7 @@ class BudgetStore:
     def __init__(self, path: str | os.PathLike | None = None, timeout: float = 30.0, table: str = "releases"):
         if table not in TABLES:
             raise ParamError(f"unknown ledger table {table!r}; choose from {', '.join(TABLES)}")
-        from ..core.cache import CacheUnavailable
+        from ...core.cache import CacheUnavailable
 
         try:
             self.path = Path(path) if path is not None else default_path()
@@ -288,7 +278,7 @@ class BudgetStore:
             con.close()
 
     def _spent(self, con, fp: str) -> float:
-        where, keys = _reads(fp)
+        where, keys = ledgers_read(fp)
         # a release is counted once, should two of the keys hold it
         sql = f"SELECT COALESCE(SUM(e), 0.0) FROM (SELECT MAX(epsilon) AS e FROM {self.table} WHERE {where} "
         return float(con.execute(sql + "GROUP BY release_key)", keys).fetchone()[0])
@@ -301,7 +291,7 @@ class BudgetStore:
                 raise ParamError(f"expected budget entries, got {type(e).__name__}")
             if e.release_key in out:
                 continue
-            where, keys = _reads(fp)
+            where, keys = ledgers_read(fp)
             booked = con.execute(
                 f"SELECT 1 FROM {self.table} WHERE {where} AND release_key = ?", (*keys, e.release_key)
             ).fetchone()
@@ -326,7 +316,7 @@ class BudgetStore:
 
     def entries(self, fp: str) -> list[Entry]:
         """Dataset ``fp``'s releases, oldest first."""
-        where, keys = _reads(fp)
+        where, keys = ledgers_read(fp)
         with self._tx() as con:
             rows = con.execute(
                 f"SELECT release_key, epsilon, mechanism, neighbouring, mode, time, note FROM {self.table} "

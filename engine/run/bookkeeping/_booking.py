@@ -1,10 +1,10 @@
 """One booking protocol for every door (the dashboard, ``python -m engine release``, sweeps).
 
 A release spends its ε on the people in the dataset whichever door made it, so every door books
-it the same way, in the dataset's ledger (:mod:`engine.run.ledger`):
+it the same way, in the dataset's ledger (:mod:`engine.run.bookkeeping._ledger`):
 
 1. **book** the planned ε before the run starts (:meth:`Bookkeeper.book`): a Release run in the
-   dataset's releases, checked against the operator's limit (:mod:`engine.run.limits`) in the same
+   dataset's releases, checked against the operator's limit (:mod:`engine.run.bookkeeping._limits`) in the same
    transaction and refused past it; an Evaluate run, which publishes nothing, in the evaluations
    listed apart, never counted against the limit;
 2. **run**;
@@ -15,7 +15,7 @@ it the same way, in the dataset's ledger (:mod:`engine.run.ledger`):
    cancelled before any output released nothing.
 
 :meth:`Bookkeeper.run` does the four steps for a caller that runs in its own thread (the CLI);
-:class:`engine.run.session.RunSession` does them for runs on the server's board, settling each run
+:class:`engine.run.server.RunSession` does them for runs on the server's board, settling each run
 when it ends (:meth:`Bookkeeper.finish`).
 
 What a door does when the ledger itself cannot be opened or written (a full or read-only disk) is
@@ -30,10 +30,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..core.errors import EngineError
-from .config import RunConfig
-from .ledger import BudgetStore, Entry, LedgerUnavailable, entry_for, fingerprint_config, release_key
-from .limits import lowered
+from ...core.errors import EngineError
+from ..execution import RunConfig
+from ._ledger import BudgetStore, Entry, LedgerUnavailable, entry_for, fingerprint_config, release_key
+from ._limits import lowered
 
 EXCESS_NOTE = "effective ε above the plan (dropout)"
 
@@ -58,7 +58,7 @@ def _log(exc: LedgerUnavailable) -> None:
 
 @dataclass(frozen=True)
 class LedgerPolicy:
-    """What a door does when the ledger cannot be written (:class:`~engine.run.ledger.LedgerUnavailable`).
+    """What a door does when the ledger cannot be written (:class:`~engine.run.bookkeeping.LedgerUnavailable`).
     ``evaluate_unbooked``: an evaluation, which publishes nothing, goes on unbooked and a settlement that cannot be
     written is skipped, ``tell`` being told why; otherwise the failure stops the caller. A release is refused
     before any noise under every policy: its ε must be booked."""
@@ -97,7 +97,7 @@ def cost(cfg: RunConfig) -> float:
 
 
 class Bookkeeper:
-    """The ledger ``store`` (default: the server's, :func:`engine.run.ledger.default_path`) with its releases and
+    """The ledger ``store`` (default: the server's, :func:`engine.run.bookkeeping.default_path`) with its releases and
     its evaluations, how a configuration names its dataset there (``ident``; the dashboard scopes an upload
     to its session) and what to do when the ledger cannot be written (``policy``). ``opener(table)``, instead
     of the stores, opens a table at its first use, so a ledger that cannot be opened is the policy's to handle."""
@@ -114,7 +114,9 @@ class Bookkeeper:
         self._tables = {"releases": store, "evaluations": evaluations}
         self._opener = opener
         self.ident, self.policy = ident, policy
-        self.reserved = reserved  # (study, product): releases booked against that reservation (engine/run/reserve.py)
+        self.reserved = (
+            reserved  # (study, product): releases booked against that reservation (engine/run/bookkeeping/_reserve.py)
+        )
 
     def _open(self, table: str) -> BudgetStore:
         """The table, opened at its first use (kept: a run's settlement then touches nothing but the store)."""
@@ -184,7 +186,7 @@ class Bookkeeper:
 
             return self._ledger(record)
         if self.reserved is not None:
-            from .reserve import Reservations
+            from ._reserve import Reservations
 
             study, product = self.reserved
             self._ledger(lambda: Reservations(self.store).book(fp, study, product, entry), release=True)
@@ -220,7 +222,7 @@ class Bookkeeper:
         def remove():
             table = self._table(booking)
             if booking.study is not None:  # its ε is held for the study again
-                from .reserve import Reservations
+                from ._reserve import Reservations
 
                 Reservations(table).unbook(booking.fingerprint, *booking.study, booking.key)
             table.remove(booking.fingerprint, booking.key)

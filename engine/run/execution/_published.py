@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import ParamError
-from ..core.errors import shown_bytes as _size
-from ..core.errors import shown_text as _short
-from ..core.grid import MAX_DEPTH, Domain
+from ...core.errors import ParamError
+from ...core.errors import shown_bytes as _size
+from ...core.errors import shown_text as _short
+from ...core.grid import MAX_DEPTH, Domain
 
 MANIFEST_BYTES = 4 * 2**20  # a release's manifest is a few kB
 CSV_ROW_BYTES = 160  # a heatmap.csv row: indices, centre, lon/lat, estimate, per km²; about 80 bytes, at most ~110

@@ -19,7 +19,7 @@ Every key is checked before any work starts, and a bad file is told what is wron
 (the dataset's options, as ``--data-opt``), ``proxy`` (a synthetic city) or ``proxy_from`` (a published
 release's map), ``runs`` (proxy draws per simulated figure), ``name``, ``locations_per_user`` (a public bound
 on the locations each person has: the proxy's people get that many, and the plan splits the error into
-noise and the bias of bounding contributions, :mod:`engine.run.study_bias`). Of a product: ``regions`` (``h3:RES``,
+noise and the bias of bounding contributions, :mod:`engine.run.planning._study_bias`). Of a product: ``regions`` (``h3:RES``,
 ``grid`` or ``PATH[:ID_COLUMN]``, as ``--regions``; a ``regions`` product needs it), ``repeat`` (released that
 many times at its ε each), ``params`` (``{mechanism = {key = value}}``). A ``ranges`` product's target is the
 relative error of range queries (SNH's metric) on the proxy, a fraction, not people.
@@ -34,7 +34,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import ParamError
+from ...core.errors import ParamError
 
 KINDS = ("map", "regions", "ranges")
 STATISTICS = ("p90", "median")
@@ -109,7 +109,7 @@ class Study:
         raise ParamError(f"the study has no product {name!r}; its products: {', '.join(p.name for p in self.products)}")
 
 
-def load(path) -> Study:
+def load_study(path) -> Study:
     """The study file at ``path`` (relative folders in it are read from the file's folder)."""
     path = Path(path)
     try:
@@ -123,10 +123,10 @@ def load(path) -> Study:
         raise ParamError(f"the study file {path} is not UTF-8 text") from None
     except OSError as exc:
         raise ParamError(f"cannot read the study file {path} ({exc.strerror or exc})") from None
-    return parse(text, base=path.parent)
+    return parse_study(text, base=path.parent)
 
 
-def parse(text: str, base: Path | None = None) -> Study:
+def parse_study(text: str, base: Path | None = None) -> Study:
     """A study from its TOML ``text``; every key checked (see the module docstring)."""
     if len(text.encode("utf-8", "replace")) > MAX_BYTES:
         raise ParamError(f"the study file is over the {MAX_BYTES:,} bytes a study file may have")
@@ -146,12 +146,12 @@ def parse(text: str, base: Path | None = None) -> Study:
     if (users is None) == (users_from is None):
         raise ParamError("[study] needs either users (a public bound you state) or users_from (a release's folder)")
     if users is not None:
-        from .plan import MAX_USERS, MIN_USERS
+        from ._forecast import MAX_USERS, MIN_USERS
 
         users = _integer(users, "[study] users", MIN_USERS, MAX_USERS)
     budget = head.get("budget")
     if budget is not None:
-        from ..core.epsilon import EPS_MAX, EPS_MIN
+        from ...core.epsilon import EPS_MAX, EPS_MIN
 
         budget = _number(budget, "[study] budget")
         if not EPS_MIN <= budget <= EPS_MAX * MAX_PRODUCTS * MAX_REPEAT:
@@ -245,8 +245,8 @@ def _product(p, i: int, users: int | None, base: Path | None = None) -> Product:
 def plannable(kind: str) -> list[str]:
     """The registered mechanisms the planner predicts a figure for, for a product of ``kind``: every one with a
     margin (Laplace over regions for regions only); for ranges those whose error the proxy measures too."""
-    from ..mechanisms import get
-    from .plan import plannable as planned
+    from ...mechanisms import get
+    from ._forecast import plannable as planned
 
     return [k for k in planned() if kind == "regions" or not get(k).region_params]
 
@@ -256,7 +256,7 @@ def default_mechanisms(kind: str) -> tuple[str, ...]:
 
 
 def _check_mechanisms(mechanisms, kind: str, where: str) -> None:
-    from ..mechanisms import load_all, registry
+    from ...mechanisms import load_all, registry
 
     load_all()
     known = plannable(kind)
@@ -271,7 +271,7 @@ def _check_mechanisms(mechanisms, kind: str, where: str) -> None:
 
 def _regions(spec: str, base: Path | None, where: str) -> str:
     """A product's regions, checked; a polygon file's path read from the study file's folder."""
-    from ..data.region_geometry import parse_spec
+    from ...data.region_geometry import parse_spec
 
     try:
         kind, path, id_column = parse_spec(spec)

@@ -1,6 +1,6 @@
 """The runner: ``run(config)``, the one entry point used by the CLI, the benchmarks and the
 dashboard: load the dataset, sample users, build the public domain, run the mechanism, compute
-the metrics (Evaluate) or nothing computed from the truth (Release; see :mod:`engine.run.config`).
+the metrics (Evaluate) or nothing computed from the truth (Release; see :mod:`engine.run.execution._config`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from ..core.cache import CacheUnavailable
-from ..core.errors import EngineError, ParamError
-from . import estimates, frame, result_cache
-from .config import RunConfig, RunResult
-from .estimates import record as record_cost
-from .export import region_frame
-from .result_cache import run_cache_path
+from ...core.cache import CacheUnavailable
+from ...core.errors import EngineError, ParamError
+from ._config import RunConfig, RunResult
+from ._estimates import predict_seconds
+from ._estimates import record as record_cost
+from ._frame import Setup, choose, neighbouring_of
+from ._release_files import region_frame
+from ._result_cache import load as load_cached
+from ._result_cache import run_cache_path
+from ._result_cache import store as store_cached
 
 # ----------------------------------------------------------------- dataset cache
 _DATA_CACHE: dict[str, Any] = {}
@@ -50,8 +53,8 @@ def loaded_dataset(key: str, options: dict):
 def load_dataset(key: str, options: dict):
     """Load (and memoise in-process) a dataset from the registry (mechanism families loaded
     first: some register the datasets of their paper)."""
-    from ..data import load
-    from ..mechanisms import load_all
+    from ...data import load
+    from ...mechanisms import load_all
 
     ck = _dataset_key(key, options)
     with _DATA_LOCK:
@@ -74,8 +77,8 @@ def load_dataset(key: str, options: dict):
 
 def _users_own_file(key: str) -> bool:
     """True for sources that are the user's own data (kind ``file``: uploads and paths)."""
-    from ..data.registry import source
-    from ..mechanisms import load_all
+    from ...data.registry import source
+    from ...mechanisms import load_all
 
     load_all()
     src = source(key)
@@ -85,19 +88,17 @@ def _users_own_file(key: str) -> bool:
 @dataclass
 class Prepared:
     """A run's data and domain as its mechanism sees them, its random streams, and the frame and grid steps
-    of :func:`engine.run.frame.choose` (their ledger entries, what they state, their exact values)."""
+    of :func:`engine.run.execution._frame.choose` (their ledger entries, what they state, their exact values)."""
 
     data: Any
     domain: Any
     mech_seq: np.random.SeedSequence
     metric_seq: np.random.SeedSequence
-    setup: frame.Setup
+    setup: Setup
 
 
 def prepare_run(config: RunConfig, dataset=None) -> Prepared:
-    """Dataset sampled to the configured users, inside the run's frame, on its grid (:mod:`engine.run.frame`)."""
-    from .ledger import neighbouring_of
-
+    """Dataset sampled to the configured users, inside the run's frame, on its grid (:mod:`engine.run.execution._frame`)."""
     config.validate()
     releasing = config.mode == "release"
     ds = dataset if dataset is not None else load_dataset(config.dataset, config.dataset_options)
@@ -109,7 +110,7 @@ def prepare_run(config: RunConfig, dataset=None) -> Prepared:
     if len(ds) == 0:
         raise EngineError("no location of this dataset falls inside its region")
     ds = ds.sample_users(config.n_users, np.random.default_rng(sample_seq))
-    setup = frame.choose(ds, region, config, neighbouring_of(config), np.random.default_rng(frame_seq), releasing)
+    setup = choose(ds, region, config, neighbouring_of(config), np.random.default_rng(frame_seq), releasing)
     if not _users_own_file(config.dataset):  # a catalogue's published size is public: nothing to declare
         setup.declared.clear()
     if setup.frame is not None:  # the manifest and the pages say which frame the map is on
@@ -139,7 +140,7 @@ def release_truth(ds, domain, params: dict) -> np.ndarray:
 
 def truth_unit(config: RunConfig) -> str:
     """What one unit of the run's true map counts (:func:`release_truth`): "record" or "user"."""
-    from ..mechanisms import get
+    from ...mechanisms import get
 
     return "record" if get(config.mechanism).schema().resolve(config.params).get("unit") == "record" else "user"
 
@@ -206,9 +207,9 @@ def run(
     release-mode run is never cached, uses secure noise and computes no truth or metric).
     ``dataset``: a dataset object instead of the registry's (never cached), unless
     ``registry_copy`` says it is the registry's own for this configuration (a copy scattered to
-    Dask workers by :mod:`engine.run.cluster`), so the cache applies as without it."""
-    from .. import metrics as M
-    from ..mechanisms import RunContext, get
+    Dask workers by :mod:`engine.run.execution._cluster`), so the cache applies as without it."""
+    from ... import metrics as M
+    from ...mechanisms import RunContext, get
 
     config.validate()
     releasing = config.mode == "release"
@@ -223,7 +224,7 @@ def run(
     except CacheUnavailable:  # a read-only or missing cache folder only costs the cache
         cache_file = None
     if cache_file is not None:
-        res = result_cache.load(cache_file, config)
+        res = load_cached(cache_file, config)
         if res is not None:
             if progress:
                 progress(1.0, "loaded from cache")
@@ -309,18 +310,18 @@ def run(
         crs=ds.crs,
     )
     if cache_file is not None:
-        result_cache.store(cache_file, res)
+        store_cached(cache_file, res)
     if progress:
         progress(1.0, "done")
     return res
 
 
 def estimate_seconds(config: RunConfig, n_points: int | None = None) -> float:
-    """The dashboard's estimate before Run: :func:`engine.estimates.estimate_seconds` told whether
+    """The dashboard's estimate before Run: :func:`engine.run.execution.predict_seconds` told whether
     the disk cache holds the result and which dataset this process has loaded."""
     try:
         cached = config.mode == "evaluate" and run_cache_path(config).is_file()
     except Exception:  # the cache folder is an optimisation only
         cached = False
     ds = loaded_dataset(config.dataset, config.dataset_options)
-    return estimates.estimate_seconds(config, n_points, dataset=ds, cached=cached)
+    return predict_seconds(config, n_points, dataset=ds, cached=cached)

@@ -1,4 +1,4 @@
-"""A session's named groups of runs on the shared :class:`~engine.run.board.Board`.
+"""A session's named groups of runs on the shared :class:`~engine.run.server.Board`.
 
 A page starts its runs as one named *group* (its main run and context runs, a sweep, the repeated
 releases behind a margin of error) and draws them when they finish. :class:`Session` keeps the
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.errors import Cancelled, EngineError
-from .board import Board, Status, private_dataset
-from .config import RunConfig
+from ...core.errors import Cancelled, EngineError
+from ..execution import RunConfig
+from ._board import Board, Status, private_dataset
 
 GONE = "your uploaded file is no longer held by the server (the session was idle, or newer uploads replaced it): upload it again"
 
@@ -68,8 +68,8 @@ def _finished_ok(g: Group | None) -> bool:
 
 
 def _cluster_sweep(configs: list[RunConfig], client, b: Board, prog: dict) -> None:
-    """Run a sweep on a Dask cluster (:func:`engine.run.cluster.run_many`) and keep each run's summary on the board."""
-    from .cluster import run_many
+    """Run a sweep on a Dask cluster (:func:`engine.run.execution.run_many`) and keep each run's summary on the board."""
+    from ..execution import run_many
 
     def progress(done, total, cfg):
         prog["done"] = done

@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.csvtext import csv_text
-from ..core.errors import ParamError
-from ..data.projection import to_lonlat
-from .uploads import PREFIX
+from ...core.csvtext import csv_text
+from ...core.errors import ParamError
+from ...data.projection import to_lonlat
 
 EVALUATION = "contains non-private information about the data"
 FORMATS = ("geotiff", "geoparquet", "geojson", "csv")
@@ -39,6 +38,7 @@ FILE_NAMES = {
     "csv": "heatmap.csv",
 }
 MANIFEST = "manifest.json"
+UPLOAD_PREFIX = "upload:"  # the dataset key of an uploaded file, private to its session
 
 
 def stamp_of(result) -> str | None:
@@ -194,9 +194,9 @@ def manifest(result, release_key: str | None = None) -> dict:
     information it declares (plus the region when it was read off the data), and the frame
     (CRS, domain, region). Nothing else computed from the data: no count, metric, diagnostic
     or seed. ``release_key``: the budget store's key of this release, when it was booked."""
-    from .. import __version__
-    from ..mechanisms import get
-    from .ledger import neighbouring_of
+    from ... import __version__
+    from ...mechanisms import get
+    from ._frame import neighbouring_of
 
     _require_release(result)
     cfg, rel, meta = result.config, result.release, result.dataset_meta
@@ -211,7 +211,7 @@ def manifest(result, release_key: str | None = None) -> dict:
         "epsilon": float(cfg.epsilon),
         "depth": int(cfg.depth),
         # a session's upload key is a server handle, not a name
-        "dataset": "an uploaded file" if cfg.dataset.startswith(PREFIX) else cfg.dataset,
+        "dataset": "an uploaded file" if cfg.dataset.startswith(UPLOAD_PREFIX) else cfg.dataset,
         "dataset_options": {k: v for k, v in cfg.dataset_options.items() if k != "path"},
     }
     if cfg.n_users is not None:
@@ -272,9 +272,9 @@ OWN_FILE = "the analyst's own file (not named in a release)"
 
 def own_file(config) -> bool:
     """Whether a run reads the analyst's own file: an upload, or a file source read by path."""
-    from ..data.registry import source
+    from ...data.registry import source
 
-    if config.dataset.startswith(PREFIX):
+    if config.dataset.startswith(UPLOAD_PREFIX):
         return True
     src = source(config.dataset)
     return src is not None and src.kind == "file"
@@ -293,7 +293,7 @@ def dataset_name(result) -> str:
 def _public_params(params: dict, rel) -> dict:
     """The mechanism's parameters as a release states them: a polygon file of regions by its base name and
     content hash, as the mechanism restated it (``Release.regions_counted``), never its server path."""
-    from ..data.region_geometry import public_spec
+    from ...data.region_geometry import public_spec
 
     if "regions" not in params:
         return params
@@ -313,7 +313,7 @@ def region_frame(meta) -> str:
 
 def _margins_note(rel) -> dict:
     """What each margin in the files rests on (a function of the release and public parameters only)."""
-    from ..regions.margins import basis_of, no_margin_reason
+    from ...regions.margins import basis_of, no_margin_reason
 
     if no_margin_reason(rel) is not None:
         return {"cells": no_margin_reason(rel)}
@@ -347,7 +347,7 @@ def write_release(
     out = Path(folder)
     targets = {f: out / FILE_NAMES[f] for f in fmts} | {"manifest": out / MANIFEST}
     if regions is not None:
-        from ..regions.margin_files import REGION_FILES
+        from ...regions.margin_files import REGION_FILES
 
         targets |= {f"regions_{k}": out / v for k, v in REGION_FILES.items()}
     taken = [p.name for p in targets.values() if p.exists()]
@@ -360,8 +360,8 @@ def write_release(
     rel = result.release
     doc = manifest(result, release_key)
     title = f"Private map: {doc['mechanism']['label'] or doc['mechanism']['key']}, epsilon {rel.ledger.total():g}"
-    from ..regions.margin_files import geoparquet_grid, write_regions
-    from ..regions.margins import grid_margin
+    from ...regions.margin_files import geoparquet_grid, write_regions
+    from ...regions.margins import grid_margin
 
     margin = grid_margin(rel)
     writers = {
@@ -376,7 +376,7 @@ def write_release(
         targets[f].write_bytes(data)
         doc["files"][f] = {"name": targets[f].name, "sha256": hashlib.sha256(data).hexdigest()}
     if regions is not None:
-        from ..regions.regional_table import regional_report
+        from ...regions.regional_table import regional_report
 
         report = regional_report(result, regions, people=people)
         doc["files"].update(write_regions(report, out))

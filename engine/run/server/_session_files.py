@@ -5,7 +5,7 @@ An upload is parsed by the engine in a child process under memory and time limit
 secret held in that session's state) and a random dataset key (``upload:…``). It is
 never put in the process-wide dataset registry: another session cannot list it,
 load it, or run on it, even with the key (it gets "unknown dataset"). Runs on an
-upload are held by the job board for their owner only (:mod:`engine.run.board`) and never reach
+upload are held by the job board for their owner only (:mod:`engine.run.server._board`) and never reach
 the disk cache.
 
 Memory is bounded: a session keeps at most ``HEATMAP_SESSION_MAX_FILES`` uploads and
@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-PREFIX = "upload:"
+from ..execution import UPLOAD_PREFIX
 
 
 def env_float(name: str, default: float) -> float:
@@ -114,11 +114,11 @@ class UploadStore:
     # ------------------------------------------------------------ uploads
     def add(self, owner: str, filename: str, dataset) -> tuple[str, list[str]]:
         """Keep ``dataset`` for ``owner``; returns its key and the file names dropped to stay in the limits.
-        The budget ledger's key is the fingerprint of the people in it (:mod:`engine.run.people`), shared by
+        The budget ledger's key is the fingerprint of the people in it (:mod:`engine.run.bookkeeping._people`), shared by
         every session and the CLI: the same people in another file, format or tab are the same ledger."""
-        from .people import fingerprint_people
+        from ..bookkeeping import fingerprint_people
 
-        key = PREFIX + secrets.token_urlsafe(18)
+        key = UPLOAD_PREFIX + secrets.token_urlsafe(18)
         up = Upload(key, filename, dataset, dataset_nbytes(dataset), fingerprint=fingerprint_people(dataset))
         dropped: list[str] = []
         with self._lock:

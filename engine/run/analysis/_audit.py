@@ -85,18 +85,18 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ..core.epsilon import check_epsilon
-from ..core.errors import ParamError
-from ..core.grid import Domain
-from ..data.dataset import Dataset, DatasetMeta
-from ..mechanisms import RunContext, get, registry
-from ..mechanisms.base import RELATIONS, Mechanism
-from ..mechanisms.capabilities import ZERO_OUT_NULL, AuditPlan
+from ...core.epsilon import check_epsilon
+from ...core.errors import ParamError
+from ...core.grid import Domain
+from ...data.dataset import Dataset, DatasetMeta
+from ...mechanisms import RunContext, get, registry
+from ...mechanisms.base import RELATIONS, Mechanism
+from ...mechanisms.capabilities import ZERO_OUT_NULL, AuditPlan
 
 SIDE_M = 16_000.0  # the audit domain's side: 1 km cells at depth 4
 AUDIT_CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"
-MAX_RUNS = 200_000  # per dataset
-MIN_RUNS = 20  # per dataset: 10 to choose the test, 10 to bound it
+MAX_AUDIT_RUNS = 200_000  # per dataset
+MIN_AUDIT_RUNS = 20  # per dataset: 10 to choose the test, 10 to bound it
 
 
 def plan_for(mechanism: str | type[Mechanism], relation: str | None = None) -> AuditPlan:
@@ -122,7 +122,7 @@ def _dataset(xy: np.ndarray, weight=None, value=None) -> Dataset:
         source="audit",
         synthetic=True,
         bbox=(0.0, 0.0, SIDE_M * deg, SIDE_M * deg),
-        description="two neighbouring datasets built by engine.run.audit",
+        description="two neighbouring datasets built by engine.run.analysis._audit",
     )
     return Dataset(xy=xy, lonlat=xy * deg, crs=AUDIT_CRS, meta=meta, weight=weight, value=value)
 
@@ -285,8 +285,8 @@ def epsilon_lower_bound(s0, s1, alpha: float = 0.05, max_thresholds: int = 2048)
     """The audit's bound from the statistics of the runs on D0 (``s0``) and D1 (``s1``):
     the test is chosen on the first half of each, the bound computed on the second half."""
     s0, s1 = np.asarray(s0, dtype=np.float64), np.asarray(s1, dtype=np.float64)
-    if min(s0.size, s1.size) < MIN_RUNS:
-        raise ParamError(f"the audit needs at least {MIN_RUNS} runs per dataset")
+    if min(s0.size, s1.size) < MIN_AUDIT_RUNS:
+        raise ParamError(f"the audit needs at least {MIN_AUDIT_RUNS} runs per dataset")
     h0, h1 = s0.size // 2, s1.size // 2
     sel0, sel1, ev0, ev1 = s0[:h0], s1[:h1], s0[h0:], s1[h1:]
     cands = np.unique(np.concatenate([sel0, sel1]))
@@ -377,8 +377,8 @@ def audit(
     chosen = {**plan.params, **(params or {})}
     params = cls.schema().resolve(chosen)
     n = int(runs if runs is not None else (plan.test_runs if test else plan.runs))
-    if not MIN_RUNS <= n <= MAX_RUNS:
-        raise ParamError(f"runs must be between {MIN_RUNS} and {MAX_RUNS:,} per dataset (got {n})")
+    if not MIN_AUDIT_RUNS <= n <= MAX_AUDIT_RUNS:
+        raise ParamError(f"runs must be between {MIN_AUDIT_RUNS} and {MAX_AUDIT_RUNS:,} per dataset (got {n})")
     pair = neighbours(plan, relation)
     mech = cls()
     t0 = time.perf_counter()

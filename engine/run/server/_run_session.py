@@ -1,8 +1,8 @@
 """A session's runs from booking to settlement: the life of a run on the server's board.
 
 :class:`RunSession` books every run of a group through the one booking protocol
-(:class:`~engine.run.booking.Bookkeeper`, whose ledger policy its caller chooses), starts the group on
-the board (:class:`~engine.run.groups.Session`) and settles each booking when its run ends, in the
+(:class:`~engine.run.bookkeeping.Bookkeeper`, whose ledger policy its caller chooses), starts the group on
+the board (:class:`~engine.run.server.Session`) and settles each booking when its run ends, in the
 run's own completion callback: the excess ε a run under client dropout spent is booked, and a run that
 failed or was cancelled (it published nothing) is unbooked. A run that ends while no page looks at it
 (a closed tab) is settled all the same. The dashboard only draws the button and the messages.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from ..core.errors import EngineError
-from .booking import Booking, Bookkeeper
-from .config import RunConfig
-from .groups import Group, Session
+from ...core.errors import EngineError
+from ..bookkeeping import Booking, Bookkeeper
+from ..execution import RunConfig
+from ._groups import Group, Session
 
 _LOG = logging.getLogger(__name__)
 
@@ -47,8 +47,8 @@ class RunSession:
     ) -> Started:
         """Book each run of ``configs``, start them as the group ``name`` and settle each booking when its run
         ends. The group starts whole or not at all: a release past the dataset's limit
-        (:class:`~engine.run.booking.Refused`) or one the ledger cannot book
-        (:class:`~engine.run.booking.LedgerUnavailable`) raises, with what this start had booked taken back.
+        (:class:`~engine.run.bookkeeping.Refused`) or one the ledger cannot book
+        (:class:`~engine.run.bookkeeping.LedgerUnavailable`) raises, with what this start had booked taken back.
         A release the board still holds or is drawing is shown, not drawn nor booked again. ``wait``: a fast
         group is returned finished (see :meth:`Session.submit_group`)."""
         board, sid = self.session.board, self.session.sid

@@ -7,7 +7,7 @@ place in it (:meth:`QuickRuns.place`).
 
 A run belongs to the session (owner) that asked for it. An owner has at most one run queued or running, and
 :meth:`QuickRuns.drop_owner` ends all of them: the hook of the upload store, which releases a session when its
-tab has been closed for ``HEATMAP_SESSION_GRACE_S`` (:mod:`engine.run.uploads`). A run writes into a temporary
+tab has been closed for ``HEATMAP_SESSION_GRACE_S`` (:mod:`engine.run.server._session_files`). A run writes into a temporary
 folder of its own; when it ends (finished, failed or cancelled) its figures and last progress line are kept in
 memory and the folder is removed. Cancel sends SIGTERM to the run's process group, then SIGKILL after
 :data:`KILL_AFTER_S`; the server's exit ends every run.
@@ -35,11 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import ParamError
-from .published import read_regular
-from .uploads import env_float
+from ...core.errors import ParamError
+from ..execution import read_regular
+from ._session_files import env_float
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KILL_AFTER_S = 5.0  # a cancelled run's group gets SIGKILL if SIGTERM has not ended it by then
 PROGRESS_CAP = 0.95
 FIGURES_BYTES = 16 * 2**20  # a quick suite's JSON is a few kB

@@ -1,7 +1,7 @@
 """Raw-output distinguishers of the noise samplers.
 
 Two black-box attacks on the released numbers themselves, not on a statistic of the map
-(that is :mod:`engine.run.audit`'s job), each run on neighbouring datasets D0 (the others) and
+(that is :mod:`engine.run.analysis._audit`'s job), each run on neighbouring datasets D0 (the others) and
 D1 (the others plus one person in an empty cell), many times:
 
 * **Floating-point structure** (Mironov, "On significance of the least significant bits
@@ -23,7 +23,7 @@ Each attack's one-sided test (fires = "D1") gives the Clopper-Pearson bound
 gives a large ``eps_lb``; secure mode (floating-point-safe samplers on OS entropy) must
 give ``eps_lb <= eps``.
 
-``python -m engine.run.noise_audit [--runs N]`` prints the table the tests check.
+``python -m engine.run.analysis.noise_audit [--runs N]`` prints the table the tests check.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from ..core.errors import ParamError
-from ..core.grid import Domain
-from ..data.dataset import Dataset, DatasetMeta
-from ..mechanisms import RunContext, get, registry
-from ..mechanisms.capabilities import NoiseCase
+from ...core.errors import ParamError
+from ...core.grid import Domain
+from ...data.dataset import Dataset, DatasetMeta
+from ...mechanisms import RunContext, get, registry
+from ...mechanisms.capabilities import NoiseCase
 
 SIDE_M = 16_000.0
 CRS = "+proj=aeqd +lat_0=0 +lon_0=0 +datum=WGS84 +units=m +no_defs"

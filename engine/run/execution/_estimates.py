@@ -1,6 +1,6 @@
 """How long a run should take, before it starts.
 
-:func:`estimate_seconds` predicts the wall time of :func:`engine.run.runner.run` for a configuration
+:func:`predict_seconds` predicts the wall time of :func:`engine.run.execution.run` for a configuration
 (data preparation, mechanism and metrics; the dashboard needs about one more second to draw the
 maps). Per mechanism, ``data/run_costs.csv`` holds the coefficients of
 
@@ -19,7 +19,7 @@ coefficients by non-negative least squares, measures ``first_s`` (imports, JIT c
 processes, and writes the table with each row's median error. Parameters the model does not know
 (e.g. the k-NN bandwidth rule, Adaptive HH's thresholds) are corrected by the history below.
 
-History: :func:`record` (called by ``engine.run.runner.run`` after every computed run) keeps the ratio of
+History: :func:`record` (called by ``engine.run.execution.run`` after every computed run) keeps the ratio of
 measured to modelled time, per mechanism, in memory; an estimate is the model times the median
 of that mechanism's last ratios, or, for a mechanism not yet run here, times the median over all
 mechanisms (how fast this machine is compared with the calibration machine), times the machine's
@@ -38,7 +38,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-TABLE = Path(__file__).resolve().parents[2] / "data" / "run_costs.csv"
+TABLE = Path(__file__).resolve().parents[3] / "data" / "run_costs.csv"
 COEFFICIENTS = ("fixed_s", "points_s", "cells_s", "points_cells_s", "work_s", "secure_s", "first_s")
 HISTORY = 20  # ratios kept per mechanism
 MIN_GLOBAL = 3  # runs of other mechanisms needed before their speed factor is used
@@ -64,7 +64,7 @@ def table(path: str = str(TABLE)) -> dict[str, dict[str, float]]:
 def features(config, n_points: int) -> dict[str, float]:
     """``P``, ``C`` and ``W`` of the module docstring for ``config`` on ``n_points`` locations (the mechanism's
     own share: ``Mechanism.cost_features``)."""
-    from ..mechanisms import get
+    from ...mechanisms import get
 
     cls = get(config.mechanism)
     factor, work = cls.cost_features(cls.schema().resolve(config.params), config.depth, n_points)
@@ -92,8 +92,8 @@ def _points(config, n_points: int | None, ds=None) -> int:
         if ds is not None:
             n_points = len(ds)
         else:
-            from ..data.registry import source
-            from ..mechanisms import load_all
+            from ...data.registry import source
+            from ...mechanisms import load_all
 
             load_all()
             src = source(config.dataset)
@@ -153,18 +153,18 @@ def _median(v: list[float]) -> float:
     return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
 
 
-def estimate_seconds(config, n_points: int | None = None, *, dataset=None, cached: bool = False) -> float:
-    """Seconds :func:`engine.run.runner.run` should take for ``config`` (see the module docstring);
+def predict_seconds(config, n_points: int | None = None, *, dataset=None, cached: bool = False) -> float:
+    """Seconds :func:`engine.run.execution.run` should take for ``config`` (see the module docstring);
     ``n_points``: the dataset's number of locations when the caller knows it (e.g. an upload);
     ``dataset``: the dataset if it is loaded; ``cached``: the disk cache holds the result.
-    :func:`engine.run.runner.estimate_seconds` fills in the last two."""
+    :func:`engine.run.execution.estimate_seconds` fills in the last two."""
     if cached:
         return CACHED_S
     with _LOCK:
         first = config.mechanism not in _SEEN
     pts = _points(config, n_points, dataset)
     if getattr(config, "resolution", "fixed") == "auto":  # the grid the number of people gives, noise aside
-        from .frame import auto_depth
+        from ._frame import auto_depth
 
         config = replace(config, depth=auto_depth(config.people or pts))
     return model_seconds(config, pts, first) * _factor(config.mechanism) * load_factor()

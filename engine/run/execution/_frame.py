@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.accounting import LedgerEntry
-from ..core.errors import DataError, ParamError
-from ..core.grid import Domain
-from ..core.noise import NoiseSource, quantile_scale
-from ..data.dataset import Dataset
+from ...core.accounting import LedgerEntry
+from ...core.errors import DataError, ParamError
+from ...core.grid import Domain
+from ...core.noise import NoiseSource, quantile_scale
+from ...data.dataset import Dataset
 
 if TYPE_CHECKING:
-    from ..data.parquet_source import PartitionedPoints
+    from ...data.parquet_source import PartitionedPoints
 
 PER_CELL = 2.0  # the automatic grid aims at this many people per cell on average over the region
 AUTO_SIDES = (16, 512)
@@ -48,6 +48,17 @@ COUNT_SHARE = 0.05  # the default share of ε of the DP count
 FRAME_SHARE = 0.1  # the default share of ε of the DP frame
 FRAME_QUANTILE = 0.01
 RECORD_RELATIONS = ("add/remove record", "replace record")
+
+
+def neighbouring_of(config) -> str:
+    """The neighbouring relation a run of ``config`` is private under (``Mechanism.neighbouring``,
+    or ``neighbouring_for(params)`` where parameters change it); "" where the mechanism names none."""
+    from ...mechanisms import get
+
+    cls = get(config.mechanism)
+    if hasattr(cls, "neighbouring_for"):
+        return cls.neighbouring_for(config.params)
+    return getattr(cls, "neighbouring", "")
 
 
 def auto_side(n_people: int | None) -> int:
@@ -212,7 +223,7 @@ def grid_fields(
     """The RunConfig fields for a resolution (a depth, or ``"auto"``) and a frame as the command line states
     them, with this module's default shares; an option that does not apply is refused. ``published``: the
     public number of people of a catalogue dataset, which an automatic resolution uses unless told otherwise."""
-    from ..core.errors import ParamError
+    from ...core.errors import ParamError
 
     auto = depth == "auto"
     if not auto and (people is not None or count_share is not None):

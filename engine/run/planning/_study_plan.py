@@ -1,8 +1,8 @@
 """The study planner: the mechanism and ε of every release of a study, under one budget.
 
-A study (:mod:`engine.run.study_file`) is several products of one dataset: a map, counts over regions,
+A study (:mod:`engine.run.planning._study_file`) is several products of one dataset: a map, counts over regions,
 range queries, some released ``repeat`` times; each with a target margin. The single-release planner
-(:mod:`engine.run.plan`) predicts each product's figure at any ε on its public proxy; here each
+(:mod:`engine.run.planning._forecast`) predicts each product's figure at any ε on its public proxy; here each
 (product, mechanism) becomes a **curve**, the predicted figure as a function of ε, and the plan chooses
 on the curves:
 
@@ -14,7 +14,7 @@ on the curves:
   ratio r (a product below it could give ε to the worst one), found by bisection on r with the mechanism
   chosen anew at every r. For closed forms (figure c_i / ε_i) the ratio is exact: r = Σ k_i c_i / t_i / B.
 
-A curve is exact where the planner's figure is a closed form c / ε (:func:`engine.run.plan.exact` and the
+A curve is exact where the planner's figure is a closed form c / ε (:func:`engine.run.planning.exact` and the
 figure at two ε in proportion: Identity, HDMM, Laplace over its own regions); elsewhere it is sampled at a few
 ε and interpolated on log-log axes, and the ε chosen is then predicted again until the figure there is a
 prediction, not an interpolation (:data:`CHECK_ROUNDS`): the figure a plan states is always the planner's
@@ -31,12 +31,33 @@ from typing import Any
 
 import numpy as np
 
-from ..core.epsilon import EPS_MAX, EPS_MIN
-from ..core.errors import Cancelled, ParamError
-from . import plan as P
-from .study_bias import SeveralProxy, Split, several
-from .study_bias import split as split_error
-from .study_file import Product, Study
+from ...core.epsilon import EPS_MAX, EPS_MIN
+from ...core.errors import Cancelled, ParamError
+from ._forecast import (
+    PROXY_PRESET,
+    Deadline,
+    Frame,
+    Prediction,
+    Proxy,
+    Users,
+    budget_of,
+    ceil_3sf,
+    exact,
+    frame_of,
+    frame_regions,
+    json_value,
+    ledger_key,
+    plan_seconds,
+    predict,
+    released_proxy,
+    released_users,
+    stated_users,
+    synthetic_proxy,
+    what_was_read,
+)
+from ._study_bias import SeveralProxy, Split, several
+from ._study_bias import split as split_error
+from ._study_file import Product, Study
 
 SAMPLE_EPS = (0.1, 1.0, 10.0)  # where a curve without a closed form is first predicted
 CHECK_EPS = (1.0, 0.25)  # a closed form is c / ε when its figure at these two is in proportion
@@ -55,7 +76,7 @@ class Curve:
     mechanism: str
     c: float | None = None
     points: dict[float, float] = field(default_factory=dict)
-    predictions: dict[float, P.Prediction] = field(default_factory=dict)
+    predictions: dict[float, Prediction] = field(default_factory=dict)
 
     @property
     def no_margin(self) -> bool:
@@ -95,7 +116,7 @@ class Curve:
         return math.exp(hi)
 
 
-def figure(p: P.Prediction, product: Product) -> float:
+def figure(p: Prediction, product: Product) -> float:
     """The figure a product's target is checked against: its statistic of the cells' or regions' margins,
     or the relative range-query error."""
     if product.kind == "ranges":
@@ -107,7 +128,7 @@ def figure(p: P.Prediction, product: Product) -> float:
     return math.nan if v is None else float(v)
 
 
-class _Watch(P.Deadline):
+class StudyWatch(Deadline):
     """The plan's time budget, and the caller's Cancel: both stop the mechanism at its next check."""
 
     def __init__(self, seconds: float, cancelled: Callable[[], bool] | None):
@@ -127,11 +148,11 @@ class _Watch(P.Deadline):
 class Inputs:
     """What every prediction of a study shares: the public frame, the users, the proxy, the time budget."""
 
-    frame: P.Frame
-    users: P.Users
-    proxy: P.Proxy
+    frame: Frame
+    users: Users
+    proxy: Proxy
     runs: int
-    watch: _Watch
+    watch: StudyWatch
     progress: Callable[[float, str], None]
     calls: int = 0
     expected: int = 1
@@ -141,15 +162,15 @@ class Inputs:
     def regions_of(self, product: Product):
         key = (product.regions, product.depth)
         if product.regions is not None and key not in self.regions:
-            self.regions[key] = P._regions(self.frame, product.depth, product.regions)
+            self.regions[key] = frame_regions(self.frame, product.depth, product.regions)
         return self.regions.get(key)
 
-    def predict(self, product: Product, mechanism: str, eps: float) -> P.Prediction:
+    def predict(self, product: Product, mechanism: str, eps: float) -> Prediction:
         self.progress(min(0.99, self.calls / max(self.expected, 1)), f"{product.name}: {mechanism} at ε {eps:.3g}")
         if self.watch.expired():
             raise self.watch.stop(mechanism, eps)
         params = _product_params(product, mechanism)
-        p = P.predict(
+        p = predict(
             mechanism,
             eps,
             self.frame,
@@ -166,7 +187,7 @@ class Inputs:
 
 
 def _product_params(product: Product, mechanism: str) -> dict:
-    from .config import with_regions
+    from ..execution import with_regions
 
     # a mechanism that counts regions counts the product's own (one region set, however it is named)
     return with_regions(mechanism, dict(product.params.get(mechanism, {})), product.regions)
@@ -183,8 +204,8 @@ def curve_of(inp: Inputs, product: Product, mechanism: str) -> Curve:
     """The product's curve for ``mechanism``: a closed form c / ε where the planner's figure is exact and in
     proportion to 1/ε, else its samples at :data:`SAMPLE_EPS`."""
     curve = Curve(mechanism)
-    exact = product.kind != "ranges" and P.exact(mechanism, inp.regions_of(product))
-    if exact:
+    closed = product.kind != "ranges" and exact(mechanism, inp.regions_of(product))
+    if closed:
         a, b = (_sample(inp, product, curve, e) for e in CHECK_EPS)
         if math.isfinite(a) and a > 0 and abs(a * CHECK_EPS[0] - b * CHECK_EPS[1]) <= PROPORTION_TOL * a:
             curve.c = a * CHECK_EPS[0]
@@ -241,7 +262,9 @@ class Choice:
     method: str
     candidates: dict[str, float | None]
     side_information: list[str]
-    error: Split | None = None  # bias and noise apart (engine.run.study_bias.Split), where contributions are bounded
+    error: Split | None = (
+        None  # bias and noise apart (engine.run.planning._study_bias.Split), where contributions are bounded
+    )
     interval: tuple[float, float] | None = None  # the prediction's own 10th-90th percentile (see :func:`interval`)
 
     def to_dict(self) -> dict:
@@ -252,14 +275,14 @@ class Choice:
             "mechanism": self.mechanism,
             "epsilon": self.epsilon,
             "repeat": p.repeat,
-            "predicted": P._clean(self.predicted) if self.predicted is not None else None,
+            "predicted": json_value(self.predicted) if self.predicted is not None else None,
             "target": p.target,
             "statistic": "relative error" if p.kind == "ranges" else p.statistic,
             "method": self.method,
-            "candidates": {k: P._clean(v) for k, v in self.candidates.items()},
+            "candidates": {k: json_value(v) for k, v in self.candidates.items()},
             "side_information": self.side_information,
             "error": None if self.error is None else self.error.to_dict(),
-            "interval": None if self.interval is None else [P._clean(v) for v in self.interval],
+            "interval": None if self.interval is None else [json_value(v) for v in self.interval],
         }
 
 
@@ -294,7 +317,7 @@ class StudyPlan:
             "products": [c.to_dict() for c in self.choices],
             "total_epsilon": total,
             "budget": self.study.budget,
-            "ratio": P._clean(self.ratio) if self.study.budget is not None else None,
+            "ratio": json_value(self.ratio) if self.study.budget is not None else None,
             "limit": b.get("limit"),
             "remaining_before": remaining,
             "remaining_after": None if remaining is None else round(remaining - total, 12),
@@ -323,7 +346,7 @@ def _round(eps: float, up: bool = True) -> float:
     """ε as a plan states it: rounded up to three significant figures to meet a target (a larger ε only narrows
     the margin), down to four within a budget (so the total stays within it)."""
     if up:
-        return P._ceil_3sf(eps)
+        return ceil_3sf(eps)
     scale = 10.0 ** (math.floor(math.log10(eps)) - 3)
     return max(EPS_MIN, float(f"{math.floor(eps / scale + 1e-9) * scale:.4g}"))
 
@@ -337,24 +360,24 @@ def make_study_plan(
     """The study's plan (see the module docstring). ``progress(fraction, message)`` is told of every
     prediction; ``cancelled()`` stops it (:class:`Cancelled`); past ``seconds`` (default: one plan's time budget,
     ``HEATMAP_PLAN_SECONDS``, per product) it stops with a ParamError."""
-    from .limits import release_limit
+    from ..bookkeeping import release_limit
 
     progress = progress or (lambda f, m: None)
-    options = _options(study)
-    frame = P.frame_of(study.dataset, options)
-    users = P.stated_users(study.users) if study.users is not None else P.released_users(study.users_from)
-    proxy = P.released_proxy(study.proxy_from) if study.proxy_from else P.synthetic_proxy(study.proxy or P.PROXY_PRESET)
+    options = dataset_options(study)
+    frame = frame_of(study.dataset, options)
+    users = stated_users(study.users) if study.users is not None else released_users(study.users_from)
+    proxy = released_proxy(study.proxy_from) if study.proxy_from else synthetic_proxy(study.proxy or PROXY_PRESET)
     proxy = several(proxy, study.locations_per_user)
     # a study is a plan per product: each has the time budget of one
-    watch = _Watch(P.plan_seconds() * len(study.products) if seconds is None else float(seconds), cancelled)
+    watch = StudyWatch(plan_seconds() * len(study.products) if seconds is None else float(seconds), cancelled)
     inp = Inputs(frame, users, proxy, study.runs, watch, progress, pilot_scale=_pilot_scale(study))
     products = list(study.products)
     inp.expected = sum(len(p.mechanisms) * len(SAMPLE_EPS) for p in products) + 2 * len(products)
     curves = [[curve_of(inp, p, m) for m in p.mechanisms] for p in products]
     ratio, picks = _settle(inp, products, curves, study.budget)
     choices = [_choice(inp, p, cs, x, ratio, study.budget is None) for p, cs, x in zip(products, curves, picks)]
-    key = P.ledger_key(study.dataset, options)
-    budget = P.budget_of(study.dataset, options, key)
+    key = ledger_key(study.dataset, options)
+    budget = budget_of(study.dataset, options, key)
     if budget is not None:
         budget["limit"] = release_limit(study.dataset)
     progress(1.0, "planned")
@@ -363,7 +386,7 @@ def make_study_plan(
         choices=choices,
         ratio=ratio,
         budget=budget,
-        read=P.what_was_read(study.dataset, options, frame, key),
+        read=what_was_read(study.dataset, options, frame, key),
         side_information=[*users.side_information, *frame.side_information, *_per_user(study)],
     )
 
@@ -373,7 +396,7 @@ def _pilot_scale(study: Study) -> float | None:
     another mechanism, the scale of a count it could have been)."""
     if study.proxy_from is None:
         return None
-    from .published import released_map
+    from ..execution import released_map
 
     return 1.0 / float(released_map(study.proxy_from)[2]["parameters"]["epsilon"])
 
@@ -395,8 +418,8 @@ def interval(inp: Inputs, product: Product, mechanism: str, eps: float) -> tuple
     figs = []
     for b in range(INTERVAL_DRAWS):
         name, d = list(readings.items())[b % 2]
-        redrawn = several(P.Proxy(f"{inp.proxy.label}, {name}", None, d, inp.proxy.domain), per_user)
-        p = P.predict(
+        redrawn = several(Proxy(f"{inp.proxy.label}, {name}", None, d, inp.proxy.domain), per_user)
+        p = predict(
             mechanism,
             eps,
             inp.frame,
@@ -420,9 +443,9 @@ def _per_user(study: Study) -> list[str]:
     return [f"each user has up to {k} locations, stated by the analyst"] if k > 1 else []
 
 
-def _options(study: Study) -> dict:
-    from ..data.registry import get_source
-    from ..mechanisms import load_all
+def dataset_options(study: Study) -> dict:
+    from ...data.registry import get_source
+    from ...mechanisms import load_all
 
     load_all()
     return get_source(study.dataset).schema().resolve({k: str(v) for k, v in study.options.items()})
@@ -461,7 +484,7 @@ def _choice(inp: Inputs, product: Product, curves: list[Curve], pick, ratio: flo
     return Choice(product, curve.mechanism, eps, pred, method, candidates, side, error, span)
 
 
-def describe(plan: StudyPlan) -> str:
+def describe_study(plan: StudyPlan) -> str:
     """The plan as a few lines of text (the CLI's default output)."""
     d = plan.to_dict()
     mode = f"a budget of {plan.study.budget:g}" if plan.study.budget is not None else "the least total ε"
@@ -507,17 +530,15 @@ def stderr_progress(stream=None) -> Callable[[float, str], None]:
 # ------------------------------------------------------------------ the ledger keeps the plan
 def ledger_of(study: Study) -> str:
     """The key of the study's dataset's ledger."""
-    key = P.ledger_key(study.dataset, _options(study))
+    key = ledger_key(study.dataset, dataset_options(study))
     assert key is not None  # a study always names its dataset
     return key
 
 
 def reserve(plan: StudyPlan, store=None, note: str = ""):
-    """Reserve the plan's ε in its dataset's ledger (:mod:`engine.run.reserve`); :class:`Refused` past the
-    operator's limit, nothing booked. Returns the :class:`~engine.run.ledger.Spend`."""
-    from .booking import Refused
-    from .limits import release_limit
-    from .reserve import Reservations
+    """Reserve the plan's ε in its dataset's ledger (:mod:`engine.run.bookkeeping._reserve`); :class:`Refused` past the
+    operator's limit, nothing booked. Returns the :class:`~engine.run.bookkeeping._ledger.Spend`."""
+    from ..bookkeeping import Refused, Reservations, release_limit
 
     study = plan.study
     products: list[dict[str, Any]] = [
@@ -526,7 +547,7 @@ def reserve(plan: StudyPlan, store=None, note: str = ""):
             "mechanism": c.mechanism,
             "epsilon": c.epsilon,
             "repeat": c.product.repeat,
-            "config": {"depth": c.product.depth, "regions": c.product.regions, "params": _params(c)},
+            "config": {"depth": c.product.depth, "regions": c.product.regions, "params": choice_params(c)},
         }
         for c in plan.choices
         if c.mechanism is not None
@@ -538,7 +559,7 @@ def reserve(plan: StudyPlan, store=None, note: str = ""):
     return res
 
 
-def _params(c: Choice) -> dict:
+def choice_params(c: Choice) -> dict:
     if c.mechanism is None:
         raise ParamError(f"{c.product.name}: no mechanism meets its target, so it has no parameters to run")
     return _product_params(c.product, c.mechanism)
@@ -546,13 +567,13 @@ def _params(c: Choice) -> dict:
 
 def cancel(study: Study, store=None) -> float:
     """Cancel the study's reservation; returns the ε it still held, now free."""
-    from .reserve import Reservations
+    from ..bookkeeping import Reservations
 
     return Reservations(store).cancel(ledger_of(study), study.key)
 
 
 def held(study: Study, store=None) -> list:
     """The study's reservation in its dataset's ledger, one row per product (empty: nothing reserved)."""
-    from .reserve import Reservations
+    from ..bookkeeping import Reservations
 
     return Reservations(store).held(ledger_of(study), study.key)
