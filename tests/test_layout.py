@@ -299,8 +299,8 @@ def _repeated_names(modules: list[str]) -> dict[str, list[str]]:
     seen: dict[str, list[str]] = {}
     for m in modules:
         parts = m.split(".")
-        if parts[0] not in ("engine", "ui") or len(parts) == 1:
-            continue
+        if parts[0] not in ("engine", "ui") or len(parts) == 1 or parts[-1].startswith("__"):
+            continue  # __main__: a package's command, named by Python
         if parts[:-1] == ["engine", "bench"] and not MODULES.get(m, (None, False))[1]:
             continue
         name = parts[-1].lstrip("_")
@@ -339,9 +339,9 @@ def test_every_module_name_says_its_role_once():
     """Two modules of one name (``regions`` in the data, the regions layer, a family and the dashboard) make
     a reader ask which one is meant: each name is used once in the engine and the dashboard's helpers (a
     page and its ``ui`` helper share one on purpose: pages are not in the count)."""
-    assert _repeated_names(["engine.a.plan", "ui.plan", "engine.x.mechanism", "engine.y.mechanism"]) == {
-        "plan": ["engine.a.plan", "ui.plan"]
-    }
+    assert _repeated_names(
+        ["engine.a.plan", "ui.plan", "engine.x.mechanism", "engine.y.mechanism", "ui.b.__main__", "engine.__main__"]
+    ) == {"plan": ["engine.a.plan", "ui.plan"]}
     assert _private_module_owner("engine.mechanisms.common._rects") == "engine.mechanisms.common"
     assert _private_module_owner("engine.run.runner") is None
     assert _repeated_names(sorted(MODULES)) == {}
