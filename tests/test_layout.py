@@ -346,6 +346,74 @@ def test_every_import_of_the_project_names_something_that_exists():
     assert bad == []
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_module_owner(mod: str) -> str | None:
+    """The package a private module (``pkg._x``, or anything inside ``pkg._x``) belongs to, or None."""
+    parts = mod.split(".")
+    for i, part in enumerate(parts):
+        if _private(part):
+            return ".".join(parts[:i])
+    return None
+
+
+def _repeated_names(modules: list[str]) -> dict[str, list[str]]:
+    """Module and package names of ``engine`` and ``ui`` that occur more than once (a leading underscore
+    ignored), except the names every paper's package shares by design and the benchmark suites, which are
+    named by the command line (``python -m engine bench regions``)."""
+    seen: dict[str, list[str]] = {}
+    for m in modules:
+        parts = m.split(".")
+        if parts[0] not in ("engine", "ui") or len(parts) == 1 or parts[-1].startswith("__"):
+            continue  # __main__: a package's command, named by Python
+        if parts[:-1] == ["engine", "bench"] and not MODULES.get(m, (None, False))[1]:
+            continue
+        name = parts[-1].lstrip("_")
+        if name not in FAMILY_NAMES:
+            seen.setdefault(name, []).append(m)
+    return {n: ms for n, ms in seen.items() if len(ms) > 1}
+
+
+# the modules every paper's package has, behind the one protocol
+FAMILY_NAMES = ("mechanism", "readings", "baselines")
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name another module needs is public. What a package's modules share and nobody outside needs lives
+    in a private module (``_x.py``) with public names."""
+    bad = [
+        f"{m}:{line} imports {name} from {dep}"
+        for m in MODULES
+        for line, dep, name in _imports(m)
+        if name is not None and _private(name)
+    ]
+    assert bad == []
+
+
+def test_private_modules_are_imported_only_inside_their_package():
+    bad = [
+        f"{m} imports {dep}"
+        for m in MODULES
+        for dep in _engine_deps(m)
+        if (owner := _private_module_owner(dep)) is not None and not _within(m, owner)
+    ]
+    assert bad == []
+
+
+def test_every_module_name_says_its_role_once():
+    """Two modules of one name (``regions`` in the data, the regions layer, a family and the dashboard) make
+    a reader ask which one is meant: each name is used once in the engine and the dashboard's helpers (a
+    page and its ``ui`` helper share one on purpose: pages are not in the count)."""
+    assert _repeated_names(
+        ["engine.a.plan", "ui.plan", "engine.x.mechanism", "engine.y.mechanism", "ui.b.__main__", "engine.__main__"]
+    ) == {"plan": ["engine.a.plan", "ui.plan"]}
+    assert _private_module_owner("engine.mechanisms.common._rects") == "engine.mechanisms.common"
+    assert _private_module_owner("engine.run.runner") is None
+    assert _repeated_names(sorted(MODULES)) == {}
+
+
 def _calls(tree: ast.AST) -> set[str]:
     """The dotted names a module calls (``page``, ``boot.ensure_router``, ``st.sidebar.button``...)."""
     out = set()
