@@ -1,7 +1,7 @@
 """Private location heatmaps: the dashboard's router (``streamlit run app.py``).
 
 Pages are thin scripts in ``pages/``; their building blocks live in ``ui/`` and all
-computation in ``engine/``. Jobs run in a thread pool (``engine.run.board``), so no process
+computation in ``engine/``. Jobs run in a thread pool (``engine.run.server._board``), so no process
 re-imports this file; the ``__main__`` guard keeps it safe if that ever changes.
 """
 

@@ -75,7 +75,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _cluster(text: str) -> str:
-    from .run.cluster import parse_cluster
+    from .run.execution import parse_cluster
 
     try:
         return parse_cluster(text)
@@ -127,7 +127,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
     from .cli_grid import config_fields
     from .data.registry import get_source
     from .mechanisms import get, load_all
-    from .run.config import RunConfig, with_regions
+    from .run.execution import RunConfig, with_regions
 
     load_all()
     src = get_source(args.dataset)
@@ -167,7 +167,7 @@ def _config_from_args(args, mechanism, epsilon, seed, mode="evaluate"):
 def _evaluations():
     """The booking protocol of the Evaluate commands: as on the dashboard, an evaluation goes on unbooked when the
     ledger cannot be written (a read-only or full cache folder), with one note on stderr saying so."""
-    from .run.booking import Bookkeeper, LedgerPolicy
+    from .run.bookkeeping import Bookkeeper, LedgerPolicy
 
     told = []
 
@@ -180,8 +180,7 @@ def _evaluations():
 
 
 def _cmd_run(args) -> int:
-    from .run.config import fresh_seed
-    from .run.runner import run
+    from .run.execution import fresh_seed, run
 
     seed = fresh_seed() if args.seed is None else args.seed
     cfg = _config_from_args(args, args.mechanism, args.epsilon, seed)
@@ -214,7 +213,7 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
     if not getattr(args, "regions", None):
         return None
     from .regions import regional_report
-    from .run.runner import prepare
+    from .run import prepare
 
     regions = cli_data.regions(args, res.release.domain, res.crs)
     data = prepare(cfg)[0] if evaluate and cfg.mode == "evaluate" else None
@@ -223,8 +222,8 @@ def _regions_report(args, cfg, res, evaluate: bool = True):
 
 def _counts_people(cfg) -> bool:
     """Whether the run counts people (else records): the dataset's schema and the mechanism's unit."""
-    from .regions.report import counts_people
-    from .run.runner import load_dataset
+    from .regions.regional_table import counts_people
+    from .run import load_dataset
 
     return counts_people(load_dataset(cfg.dataset, cfg.dataset_options), cfg.params)
 
@@ -234,7 +233,7 @@ def _release_regions(args, cfg, domain=None):
     if not args.regions:
         return None
     from .mechanisms import get
-    from .run.runner import load_dataset
+    from .run import load_dataset
 
     cls = get(cfg.mechanism)
     if "value" in cls.needs:  # an attribute mean has no regional count: refused before any budget is spent
@@ -245,8 +244,8 @@ def _release_regions(args, cfg, domain=None):
 
 
 def _on_cluster(args, configs, keep=None) -> list:
-    """The runs as tasks on the cluster of ``--cluster`` (engine/run/cluster.py), in order."""
-    from .run.cluster import connect, run_many
+    """The runs as tasks on the cluster of ``--cluster`` (engine/run/execution/_cluster.py), in order."""
+    from .run.execution import connect, run_many
 
     with connect(args.cluster) as client:
         workers = len(client.scheduler_info().get("workers", {}))
@@ -256,8 +255,7 @@ def _on_cluster(args, configs, keep=None) -> list:
 
 
 def _cmd_sweep(args) -> int:
-    from .run.cluster import sweep_row
-    from .run.runner import run
+    from .run.execution import run, sweep_row
 
     mechs, epss, seeds = args.mechanisms, args.epsilons, range(args.seed0, args.seed0 + args.seeds)
     n_runs = len(mechs) * len(epss) * len(seeds)
@@ -295,7 +293,7 @@ def _cmd_sweep(args) -> int:
 
 
 def _formats(text: str) -> tuple[str, ...]:
-    from .run.export import FORMATS
+    from .run.execution import FORMATS
 
     names = _names(text)
     bad = [n for n in names if n not in FORMATS]
@@ -323,16 +321,15 @@ def _check_writable(folder) -> None:
 
 
 def _cmd_release(args) -> int:
-    """A Release-mode run written to a folder (:func:`engine.run.export.write_release`) and booked
-    in the dataset's privacy ledger through the one booking protocol (:mod:`engine.run.booking`: the
+    """A Release-mode run written to a folder (:func:`engine.run.execution.write_release`) and booked
+    in the dataset's privacy ledger through the one booking protocol (:mod:`engine.run.bookkeeping._booking`: the
     extra ε spent under client dropout included); refused when the dataset's total would pass the
-    operator's limit (:mod:`engine.run.limits`), or ``--limit`` where that is lower. Nothing computed
+    operator's limit (:mod:`engine.run.bookkeeping._limits`), or ``--limit`` where that is lower. Nothing computed
     from the truth is printed."""
     from pathlib import Path
 
-    from .run.booking import STRICT, Bookkeeper
-    from .run.export import FILE_NAMES, MANIFEST, write_release
-    from .run.runner import run
+    from .run.bookkeeping import STRICT, Bookkeeper
+    from .run.execution import FILE_NAMES, MANIFEST, run, write_release
 
     reserved = cli_study.release_args(args)  # a study's product: its reservation says what to release
     cfg = _config_from_args(args, args.mechanism, args.epsilon, 0, mode="release")
@@ -340,7 +337,7 @@ def _cmd_release(args) -> int:
     if not args.out.strip():
         raise ParamError("--out '' names no folder: give the folder for the release (--out . for this one)")
     out = Path(args.out)
-    from .regions.files import REGION_FILES
+    from .regions.margin_files import REGION_FILES
 
     names = [*(FILE_NAMES[f] for f in args.format), MANIFEST, *(REGION_FILES.values() if args.regions else ())]
     taken = [n for n in names if (out / n).exists()]
@@ -374,23 +371,23 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .bench import available, render_table, run_suite, to_json
+    from .bench import DASHBOARD_HINT, available, render_table, run_suite, to_json
 
     if args.suite not in available():
-        raise ParamError(f"unknown benchmark suite {args.suite!r}; available: {', '.join(available())}")
+        raise ParamError(f"unknown benchmark suite {args.suite!r}; available: {', '.join(available())}{DASHBOARD_HINT}")
     figs = run_suite(args.suite, quick=args.quick, progress=lambda *a: print(*a, file=sys.stderr))
     print(to_json(figs) if args.json else render_table(figs))
     return 0
 
 
 def _runs(text: str) -> int:
-    from .run.audit import MAX_RUNS, MIN_RUNS
+    from .run.analysis import MAX_AUDIT_RUNS, MIN_AUDIT_RUNS
 
-    return _int_in(MIN_RUNS, MAX_RUNS)(text)
+    return _int_in(MIN_AUDIT_RUNS, MAX_AUDIT_RUNS)(text)
 
 
 def _cmd_audit(args) -> int:
-    from .run.audit import audit
+    from .run.analysis import audit
 
     bar, moved = progress.fraction(f"audit {args.mechanism}")
     with bar:
@@ -430,7 +427,8 @@ def _cmd_audit(args) -> int:
 
 def _add_plan_parser(sub) -> None:
     pl = sub.add_parser(
-        "plan", help="predicted 95 %% margins of a release before spending (public inputs only; engine/run/plan.py)"
+        "plan",
+        help="predicted 95 %% margins of a release before spending (public inputs only; engine/run/planning/_forecast.py)",
     )
     pl.add_argument("--mechanism", type=_names, default=["identity"], help="comma-separated mechanism keys")
     pl.add_argument("--epsilon", type=_epsilons, default=[1.0], help="comma-separated epsilons")
@@ -530,15 +528,15 @@ def main(argv=None) -> int:
     cli_study.add_release_options(rl)
     rl.set_defaults(fn=_cmd_release)
 
-    b = sub.add_parser("bench", help="benchmark suite")
-    b.add_argument("suite")
+    b = sub.add_parser("bench", help="the engine's benchmark suites (the dashboard's: python -m ui.benchmarks.SUITE)")
+    b.add_argument("suite", help="the suite's name (BENCHMARKS.md lists them)")
     b.add_argument("--json", action="store_true")
     b.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     b.set_defaults(fn=_cmd_bench)
 
     _add_plan_parser(sub)
 
-    a = sub.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (engine/run/audit.py)")
+    a = sub.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (engine/run/analysis/_audit.py)")
     a.add_argument("mechanism")
     a.add_argument("--epsilon", type=_epsilon, default=1.0)
     a.add_argument("--runs", type=_runs, default=None, help="runs per dataset (default: the mechanism's audit plan)")

@@ -15,7 +15,7 @@ _WARNED: set[str] = set()  # files already checked in this process (a sweep conf
 
 
 def regions_spec(text: str) -> str:
-    from .data.regions import parse_spec
+    from .data.region_geometry import parse_spec
 
     try:
         parse_spec(text)
@@ -26,10 +26,10 @@ def regions_spec(text: str) -> str:
 
 def crs(text: str) -> str:
     """A CRS the analyst gives (an EPSG code or a PROJ string), checked before any work starts."""
-    from .data.files.common import _check_crs
+    from .data.files.crs import check_crs
 
     try:
-        _check_crs(text)
+        check_crs(text)
     except EngineError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text.strip()
@@ -63,7 +63,7 @@ def regions(args, domain, local_crs: str):
     """The regions of ``--regions`` over ``domain`` (None without it)."""
     if not args.regions:
         return None
-    from .data.regions import build
+    from .data.region_geometry import build
 
     return build(args.regions, domain, local_crs, name_column=args.region_names, file_crs=args.regions_crs)
 
@@ -73,7 +73,7 @@ def polygon_file(args):
     if not (args.regions and args.regions_crs):
         return None
     from .data.files.polygons import load_polygons
-    from .data.regions import parse_spec
+    from .data.region_geometry import parse_spec
 
     kind, path, id_column = parse_spec(args.regions)
     return load_polygons(path, id_column=id_column, crs=args.regions_crs) if kind == "file" else None
@@ -83,7 +83,7 @@ def warn_about_file(key: str, options: dict) -> None:
     """Print on stderr what the location check says of the analyst's file (points at sea, far from any town, or
     longitude and latitude swapped), once per file and process; the file is read as the run will read it."""
     from .data.geography import file_warning
-    from .run.runner import load_dataset
+    from .run import load_dataset
 
     seen = json.dumps(options, sort_keys=True, default=str)
     if seen in _WARNED:

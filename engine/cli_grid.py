@@ -1,4 +1,4 @@
-"""The command line's options for a run's grid and frame (:mod:`engine.run.frame`): ``--depth`` (a number, or
+"""The command line's options for a run's grid and frame (:mod:`engine.run.execution._frame`): ``--depth`` (a number, or
 ``auto``), ``--people``, ``--count-share``, ``--frame``, ``--frame-share``, ``--frame-quantile``, and the
 RunConfig fields they give."""
 
@@ -43,13 +43,13 @@ def add_options(sp, people_type) -> None:
 
 
 def config_fields(args, src, options: dict) -> dict:
-    """The RunConfig fields of the options (:func:`engine.run.frame.grid_fields`); an automatic resolution of a
+    """The RunConfig fields of the options (:func:`engine.run.execution.grid_fields`); an automatic resolution of a
     catalogue dataset (not the analyst's file) uses its public size, or the users sampled."""
-    from .run.frame import grid_fields
+    from .run.execution import grid_fields
 
     published = None
     if args.depth == "auto" and src.kind != "file":
-        from .run.runner import load_dataset
+        from .run import load_dataset
 
         published = args.users or load_dataset(args.dataset, options).n_users
     return grid_fields(

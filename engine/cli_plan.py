@@ -1,4 +1,4 @@
-"""The command line's ``plan``: the release planner (:mod:`engine.run.plan`) and the study planner (``--study``,
+"""The command line's ``plan``: the release planner (:mod:`engine.run.planning._forecast`) and the study planner (``--study``,
 :mod:`engine.cli_study`), with progress on stderr from the first read to the last proxy run."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .core.errors import ParamError
 def command(args) -> int:
     """``python -m engine plan``: one release's accuracy before any ε is spent, or a study's plan (``--study``)."""
     from .mechanisms import load_all
-    from .run import plan as P
+    from .run import planning
 
     load_all()
     if args.study:
@@ -22,11 +22,11 @@ def command(args) -> int:
         raise ParamError("--reserve and --cancel act on a study: give it with --study FILE")
     if args.users is None and args.users_from is None:
         raise ParamError("the plan needs a user count: --users N (a public bound) or --users-from FOLDER")
-    if args.users is not None and args.users > P.MAX_USERS:
-        raise ParamError(f"--users must be at most {P.MAX_USERS:,} (got {args.users:,})")
+    if args.users is not None and args.users > planning.MAX_USERS:
+        raise ParamError(f"--users must be at most {planning.MAX_USERS:,} (got {args.users:,})")
     if args.target_margin is not None and not (math.isfinite(args.target_margin) and args.target_margin > 0):
         raise ParamError(f"--target-margin must be a positive number (got {args.target_margin})")
-    users = P.stated_users(args.users) if args.users is not None else P.released_users(args.users_from)
+    users = planning.stated_users(args.users) if args.users is not None else planning.released_users(args.users_from)
     options = {}
     if args.dataset is not None:
         from .data.registry import get_source
@@ -41,20 +41,23 @@ def command(args) -> int:
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2))
         return 0
-    print(P.describe(plan))
+    print(planning.describe_plan(plan))
     return 0
 
 
 def _make_plan(args, users, options: dict, moved):
-    from .run import plan as P
-    from .run.config import with_regions
-    from .run.frame import auto_depth
+    from .run import planning
+    from .run.execution import auto_depth, with_regions
 
-    frame = P.frame_of(args.dataset, options) if args.dataset else None
+    frame = planning.frame_of(args.dataset, options) if args.dataset else None
     params = cli_data.options(args.param, "mechanism parameter")
     params = {m: with_regions(m, params, *cli_data.region_args(args)) for m in args.mechanism}
-    proxy = P.released_proxy(args.proxy_from) if args.proxy_from else P.synthetic_proxy(args.proxy or P.PROXY_PRESET)
-    return P.make_plan(
+    proxy = (
+        planning.released_proxy(args.proxy_from)
+        if args.proxy_from
+        else planning.synthetic_proxy(args.proxy or planning.PROXY_PRESET)
+    )
+    return planning.make_plan(
         args.mechanism,
         args.epsilon,
         users,

@@ -1,5 +1,5 @@
 """The command line's study: ``plan --study FILE [--json] [--reserve | --cancel]`` and
-``release --study FILE --product NAME`` (:mod:`engine.run.study`, :mod:`engine.run.reserve`)."""
+``release --study FILE --product NAME`` (:mod:`engine.run.planning._study_plan`, :mod:`engine.run.bookkeeping._reserve`)."""
 
 from __future__ import annotations
 
@@ -23,28 +23,27 @@ def add_release_options(rl) -> None:
 
 def plan(args) -> int:
     """``plan --study``: the plan on stdout (JSON or text), progress on stderr; reserved or cancelled."""
-    from .run import study as S
-    from .run import study_file
+    from .run import planning
 
     single = [a for a in ("users", "users_from", "proxy", "proxy_from", "target_margin", "dataset") if getattr(args, a)]
     if single:
         raise ParamError(f"--study takes its inputs from the file, not --{single[0].replace('_', '-')}")
-    study = study_file.load(args.study)
+    study = planning.load_study(args.study)
     if args.cancel:
-        freed = S.cancel(study)
+        freed = planning.cancel(study)
         print(json.dumps({"study": study.key, "cancelled": True, "returned_epsilon": round(freed, 12)}))
         return 0
-    plan = S.make_study_plan(study, progress=S.stderr_progress())
+    plan = planning.make_study_plan(study, progress=planning.stderr_progress())
     doc = plan.to_dict()
     if args.reserve:
         if doc["unmet"]:
             print(f"note: reserving a plan that does not meet {', '.join(doc['unmet'])}", file=sys.stderr)
-        res = S.reserve(plan, note=f"python -m engine plan --study ({study.name})")
+        res = planning.reserve(plan, note=f"python -m engine plan --study ({study.name})")
         doc["reserved"] = round(res.added, 12)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        print(S.describe(plan))
+        print(planning.describe_study(plan))
         if args.reserve:
             print(f"reserved ε {doc['reserved']:g} in the dataset's ledger for this study ({study.key})")
     return 0
@@ -59,12 +58,11 @@ def release_args(args) -> tuple[str, str] | None:
         return None
     if not args.product:
         raise ParamError("--study needs --product NAME: the product to release")
-    from .run import study as S
-    from .run import study_file
+    from .run import planning
 
-    study = study_file.load(args.study)
+    study = planning.load_study(args.study)
     study.product(args.product)  # an unknown product is told the study's products
-    held = {h.product: h for h in S.held(study)}
+    held = {h.product: h for h in planning.held(study)}
     h = held.get(args.product)
     if h is None:
         raise ParamError(

@@ -44,7 +44,7 @@ def finished(progress, cfg) -> None:
 
 
 def on_finished(progress) -> Callable[[int, int, object], None]:
-    """The ``progress(done, total, cfg)`` callback of :func:`engine.run.cluster.run_many`, moving ``progress``."""
+    """The ``progress(done, total, cfg)`` callback of :func:`engine.run.execution.run_many`, moving ``progress``."""
 
     def callback(done: int, total: int, cfg) -> None:
         progress.set_postfix_str(label(cfg), refresh=False)

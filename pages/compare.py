@@ -2,8 +2,7 @@
 
 import streamlit as st
 
-from ui import budget, explain, relations, state, tables, views
-from ui import regions as uregions
+from ui import budget, explain, region_panel, relations, state, tables, views
 from ui.page import page
 
 SEEDS = 5  # the ranking is over this many releases per mechanism (DPComp's protocol; cached once run)
@@ -71,7 +70,7 @@ with page(
             choice = ctl.regions
             ds = views.prepared(ok[0][0])[0] if ok[0][0].mode == "evaluate" else None
             unit = "people" if first.n_users != first.n_points else "locations"
-            uregions.block(
+            region_panel.block(
                 [(views.mech_label(c.mechanism), r) for c, r in ok], choice, scale, fr, "compare", unit, ds, 4
             )
         names = views.unique_labels([c.mechanism for c, _ in ok])

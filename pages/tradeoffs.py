@@ -5,7 +5,7 @@ import os
 import streamlit as st
 
 from engine.core.csvtext import csv_text
-from engine.run import sweeps
+from engine.run import analysis
 from ui import budget, explain, relations, state, sweep, tables, views, widgets
 from ui.page import page
 
@@ -14,7 +14,7 @@ from ui.page import page
 def cluster_choice(setting: str = ""):
     """Where sweeps run: the Dask cluster named in HEATMAP_DASK_SCHEDULER (``setting``, part of the cache key)
     or .streamlit/secrets.toml, else here."""
-    from engine.run.cluster import cluster_from_setting
+    from engine.run.execution import cluster_from_setting
 
     return cluster_from_setting()
 
@@ -54,10 +54,10 @@ with page(
     )
     users = sorted(users_list) if users_list else [ctl.n_users]
     base = {m: ctl.config(m) for m in ctl.mechanisms} if ctl.ready else {}
-    configs = sweeps.configs(base, sorted(eps_list), users, trials, seed0=ctl.seed) if eps_list else []
-    if len(configs) > sweeps.MAX_RUNS:
+    configs = analysis.configs(base, sorted(eps_list), users, trials, seed0=ctl.seed) if eps_list else []
+    if len(configs) > analysis.MAX_SWEEP_RUNS:
         st.error(
-            f"This sweep has {len(configs)} runs; the limit is {sweeps.MAX_RUNS}. Fewer ε values, users or trials."
+            f"This sweep has {len(configs)} runs; the limit is {analysis.MAX_SWEEP_RUNS}. Fewer ε values, users or trials."
         )
         configs = []
     elif configs:
@@ -92,7 +92,7 @@ with page(
     if show is not None:
         ok = [(c, s.result) for c, s in zip(show.configs, show.statuses) if s.state == "ok"]
         relations.relations_notice(list({c.mechanism: c for c, _ in ok}.values()))
-        df = sweeps.trials_frame(ok, {c.mechanism: views.mech_label(c.mechanism) for c, _ in ok})
+        df = analysis.trials_frame(ok, {c.mechanism: views.mech_label(c.mechanism) for c, _ in ok})
         metrics = [
             k for k in explain.ordered([c for c in df.columns if c in ok[0][1].metrics]) if sweep.ensure_numeric(df, k)
         ]
@@ -123,9 +123,9 @@ with page(
         mixed = tables.mixed_smoothing(df, metric)
         if mixed:
             st.warning(mixed, icon=":material/compare_arrows:")
-        summ = sweeps.summarise(df, metric, x)
+        summ = analysis.summarise(df, metric, x)
         st.altair_chart(sweep.error_chart(summ, metric, x, log_y), width="stretch")
-        fr = sweeps.frontier(summ, metric, x, df, better=explain.better(metric) or "lower")
+        fr = analysis.frontier(summ, metric, x, df, better=explain.better(metric) or "lower")
         st.subheader("Frontier: the best mechanism at each point")
         f1, f2 = st.columns([3, 2])
         f1.altair_chart(sweep.frontier_chart(fr, metric, x, log_y), width="stretch")

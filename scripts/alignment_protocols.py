@@ -23,7 +23,7 @@ from engine.bench.snh import CITIES, _dataset, query_sets, rel_error
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.readings import grid_size
 from engine.metrics import emd_m, mse
-from engine.run.runner import load_dataset
+from engine.run import load_dataset
 
 MODES = ("on", "off", "auto")
 

@@ -1,9 +1,9 @@
-"""Fit the run-time cost model's table, ``data/run_costs.csv`` (engine/run/estimates.py).
+"""Fit the run-time cost model's table, ``data/run_costs.csv`` (engine/run/execution/_estimates.py).
 
     python scripts/calibrate_costs.py [--quick] [--out data/run_costs.csv] [--only snh,ug]
 
 For every registered heatmap mechanism (mechanisms that need no attribute) it measures warm runs of
-``engine.run.runner.run`` on the default synthetic city (polycentric) over 20,000 / 100,000 / 1,000,000
+``engine.run.execution.run`` on the default synthetic city (polycentric) over 20,000 / 100,000 / 1,000,000
 locations and 64² / 256² / 1024² cells, secure mode at 64² and 256², and the parameters that
 enter the model's work term (SNH presets; RFF KDE's B; the federated KDE attack's users; Sparse EMD's w). Each
 configuration runs twice with different seeds and the mean is kept. The coefficients are fitted by
@@ -32,9 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.mechanisms import heatmap_keys, registry  # noqa: E402
-from engine.run.config import RunConfig  # noqa: E402
-from engine.run.estimates import COEFFICIENTS, TABLE, features, load_factor  # noqa: E402
-from engine.run.runner import run  # noqa: E402
+from engine.run.execution import (  # noqa: E402
+    COEFFICIENTS,
+    TABLE,
+    RunConfig,  # noqa: E402
+    features,
+    load_factor,
+    run,  # noqa: E402
+)
 
 SIZES = (20_000, 100_000, 1_000_000)
 DEPTHS = (6, 8, 10)
@@ -52,8 +57,8 @@ def _is_default(config: dict) -> bool:
 
 COLD = """
 import sys, time
-from engine.run.config import RunConfig
-from engine.run.runner import run  # noqa: E402
+from engine.run.execution._config import RunConfig
+from engine.run.execution._runner import run  # noqa: E402
 run(RunConfig(dataset="synthetic:monocentric", dataset_options={"n": 2000}, depth=4), use_cache=False)
 run(RunConfig(mechanism="identity"), use_cache=False)  # the dataset, loaded before the user's Run
 t = []
@@ -81,7 +86,7 @@ def configs(mech: str, quick: bool) -> list[RunConfig]:
 
 def measure(cfg: RunConfig) -> tuple[float, int]:
     """Mean seconds of two warm runs (seeds 1 and 2) and the locations used, each divided by the
-    machine's load factor when it started (engine.run.estimates.load_factor): the table is for a quiet
+    machine's load factor when it started (engine.run.execution.load_factor): the table is for a quiet
     machine, and the estimate multiplies the load back in."""
     times = []
     for seed in (1, 2):
@@ -118,7 +123,7 @@ def first_run_cost(mech: str) -> float:
 def write(path: str, out: list[dict], note: str) -> None:
     with open(path, "w", newline="") as f:
         f.write(
-            f"# Run-time cost model (engine/run/estimates.py), fitted by scripts/calibrate_costs.py on {date.today()}\n"
+            f"# Run-time cost model (engine/run/execution/_estimates.py), fitted by scripts/calibrate_costs.py on {date.today()}\n"
             f"# on {os.cpu_count()} cores, {note}; seconds = fixed + points*P + cells*C + work*W "
             "+ points_cells*P*C + secure*C (secure) + first (first run in a process)\n"
         )

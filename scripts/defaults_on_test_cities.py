@@ -29,7 +29,7 @@ from engine.bench.shapes import checkin_city, shape_cities
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.readings import topt_fill
 from engine.metrics import emd_m, mse
-from engine.run.runner import load_dataset
+from engine.run import load_dataset
 
 BUILTIN = (
     "berlin_airbnb",

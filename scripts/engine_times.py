@@ -4,7 +4,7 @@
 
 ROOT is a checkout of this project (e.g. a `git worktree` of an older commit), so two trees are compared
 with the same script. Each mechanism: one warm-up run (its first in the process: imports, compilation,
-the dataset), then the median of 3 seeded runs (1 when the first took over SLOW_S: SNH) of ``engine.run.runner.run`` with the default
+the dataset), then the median of 3 seeded runs (1 when the first took over SLOW_S: SNH) of ``engine.run.execution.run`` with the default
 ``RunConfig`` (polycentric city, 100,000 locations), its own timings (mechanism, metrics, total: wall) and the
 process's CPU seconds (``first_cpu_s``, ``cpu_s``).
 """
@@ -20,8 +20,7 @@ sys.path.insert(0, root)
 os.chdir(root)
 os.environ.setdefault("HEATMAP_CACHE_DIR", os.path.join(os.path.dirname(os.path.abspath(out)), "engine_times_cache"))
 from engine.mechanisms import registry  # noqa: E402
-from engine.run.config import RunConfig  # noqa: E402
-from engine.run.runner import run  # noqa: E402
+from engine.run import RunConfig, run  # noqa: E402
 
 reg = registry()
 mechs = sys.argv[3:] or [k for k in sorted(reg) if "value" not in getattr(reg[k], "needs", ())]

@@ -2,7 +2,7 @@
 default city, in one fresh process (as a new dashboard session: after its warm-up, no history; the
 city loaded first, as the page does to draw the true map before Run), in the order of
 ``engine.mechanisms.heatmap_keys``. For each: the estimate with the load factor (the default) and
-without it (the model and this process's history alone), the measured ``engine.run.runner.run`` wall
+without it (the model and this process's history alone), the measured ``engine.run.execution.run`` wall
 time (cache off), the 1-minute load average, and measured / estimate. A run is "within 2x" when that ratio is in
 [0.5, 2]. Run: PYTHONPATH=. python scripts/estimate_vs_measured.py [--snh] [--burn K] [--json OUT]
 
@@ -21,9 +21,7 @@ import sys
 import time
 
 from engine.mechanisms import heatmap_keys, load_all
-from engine.run import estimates as costmodel
-from engine.run.config import RunConfig
-from engine.run.runner import estimate_seconds, load_dataset, run
+from engine.run.execution import RunConfig, estimate_seconds, forget_history, load_dataset, load_factor, run
 
 SLOW_S = 10.0  # a run the cost model puts over this is left out without --snh (SNH trains its networks)
 
@@ -53,13 +51,13 @@ def measure(a) -> None:
     # city the page loads to draw the true map
     run(RunConfig(dataset="synthetic:monocentric", dataset_options={"n": 2000}, depth=4), use_cache=False)
     load_dataset(RunConfig().dataset, RunConfig().dataset_options)
-    costmodel.forget_history()
+    forget_history()
     rows = []
     for key in heatmap_keys():
         cfg = RunConfig(mechanism=key, seed=1)
         load = os.getloadavg()[0]
         est = estimate_seconds(cfg)
-        if est > SLOW_S * costmodel.load_factor() and not a.snh:
+        if est > SLOW_S * load_factor() and not a.snh:
             continue
         t = time.perf_counter()
         run(cfg, use_cache=False)
@@ -67,9 +65,9 @@ def measure(a) -> None:
         row = {
             "mechanism": key,
             "load": round(load, 2),
-            "load_factor": round(costmodel.load_factor(), 2),
+            "load_factor": round(load_factor(), 2),
             "estimate_s": round(est, 3),
-            "estimate_without_load_s": round(est / max(costmodel.load_factor(), 1e-9), 3),
+            "estimate_without_load_s": round(est / max(load_factor(), 1e-9), 3),
             "measured_s": round(took, 3),
         }
         row["ratio"] = round(took / est, 2)

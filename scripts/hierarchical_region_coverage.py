@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.bench.regions import CRS, SIDE, _dataset, datasets, voronoi_geojson
+from engine.bench.regions import CRS, SIDE, bench_dataset, datasets, voronoi_geojson
 from engine.core.grid import Domain, downsample
-from engine.data.regions import block_regions, build
+from engine.data.region_geometry import block_regions, build
 from engine.mechanisms import RunContext, get
 from engine.regions import region_margins, true_counts
 
@@ -40,7 +40,7 @@ def main(seeds: int, specs: list[str] | None) -> None:
     cls = get("hierarchical")
     t0 = time.process_time()
     for data in ("smooth", "bunched"):
-        ds = _dataset(datasets()[data])
+        ds = bench_dataset(datasets()[data])
         for spec in specs:
             regions, truth = _regions(spec, ds)
             for nonneg in (True, False):

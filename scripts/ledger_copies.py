@@ -3,7 +3,7 @@
 For 200 sets of 2,000 people around each place (float64 locations, spread 0.03° x 0.02°), two copies: the
 locations rounded to 6 decimals (a CSV written with float_format="%.6f") and cast to float32 (a float32
 GeoParquet). A key made by rounding every location to a grid of G degrees and hashing the set changes when any
-location crosses an edge of the grid; the people keys (engine/run/people.py) share a ledger when the copy reads
+location crosses an edge of the grid; the people keys (engine/run/bookkeeping/_people.py) share a ledger when the copy reads
 the key the original books under. Also the CPU time of a fingerprint (median of 3).
 
     python scripts/ledger_copies.py [--sets 200]
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
-from engine.run.people import exact_key, fingerprint_people, ledger_keys  # noqa: E402
+from engine.run.bookkeeping import exact_key, fingerprint_people, ledger_keys  # noqa: E402
 
 PLACES = {"London": (-0.12, 51.5), "Tokyo": (139.7, 35.7), "lon 179.9": (179.9, -16.5)}
 GRIDS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3)

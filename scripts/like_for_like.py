@@ -10,8 +10,7 @@ import argparse
 import numpy as np
 
 from engine.metrics import likeforlike
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 
 MECHS = ("sparse_emd", "laplace_gauss", "identity", "ug", "privtree", "hierarchical")
 

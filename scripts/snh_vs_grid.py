@@ -29,7 +29,7 @@ from engine.bench.snh import _dataset, query_sets, rel_error
 from engine.core.grid import box_sums, integral_image
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.snh.answers import GridAnswerer
-from engine.mechanisms.snh.collection import _query_bounds, collect_step
+from engine.mechanisms.snh.collection import collect_step, query_bounds
 from engine.mechanisms.snh.training import fit_snh
 
 
@@ -50,7 +50,7 @@ def main() -> None:
     ds, dom = _dataset(a.city, a.n, a.seed)
     schema = get("snh").schema()
     base = {"rho_m": 0.0}
-    lo, hi = _query_bounds(schema.resolve(base), dom)
+    lo, hi = query_bounds(schema.resolve(base), dom)
     k = 8
     mids = lo + (hi - lo) / k * (np.arange(k) + 0.5)
     rstar = float(mids[a.model])

@@ -77,7 +77,7 @@ def _roads(lines: int, per_line: int) -> bytes:
 def _page(kind: str) -> dict:
     """A region or context upload as the dashboard's page takes it (see the module docstring)."""
     import tests.test_region_limits as t
-    from engine.data import context, regions
+    from engine.data import context, region_geometry
     from engine.data.files import isolate, polygons
 
     name, make, box = REGION_FILES[kind]
@@ -86,7 +86,7 @@ def _page(kind: str) -> dict:
         subprocess.run([sys.executable, __file__, kind, "make"], check=True)
     data = path.read_bytes()
     domain, crs = t.domain_of(getattr(t, box), 8)
-    regions.grid_regions(domain, crs)  # scipy's sparse matrices, as a running server has them
+    region_geometry.grid_regions(domain, crs)  # scipy's sparse matrices, as a running server has them
     isolate.load_file_isolated(b"lat,lon\n51.5,-0.1\n51.6,-0.2\n", "warm.csv")  # the forkserver starts once
     tally = getattr(isolate, "TALLY", {})
     child0 = tally.get("cpu_s", 0.0)
@@ -99,9 +99,9 @@ def _page(kind: str) -> dict:
         else:
             read = getattr(polygons, "load_polygons_isolated", polygons.load_polygons)
             pf = read(data, name)
-            out["regions"] = len(regions.build(name, domain, crs, polygons=pf))
+            out["regions"] = len(region_geometry.build(name, domain, crs, polygons=pf))
             t1 = time.process_time()
-            regions.build(name, domain, crs, polygons=pf)
+            region_geometry.build(name, domain, crs, polygons=pf)
             out["rerun_cpu_s"] = round(time.process_time() - t1, 3)
     except Exception as exc:
         out["refused"] = str(exc)[:200]

@@ -132,7 +132,7 @@ def test_a_run_ending_while_the_page_draws_is_redrawn(monkeypatch):
     """Race: the page reads its run as still running, the run ends before the progress panel
     reads it. The panel must redraw the page (else no poller comes back and the outcome,
     here "cancelled", never shows). Forced by making the first status read of a page run stale."""
-    from engine.run.board import Board, Status
+    from engine.run.server._board import Board, Status
 
     at = open_app(mech="_test_slow", baselines="0", seed="43")
     at.button(key="run_explore").click().run()
@@ -333,7 +333,7 @@ def test_sweep_summary_confidence_interval():
     import pandas as pd
     from scipy import stats
 
-    from engine.run.sweeps import frontier, summarise
+    from engine.run.analysis import frontier, summarise
 
     df = pd.DataFrame(
         {"mechanism": ["a"] * 3 + ["b"] * 3, "epsilon": [1.0] * 6, "emd_m": [1.0, 2.0, 3.0, 0.5, 0.5, 0.8]}
@@ -349,7 +349,7 @@ def test_frontier_marks_mechanisms_tied_with_the_best():
     (DPComp); one clearly worse is not."""
     import pandas as pd
 
-    from engine.run.sweeps import frontier, summarise
+    from engine.run.analysis import frontier, summarise
 
     rng = np.random.default_rng(0)
     best = rng.normal(1.0, 0.1, 8)
@@ -369,8 +369,7 @@ def test_frontier_marks_mechanisms_tied_with_the_best():
 
 # ----------------------------------------------------------------- range queries
 def test_range_queries_answers_and_workload():
-    from engine.run.config import RunConfig
-    from engine.run.runner import prepare
+    from engine.run import RunConfig, prepare
 
     at = open_app("ranges", mechs="identity", seed="3", rx="2,12", ry="5,15")
     click_run(at, "ranges")
@@ -391,8 +390,7 @@ def test_range_queries_answers_and_workload():
 def test_snh_answers_range_queries_with_its_model():
     """SNH through the dashboard: its trained networks answer the Range queries
     page, next to IDENTITY@ParamSelect; the public auxiliary data is stated."""
-    from engine.run.config import RunConfig
-    from engine.run.runner import prepare
+    from engine.run import RunConfig, prepare
 
     small_nets = {
         "p.snh.k": "2",

@@ -94,8 +94,7 @@ def test_range_queries_workload_shows_the_rmse_over_the_bound_of_its_squares():
     ε (recomputed here); above 1,000 squares the bound is not computed, and the caption says so."""
     from engine.core.workload import RangeWorkload
     from engine.metrics.lower_bound import rmse_bound
-    from engine.run.config import RunConfig
-    from engine.run.runner import prepare
+    from engine.run import RunConfig, prepare
     from ui.ranges import workload_squares
 
     at = open_app("ranges", mechs="identity,hdmm", seed="3", eps="1")

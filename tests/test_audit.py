@@ -1,7 +1,7 @@
-"""The empirical privacy audit (engine/run/audit.py).
+"""The empirical privacy audit (engine/run/analysis/_audit.py).
 
 Statistical claims: every audit here runs at a fixed seed. A bound is below the true
-epsilon with probability >= 1 - ALPHA (Clopper-Pearson, see engine.run.audit), so a correct
+epsilon with probability >= 1 - ALPHA (Clopper-Pearson, see engine.run.analysis._audit), so a correct
 mechanism fails ``test_audit_within_claim`` with probability at most ALPHA = 1% (and far
 less for the many audits that are not tight); each audit's run count is large enough that
 a release which told the two datasets apart every time WOULD fail it (checked in the test).
@@ -21,7 +21,7 @@ from engine.core.errors import ParamError
 from engine.mechanisms import get, registry
 from engine.mechanisms.central.identity import Identity
 from engine.mechanisms.dawa.mechanism import Dawa
-from engine.run.audit import (
+from engine.run.analysis._audit import (
     audit,
     auditable,
     cp_lower,
@@ -120,7 +120,7 @@ def _runs_of(key, data, domain, seeds=range(10)):
 @pytest.mark.parametrize("key", ["adaptive_hh", "hh_scheduled_fixed_t"])
 def test_zero_out_emulation_exact_when_the_tree_never_changes(key):
     """With U = 2 the first sub-query spends all of epsilon: the tree never changes, so the
-    person moved into the sink cannot reach the target's value (see engine.run.audit)."""
+    person moved into the sink cannot reach the target's value (see engine.run.analysis._audit)."""
     pair = neighbours(plan_for(key), "zero-out user")
     for data in (pair.d0, pair.d1):
         assert {r.diagnostics["subqueries"] for r in _runs_of(key, data, pair.domain)} == {1}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from engine.mechanisms import get, load_all
-from engine.run.audit import audit, auditable
+from engine.run.analysis._audit import audit, auditable
 
 load_all()
 SLOW = {

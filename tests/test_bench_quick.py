@@ -3,9 +3,10 @@
 The unit tests import only what they test; a suite imports its baselines and tools too
 (networkx, POT, Playwright, ...). This runs each suite as a user does, in a subprocess, so
 a package that ``requirements.txt`` does not install fails here instead of on a user's
-machine. The suites are read from the registry (``engine.bench.SUITES``), so a new suite is
-covered without editing this file. Targets are not judged (``--quick`` is a smoke version,
-and speed depends on the machine): the run must succeed and report measured figures.
+machine. The suites are read from the registries (``engine.bench.SUITES``, and ``ui.benchmarks.SUITES`` for
+the dashboard's, run as ``python -m ui.benchmarks.SUITE``), so a new suite is covered without editing this file.
+Targets are not judged (``--quick`` is a smoke version, and speed depends on the machine): the run must
+succeed and report measured figures.
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ from pathlib import Path
 import pytest
 
 from engine.bench import SUITES
+from ui.benchmarks import SUITES as DASHBOARD_SUITES
 
 ROOT = Path(__file__).resolve().parents[1]
+# each suite's command after ``python -m``
+COMMANDS = {s: ["engine", "bench", s] for s in SUITES} | {s: [f"ui.benchmarks.{s}"] for s in DASHBOARD_SUITES}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("suite", SUITES)
+@pytest.mark.parametrize("suite", list(COMMANDS))
 def test_quick_suite_runs_and_reports_figures(suite):
     p = subprocess.run(
-        [sys.executable, "-m", "engine", "bench", suite, "--quick", "--json"],
+        [sys.executable, "-m", *COMMANDS[suite], "--quick", "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,

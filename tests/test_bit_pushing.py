@@ -29,7 +29,7 @@ from engine.mechanisms.bit_pushing.bits import (
     rr_variance,
     squash_c_default,
 )
-from engine.mechanisms.bit_pushing.rounds import _aggregate, _squash, _Sums
+from engine.mechanisms.bit_pushing.rounds import BitSums, aggregate_log, squashed_bits
 
 
 def lemma31_variance(bit_means, p, n, b_send: int = 1, weights=None) -> np.ndarray:
@@ -200,7 +200,7 @@ def test_server_reads_at_most_b_send_bits_per_client_and_estimate_comes_from_the
             codes, _ = enc.encode(x)
             np.testing.assert_array_equal(log.report, bit_of(codes[log.client], log.bit))
         # the estimate is a function of the log alone
-        sums = _aggregate(log, res.n_clients.size, enc.bits, res.epsilon, res.b_send)
+        sums = aggregate_log(log, res.n_clients.size, enc.bits, res.epsilon, res.b_send)
         m = np.where(res.squashed, 0.0, sums.means())
         if res.rounds == 1:
             np.testing.assert_allclose(enc.decode_mean(m), res.estimate, rtol=1e-12)
@@ -283,15 +283,15 @@ def test_bit_squashing_removes_noise_bits_under_ldp():
     # "each": a bit below the threshold is squashed even under a used bit. 10,000 reports per
     # bit at eps = 2: 3 noise standard errors are 0.0128, below the absolute 0.05
     m = np.array([[0.5, 0.005, 0.5, 0.01, 0.0]])
-    sums = _Sums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
-    np.testing.assert_array_equal(_squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
-    np.testing.assert_array_equal(_squash(sums, 2.0, 0.05, 3.0, "top")[0], [0, 0, 0, 1, 1])
+    sums = BitSums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
+    np.testing.assert_array_equal(squashed_bits(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
+    np.testing.assert_array_equal(squashed_bits(sums, 2.0, 0.05, 3.0, "top")[0], [0, 0, 0, 1, 1])
     m = np.array([[0.5, 0.02, 0.5, 0.03, 0.0]])
-    sums = _Sums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
+    sums = BitSums(m * 1e4, np.full_like(m, 1e4), np.zeros_like(m))
     # 0.02 is 4.7 noise se: a used bit, kept although below the absolute 0.05
-    np.testing.assert_array_equal(_squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 0, 0, 0, 1])
-    sums = _Sums(m * 100, np.full_like(m, 100), np.zeros_like(m))  # 100 reports: 3 se = 0.128 > 0.05
-    np.testing.assert_array_equal(_squash(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
+    np.testing.assert_array_equal(squashed_bits(sums, 2.0, 0.05, 3.0, "each")[0], [0, 0, 0, 0, 1])
+    sums = BitSums(m * 100, np.full_like(m, 100), np.zeros_like(m))  # 100 reports: 3 se = 0.128 > 0.05
+    np.testing.assert_array_equal(squashed_bits(sums, 2.0, 0.05, 3.0, "each")[0], [0, 1, 0, 1, 1])
     with pytest.raises(ParamError, match="unsigned"):
         B.adaptive_bitpush(x, Encoding(10, signed=True), rng, epsilon=1.0, squash="top")
     with pytest.raises(ParamError, match="standard errors"):

@@ -14,9 +14,8 @@ from engine.core.errors import EngineError, ParamError
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.bit_pushing.mechanism import BitPushRegionMean, region_mean_release
-from engine.mechanisms.bit_pushing.regions import assign_regions, grid_rects, paint_regions
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.mechanisms.bit_pushing.rect_regions import assign_regions, grid_rects, paint_regions
+from engine.run import RunConfig, run
 
 KEYS = ("bitpush_mean", "bitpush_mean_ldp", "ldp_mean_baseline")
 PER_REGION = ("mean", "stderr", "count", "suppressed")
@@ -179,8 +178,7 @@ def test_deterministic(small_city):
 
 
 def test_runs_are_scored_by_regional_nrmse_not_map_distances():
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
 
     res = run(
         RunConfig(

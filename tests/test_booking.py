@@ -1,6 +1,6 @@
-"""The ledger means what it says: one booking protocol for every door (engine/run/booking.py).
+"""The ledger means what it says: one booking protocol for every door (engine/run/bookkeeping/_booking.py).
 
-Releases count against the dataset's limit, which is the operator's (engine/run/limits.py); Evaluate runs
+Releases count against the dataset's limit, which is the operator's (engine/run/bookkeeping/_limits.py); Evaluate runs
 publish nothing and are listed apart; every door books the same entries, the extra epsilon under client
 dropout included.
 """
@@ -16,10 +16,10 @@ import pytest
 
 from engine.core.accounting import Ledger
 from engine.core.errors import EngineError, ParamError
-from engine.run.booking import Bookkeeper, Refused
-from engine.run.config import RunConfig
-from engine.run.ledger import BudgetStore, fingerprint_config
-from engine.run.limits import ENV_FILE, ENV_LIMIT, lowered, release_limit
+from engine.run import RunConfig
+from engine.run.bookkeeping import Bookkeeper, Refused
+from engine.run.bookkeeping._ledger import BudgetStore, fingerprint_config
+from engine.run.bookkeeping._limits import ENV_FILE, ENV_LIMIT, lowered, release_limit
 from tests.support.app import open_app, wait_jobs
 from tests.support.waiting import wait_until
 
@@ -127,9 +127,9 @@ def test_a_dropout_run_books_the_same_ledger_through_the_cli_and_the_dashboard(t
     (planned, excess) = sorted(got, key=lambda e: e[0])
     assert planned[1] == 1.0 and excess[0] == planned[0] + "/effective" and excess[1] > 0.05
     # what a sweep keeps of the run (the board's summary, the CLI's row) carries the same epsilon spent
-    from engine.run.board import _light
-    from engine.run.cluster import sweep_row
-    from engine.run.runner import run
+    from engine.run import run
+    from engine.run.execution import sweep_row
+    from engine.run.server._board import _light
 
     res = run(cfg(mechanism="adaptive_hh", params=DROPOUT, seed=3))
     assert res.epsilon_spent == pytest.approx(1.0 + excess[1])
@@ -182,8 +182,8 @@ def test_a_release_with_dropout_books_the_same_through_the_cli_and_the_dashboard
 
 
 def test_declared_side_information_reaches_the_ledger_in_both_modes():
-    from engine.run.export import manifest
-    from engine.run.runner import run
+    from engine.run import run
+    from engine.run.execution._release_files import manifest
 
     note = "Resolution 32 x 32 chosen automatically from 3,000 people (the file)."
     ev = run(cfg(side_information=(note,), seed=1), use_cache=False)
@@ -198,7 +198,7 @@ def test_an_uploads_automatic_resolution_follows_one_rule_in_both_modes():
     as Release's, and the release's manifest states it."""
     from streamlit.testing.v1 import AppTest
 
-    from engine.run.export import manifest
+    from engine.run.execution._release_files import manifest
     from tests.support.app import APP, upload
     from tests.support.files import csv_bytes
     from ui.jobs import board
@@ -222,7 +222,7 @@ def test_an_uploads_automatic_resolution_follows_one_rule_in_both_modes():
 def test_a_folder_dataset_is_fingerprinted_by_its_files(tmp_path):
     """A partitioned Parquet dataset read by path is a folder: the same files are the same people, wherever the
     folder is; a changed file is another dataset."""
-    from engine.run.ledger import fingerprint_source
+    from engine.run.bookkeeping import fingerprint_source
 
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):

@@ -31,8 +31,7 @@ def test_exports_open_in_gis_and_offline(page, app_url, tmp_path, browser):
     from PIL import Image
     from pyproj import CRS
 
-    from engine.run.config import RunConfig
-    from engine.run.runner import prepare
+    from engine.run import RunConfig, prepare
 
     watch = Watch(page)
     page.set_viewport_size({"width": 1440, "height": 1000})
@@ -81,7 +80,7 @@ def test_exports_open_in_gis_and_offline(page, app_url, tmp_path, browser):
 
 
 def cfg_crs(cfg) -> str:
-    from engine.run.runner import load_dataset
+    from engine.run import load_dataset
 
     return load_dataset(cfg.dataset, cfg.dataset_options).crs
 

@@ -59,7 +59,7 @@ def coloured(png: bytes) -> int:
 
 
 def test_plan_per_region_use_its_epsilon_release_and_every_region_keeps_the_margin(page, app_url, tmp_path):
-    from ui.regions import HATCH, UNRELIABLE_FILL
+    from ui.region_panel import HATCH, UNRELIABLE_FILL
 
     watch = Watch(page)
     polygons = city_geojson(tmp_path / "neighbourhoods.geojson").read_bytes()

@@ -12,8 +12,9 @@ import pytest
 
 from engine.core.errors import EngineError, ParamError
 from engine.data.files import load_file
-from engine.run.config import RunConfig
-from engine.run.ledger import (
+from engine.run import RunConfig
+from engine.run.bookkeeping import fingerprint_people
+from engine.run.bookkeeping._ledger import (
     ENV,
     BudgetStore,
     Entry,
@@ -22,7 +23,6 @@ from engine.run.ledger import (
     fingerprint_source,
     release_key,
 )
-from engine.run.people import fingerprint_people
 
 FP = "sha256:dataset-under-test"
 
@@ -60,7 +60,7 @@ def test_the_ledger_survives_a_restart(db):
         "tab 1",
     )
     # another process sees it too
-    code = f"from engine.run.ledger import BudgetStore; print(BudgetStore({str(db)!r}).spent({FP!r}))"
+    code = f"from engine.run.bookkeeping._ledger import BudgetStore; print(BudgetStore({str(db)!r}).spent({FP!r}))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and float(p.stdout) == 1.5, p.stderr
 
@@ -184,7 +184,7 @@ def test_concurrent_sessions_cannot_reserve_past_the_limit(db):
     """16 sessions reserve a study of ε 1 (two releases of 0.5) at once against a limit of 10: exactly 10
     reservations hold; then 16 sessions book a release against one study's five reserved releases at once: exactly
     five are booked, and the reservation holds nothing more."""
-    from engine.run.reserve import Reservations
+    from engine.run.bookkeeping import Reservations
 
     def reserve(store, i):
         plan = [{"product": "map", "mechanism": "identity", "epsilon": 0.5, "repeat": 2}]

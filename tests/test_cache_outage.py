@@ -17,10 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 
-import engine.run.runner
+import engine.run.execution._runner
 from engine.__main__ import main
-from engine.run.config import RunConfig
-from engine.run.ledger import BudgetStore, fingerprint_config
+from engine.run import RunConfig
+from engine.run.bookkeeping._ledger import BudgetStore, fingerprint_config
 from tests.support.app import SMALL, charts, click_run, open_app, texts
 
 CFG = ["--mechanism", "ug", "--epsilon", "1", "--dataset", "synthetic:zong_a"]
@@ -70,7 +70,7 @@ def test_the_outage_is_real(outage):
 def test_evaluate_runs_without_the_cache(outage, monkeypatch):
     monkeypatch.setenv("HEATMAP_CACHE_DIR", str(outage[0]))
     cfg = RunConfig(dataset="synthetic:zong_a", mechanism="ug", epsilon=1.0, seed=1, depth=5)
-    a, b = engine.run.runner.run(cfg), engine.run.runner.run(cfg)
+    a, b = engine.run.execution.run(cfg), engine.run.execution.run(cfg)
     assert a.release.density.shape == (32, 32) and (a.release.density == b.release.density).all()
 
 
@@ -106,7 +106,7 @@ def test_a_cli_release_without_a_ledger_is_refused_before_any_noise(outage, monk
     def no_noise(*a, **k):
         raise AssertionError("a release ran without a ledger")
 
-    monkeypatch.setattr(engine.run.runner, "run", no_noise)
+    monkeypatch.setattr(engine.run.execution._runner, "run", no_noise)
     out = tmp_path / "out"
     assert main(["release", *CFG, "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -117,7 +117,7 @@ def test_a_cli_release_without_a_ledger_is_refused_before_any_noise(outage, monk
 
 def test_the_cli_books_nothing_when_the_output_folder_cannot_be_written(outage, monkeypatch, capsys):
     folder, why = outage
-    monkeypatch.setattr(engine.run.runner, "run", lambda *a, **k: pytest.fail("a release ran"))
+    monkeypatch.setattr(engine.run.execution._runner, "run", lambda *a, **k: pytest.fail("a release ran"))
     assert main(["release", *CFG, "--out", str(folder / "release")]) == 2
     err = capsys.readouterr().err
     assert "cannot write the release to" in err and str(folder) in err and why.split()[0] in err, err
@@ -126,7 +126,7 @@ def test_the_cli_books_nothing_when_the_output_folder_cannot_be_written(outage, 
 
 
 def test_an_empty_out_is_refused(capsys, monkeypatch):
-    monkeypatch.setattr(engine.run.runner, "run", lambda *a, **k: pytest.fail("a release ran"))
+    monkeypatch.setattr(engine.run.execution._runner, "run", lambda *a, **k: pytest.fail("a release ran"))
     assert main(["release", *CFG, "--out", ""]) == 2
     assert "--out '' names no folder" in capsys.readouterr().err
 
@@ -147,11 +147,8 @@ def test_the_dashboard_evaluates_without_a_ledger_and_refuses_to_release(outage,
 def test_the_servers_ledger_policy_evaluates_unbooked_and_refuses_a_release(outage, monkeypatch):
     """Tolerant (the server): an evaluation goes on unbooked when the ledger cannot be written, and is run; a
     release is refused before any noise, with the ledger's reason, and nothing of it starts."""
-    from engine.run.board import Board
-    from engine.run.booking import TOLERANT, Booking, Bookkeeper
-    from engine.run.groups import Session
-    from engine.run.ledger import LedgerUnavailable
-    from engine.run.session import RunSession
+    from engine.run.bookkeeping import TOLERANT, Booking, Bookkeeper, LedgerUnavailable
+    from engine.run.server import Board, RunSession, Session
 
     folder, why = outage
     monkeypatch.setenv("HEATMAP_LEDGER_DB", str(folder / "ledger.sqlite3"))
@@ -180,8 +177,7 @@ def test_the_servers_ledger_policy_evaluates_unbooked_and_refuses_a_release(outa
 def test_the_strict_ledger_policy_stops_at_a_ledger_it_cannot_write(outage, monkeypatch):
     """Strict (``python -m engine release``'s): even an evaluation the ledger cannot book stops before it runs,
     with the reason."""
-    from engine.run.booking import STRICT, Bookkeeper
-    from engine.run.ledger import LedgerUnavailable
+    from engine.run.bookkeeping import STRICT, Bookkeeper, LedgerUnavailable
 
     folder, why = outage
     monkeypatch.setenv("HEATMAP_LEDGER_DB", str(folder / "ledger.sqlite3"))

@@ -12,9 +12,9 @@ from concurrent.futures import wait
 import pytest
 
 from engine.core.noise import NoiseSource
-from engine.run import jobs
-from engine.run.config import RunConfig
-from engine.run.jobs import JobManager
+from engine.run import RunConfig
+from engine.run.execution import JobManager
+from engine.run.execution import _pool as jobs
 from tests.support.waiting import wait_until
 
 STOP_BOUND_S = 5.0  # the promise: Cancel ends the work within 5 s
@@ -62,7 +62,7 @@ HEAVY = ["identity", "flat_onehot"]  # hierarchical sizes its tree from a noisy 
 
 @pytest.mark.parametrize("mechanism", HEAVY)
 def test_cancel_stops_a_secure_1024_run_within_seconds(mechanism, opendp_draws):
-    from engine.run.runner import run
+    from engine.run import run
 
     # the whole run noises at least 4^depth values with OpenDP (checked at a small depth) ...
     run(secure(mechanism, 4), use_cache=False)

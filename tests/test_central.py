@@ -20,7 +20,7 @@ from engine.core.errors import ParamError
 from engine.core.grid import Domain, pyramid
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.central.common import CENTRAL_KEYS, PRIVACY_UNIT, bound_contributions, spread_rects
+from engine.mechanisms.central import CENTRAL_KEYS
 from engine.mechanisms.central.grids import ag_level1_size, snap_to_divisor, ug_size
 from engine.mechanisms.central.identity import laplace_baseline, top_t_count, topt_threshold
 from engine.mechanisms.central.privtree import privtree_decompose, privtree_params
@@ -31,6 +31,7 @@ from engine.mechanisms.central.trees import (
     tree_error_model,
     tree_levels,
 )
+from engine.mechanisms.common import PRIVACY_UNIT, bound_contributions, spread_rects
 from tests.support.noise import NumpyLaplaceContext, ZeroNoise
 
 Z_CRIT = 3.29  # two-sided normal quantile for a 1e-3 false-alarm rate
@@ -792,8 +793,7 @@ def test_hierarchical_mechanism_uses_consistency(city):
 
 # ------------------------------------------------------------- integration
 def test_runs_through_the_job_runner():
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
 
     for key in ("ag", "privtree"):
         res = run(
@@ -1130,7 +1130,7 @@ def test_curator_upload_counts_every_location(multi, key):
 
 # ------------------------------------------------------------- rankings over seeds
 def test_rank_over_seeds_marks_ties_with_the_best():
-    from engine.run.sweeps import rank_over_seeds
+    from engine.run.analysis import rank_over_seeds
 
     rng = np.random.default_rng(0)
     base = rng.normal(1.0, 0.1, 10)

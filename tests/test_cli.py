@@ -189,7 +189,7 @@ def test_url_reaches_the_download_for_operators(capsys):
 def test_run_of_a_file_declares_the_region_read_off_the_data(tmp_path):
     """A file's region is its points' bounding box unless a public one is given: the CLI's JSON
     ledger declares it as side information, as the dashboard and the release manifest do."""
-    from engine.run.export import REGION_FROM_DATA
+    from engine.run.execution import REGION_FROM_DATA
 
     f = tmp_path / "points.csv"
     f.write_text("lat,lon\n" + "".join(f"{52.5 + i * 1e-4},{13.4 + (i % 7) * 1e-4}\n" for i in range(300)))

@@ -6,9 +6,8 @@ import pytest
 from engine.core.accounting import Ledger
 from engine.core.errors import EngineError, ParamError
 from engine.core.params import Param, Schema
-from engine.run.config import RunConfig
-from engine.run.jobs import JobManager
-from engine.run.runner import run
+from engine.run import RunConfig, run
+from engine.run.execution import JobManager
 
 
 def test_param_coercion_and_ranges():
@@ -71,7 +70,7 @@ def test_run_deterministic_by_seed_and_cached():
 
 
 def test_users_own_file_is_never_cached_on_disk(tmp_path):
-    from engine.run.result_cache import run_cache_path
+    from engine.run.execution._result_cache import run_cache_path
 
     rng = np.random.default_rng(0)
     path = tmp_path / "mine.csv"
@@ -92,7 +91,7 @@ def test_users_own_file_is_never_cached_on_disk(tmp_path):
 def test_cache_key_follows_the_engine_source(tmp_path, monkeypatch):
     """A changed engine (source or shipped table) gets new cache keys, so a release computed by
     older code is never served as this code's; benchmark modules and docs do not count."""
-    from engine.run import config
+    from engine.run.execution import _config as config
 
     fp = config.source_fingerprint.__wrapped__  # uncached, on a made-up tree
     (tmp_path / "engine" / "bench").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The run-time cost model behind the dashboard's estimate before Run (engine/run/estimates.py)."""
+"""The run-time cost model behind the dashboard's estimate before Run (engine/run/execution/_estimates.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import pytest
 
 from engine.mechanisms import registry
-from engine.run import estimates
-from engine.run.config import RunConfig
-from engine.run.runner import estimate_seconds, load_dataset, run
+from engine.run import RunConfig
+from engine.run.execution import _estimates as estimates
+from engine.run.execution import estimate_seconds, load_dataset, run
 
 
 @pytest.fixture(autouse=True)
@@ -114,6 +114,6 @@ def test_a_run_is_recorded_and_a_cached_result_is_instant(tmp_path, monkeypatch)
     cfg = RunConfig(dataset_options={"n": 4000}, depth=5, seed=3)
     assert estimate_seconds(cfg) == pytest.approx(estimates.model_seconds(cfg, 4000, first=True))
     res = run(cfg)
-    assert len(estimates._RATIOS["identity"]) == 1  # engine.run.runner.run told the model how long it took
+    assert len(estimates._RATIOS["identity"]) == 1  # engine.run.execution.run told the model how long it took
     assert res.timings["total_s"] > 0
     assert estimate_seconds(cfg) == estimates.CACHED_S  # now read from the disk cache

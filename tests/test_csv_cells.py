@@ -127,7 +127,7 @@ def test_no_module_but_the_helper_writes_csv():
 
 # every place in the dashboard that offers a CSV download, and the writer it calls (each tested below)
 DOWNLOADS = {
-    ("ui/regions.py", "_caption_and_downloads"): "RegionReport.as_csv",
+    ("ui/region_panel.py", "_caption_and_downloads"): "RegionReport.as_csv",
     ("ui/views.py", "export_block"): "csv_grid",
     ("ui/attack.py", "curve_section"): "csv_text",
     ("pages/compare.py", "<module>"): "metrics_csv, seeds_csv",
@@ -166,7 +166,7 @@ def region_file(tmp_path_factory):
     import geopandas as gpd
     from shapely.geometry import box
 
-    from engine.run.runner import load_dataset
+    from engine.run import load_dataset
 
     x0, y0, x1, y1 = load_dataset("synthetic:monocentric", {"n": 3000, "seed": 4}).meta.bbox
     xs = np.linspace(x0, x1, len(HOSTILE) + 1)
@@ -206,11 +206,10 @@ def test_regions_csv_of_a_release_folder(region_file, capsys, tmp_path):
 
 
 def test_regions_csv_of_the_dashboard_download(region_file):
-    """The download button of ui/regions.py offers RegionReport.as_csv, stamped in Evaluate."""
-    from engine.data.regions import build
+    """The download button of ui/region_panel.py offers RegionReport.as_csv, stamped in Evaluate."""
+    from engine.data.region_geometry import build
     from engine.regions import regional_report
-    from engine.run.config import RunConfig
-    from engine.run.runner import prepare, run
+    from engine.run import RunConfig, prepare, run
 
     cfg = RunConfig(dataset="synthetic:monocentric", dataset_options={"n": 3000, "seed": 4}, mechanism="ug",
                     epsilon=1.0, seed=2, depth=5)  # fmt: skip
@@ -223,7 +222,7 @@ def test_regions_csv_of_the_dashboard_download(region_file):
 
 def test_the_grid_csv_keeps_negative_estimates_as_numbers():
     from engine.core.grid import Domain
-    from engine.run.export import csv_grid
+    from engine.run.execution import csv_grid
 
     dom = Domain.around(0.0, 0.0, 1000.0, 1000.0, 2)
     dens = np.array([[-3.2, 0.0, 1.5, -1e-9]] * 4)

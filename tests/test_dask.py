@@ -16,7 +16,8 @@ import pytest
 
 from engine.core.errors import DataError, ParamError
 from engine.data.parquet_source import HISTOGRAM_ONLY, PartitionedPoints, load_parquet, write_city
-from engine.run.cluster import (
+from engine.run import RunConfig, run
+from engine.run.execution._cluster import (
     SECRETS_KEY,
     SETTING_ENV,
     cluster_from_setting,
@@ -26,8 +27,6 @@ from engine.run.cluster import (
     scheduler_setting,
     sweep_row,
 )
-from engine.run.config import RunConfig
-from engine.run.runner import run
 
 
 @pytest.fixture(scope="module")

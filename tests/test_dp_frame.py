@@ -15,10 +15,10 @@ from engine.core.noise import NoiseSource, quantile_epsilon, quantile_scale, qua
 from engine.data.files import load_file
 from engine.data.geography import place_frame
 from engine.data.projection import to_local
-from engine.run.config import RunConfig
-from engine.run.export import manifest
-from engine.run.frame import CANDIDATES
-from engine.run.runner import prepare_run, run
+from engine.run import RunConfig
+from engine.run.execution._frame import CANDIDATES
+from engine.run.execution._release_files import manifest
+from engine.run.execution._runner import prepare_run, run
 
 ALPHA = 1e-3  # false-alarm rate of each statistical test
 

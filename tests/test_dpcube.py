@@ -11,7 +11,7 @@ import pytest
 
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.dpcube.kdtree import _tables, consistent_totals, estimated_sse, kd_partition
+from engine.mechanisms.dpcube.kdtree import consistent_totals, estimated_sse, kd_partition, summed_area_tables
 from tests.support.datasets import SIDE, square_dataset
 from tests.support.noise import ZeroNoise
 
@@ -19,7 +19,7 @@ from tests.support.noise import ZeroNoise
 def test_estimated_sse_by_brute_force():
     rng = np.random.default_rng(0)
     c = rng.normal(10, 4, (6, 7))
-    s, s2 = _tables(c)
+    s, s2 = summed_area_tables(c)
     for r0, c0, r1, c1 in [(0, 0, 6, 7), (1, 2, 4, 3), (5, 6, 6, 7), (2, 0, 3, 7)]:
         block = c[r0:r1, c0:c1]
         sse = ((block - block.mean()) ** 2).sum()

@@ -97,7 +97,7 @@ def _refusals(value) -> dict[str, str]:
     """The message each door gives for ``value`` ('' where it is accepted)."""
     from engine.__main__ import _epsilon
     from engine.mechanisms import RunContext, get
-    from engine.run.config import RunConfig
+    from engine.run import RunConfig
     from ui.widgets import _eps
 
     out = {}
@@ -143,7 +143,7 @@ def _tiny():
 
 
 def _plan(value):
-    from engine.run import plan as P
+    from engine.run.planning import _forecast as P
 
     P.predict("identity", value, P.default_frame(), P.stated_users(500), depth=3)
 
@@ -164,7 +164,7 @@ def test_outside_the_range_every_door_refuses_with_the_same_message(value):
 def test_the_mechanisms_share_of_epsilon_is_checked_when_the_run_is_configured():
     """ε spent on a DP frame or a DP count leaves the mechanism the rest, which the same rule checks: a
     configuration whose shares leave less than the smallest ε is refused before it runs, saying why."""
-    from engine.run.config import RunConfig
+    from engine.run import RunConfig
 
     base = dict(dataset="synthetic:polycentric", mechanism="identity", frame="dp", frame_share=0.1)
     with pytest.raises(ParamError, match=r"shares leave the mechanism ε = 9e-05"):

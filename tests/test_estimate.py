@@ -22,6 +22,6 @@ def test_estimate_comes_from_measured_runs_and_warns_when_slow(monkeypatch):
 
 
 def _cfg(at):
-    from engine.run.config import RunConfig
+    from engine.run import RunConfig
 
     return RunConfig.from_dict(at.session_state["_groups"]["explore"]["configs"][0])

@@ -18,8 +18,7 @@ from PIL import Image
 
 from engine.core.grid import Domain
 from engine.data.projection import local_crs, to_lonlat
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 from ui import explain, export, report
 from ui.colors import ColourScale, lut
 
@@ -294,6 +293,31 @@ def test_report_escapes_the_data_and_shows_the_margins_the_files_carry(synthetic
     assert doc.count(f"± {float(m[0, 0]):.4g}<") == 3  # median, worst tenth and largest
 
 
+def test_the_release_report_is_a_page_of_the_run_reports_templates_and_escapes_what_users_name(synthetic_run):
+    """One template set, one look: the release report has the run report's head (its stylesheet inline), opens
+    offline like it, and writes the names a user gives (the dataset's, a region's) as text, never as markup."""
+    from engine.data.region_geometry import build
+    from engine.regions import regional_report
+    from ui.release import release_report
+
+    bad = '<script src="http://evil.example/x.js"></script>'
+    r = replace(synthetic_run, dataset_meta=replace(synthetic_run.dataset_meta, name=bad))
+    regions = build("grid", r.release.domain, r.crs)
+    regions = replace(regions, names=(bad, *regions.names[1:]))
+    scale = _scale(r.truth, r.release.domain)
+    page = release_report(r, scale, regional_report(r, regions))
+
+    def head(doc: str) -> str:  # the head but its title
+        before, after = doc.split("<title>", 1)
+        return before + after.split("</title>", 1)[1].split("<body>", 1)[0]
+
+    assert head(page) == head(report.html_report(r, scale, ""))
+    _check_offline(page, "", ["http://evil.example/x.js"])
+    for section in ("<h2>Dataset</h2>", "<h2>Regions</h2>"):
+        table = page.split(section, 1)[1].split("</table>", 1)[0]
+        assert "<script" not in table and bad in html.unescape(table), section
+
+
 def test_report_of_an_uploaded_file_has_no_command_line(synthetic_run):
     cfg = replace(synthetic_run.config, dataset="upload:abc")
     assert report.cli_command(cfg) is None
@@ -304,8 +328,7 @@ def test_report_of_an_uploaded_file_has_no_command_line(synthetic_run):
 def _export_page():
     import streamlit as st
 
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
     from ui import maps, views
     from ui.colors import ColourScale
 

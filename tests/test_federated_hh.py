@@ -284,6 +284,7 @@ def test_verification_mode_end_to_end(city):
     small = data.subset(np.arange(600))
     rel = run("adaptive_hh", small, dom, 1.0, 3, verify_secagg=True, secagg_shard=100, max_levels=3)
     assert all(lv["verified_shards"] == lv["shards"] == 6 for lv in rel.diagnostics["levels"])
+    assert rel.communication.shards == 6  # 600 clients in shards of 100, in every round
     assert all(lv["aggregation_path"].startswith("per-client") for lv in rel.diagnostics["levels"])
     rel.ledger.check(1.0)
     with pytest.raises(ParamError, match="verification mode"):
@@ -354,7 +355,7 @@ def test_excess_dropout_degrades_the_guarantee(city):
 def test_excess_dropout_ledger_books_the_effective_epsilon_for_every_distributed_mechanism(city):
     """Dropout beyond the planned rate (10% of every shard, none planned): the
     ledger's total is the effective epsilon (each sub-query's worst shard), not the plan; a run
-    through engine.run.runner is not refused for it (the plan fits the budget)."""
+    through engine.run.execution._runner is not refused for it (the plan fits the budget)."""
     data, dom = city
     for key, extra in (
         ("adaptive_hh", dict(max_levels=2)),

@@ -134,8 +134,7 @@ def test_release_offers_the_png_and_a_report_of_dp_outputs_only():
     labels = [str(b.proto.label) for b in at.get("download_button")]
     assert any("Publication figure (PNG)" in s for s in labels) and any("Release report" in s for s in labels)
 
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
     from ui.colors import ColourScale
     from ui.release import release_report
 
@@ -148,9 +147,8 @@ def test_release_offers_the_png_and_a_report_of_dp_outputs_only():
 
 
 def test_exports_and_tables_speak_plain_language():
-    from engine.run.config import RunConfig
-    from engine.run.export import manifest
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
+    from engine.run.execution._release_files import manifest
     from ui.report import margin_rows
 
     res = run(RunConfig(dataset_options={"n": 3000}, depth=5, epsilon=0.5, mode="release"))

@@ -18,7 +18,14 @@ from engine.core.errors import EngineError, ParamError
 from engine.core.grid import Domain
 from engine.core.noise import NoiseSource
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.hdg.grids import consistency, guideline, norm_sub, post_process, power_of_two, response_matrix
+from engine.mechanisms.hdg.grid_estimation import (
+    consistency,
+    guideline,
+    norm_sub,
+    post_process,
+    power_of_two,
+    response_matrix,
+)
 from engine.mechanisms.hdg.oracle import (
     count_variance,
     olh_range,

@@ -211,7 +211,7 @@ def test_the_strategy_is_optimised_once_and_read_back_from_disk(tmp_path, monkey
 
 @pytest.mark.parametrize("k", [2, 8])
 def test_block_variances_in_one_pass_equal_one_per_block(k):
-    from engine.data.regions import block_regions
+    from engine.data.region_geometry import block_regions
     from engine.regions.margins import block_margins
 
     dom = Domain(0.0, 0.0, SIDE, 5)
@@ -226,7 +226,7 @@ def test_the_planner_gives_hdmm_its_closed_form():
     """HDMM's margins are fixed by ε, the grid and its public strategy: one proxy run is the exact prediction, the
     per-cell 95 % margins the Laplace quantile of its Kronecker standard errors, whatever the user count."""
     from engine.regions.margins import LAPLACE95
-    from engine.run import plan as P
+    from engine.run.planning import _forecast as P
 
     ty, tx = hm.strategy_for(RangeWorkload.all_ranges(32), 2)
     sd = np.sqrt(2.0 / 0.8**2 * np.outer(np.diag(gram_inverse(ty)), np.diag(gram_inverse(tx))))

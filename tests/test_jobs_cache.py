@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 
 from engine.core.cache import cache_dir
-from engine.run import config as run_config
-from engine.run import result_cache
-from engine.run.config import RunConfig
-from engine.run.result_cache import run_cache_path
-from engine.run.runner import run
+from engine.run import RunConfig, run
+from engine.run.execution import _config as run_config
+from engine.run.execution import _result_cache as result_cache
+from engine.run.execution._result_cache import run_cache_path
 
 
 def config(mechanism="identity", **kw) -> RunConfig:

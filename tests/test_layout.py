@@ -6,7 +6,8 @@ importing module depend on the imported one, and an import circle hidden in a fu
 circle. Rules:
 
 * no import circle anywhere (ui and pages included);
-* ``engine/bench`` is imported only by the benchmarks themselves and the CLI (``engine/__main__.py``);
+* ``engine/bench`` is imported only by the benchmarks themselves (the dashboard's, ``ui/benchmarks``, too) and the
+  CLI (``engine/__main__.py``); nothing under ``engine/`` imports Playwright or starts the app;
 * each layer imports only downward: core <- metrics, data <- mechanisms <- regions <- the run layer
   (``engine/run``);
 * the engine never imports Streamlit, ``ui``, the pages or the app; ``ui`` never imports a page or the app;
@@ -35,7 +36,7 @@ LAYERS = {
     "engine.regions": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms"),
     "engine.run": ("engine.core", "engine.metrics", "engine.data", "engine.mechanisms", "engine.regions"),
 }
-BENCH_CLIENTS = ("engine.bench", "engine.__main__")
+BENCH_CLIENTS = ("engine.bench", "ui.benchmarks", "engine.__main__")
 DASHBOARD = ("ui", "pages", "app")
 # the few modules and functions allowed past the limits, with the reason
 LONG: dict[str, str] = {
@@ -185,10 +186,12 @@ def _functions(tree: ast.AST, prefix: str = ""):
 def test_the_checks_see_the_whole_tree():
     """The scan finds the engine's packages, the dashboard and their imports (so the rules below are not
     vacuous)."""
-    assert {"engine.core.grid", "engine.metrics", "engine.data.registry", "engine.run.runner"} <= set(MODULES)
+    assert {"engine.core.grid", "engine.metrics", "engine.data.registry", "engine.run.execution._runner"} <= set(
+        MODULES
+    )
     assert {"ui.jobs", "ui.uploads", "pages.explore", "app"} <= set(MODULES)
     assert "engine.core.grid" in _engine_deps("engine.metrics")
-    assert "ui.session" in _engine_deps("ui.uploads") and "engine.run.board" in _engine_deps("ui.jobs")
+    assert "ui.session" in _engine_deps("ui.uploads") and "engine.run.server" in _engine_deps("ui.jobs")
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
     assert ("f.g", 2) in list(_functions(ast.parse("def f():\n    def g():\n        pass\n    return g\n")))
@@ -210,6 +213,25 @@ def test_benchmarks_are_imported_only_by_benchmarks_and_the_cli():
     assert bad == []
 
 
+def _drives_the_app(mod: str) -> list[str]:
+    """Where ``mod`` imports Playwright or names the app's command (``streamlit`` or ``app.py`` as a string of its
+    own, as in ``[python, "-m", "streamlit", "run", "app.py"]``)."""
+    out = [f"{mod}:{line} imports {dep}" for line, dep, _ in _imports(mod) if dep.split(".")[0] == "playwright"]
+    return out + [
+        f"{mod}:{n.lineno} names {n.value!r}"
+        for n in ast.walk(TREES[mod])
+        if isinstance(n, ast.Constant) and n.value in ("streamlit", "app.py")
+    ]
+
+
+def test_nothing_in_the_engine_drives_the_dashboard():
+    """The benchmarks that drive the real app in a browser live beside the dashboard (``ui/benchmarks``), the load
+    scripts in ``scripts/``: the engine neither imports Playwright nor starts the app. The check finds both in
+    the dashboard's benchmark (so it is not vacuous)."""
+    assert {"imports", "names"} <= {d.split()[1] for d in _drives_the_app("ui.benchmarks.app")}
+    assert [d for m in MODULES if _engine(m) for d in _drives_the_app(m)] == []
+
+
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 def test_lower_layers_import_only_downward(layer):
     allowed = (layer, *LAYERS[layer])
@@ -223,11 +245,56 @@ def test_lower_layers_import_only_downward(layer):
     assert bad == []
 
 
+def test_code_outside_a_room_of_the_run_layer_imports_from_its_face():
+    """A room of the run layer (a package of ``engine/run``) is entered by its ``__init__``, which names what it
+    offers: code outside the room (the engine, the dashboard, the scripts) never imports one of its modules, so
+    the modules behind the face can move. Tests may import them (they patch internals)."""
+    rooms = [m for m, (_, is_pkg) in MODULES.items() if is_pkg and m.startswith("engine.run.") and m.count(".") == 2]
+    imports = {m: [dep for _, dep, _ in _imports(m)] for m in MODULES}
+    for p in sorted(ROOT.glob("scripts/*.py")):  # absolute imports only: the scripts are not a package
+        tree = ast.parse(p.read_text(), filename=str(p))
+        imports[f"scripts.{p.stem}"] = [
+            *(a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names),
+            *(
+                f"{n.module}.{a.name}" if f"{n.module}.{a.name}" in MODULES else n.module
+                for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and n.module
+                for a in n.names
+            ),
+        ]
+    bad = [
+        f"{m} imports {dep}"
+        for m, deps in imports.items()
+        for dep in deps
+        for room in rooms
+        if _within(dep, room) and dep != room and not _within(m, room)
+    ]
+    assert len(rooms) >= 5 and bad == []
+
+
 def test_engine_never_imports_streamlit():
     bad = [
         f"{m}:{line}" for m in MODULES if _engine(m) for line, dep, _ in _imports(m) if dep.split(".")[0] == "streamlit"
     ]
     assert bad == []
+
+
+def test_the_mechanisms_share_their_toolkit_through_its_face():
+    """``engine.mechanisms.common``'s modules are private: every other module takes the toolkit's names from the
+    package, whose ``__all__`` lists exactly the names it gathers."""
+    toolkit = "engine.mechanisms.common"
+    bad = [
+        f"{m}:{line} imports {dep}"
+        for m in MODULES
+        if not _within(m, toolkit)
+        for line, dep, _ in _imports(m)
+        if _within(dep, toolkit) and dep != toolkit
+    ]
+    assert bad == []
+    face = TREES[toolkit]
+    gathered = {a.asname or a.name for n in face.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    listed = next(n.value for n in face.body if isinstance(n, ast.Assign) and n.targets[0].id == "__all__")
+    assert {ast.literal_eval(e) for e in listed.elts} == gathered
 
 
 def test_engine_never_imports_the_dashboard_and_ui_never_imports_a_page():
@@ -277,6 +344,74 @@ def test_every_import_of_the_project_names_something_that_exists():
             elif name is not None and name != "*" and name not in _defined(dep):
                 bad.append(f"{m}:{line} {dep} has no {name}")
     assert bad == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_module_owner(mod: str) -> str | None:
+    """The package a private module (``pkg._x``, or anything inside ``pkg._x``) belongs to, or None."""
+    parts = mod.split(".")
+    for i, part in enumerate(parts):
+        if _private(part):
+            return ".".join(parts[:i])
+    return None
+
+
+def _repeated_names(modules: list[str]) -> dict[str, list[str]]:
+    """Module and package names of ``engine`` and ``ui`` that occur more than once (a leading underscore
+    ignored), except the names every paper's package shares by design and the benchmark suites, which are
+    named by the command line (``python -m engine bench regions``)."""
+    seen: dict[str, list[str]] = {}
+    for m in modules:
+        parts = m.split(".")
+        if parts[0] not in ("engine", "ui") or len(parts) == 1 or parts[-1].startswith("__"):
+            continue  # __main__: a package's command, named by Python
+        if parts[:-1] == ["engine", "bench"] and not MODULES.get(m, (None, False))[1]:
+            continue
+        name = parts[-1].lstrip("_")
+        if name not in FAMILY_NAMES:
+            seen.setdefault(name, []).append(m)
+    return {n: ms for n, ms in seen.items() if len(ms) > 1}
+
+
+# the modules every paper's package has, behind the one protocol
+FAMILY_NAMES = ("mechanism", "readings", "baselines")
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name another module needs is public. What a package's modules share and nobody outside needs lives
+    in a private module (``_x.py``) with public names."""
+    bad = [
+        f"{m}:{line} imports {name} from {dep}"
+        for m in MODULES
+        for line, dep, name in _imports(m)
+        if name is not None and _private(name)
+    ]
+    assert bad == []
+
+
+def test_private_modules_are_imported_only_inside_their_package():
+    bad = [
+        f"{m} imports {dep}"
+        for m in MODULES
+        for dep in _engine_deps(m)
+        if (owner := _private_module_owner(dep)) is not None and not _within(m, owner)
+    ]
+    assert bad == []
+
+
+def test_every_module_name_says_its_role_once():
+    """Two modules of one name (``regions`` in the data, the regions layer, a family and the dashboard) make
+    a reader ask which one is meant: each name is used once in the engine and the dashboard's helpers (a
+    page and its ``ui`` helper share one on purpose: pages are not in the count)."""
+    assert _repeated_names(
+        ["engine.a.plan", "ui.plan", "engine.x.mechanism", "engine.y.mechanism", "ui.b.__main__", "engine.__main__"]
+    ) == {"plan": ["engine.a.plan", "ui.plan"]}
+    assert _private_module_owner("engine.mechanisms.common._rects") == "engine.mechanisms.common"
+    assert _private_module_owner("engine.run.runner") is None
+    assert _repeated_names(sorted(MODULES)) == {}
 
 
 def _calls(tree: ast.AST) -> set[str]:

@@ -9,8 +9,7 @@ import pytest
 
 from engine.mechanisms.outputs import Heat
 from engine.metrics import gaussian_heatmap, likeforlike, normalise, sim
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 
 
 def _rel(sigma=None, heat=None, density=None):

@@ -19,7 +19,7 @@ import pytest
 from engine.core.errors import EngineError
 from engine.data.files import load_file
 from engine.data.files.polygons import load_polygons
-from engine.run import ledger as budget_store
+from engine.run.bookkeeping import _ledger as budget_store
 from tests.support.files import UTM36_KM, burkitt_csv, km_squares_shapefile
 
 ARUA = (30.91, 3.02)  # lon, lat of Arua, the West Nile district's town

@@ -7,8 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 from ui.colors import ColourScale, swamp_note
 
 
@@ -44,8 +43,7 @@ def test_nothing_drawn_is_named():
 def _page():
     import streamlit as st
 
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
     from ui import views
     from ui.controls import Display
 

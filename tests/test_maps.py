@@ -9,8 +9,7 @@ import pytest
 
 from engine.data.files import load_file
 from engine.mechanisms import registry
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 from tests.support.app import charts, click_run, frame_with, open_app, texts
 from tests.support.files import user_id_csv
 from ui.colors import ColourScale
@@ -162,7 +161,7 @@ def test_automatic_resolution_fits_the_data_and_says_what_it_used():
     upload from a DP count, a step of the run's ledger (Evaluate also shows the exact number, as evaluation)."""
     from streamlit.testing.v1 import AppTest
 
-    from engine.run.frame import auto_side
+    from engine.run.execution import auto_side
     from tests.support.app import APP, upload, wait_jobs
     from tests.support.files import csv_bytes
     from ui.jobs import board

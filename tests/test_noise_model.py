@@ -1,7 +1,8 @@
 """What a mechanism knows about its noise lives in the mechanism (``engine/mechanisms``).
 
 The rules, checked on the source with :mod:`ast`, over every module outside ``engine/mechanisms``: the engine,
-``ui/``, ``pages/``, ``app.py`` and ``scripts/``:
+``ui/``, ``pages/``, ``app.py`` and ``scripts/``, and the scripts they hold as strings (the benchmarks' runs in a
+fresh interpreter):
 
 * nothing reads a key of a release's ``extras`` or ``diagnostics`` with a string literal (``rel.extras["k"]``,
   ``.get("k")``, ``"k" in rel.diagnostics``, through an alias ``d = rel.diagnostics`` or ``getattr(rel,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -113,10 +115,24 @@ def key_matches(tree: ast.AST) -> list[int]:
     return out
 
 
+def _trees(tree: ast.AST) -> list[ast.AST]:
+    """The module and each script it holds as a string (Python over several lines that imports something), with
+    the script's lines numbered as in the module."""
+    out = [tree]
+    for n in ast.walk(tree):
+        if _is_str(n) and "\n" in n.value and "import " in n.value:
+            try:
+                script = ast.parse(textwrap.dedent(n.value))
+            except SyntaxError:  # prose
+                continue
+            out.append(ast.increment_lineno(script, n.lineno - 1))
+    return out
+
+
 def _scan(check) -> dict[str, list[int]]:
     found = {}
     for p in _sources():
-        lines = check(ast.parse(p.read_text(), filename=str(p)))
+        lines = [line for t in _trees(ast.parse(p.read_text(), filename=str(p))) for line in check(t)]
         if lines:
             found[p.relative_to(ROOT).as_posix()] = lines
     return found
@@ -142,6 +158,8 @@ def test_the_scans_see_what_they_forbid():
     ]
     for src in reads:
         assert literal_reads(ast.parse(src)), src
+    script = 'RUN = textwrap.dedent("""\n    import json\n    print(res.release.diagnostics["levels"])\n""")'
+    assert [line for t in _trees(ast.parse(script)) for line in literal_reads(t)] == [3], script
     matches = [
         'key == "hierarchical"',
         'if cfg.mechanism in ("sparse_emd", "sparse_emd_secagg"): pass',
@@ -215,7 +233,7 @@ def test_the_planner_follows_the_mechanisms_capabilities():
     """Exact where the margin is fixed by public inputs, simulated where it depends on where people are, none
     where the release states no margin: Adaptive HH on data with user ids (a person may have several
     locations, and then the release has none)."""
-    from engine.run import plan as P
+    from engine.run.planning import _forecast as P
 
     assert P.exact("identity") and P.exact("hierarchical") and not P.exact("ug")
     assert P.planning("adaptive_hh")[0] == "simulated"

@@ -38,7 +38,7 @@ def _report_rows(page: str) -> dict[str, tuple[float, float, float]]:
     table = page.split("<h2>Margins of error</h2>", 1)[1].split("</table>", 1)[0]
     rows = {}
     for tr in re.findall(r"<tr>(.*?)</tr>", table):
-        cells = [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", tr)]
+        cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
         if cells:
             rows[cells[0]] = tuple(_number(c) for c in cells[1:4])
     return rows

@@ -1,6 +1,6 @@
 """One ledger per set of people: the budget binds whatever file, format, session, option or door.
 
-The ledger's key of a file is the fingerprint of the people in it (engine/run/people.py): formatting noise
+The ledger's key of a file is the fingerprint of the people in it (engine/run/bookkeeping/_people.py): formatting noise
 (line ends, row order, trailing zeros, extra columns, the file format, user pseudonyms) and the copies that change
 the last digits (a CSV with 6 decimals, a float32 GeoParquet) keep it; a change of who is counted (a person
 dropped, a row duplicated, a user split, every location moved tens of metres) does not. Every session and the CLI
@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 
 from engine.data.files import load_file
-from engine.run import ledger
-from engine.run.people import CELL, TOLERANCE, exact_key, fingerprint_people, ledger_keys
-from engine.run.uploads import UploadStore
+from engine.run.bookkeeping import _ledger as ledger
+from engine.run.bookkeeping._people import CELL, TOLERANCE, exact_key, fingerprint_people, ledger_keys
+from engine.run.server import UploadStore
 from tests.support.app import APP, SMALL, click_run, texts, wait_jobs
 from tests.support.budget import ledger_total
 

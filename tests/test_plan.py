@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ParamError
-from engine.run import plan as P
+from engine.run.planning import _forecast as P
 from tests.support.fakes import Tripwire, sentinel_source
 
 LN20 = math.log(20.0)  # a Laplace(1/eps) draw's 95 % quantile is ln(20) / eps
@@ -81,7 +81,7 @@ def test_the_planner_on_a_file_reads_its_frame_and_fingerprint_and_no_location(t
 
     from engine.data import registry
     from engine.mechanisms import load_all
-    from engine.run import people
+    from engine.run.bookkeeping import _people as people
 
     load_all()
     src = registry.source("file")
@@ -121,7 +121,7 @@ def test_identity_margin_is_the_exact_laplace_quantile():
 
 
 def test_a_split_unit_makes_a_closed_form_simulated():
-    from engine.data.regions import h3_regions
+    from engine.data.region_geometry import h3_regions
 
     f = P.default_frame()
     hexes = h3_regions(f.domain(5), f.crs, 7)
@@ -143,7 +143,7 @@ def test_the_search_reaches_the_smallest_epsilon_a_run_accepts():
     """A target met below ε 0.001 is found there, not at a floor of 0.001: every ε a run accepts (down to
     EPS_MIN) is searched, so the suggestion never spends more than the target needs."""
     from engine.core.epsilon import EPS_MIN
-    from engine.run.config import RunConfig
+    from engine.run import RunConfig
 
     f, users = P.default_frame(), P.stated_users(3000)
     target = LN20 / 3e-4  # identity's cell margin is ln(20) / ε: met from ε = 0.0003
@@ -216,3 +216,22 @@ def test_plan_panel_predicts_suggests_and_sets_epsilon():
     assert "smallest ε giving ±6 people per cell is **0.5" in body
     at.button(key="plan.use").click().run()
     assert at.sidebar.select_slider(key="cfg.eps").value == pytest.approx(LN20 / 6, rel=0.01)
+
+
+def test_plan_panel_says_when_no_epsilon_meets_the_target():
+    """A target below what identity's closed form reaches at the largest ε a run accepts gets a message naming
+    that ε, not a traceback."""
+    from streamlit.testing.v1 import AppTest
+
+    from engine.core.epsilon import EPS_MAX
+    from tests.support.app import APP, SMALL
+
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({**SMALL, "mode": "release", "eps": "0.5"})
+    at.run()
+    at.number_input(key="plan.users").set_value(3000).run()
+    target = LN20 / EPS_MAX / 10  # ten times finer than identity's margin at EPS_MAX
+    at.number_input(key="plan.target").set_value(target).run()
+    at.button(key="plan.go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(f"no ε up to {EPS_MAX:g} meets" in str(w.value) for w in at.warning)

@@ -16,7 +16,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.core.errors import Cancelled, ParamError
-from engine.run import plan as P
+from engine.run.planning import _forecast as P
 
 GRID = {"crs": "EPSG:3857", "x0_m": 0.0, "y0_m": 0.0, "side_m": 1600.0, "cells_per_side": 4, "cell_m": 400.0}
 
@@ -151,7 +151,7 @@ def test_a_malformed_map_is_refused(tmp_path, csv, says):
 
 
 def test_files_over_their_byte_limit_are_refused(tmp_path, monkeypatch):
-    from engine.run import published
+    from engine.run.execution import _published as published
 
     monkeypatch.setattr(published, "MANIFEST_BYTES", 1000)
     folder = _release(tmp_path / "rel", manifest={**_manifest(), "padding": "x" * 2000})
@@ -167,9 +167,9 @@ def test_files_over_their_byte_limit_are_refused(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ time budget
 def _slow_runs(monkeypatch, seconds: float) -> list:
     """Proxy runs that take ``seconds`` each (checking for cancellation as the engine's mechanisms do)."""
-    from engine.run import runner
+    from engine.run import execution  # the planner runs its proxies through the room's face
 
-    real, calls = runner.run, []
+    real, calls = execution.run, []
 
     def slow(config, progress=None, cancelled=None, **kw):
         calls.append(config.mechanism)
@@ -180,7 +180,7 @@ def _slow_runs(monkeypatch, seconds: float) -> list:
             time.sleep(0.01)
         return real(config, progress=progress, cancelled=cancelled, **kw)
 
-    monkeypatch.setattr(runner, "run", slow)
+    monkeypatch.setattr(execution, "run", slow)
     return calls
 
 
@@ -196,11 +196,11 @@ def test_a_plan_past_its_time_budget_stops_with_a_message(monkeypatch):
 
 
 def test_a_mechanism_the_cost_model_finds_too_slow_is_refused_before_it_runs(monkeypatch):
-    from engine.run import estimates
+    from engine.run import execution
 
     calls = _slow_runs(monkeypatch, 0.0)
     slow = {"privtree": 30.0}  # seconds a proxy run takes, as the model says (SNH's are of this order)
-    monkeypatch.setattr(estimates, "estimate_seconds", lambda cfg, **kw: slow.get(cfg.mechanism, 0.01))
+    monkeypatch.setattr(execution, "predict_seconds", lambda cfg, **kw: slow.get(cfg.mechanism, 0.01))
     monkeypatch.setenv("HEATMAP_PLAN_SECONDS", "60")
     with pytest.raises(ParamError, match=r"planning privtree would take about 150 s here \(5 proxy runs of about 30"):
         P.make_plan(["identity", "privtree"], [1.0], P.stated_users(500), depth=3)

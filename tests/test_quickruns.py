@@ -1,4 +1,4 @@
-"""The server's quick reproductions (engine.run.quickruns): at most HEATMAP_REPRODUCE_RUNS run at once for every
+"""The server's quick reproductions (engine.run.server._quickruns): at most HEATMAP_REPRODUCE_RUNS run at once for every
 session, the others wait in order and know their place; a run ends, with its whole process group, and its
 temporary folder is removed when it finishes, fails, is cancelled or its session ends. Fake suites stand in for
 the benchmarks: each prints progress, starts a child of its own and waits for its gate file."""
@@ -11,8 +11,8 @@ import time
 import psutil
 import pytest
 
-from engine.run.quickruns import PROGRESS_CAP, QuickRuns
-from engine.run.uploads import Limits, UploadStore
+from engine.run.server._quickruns import PROGRESS_CAP, QuickRuns
+from engine.run.server._session_files import Limits, UploadStore
 from tests.support.fakes import Fakes
 from tests.support.waiting import wait_until
 

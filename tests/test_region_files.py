@@ -9,10 +9,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from engine.data.regions import build
-from engine.regions.report import regional_report
-from engine.run.config import RunConfig
-from engine.run.runner import prepare, run
+from engine.data.region_geometry import build
+from engine.regions.regional_table import regional_report
+from engine.run import RunConfig, prepare, run
 
 SEVEN = {"n": 2000, "seed": 3, "locations_per_user": 7}
 
@@ -42,7 +41,7 @@ def test_regional_maps_draw_a_legend_and_set_unreliable_regions_apart(monkeypatc
 
     from tests.support import release_scan as R
     from tests.support.app import click_run, open_app, texts
-    from ui.regions import HATCH, UNRELIABLE_FILL
+    from ui.region_panel import HATCH, UNRELIABLE_FILL
 
     downloads = R.record_downloads(monkeypatch)
     at = open_app(mode="release", mech="laplace_regions", eps="0.2", baselines="0")

@@ -16,7 +16,7 @@ import pytest
 
 from engine.data.files import load_file
 from engine.data.files.polygons import load_polygons
-from engine.data.regions import build
+from engine.data.region_geometry import build
 from engine.regions import true_counts
 
 

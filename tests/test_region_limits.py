@@ -90,19 +90,19 @@ _SERVER = textwrap.dedent(
 
     def main():
         from engine.data.files.isolate import warm
-        from engine.data import context, regions  # imported before the measure, as in a running server
+        from engine.data import context, region_geometry  # imported before the measure, as in a running server
         from tests.test_region_limits import domain_of
 
         warm()  # the forkserver starts once
         kind, path, box, depth = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
         os.environ.update(json.loads(sys.argv[5]))  # the limits under test, after the warm-up
         domain, crs = domain_of(box, depth)
-        regions.grid_regions(domain, crs)  # scipy's sparse matrices, imported as a running server has them
+        region_geometry.grid_regions(domain, crs)  # scipy's sparse matrices, imported as a running server has them
         before, t = hwm(), time.process_time()
         out = {}
         try:
             if kind == "regions":  # the command line's path: --regions FILE
-                r = regions.build(path, domain, crs)
+                r = region_geometry.build(path, domain, crs)
                 out["regions"], out["cells"] = len(r), float(r.weights.sum())
             else:  # the dashboard's: the layer the context uploader reads
                 data = open(path, "rb").read()
@@ -234,7 +234,7 @@ def test_77_neighbourhoods_read_and_weighed_in_under_a_second_of_cpu():
     cells a side: the server's CPU and its children's together (the forkserver is started first)."""
     from engine.data.files import isolate
     from engine.data.files.polygons import load_polygons_isolated
-    from engine.data.regions import build
+    from engine.data.region_geometry import build
 
     isolate.warm()
     data = neighbourhoods_geojson()
@@ -259,7 +259,7 @@ def test_a_page_rerun_does_not_weigh_the_regions_again():
 
     from engine.data.files import isolate
     from engine.data.files.polygons import load_polygons_isolated
-    from engine.data.regions import build
+    from engine.data.region_geometry import build
 
     data = neighbourhoods_geojson()
     domain, crs = domain_of(CHICAGO, 10)

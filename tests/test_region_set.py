@@ -15,7 +15,7 @@ import pytest
 
 from engine.__main__ import main
 from engine.bench.city_regions import city_geojson
-from engine.run.runner import load_dataset
+from engine.run import load_dataset
 
 DATA = ["--dataset", "synthetic:monocentric", "--data-opt", "n=3000", "--data-opt", "seed=4", "--depth", "5"]
 

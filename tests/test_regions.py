@@ -1,5 +1,5 @@
 """Regions over a release: the geometry (grid, H3, the analyst's polygon files), the area weights, and the
-regional 95 % margins (engine.data.regions, engine.regions).
+regional 95 % margins (engine.data.region_geometry, engine.regions).
 
 Statistical checks run at fixed seeds, so their outcome is deterministic; each compares a mean over
 independent runs with its target by a z-test at |z| < 4.5 (false-alarm rate under 1e-5 per check under
@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import shapely
 
-from engine.bench.regions import CRS, SIDE, _dataset, datasets, voronoi_geojson
+from engine.bench.regions import CRS, SIDE, bench_dataset, datasets, voronoi_geojson
 from engine.core.errors import DataError, ParamError
 from engine.core.grid import Domain
 from engine.data.files.polygons import load_polygons
 from engine.data.projection import to_lonlat
-from engine.data.regions import area_weights, build, parse_spec
+from engine.data.region_geometry import area_weights, build, parse_spec
 from engine.mechanisms import RunContext, registry
 from engine.regions import region_margins, true_counts
 from engine.regions.margins import LAPLACE95, spread_share
@@ -74,7 +74,7 @@ def test_grid_regions_are_the_cells_and_aggregation_is_the_density():
 
 
 def test_points_are_assigned_once_and_truth_counts_them(polygon_file):
-    ds = _dataset(datasets()["smooth"])
+    ds = bench_dataset(datasets()["smooth"])
     for spec in ("grid", "h3:7", str(polygon_file)):
         regions = build(spec, DOMAIN, CRS)
         t = true_counts(ds, regions)
@@ -162,7 +162,7 @@ def test_spread_share_reaches_the_far_end_unless_it_is_unlikely():
 
 def test_identity_cells_cover_exactly_95_percent():
     """A cell of Identity is one Laplace draw: ln(20) b holds it with probability exactly 0.95."""
-    ds = _dataset(datasets()["bunched"])
+    ds = bench_dataset(datasets()["bunched"])
     regions = build("grid", DOMAIN, CRS)
     truth = true_counts(ds, regions)
     cover = []
@@ -176,9 +176,9 @@ def test_identity_cells_cover_exactly_95_percent():
 def test_whole_leaves_of_privtree_have_the_exact_noise_margin():
     """Regions that are whole released units (PrivTree's leaves, read off each release) carry no spreading term
     and cover 95 % given the tree, even on bunched data."""
-    from engine.data.regions import Regions
+    from engine.data.region_geometry import Regions
 
-    ds = _dataset(datasets()["bunched"])
+    ds = bench_dataset(datasets()["bunched"])
     cover = []
     for s in range(200):
         r = release("privtree", ds, s)
@@ -198,7 +198,7 @@ def test_correlated_region_variance_is_the_spread_over_runs(key, depth, polygon_
     """The constrained inference correlates the tree's leaves, HDMM's least squares its cells (at 32 x 32, where
     its strategy is not the identity); a region's noise variance through them (exact, from the public tree or
     strategy) against the empirical variance of the regional estimates over 300 seeded runs."""
-    ds = _dataset(datasets()["smooth"])
+    ds = bench_dataset(datasets()["smooth"])
     dom = Domain(-SIDE / 2, -SIDE / 2, SIDE, depth)
     regions = build(str(polygon_file), dom, CRS)
     extra = {"nonnegative": False} if key == "hierarchical" else {}  # the tree's least-squares leaves
@@ -224,7 +224,7 @@ def test_regional_margins_cover_90_to_99_percent(key, data, polygon_file):
     data; at most 99 % where no region cuts a unit (Laplace over the same regions). Where regions cut
     large units, the spreading term assumes nothing about where people sit, so on smooth data it covers
     more than 99 % (BENCHMARKS.md, "Regions and margins")."""
-    ds = _dataset(datasets()[data])
+    ds = bench_dataset(datasets()[data])
     for spec in ("h3:7", f"{polygon_file}:code"):
         regions = build(spec, DOMAIN, CRS)
         truth = true_counts(ds, regions)
@@ -242,10 +242,10 @@ def test_hierarchical_default_blocks_cover_95_percent(k):
     """The default's regional estimates are its least-squares leaves' sums: a map hover's blocks of k x k cells
     (whole tree nodes, no spreading term) carry the exact noise margin and cover at least 95 % on bunched data
     over 100 seeded runs. Its non-negative map's block sums, biased, covered 0.944 and 0.926 here."""
-    from engine.data.regions import block_regions
+    from engine.data.region_geometry import block_regions
     from engine.regions.margins import block_margins
 
-    ds = _dataset(datasets()["bunched"])
+    ds = bench_dataset(datasets()["bunched"])
     truth = block_regions(DOMAIN, CRS, k).aggregate(ds.true_histogram(DOMAIN))
     cover = []
     for s in range(100):
@@ -259,7 +259,7 @@ def test_hierarchical_default_blocks_cover_95_percent(k):
 
 @pytest.mark.parametrize("key", ["ag", "sparse_emd", "snh"])
 def test_no_margin_where_there_is_no_closed_form(key):
-    ds = _dataset(datasets()["smooth"])
+    ds = bench_dataset(datasets()["smooth"])
     m = region_margins(release(key, ds, 0), build("h3:7", DOMAIN, CRS))
     if key == "identity_topt":  # cells set to 0 after the noise: no margin for the regions holding them
         assert np.isnan(m.margin95).any()
@@ -269,7 +269,7 @@ def test_no_margin_where_there_is_no_closed_form(key):
 
 # ------------------------------------------------------------------ Laplace over regions
 def test_laplace_over_regions_counts_each_region_once_with_laplace_noise(polygon_file):
-    ds = _dataset(datasets()["smooth"])
+    ds = bench_dataset(datasets()["smooth"])
     spec = f"{polygon_file}:code"
     regions = build(spec, DOMAIN, CRS)
     truth = true_counts(ds, regions)
@@ -287,11 +287,11 @@ def test_laplace_over_regions_refuses_overlapping_regions(polygon_file, tmp_path
     doc["features"].append({**doc["features"][0], "properties": {"code": "X", "district": "copy"}})
     (tmp_path / "overlap.geojson").write_text(json.dumps(doc))
     with pytest.raises(ParamError, match="overlap"):
-        release("laplace_regions", _dataset(datasets()["smooth"]), 0, regions=str(tmp_path / "overlap.geojson"))
+        release("laplace_regions", bench_dataset(datasets()["smooth"]), 0, regions=str(tmp_path / "overlap.geojson"))
 
 
 def test_laplace_over_regions_passes_its_audit():
-    from engine.run.audit import audit
+    from engine.run.analysis import audit
 
     res = audit("laplace_regions", 1.0, 4000, seed=0)
     assert res.eps_lb <= 1.0 and res.eps_lb > 0.5  # within its claim, and the test has power

@@ -79,7 +79,7 @@ def test_an_uploaded_polygon_file_is_not_read_or_weighed_again_on_a_rerun():
     import shapely
 
     from engine.data.files import isolate
-    from engine.run.runner import load_dataset
+    from engine.run import load_dataset
 
     x0, y0, x1, y1 = load_dataset("synthetic:polycentric", {"n": 2000}).meta.bbox
     xm = (x0 + x1) / 2
@@ -109,7 +109,7 @@ def test_an_upload_of_polygons_and_of_a_context_layer_shows_a_spinner(monkeypatc
     import streamlit
 
     from engine.bench.geofiles import neighbourhoods_geojson, streets_geojson
-    from engine.run.runner import load_dataset
+    from engine.run import load_dataset
 
     seen = []
     real = streamlit.spinner

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from engine.bench.regions import voronoi_geojson
-from engine.regions.report import ABOUT
-from engine.run import ledger as budget_store
+from engine.regions.regional_table import ABOUT
+from engine.run.bookkeeping import _ledger as budget_store
 
 SYNTH = ["--dataset", "synthetic:monocentric", "--data-opt", "n=3000", "--data-opt", "seed=4", "--depth", "5"]
 

@@ -15,12 +15,20 @@ import pytest
 
 from engine.core.errors import ParamError
 from engine.data.files import load_file
-from engine.run import ledger
-from engine.run.config import FRESH_SEED_BITS, RunConfig, fresh_seed
-from engine.run.export import EVALUATION, csv_grid, geojson_grid, geotiff_grid, manifest, stamp_of, write_release
-from engine.run.people import fingerprint_people
-from engine.run.result_cache import run_cache_path
-from engine.run.runner import run
+from engine.run import run
+from engine.run.bookkeeping import _ledger as ledger
+from engine.run.bookkeeping import fingerprint_people
+from engine.run.execution._config import FRESH_SEED_BITS, RunConfig, fresh_seed
+from engine.run.execution._release_files import (
+    EVALUATION,
+    csv_grid,
+    geojson_grid,
+    geotiff_grid,
+    manifest,
+    stamp_of,
+    write_release,
+)
+from engine.run.execution._result_cache import run_cache_path
 
 SYNTH = {"dataset": "synthetic:monocentric", "dataset_options": {"n": 3000, "locations_per_user": 2, "seed": 4}}
 FORBIDDEN_KEYS = {"seed", "n_users", "n_points", "truth", "metrics", "diagnostics", "extras"}
@@ -197,7 +205,7 @@ def test_cli_release_of_a_synthetic_city_holds_only_dp_outputs_and_differs_each_
 
 
 def test_cli_release_of_an_own_csv_file_holds_no_true_count(tmp_path, points_csv, ledger_db):
-    from engine.run.runner import load_dataset
+    from engine.run import load_dataset
 
     ds = load_dataset("file", {"path": str(points_csv)})
     assert (ds.n_users, len(ds)) == (1237, 2473)

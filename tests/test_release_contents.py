@@ -19,8 +19,7 @@ import pytest
 
 from engine.core.grid import Domain
 from engine.mechanisms import RunContext, registry
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 from tests.support.datasets import CRS, SIDE, square_dataset
 from tests.support.releases import differences
 

@@ -12,9 +12,8 @@ import pytest
 
 from engine.data.files import load_file
 from engine.data.projection import FRAME_STEPS, public_frame, to_local
-from engine.run.config import RunConfig
-from engine.run.export import manifest
-from engine.run.runner import run
+from engine.run import RunConfig, run
+from engine.run.execution._release_files import manifest
 
 
 def upload(seed: int = 5, n: int = 400, **kw):

@@ -13,10 +13,10 @@ from streamlit.testing.v1 import AppTest
 
 from engine.core.noise import dl_cdf
 from engine.data.files import load_file
-from engine.run.config import RunConfig
-from engine.run.export import manifest
-from engine.run.frame import auto_side, dp_count
-from engine.run.runner import prepare_run, run
+from engine.run import RunConfig
+from engine.run.execution._frame import auto_side, dp_count
+from engine.run.execution._release_files import manifest
+from engine.run.execution._runner import prepare_run, run
 from tests.support.app import APP, texts, upload, wait_jobs
 from tests.support.files import csv_bytes
 

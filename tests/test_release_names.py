@@ -13,8 +13,8 @@ import zipfile
 import pytest
 
 from engine.__main__ import main
-from engine.data.regions import public_spec
-from engine.run.export import OWN_FILE
+from engine.data.region_geometry import public_spec
+from engine.run.execution import OWN_FILE
 from tests.support import release_scan as R
 from tests.support.app import click_run, open_app, upload
 
@@ -91,8 +91,7 @@ def test_dashboard_release_names_the_uploaded_polygons_by_hash_and_the_upload_no
 
 def test_evaluation_exports_still_name_the_analysts_file():
     """An evaluation's files stay with the analyst: they name the file, as the page does."""
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
     from ui.export import attribution
 
     res = run(RunConfig(dataset="snow_cholera", depth=4, epsilon=1.0, seed=1), use_cache=False)

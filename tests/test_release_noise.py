@@ -1,6 +1,6 @@
 """Floating-point-safe, unseeded noise in secure mode.
 
-The raw-output distinguishers of :mod:`engine.run.noise_audit` run on neighbouring datasets
+The raw-output distinguishers of :mod:`engine.run.analysis.noise_audit` run on neighbouring datasets
 (the others; the others plus one person in an empty cell) in evaluation mode (seeded numpy)
 and in secure mode (OpenDP and the exact samplers on OS entropy):
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.run import noise_audit as A
+from engine.run.analysis import noise_audit as A
 
 EPS = 1.0
 

@@ -48,8 +48,7 @@ def test_release_mode_shows_and_exports_only_the_release():
 
 
 def test_release_zip_holds_dp_outputs_only():
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
     from ui.release import release_zip
 
     res = run(RunConfig(dataset_options={"n": 3000}, depth=5, epsilon=0.5, mode="release"))
@@ -150,7 +149,7 @@ def test_the_ledger_books_the_effective_epsilon_above_the_plan():
     from types import SimpleNamespace
 
     from engine.core.accounting import Ledger
-    from engine.run.config import RunConfig
+    from engine.run import RunConfig
     from ui import budget
 
     cfg = RunConfig(dataset_options={"n": 3000}, mechanism="adaptive_hh", epsilon=1.0, mode="release")

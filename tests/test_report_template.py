@@ -7,8 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.run.config import RunConfig
-from engine.run.runner import run
+from engine.run import RunConfig, run
 from ui import report
 from ui.colors import ColourScale
 

@@ -147,7 +147,7 @@ def test_cancel_ends_the_suite():
 def test_the_page_shows_its_place_in_the_server_queue_and_a_moving_bar(tmp_path, monkeypatch):
     """Two sessions ask for a quick run: the server runs one (its bar moves), the other's page says it waits
     first in line; when the first ends, the second runs."""
-    from engine.run import quickruns
+    from engine.run.server import _quickruns as quickruns
     from tests.support.fakes import Fakes
 
     fakes = Fakes(tmp_path)
@@ -175,7 +175,7 @@ def test_the_page_shows_its_place_in_the_server_queue_and_a_moving_bar(tmp_path,
 def test_a_sessions_quick_run_ends_when_its_session_is_released(tmp_path, monkeypatch):
     """The server releases a session whose tab has been closed for HEATMAP_SESSION_GRACE_S (the upload store's
     reaper): the page's queue hears it, and the session's run ends and leaves no folder."""
-    from engine.run import quickruns
+    from engine.run.server import _quickruns as quickruns
     from tests.support.fakes import Fakes
     from ui import uploads
 

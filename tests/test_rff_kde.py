@@ -19,7 +19,7 @@ from engine.core.errors import DataError, ParamError
 from engine.core.grid import Domain
 from engine.data.dataset import Dataset, DatasetMeta
 from engine.mechanisms import RunContext, get
-from engine.mechanisms.rff_kde import attack, curve, datasets, kde
+from engine.mechanisms.rff_kde import curve, datasets, kde, localisation
 
 Z_CRIT = 3.29  # two-sided, false-alarm rate 1e-3 per test
 
@@ -95,7 +95,7 @@ def test_rff_converges_to_kde_statistically():
     xs = np.linspace(0.0, 330.0, 12)
     ys = np.array([0.0])
     om = rng.standard_normal((1, b, 2)) / h
-    est = attack.rff_user_surfaces(np.zeros((1, 2)), om, xs, ys)[0, 0]
+    est = localisation.rff_user_surfaces(np.zeros((1, 2)), om, xs, ys)[0, 0]
     k = np.exp(-(xs**2) / (2 * h * h))
     var = (1 + np.exp(-2 * xs**2 / h**2)) / 2 - k**2
     z = (est - k) / np.sqrt(np.maximum(var, 1e-300) / b)
@@ -237,7 +237,7 @@ def test_knn_rule_is_recorded_as_side_information(mix_a):
 
 # ================================================================ local maxima
 def _cands(s, **kw):
-    return attack.local_maxima(np.asarray(s, dtype=np.float64), **kw)[0]
+    return localisation.local_maxima(np.asarray(s, dtype=np.float64), **kw)[0]
 
 
 def test_local_maxima_single_peak_and_secondary_filter():
@@ -308,10 +308,10 @@ def test_local_maxima_numba_matches_numpy():
     top = flat.max(1)
     tol = 1e-9 * np.maximum(abs(top), abs(flat.min(1)))
     thr = np.where(top > 0, top / 1.1, top - abs(top) * (1 - 1 / 1.1))
-    ref = attack._maxima_numpy(s, tol, thr)
-    if attack.HAVE_NUMBA:
+    ref = localisation._maxima_numpy(s, tol, thr)
+    if localisation.HAVE_NUMBA:
         got = np.zeros(s.shape, dtype=bool)
-        attack._maxima_nb(s, tol, thr, got)
+        localisation._maxima_nb(s, tol, thr, got)
         assert np.array_equal(got, ref)
     # brute-force definition: a kept cell has no higher neighbour
     for i, j, k in zip(*np.nonzero(ref)):
@@ -322,7 +322,7 @@ def test_local_maxima_numba_matches_numpy():
 # ==================================================================== Eq. 16
 def test_eq16_scores_hand_example():
     cands = [(np.array([[100.0, 0.0], [0.0, 300.0]]), np.array([3.0, 1.0])), (np.zeros((0, 2)), np.zeros(0))]
-    z, lit = attack.eq16_scores(cands, np.zeros((2, 2)))
+    z, lit = localisation.eq16_scores(cands, np.zeros((2, 2)))
     assert z[0] == pytest.approx(150.0) and lit[0] == pytest.approx(75.0)
     assert np.isnan(z[1])
 
@@ -332,7 +332,7 @@ def test_zero_feature_distance_brute_force():
     ys = np.array([5.0, 15.0])
     p = np.array([[3.0, 4.0]])
     gx, gy = np.meshgrid(xs, ys)
-    assert attack.zero_feature_distance(p, xs, ys)[0] == pytest.approx(np.hypot(gx - 3, gy - 4).mean())
+    assert localisation.zero_feature_distance(p, xs, ys)[0] == pytest.approx(np.hypot(gx - 3, gy - 4).mean())
 
 
 def test_metrics_privacy_distance_is_eq16(mix_a):
@@ -342,7 +342,7 @@ def test_metrics_privacy_distance_is_eq16(mix_a):
         "federated_rff_kde", data, dom, B=2, bandwidth_rule="metres", h_m=300.0, attack_users=0, lemma3_policy=False
     )
     users, xy = metrics._user_locations(data, np.random.default_rng(8), 60)
-    z, _ = attack.eq16_scores(rel.server_view.candidates(users), xy)
+    z, _ = localisation.eq16_scores(rel.server_view.candidates(users), xy)
     pd = metrics.privacy_distance(rel, data, dom, np.random.default_rng(8), 60)
     assert pd["mean_m"] == pytest.approx(z.mean(), rel=1e-12)
 
@@ -468,8 +468,7 @@ def test_registry_and_sources():
 
 
 def test_end_to_end_job_and_cache():
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
 
     cfg = RunConfig(
         dataset="synthetic:zong_a",

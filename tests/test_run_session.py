@@ -1,4 +1,4 @@
-"""The engine owns a run's life (engine/run/session.py): it books a group's runs, starts them on the board and
+"""The engine owns a run's life (engine/run/server/_run_session.py): it books a group's runs, starts them on the board and
 settles each booking when its run ends, in the run's own callback. Nothing here looks at the runs again after
 they start (no page rerun: the tab may be closed), and the ledger still ends right."""
 
@@ -10,14 +10,12 @@ from types import SimpleNamespace
 import pytest
 
 from engine.core.errors import Cancelled, EngineError
-from engine.run import jobs
-from engine.run.board import Board
-from engine.run.booking import EXCESS_NOTE, Bookkeeper, Refused
-from engine.run.config import RunConfig
-from engine.run.groups import Session
-from engine.run.ledger import BudgetStore, fingerprint_config
-from engine.run.limits import ENV_LIMIT
-from engine.run.session import RunSession
+from engine.run import RunConfig
+from engine.run.bookkeeping._booking import EXCESS_NOTE, Bookkeeper, Refused
+from engine.run.bookkeeping._ledger import BudgetStore, fingerprint_config
+from engine.run.bookkeeping._limits import ENV_LIMIT
+from engine.run.execution import _pool as jobs
+from engine.run.server import Board, RunSession, Session
 from tests.support.waiting import wait_until
 
 DATA = {"dataset": "synthetic:polycentric", "dataset_options": {"n": 3000}, "depth": 5}
@@ -114,7 +112,7 @@ def test_the_excess_of_a_dropout_run_is_booked_when_it_ends(runs, gated, monkeyp
 def test_a_real_dropout_run_books_what_it_spent(runs, monkeypatch):
     """Adaptive HH with 40 % of its clients dropping (planned for none) spends more than its ε: the session
     books the run's own effective ε, with no one reading the run after its start."""
-    from engine.run.runner import run
+    from engine.run import run
 
     rs, db = runs
     ev = cfg(mechanism="adaptive_hh", params={"dropout": 0.4}, epsilon=1.0, seed=3)

@@ -12,9 +12,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.data.files import load_file
-from engine.run.board import Board, deep_nbytes
-from engine.run.config import RunConfig
-from engine.run.uploads import Limits, UploadStore
+from engine.run import RunConfig
+from engine.run.server._board import Board, deep_nbytes
+from engine.run.server._session_files import Limits, UploadStore
 from tests.support.app import APP, SMALL, charts, click_run, rerun_until, texts, unescaped, upload
 from tests.support.files import csv_bytes
 
@@ -104,8 +104,8 @@ def test_board_counts_every_array_a_result_holds():
 
 
 def test_board_light_results_hold_no_maps_and_the_limit_holds():
-    from engine.run.board import result_nbytes
-    from engine.run.runner import run
+    from engine.run import run
+    from engine.run.server._board import result_nbytes
 
     # room for one 128x128 run's arrays but not two (sized from a run: releases gain arrays, e.g. stderr)
     one = result_nbytes(run(RunConfig(**{**CFG, "depth": 7, "seed": 99}), use_cache=False))
@@ -160,7 +160,7 @@ def test_same_file_in_two_sessions_shares_nothing():
     assert run_caption(a).split(" · ")[0] != run_caption(b).split(" · ")[0]
     # one ledger per set of people: the same bytes in another session are the same people, and B sees of
     # A's runs the total only (no file name, no run)
-    from engine.run.ledger import BudgetStore
+    from engine.run.bookkeeping import BudgetStore
     from ui import uploads
 
     fa = uploads.store().get(a.session_state["_sid"], ka).fingerprint

@@ -546,8 +546,7 @@ def test_registered_with_documented_params():
 
 
 def test_end_to_end_through_jobs():
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
 
     cfg = RunConfig(
         dataset="synthetic:monocentric",

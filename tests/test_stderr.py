@@ -478,7 +478,7 @@ def test_hierarchical_block_variances_from_the_tree_equal_one_inference_per_bloc
     constrained inference give each block's noise variance in one pass, equal to solving one inference for
     the block (the general path). A block that is no node (2 leaves a side under 6 x 6 branching) takes the
     general path."""
-    from engine.data.regions import block_regions
+    from engine.data.region_geometry import block_regions
 
     r = release("hierarchical", data[0], depth=depth, seed=3, height=5, branching=branching)
     regions = block_regions(r.domain, CRS, k)

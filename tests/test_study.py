@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ParamError
-from engine.run import plan as P
-from engine.run import study as S
-from engine.run import study_file as F
+from engine.run.planning import _forecast as P
+from engine.run.planning import _study_file as F
+from engine.run.planning import _study_plan as S
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = '[study]\ndataset = "synthetic:polycentric"\nusers = 20000\n'
@@ -34,7 +34,7 @@ def product(name, kind="map", target=20.0, mechanisms=("identity",), **more) -> 
 def closed_form_c(mechanism: str, depth: int, regions: str | None = None, statistic="p90") -> float:
     """The figure × ε of a closed-form mechanism, from the single-release planner at ε = 1."""
     frame = P.frame_of("synthetic:polycentric", {})
-    reg = P._regions(frame, depth, regions) if regions else None
+    reg = P.frame_regions(frame, depth, regions) if regions else None
     params = {"regions": regions} if mechanism == "laplace_regions" else None
     p = P.predict(mechanism, 1.0, frame, P.stated_users(20000), depth, params, reg)
     if reg is not None:
@@ -50,7 +50,7 @@ def test_the_closed_forms_common_ratio_is_exact():
     text += product("map", target=15, depth=6)
     text += product("hoods", "regions", target=8, mechanisms=("laplace_regions",), regions="h3:7", depth=6, repeat=4)
     text += product("fine map", target=40, mechanisms=("hdmm",), depth=5, repeat=2)
-    plan = S.make_study_plan(F.parse(text))
+    plan = S.make_study_plan(F.parse_study(text))
     c = [closed_form_c("identity", 6), closed_form_c("laplace_regions", 6, "h3:7"), closed_form_c("hdmm", 5)]
     t, k = [15, 8, 40], [1, 4, 2]
     r = sum(ki * ci / ti for ki, ci, ti in zip(k, c, t)) / budget
@@ -65,7 +65,7 @@ def test_the_closed_forms_common_ratio_is_exact():
 
 def test_a_budget_too_small_names_the_unmet_targets():
     text = HEAD + "budget = 0.01\n" + product("map", target=15, depth=6) + product("coarse", target=200, depth=3)
-    doc = S.make_study_plan(F.parse(text)).to_dict()
+    doc = S.make_study_plan(F.parse_study(text)).to_dict()
     assert doc["unmet"] == ["map", "coarse"] and doc["ratio"] > 1
     assert doc["total_epsilon"] <= 0.01 * (1 + 1e-9)
 
@@ -77,7 +77,7 @@ def test_the_least_total_is_never_more_than_planning_each_alone():
     text = HEAD
     text += product("map", target=12, mechanisms=("hdmm", "identity"), depth=6, statistic="median")
     text += product("coarse", target=30, mechanisms=("identity",), depth=4, statistic="median", repeat=3)
-    study = F.parse(text)
+    study = F.parse_study(text)
     plan = S.make_study_plan(study)
     frame, users = P.frame_of("synthetic:polycentric", {}), P.stated_users(20000)
     alone = [p.repeat * P.smallest_epsilon(p.mechanisms[0], p.target, frame, users, p.depth) for p in study.products]
@@ -95,7 +95,7 @@ def test_a_simulated_choice_is_predicted_at_the_epsilon_stated():
     """A simulated curve is interpolated between samples; the figure stated is the planner's own prediction at the
     ε stated, and it meets the target."""
     text = HEAD + product("map", target=25, mechanisms=("privtree", "ug"), depth=6)
-    study = F.parse(text)
+    study = F.parse_study(text)
     doc = S.make_study_plan(study).to_dict()
     p = doc["products"][0]
     assert p["method"].startswith("simulated on 3 draws")
@@ -110,11 +110,10 @@ def test_seeded_releases_at_the_planned_epsilon_meet_the_target():
     quantile of |error| over their cells is the margin the plan predicted: within × 1.05 of the target. (Identity's
     margin ln 20 / ε is the exact 95 % quantile of its Laplace noise; 81,920 cells' errors estimate it to about 1 %,
     so a miss of 5 % is about 5 standard deviations: a false alarm below 1e-6 at this fixed seed.)"""
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run import RunConfig, run
 
     text = HEAD + product("map", target=10, depth=6)
-    doc = S.make_study_plan(F.parse(text)).to_dict()
+    doc = S.make_study_plan(F.parse_study(text)).to_dict()
     eps = doc["products"][0]["epsilon"]
     errors = []
     for seed in range(20):
@@ -138,7 +137,7 @@ def test_the_study_planner_never_reads_the_private_points():
         text = f'[study]\ndataset = "{key}"\nusers = 5000\n'
         text += product("map", target=30, mechanisms=("identity", "privtree"), depth=5)
         text += product("hoods", "regions", target=40, mechanisms=("laplace_regions",), regions="h3:7", depth=5)
-        doc = S.make_study_plan(F.parse(text)).to_dict()
+        doc = S.make_study_plan(F.parse_study(text)).to_dict()
         doc.pop("study")  # the study's key, and the sentence of what was read, name the dataset
         docs.append(json.dumps(doc, sort_keys=True).replace(key, "KEY"))
     assert docs[0] == docs[1]
@@ -169,7 +168,7 @@ def test_the_study_planner_never_reads_the_private_points():
 )
 def test_bad_study_files_get_one_clear_sentence(text, says):
     with pytest.raises(ParamError, match=None) as exc:
-        F.parse(text)
+        F.parse_study(text)
     assert says in str(exc.value)
 
 
@@ -218,14 +217,13 @@ def test_bias_and_noise_apart_where_contributions_are_bounded():
     the bias against the distinct people per cell is checked against the engine's own truth of a run on the same
     proxy (the weighted mass per cell). Adaptive HH, whose release states no margin for people with several
     locations, gets no prediction; with one location per person nothing is split."""
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
-    from engine.run.study_bias import several
+    from engine.run import RunConfig, run
+    from engine.run.planning._study_bias import several
 
     text = HEAD.replace("20000", "5000") + "locations_per_user = 4\n"
     text += product("map", target=20, mechanisms=("identity",), depth=5)
     text += product("hh", target=20, mechanisms=("adaptive_hh",), depth=5)
-    doc = S.make_study_plan(F.parse(text)).to_dict()
+    doc = S.make_study_plan(F.parse_study(text)).to_dict()
     m, hh = doc["products"]
     assert m["error"]["noise"] == pytest.approx(m["predicted"])
     frame = P.frame_of("synthetic:polycentric", {})
@@ -237,7 +235,7 @@ def test_bias_and_noise_apart_where_contributions_are_bounded():
     assert m["error"]["bias"] == pytest.approx(np.quantile(distinct - res.truth.ravel(), 0.9))
     assert m["error"]["dominates"] == ("bias" if m["error"]["bias"] > m["error"]["noise"] else "noise")
     assert hh["predicted"] is None and "no prediction for adaptive_hh" in hh["method"] and doc["unmet"] == ["hh"]
-    one = S.make_study_plan(F.parse(HEAD + product("map", target=20, depth=5))).to_dict()
+    one = S.make_study_plan(F.parse_study(HEAD + product("map", target=20, depth=5))).to_dict()
     assert one["products"][0]["error"] is None
 
 
@@ -247,7 +245,7 @@ def test_closed_form_only_where_each_cell_is_its_own_noise_unit():
     planner simulates it; at 20,000 users the leaves are the cells and the figure is the closed form. Two cities
     of 3,000 people state different median margins, so the coarse case cannot be a closed form."""
     from engine.bench.plan import measured
-    from engine.data.regions import grid_regions
+    from engine.data.region_geometry import grid_regions
     from engine.data.synthetic import generate
 
     frame = P.frame_of("synthetic:polycentric", {})
@@ -273,11 +271,11 @@ def test_a_pilot_release_gives_the_prediction_an_interval(tmp_path):
     text = HEAD.replace("20000", "100000") + f'proxy_from = "{pilot}"\n'
     text += product("tree", target=40, mechanisms=("privtree",), depth=6)
     text += product("cells", target=40, mechanisms=("identity",), depth=6)
-    tree, cells = S.make_study_plan(F.parse(text)).to_dict()["products"]
+    tree, cells = S.make_study_plan(F.parse_study(text)).to_dict()["products"]
     lo, hi = tree["interval"]
     assert lo <= tree["predicted"] <= hi and lo < hi and "two readings of the pilot" in tree["method"]
     assert cells["interval"] == [cells["predicted"], cells["predicted"]]
-    synthetic = S.make_study_plan(F.parse(HEAD + product("tree", target=40, mechanisms=("privtree",), depth=6)))
+    synthetic = S.make_study_plan(F.parse_study(HEAD + product("tree", target=40, mechanisms=("privtree",), depth=6)))
     only = synthetic.to_dict()["products"][0]
     assert only["interval"] is None and "no interval" in only["method"]
 
@@ -288,7 +286,7 @@ def test_a_budget_with_simulated_curves_evens_the_ratios_within_it():
     the total stays within the budget."""
     text = HEAD + "budget = 1.0\n" + product("tree", target=15, mechanisms=("privtree", "ug"), depth=6)
     text += product("cells", target=10, depth=5, repeat=3)
-    doc = S.make_study_plan(F.parse(text)).to_dict()
+    doc = S.make_study_plan(F.parse_study(text)).to_dict()
     ratios = [p["predicted"] / p["target"] for p in doc["products"]]
     assert doc["total_epsilon"] <= 1.0 and max(ratios) / min(ratios) < 1.05, ratios
     assert ratios[1] == pytest.approx(doc["ratio"], rel=0.01)  # the closed form sits at the common ratio

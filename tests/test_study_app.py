@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.run.ledger import BudgetStore, fingerprint_source
+from engine.run.bookkeeping import BudgetStore, fingerprint_source
 from tests.support.app import APP, SMALL, rerun_until
 
 STUDY = """

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from engine.core.errors import ParamError
-from engine.run import study as S
-from engine.run import study_file as F
-from engine.run.booking import Bookkeeper, Refused
-from engine.run.config import RunConfig
-from engine.run.ledger import BudgetStore, fingerprint_source
+from engine.run import RunConfig
+from engine.run.bookkeeping import Bookkeeper, BudgetStore, Refused, fingerprint_source
+from engine.run.planning import _study_file as F
+from engine.run.planning import _study_plan as S
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = """
@@ -49,7 +48,7 @@ def release(mechanism="identity", epsilon=1.0, depth=4) -> RunConfig:
 
 def test_a_reservation_holds_its_epsilon_until_its_releases_are_made(monkeypatch):
     monkeypatch.setenv("HEATMAP_RELEASE_LIMIT", "1.0")
-    plan = S.make_study_plan(F.parse(STUDY))
+    plan = S.make_study_plan(F.parse_study(STUDY))
     doc = plan.to_dict()
     total = doc["total_epsilon"]
     assert 0 < total < 1
@@ -89,7 +88,7 @@ def test_a_reservation_holds_its_epsilon_until_its_releases_are_made(monkeypatch
 
 def test_a_reservation_past_the_limit_is_refused_and_books_nothing(monkeypatch):
     monkeypatch.setenv("HEATMAP_RELEASE_LIMIT", "0.05")
-    plan = S.make_study_plan(F.parse(STUDY))
+    plan = S.make_study_plan(F.parse_study(STUDY))
     with pytest.raises(Refused):
         S.reserve(plan)
     assert spent() == 0 and S.held(plan.study) == []

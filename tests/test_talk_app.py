@@ -30,7 +30,7 @@ def test_attributes_runs_on_a_dataset_that_has_the_attribute():
 
 
 def test_the_data_page_states_an_uploads_region_as_the_manifest_does():
-    from engine.run.export import REGION_FROM_DATA
+    from engine.run.execution import REGION_FROM_DATA
 
     at = upload(open_app("data"), "cases.csv", csv(cloud(PARIS)))
     table = at.table[0].value

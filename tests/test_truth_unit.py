@@ -7,8 +7,8 @@ import pytest
 
 from engine.data.synthetic import generate
 from engine.metrics import range_query_errors
-from engine.run.config import RunConfig
-from engine.run.runner import release_truth, run
+from engine.run import RunConfig
+from engine.run.execution._runner import release_truth, run
 
 LOCS_PER_USER = 5  # record and user units differ by this factor
 
@@ -44,7 +44,7 @@ def test_the_true_map_shown_before_a_run_is_the_one_the_run_scores_against(unit,
     """The dashboard's sample and true map before a run (ui.views.prepared, the runner's own preparation) are
     the run's, for a person-level and a record-level release, with everyone or a sample of users, on a fixed
     grid or one a DP count chose."""
-    from engine.run.runner import prepared
+    from engine.run import prepared
     from ui import views
 
     cfg = RunConfig(

@@ -23,8 +23,8 @@ import pytest
 
 from engine.core.errors import DataError
 from engine.data.files import load_file
-from engine.data.files.common import memory_budget
 from engine.data.files.isolate import load_file_isolated
+from engine.data.files.upload_limits import memory_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

@@ -29,10 +29,10 @@ import pyarrow.parquet as pq
 import pytest
 import shapely
 
-from engine.core.errors import DataError, ParamError
-from engine.data.files import common as files_common
+from engine.core.errors import NAME_CHARS, DataError, ParamError
 from engine.data.files import load_file
 from engine.data.files import shapefile as files_shapefile
+from engine.data.files.upload_limits import DEFAULT_MAX_POINTS, upload_limits
 from engine.data.projection import lon_extent
 from tests.support.files import LAT, LON, geoparquet, gp_blob, gpkg, shapefile_parts, zip_of
 
@@ -1213,7 +1213,7 @@ def test_limits_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("HEATMAP_MAX_UPLOAD_MB", "0.0001")
     with pytest.raises(DataError, match=r"over the limit of 104 bytes \(HEATMAP_MAX_UPLOAD_MB\)"):
         load_file(data, "ok.csv")
-    assert files_common.upload_limits() == (104, files_common.DEFAULT_MAX_POINTS)
+    assert upload_limits() == (104, DEFAULT_MAX_POINTS)
     for bad in ("abc", "-1", "0", "nan", "inf"):
         monkeypatch.setenv("HEATMAP_MAX_UPLOAD_MB", bad)
         with pytest.raises(ParamError, match="HEATMAP_MAX_UPLOAD_MB must be a positive number"):
@@ -1285,7 +1285,7 @@ def test_names_in_messages_are_short_and_plain():
     with pytest.raises(DataError) as err:
         load_file(b"x", long_name)
     shown = str(err.value).split(":")[0]
-    assert len(shown) <= files_common.NAME_CHARS and "…" in shown and shown.endswith(".xlsx")
+    assert len(shown) <= NAME_CHARS and "…" in shown and shown.endswith(".xlsx")
     with pytest.raises(DataError) as err:
         load_file(b"x", "a\x1b[31mred\nb.xlsx")
     assert "\x1b" not in str(err.value) and "\n" not in str(err.value)

@@ -187,7 +187,7 @@ def test_a_region_path_on_the_server_is_read_only_from_the_command_line(tmp_path
     """Laplace over regions reads a polygon file by its path on the command line; on the dashboard it counts the
     analysis's regions (the sidebar's Regions: grid, hexagons or an upload), so a link naming a file of the server
     as its parameter is never read, and no field takes a path."""
-    import engine.data.regions as regions
+    import engine.data.region_geometry as regions
 
     secret = tmp_path / "server_only.geojson"
     secret.write_text('{"type": "FeatureCollection", "features": []}')

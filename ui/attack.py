@@ -101,7 +101,7 @@ def _curve(cfg_json: str, h_m: float, seed: int) -> dict:
     import json
 
     from engine.mechanisms.rff_kde.curve import privacy_utility_curve
-    from engine.run.config import RunConfig
+    from engine.run import RunConfig
 
     from . import views
 

@@ -1,10 +1,10 @@
 """The privacy-budget ledger of each dataset, as the dashboard shows it.
 
 The budget belongs to the data, not to a browser tab (Tumult and OpenDP sessions work the same way): every
-release of a dataset, from any session, is booked in :class:`engine.run.ledger.BudgetStore` under the
+release of a dataset, from any session, is booked in :class:`engine.run.bookkeeping.BudgetStore` under the
 dataset's fingerprint (catalogue key and the options that select people; for an upload, the people in it,
-:mod:`engine.run.people`, so every session and the CLI share one ledger per set of people), through the one
-booking protocol of :mod:`engine.run.booking`. Of an upload's ledger a session sees its own runs and, of every
+:mod:`engine.run.bookkeeping._people`, so every session and the CLI share one ledger per set of people), through the one
+booking protocol of :mod:`engine.run.bookkeeping._booking`. Of an upload's ledger a session sees its own runs and, of every
 other session's and the CLI's, the total ε only: never a file name, a run or a map. Releases compose
 sequentially, so the total is their sum (basic composition), whatever the sample of users.
 """
@@ -17,9 +17,8 @@ import time
 import streamlit as st
 
 from engine.core.errors import EngineError
-from engine.run.booking import TOLERANT, Bookkeeper
-from engine.run.config import RunConfig
-from engine.run.ledger import BudgetStore, default_path, fingerprint_source
+from engine.run import RunConfig
+from engine.run.bookkeeping import TOLERANT, Bookkeeper, BudgetStore, default_path, fingerprint_source
 
 from . import uploads
 from .text import plain
@@ -38,7 +37,7 @@ def _store(path: str, table: str) -> BudgetStore:
 
 def dataset_ident(cfg: RunConfig) -> str:
     """The dataset's fingerprint: its ledger's key."""
-    if cfg.dataset.startswith(uploads.PREFIX):
+    if cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         up = uploads.get(cfg.dataset)
         return up.fingerprint if up is not None else "upload:gone"
     return fingerprint_source(cfg.dataset, cfg.dataset_options)
@@ -54,7 +53,7 @@ UNAVAILABLE = (
 def bookkeeper() -> Bookkeeper:
     """The booking protocol on the server's ledger, with this session's uploads, under the server's policy: when
     the ledger cannot be written (a full or read-only disk) an evaluation goes on unbooked (the meter says so)
-    and a release is refused before any noise is drawn (:data:`engine.run.booking.TOLERANT`)."""
+    and a release is refused before any noise is drawn (:data:`engine.run.bookkeeping.TOLERANT`)."""
     return Bookkeeper(ident=dataset_ident, policy=TOLERANT, opener=store)
 
 
@@ -66,7 +65,7 @@ def mark_mine(key: str) -> None:
 def _visible(cfg: RunConfig, entries: list) -> tuple[list, int]:
     """The rows this session may see, and how many it may not: of an upload's ledger (shared with every session
     and the CLI that hold the same people) its own runs only."""
-    if not cfg.dataset.startswith(uploads.PREFIX):
+    if not cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         return entries, 0
     mine = st.session_state.get("_my_bookings", set())
     own = [e for e in entries if e.release_key.removesuffix("/effective") in mine]

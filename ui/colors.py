@@ -168,13 +168,13 @@ class ColourScale:
                 for m in mult:
                     v = m * 10.0**e
                     if a * 0.999 <= v <= b * 1.001:
-                        out.append(((math.log10(v) - la) / (lb - la), _fmt(v)))
+                        out.append(((math.log10(v) - la) / (lb - la), tick_label(v)))
         else:
             step = _nice_step((b - a) / 4)
             # whole multiples of the step: labels without float residue (0, never 1e-17)
             for k in range(math.ceil(a / step), math.floor(b * 1.0001 / step) + 1):
                 v = k * step
-                out.append(((v - a) / (b - a), _fmt(v)))
+                out.append(((v - a) / (b - a), tick_label(v)))
         return out
 
     def legend_html(self, note: str = "", shared: bool = True, floor: str | None = None) -> str:
@@ -187,11 +187,11 @@ class ColourScale:
         scale = "log scale" if self.log else "linear scale"
         if floor is None:
             floor = (
-                f"below {_fmt(self.lo * self.factor)} (and negative estimates): drawn as empty"
+                f"below {tick_label(self.lo * self.factor)} (and negative estimates): drawn as empty"
                 if self.log
                 else "zero or negative estimates: drawn as empty"
             )
-        ends = f"values above {_fmt(self.hi * self.factor)} get the top colour"
+        ends = f"values above {tick_label(self.hi * self.factor)} get the top colour"
         extra = f" · {html.escape(note)}" if note else ""
         return (
             '<div class="heat-legend" style="font-size:0.85rem;line-height:1.2;margin:0.2rem 0 0.6rem 0;">'
@@ -214,7 +214,7 @@ def _nice_step(x: float) -> float:
     return 10 * e
 
 
-def _fmt(v: float) -> str:
+def tick_label(v: float) -> str:
     if v == 0:
         return "0"
     av = abs(v)

@@ -14,11 +14,10 @@ import streamlit as st
 from engine.core.errors import EngineError
 from engine.data.registry import Source
 from engine.mechanisms import registry
-from engine.run.config import RunConfig, fresh_seed, with_regions
-from engine.run.limits import release_limit
+from engine.run.bookkeeping import release_limit
+from engine.run.execution import RunConfig, fresh_seed, with_regions
 
-from . import geocheck, state, uploads, widgets
-from . import regions as uregions
+from . import geocheck, region_panel, state, uploads, widgets
 from .jobs import board
 from .resolution import GridChoice, grid_controls
 from .text import plain
@@ -74,7 +73,7 @@ class Controls:
     url: dict = field(default_factory=dict)
     side_information: list[str] = field(default_factory=list)  # what the page read off private data
     grid: GridChoice = field(default_factory=GridChoice)  # the resolution and frame (ui/resolution.py)
-    regions: object = None  # the analysis's one region set (ui/regions.py Choice), None: none
+    regions: object = None  # the analysis's one region set (ui/region_panel.py Choice), None: none
 
     @property
     def release_limit(self) -> float:
@@ -193,7 +192,7 @@ def swap_upload(key: str) -> None:
 def _load_upload(filename: str, data: bytes, columns: dict | None, raw=None) -> None:
     name = filename if len(filename) <= 80 else filename[:77] + "…"
     try:
-        from engine.data.files.common import MissingColumns
+        from engine.data.files.columns import MissingColumns
         from engine.data.files.isolate import load_file_isolated
 
         ds = load_file_isolated(data, filename, columns=columns, crs=st.session_state.get("upload_crs") or None)
@@ -519,7 +518,7 @@ def sidebar(
     ds, opts, src, errors = dataset_controls(sb)
     mechs: list[str] = []
     params: dict[str, dict] = {}
-    url: dict = {"ds": ds if not ds.startswith(uploads.PREFIX) and ds != UPLOAD else None}
+    url: dict = {"ds": ds if not ds.startswith(uploads.UPLOAD_PREFIX) and ds != UPLOAD else None}
     if src is not None:
         url.update({f"d.{p.name}": opts.get(p.name) for p in src.params if opts.get(p.name) != p.default})
     if mechanisms != "none":
@@ -633,5 +632,5 @@ def sidebar(
         grid=grid,
     )
     if kind == "heatmap" and mechanisms != "none":
-        uregions.sidebar(regions_box, ctl)
+        region_panel.sidebar(regions_box, ctl)
     return ctl

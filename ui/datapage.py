@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from engine.run.export import REGION_FROM_DATA, region_frame
+from engine.run.execution import REGION_FROM_DATA, region_frame
 
 from . import views
 from .text import plain

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from .colors import DIVERGING, _fmt, lut
+from .colors import DIVERGING, lut, tick_label
 
 
 @dataclass(frozen=True)
@@ -47,17 +47,17 @@ class DiffScale:
         ticks = "".join(
             f'<span style="position:absolute;left:{p}%;transform:translateX(-50%);">{html.escape(s)}</span>'
             for p, s in (
-                (0, f"−{_fmt(self.end)}"),
-                (25, f"−{_fmt(self.end / 2)}"),
+                (0, f"−{tick_label(self.end)}"),
+                (25, f"−{tick_label(self.end / 2)}"),
                 (50, "0"),
-                (75, f"+{_fmt(self.end / 2)}"),
-                (100, f"+{_fmt(self.end)}"),
+                (75, f"+{tick_label(self.end / 2)}"),
+                (100, f"+{tick_label(self.end)}"),
             )
         )
         return (
             '<div class="diff-legend" style="font-size:0.85rem;line-height:1.2;margin:0.2rem 0 0.6rem 0;">'
             f"<div><b>private − true, {html.escape(self.unit)}</b> (linear scale centred on 0; blue: the release "
-            "counts too few, red: too many; beyond ±" + html.escape(_fmt(self.end)) + " the end colours)</div>"
+            "counts too few, red: too many; beyond ±" + html.escape(tick_label(self.end)) + " the end colours)</div>"
             f'<div style="height:14px;border-radius:3px;margin-top:4px;background:linear-gradient(to right, {grad});">'
             f'</div><div style="position:relative;height:1.3em;margin:2px 8px 0 8px;">{ticks}</div></div>'
         )

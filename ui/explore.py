@@ -9,10 +9,9 @@ from dataclasses import dataclass
 import streamlit as st
 
 from engine.mechanisms import registry
-from engine.run.config import RunConfig
+from engine.run import RunConfig
 
-from . import budget, export, jobs, plan, state, study, views
-from . import regions as uregions
+from . import budget, export, jobs, plan, region_panel, state, study, views
 
 BASELINES = ("identity", "uniform")
 
@@ -132,7 +131,7 @@ def details(res, rcfg: RunConfig, ctl, scale, fr, view, title: str, noun: str, u
         views.margin_block(res, rcfg, ctl, scale, fr, view, ctl.display)
     with st.expander("Regions", expanded=ctl.regions is not None):
         ds = views.prepared(rcfg)[0] if rcfg.mode == "evaluate" else None
-        uregions.block([(title, res)], ctl.regions, scale, fr, "explore", noun, ds)
+        region_panel.block([(title, res)], ctl.regions, scale, fr, "explore", noun, ds)
     views.proportion_block(res, fr, view, ctl.display)
     t1, t2, t3, t4 = st.tabs(["Privacy ledger", "Communication", "Who sees what", "Export"])
     views.ledger_block(res, t1)

@@ -5,7 +5,7 @@ and the HTML report of :mod:`ui.report`).
 The map exports hold the *private* release only. The evaluation documents also hold what
 was computed from the true data (the true map, metrics against it, exact counts), so they
 carry the stamp :data:`EVALUATION`. The grid writers and the stamp live in
-:mod:`engine.run.export`, which also writes Release-mode folders (``write_release``)."""
+:mod:`engine.run.execution._release_files`, which also writes Release-mode folders (``write_release``)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from PIL.PngImagePlugin import PngInfo
 
-from engine.run.export import EVALUATION as EVALUATION
-from engine.run.export import OWN_FILE, dataset_name, geotiff_grid, stamp_of
-from engine.run.export import csv_grid as csv_grid
-from engine.run.export import geojson_grid as geojson_grid
+from engine.run.execution import EVALUATION as EVALUATION
+from engine.run.execution import OWN_FILE, dataset_name, geotiff_grid, stamp_of
+from engine.run.execution import csv_grid as csv_grid
+from engine.run.execution import geojson_grid as geojson_grid
 
 from .colors import ColourScale, lut
 
@@ -71,7 +71,7 @@ def release_geotiff(result, crs: str) -> bytes:
 
 def release_geoparquet(result, crs: str) -> bytes:
     """The private grid's non-empty cells as GeoParquet, each with its 95 % margin (null where none)."""
-    from engine.regions.files import geoparquet_grid
+    from engine.regions.margin_files import geoparquet_grid
     from engine.regions.margins import grid_margin
 
     rel = result.release

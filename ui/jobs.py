@@ -1,4 +1,4 @@
-"""The dashboard's side of the job board: the server's one :class:`~engine.run.board.Board`, this
+"""The dashboard's side of the job board: the server's one :class:`~engine.run.server.Board`, this
 session's groups of runs (kept in ``st.session_state``), and the progress panel that polls them.
 
 A fragment polls the running groups (``run_every`` only while something runs) and reruns the page
@@ -11,10 +11,8 @@ import time
 
 import streamlit as st
 
-from engine.run.board import Board
-from engine.run.config import RunConfig
-from engine.run.groups import Group, Session
-from engine.run.session import RunSession
+from engine.run import RunConfig
+from engine.run.server import Board, Group, RunSession, Session
 
 from . import budget, uploads
 from .session import session_id

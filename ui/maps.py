@@ -410,8 +410,7 @@ def hover_layer(
 def deck_json_bytes(n_points: int, depth: int) -> int:
     """Size of the private map's deck JSON for an identity release of the default synthetic city with
     ``n_points`` locations at ``2^depth`` cells per side (the app benchmark's figure)."""
-    from engine.run.config import RunConfig
-    from engine.run.runner import load_dataset, run
+    from engine.run import RunConfig, load_dataset, run
 
     cfg = RunConfig(dataset_options={"n": n_points}, depth=depth, epsilon=1.0, seed=0)
     res = run(cfg, use_cache=False)

@@ -186,7 +186,7 @@ def section(key: str) -> None:
 
 def audit_block(key: str) -> None:
     """Run the empirical privacy audit (``python -m engine audit``) for one mechanism in the background."""
-    from engine.run.audit import has_dp_claim
+    from engine.run.analysis import has_dp_claim
 
     cls = registry()[key]
     if not has_dp_claim(cls):
@@ -245,7 +245,7 @@ def audit_block(key: str) -> None:
 
 
 def _start_audit(key: str, params: dict | None = None) -> dict:
-    from engine.run.audit import audit
+    from engine.run.analysis import audit
 
     from .jobs import board
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from engine.run.config import RunConfig
+from engine.run import RunConfig
 
-from . import boot, controls, jobs, release, run, state, views
+from . import boot, controls, jobs, release, run_button, state, views
 from .text import plain
 
 
@@ -83,10 +83,10 @@ class Page:
         whole: bool = False,
         **kw,
     ):
-        """The Run button of the group ``name`` (:func:`ui.run.launch`, ``kw`` passed on), ``caption`` under its
+        """The Run button of the group ``name`` (:func:`ui.run_button.launch`, ``kw`` passed on), ``caption`` under its
         row, and the progress panel of its runs (``whole``: the page draws the group once all of it has
         finished, :meth:`shown`); returns the session's group."""
-        g = run.launch(name, configs, self.ctl, label, **kw)
+        g = run_button.launch(name, configs, self.ctl, label, **kw)
         if caption:
             st.caption(caption)
         jobs.progress_panel([name], title, whole)
@@ -104,7 +104,7 @@ class Page:
         if mine(g) is not None:
             views.outcome_messages(g, notices)
         show = mine(jobs.shown(name, g, whole))
-        self.current = run.is_current(show, self._configs.get(name, []))
+        self.current = run_button.is_current(show, self._configs.get(name, []))
         if self.current:
             self.url["run"] = 1
         return show

@@ -1,5 +1,5 @@
 """The Plan panel of Release mode: the accuracy a release will have, predicted before any ε is spent and
-from public inputs only (:mod:`engine.run.plan`), beside the dataset's remaining budget."""
+from public inputs only (:mod:`engine.run.planning._forecast`), beside the dataset's remaining budget."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from engine.core.epsilon import EPS_MAX
 from engine.core.errors import EngineError
-from engine.run import plan as P
-from engine.run.config import RunConfig
-from engine.run.frame import auto_depth
+from engine.run import planning
+from engine.run.execution import RunConfig, auto_depth
 
 from . import state
 from .text import plain
@@ -21,7 +21,7 @@ CURVE = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 RUNS = 3  # proxy cities per simulated figure: a few seconds on the page
 
 
-plannable = P.plannable  # the mechanisms the planner gives a margin for (the page lists them)
+plannable = planning.plannable  # the mechanisms the planner gives a margin for (the page lists them)
 
 
 def _fmt(v) -> str:
@@ -33,7 +33,7 @@ def panel(
 ) -> None:
     """``dataset``: the loaded dataset, of which only the public frame is used; ``others``: mechanism keys
     the analyst may compare; ``remaining``: ε left in the dataset's ledger (drawn on the curve); ``regions``: the
-    analysis's regions (ui/regions.py Choice; None: the plan is per cell)."""
+    analysis's regions (ui/region_panel.py Choice; None: the plan is per cell)."""
     with st.expander("Plan this release: predicted accuracy before spending", expanded=True, icon=":material/tune:"):
         st.caption(
             "Predicted from public inputs only: the mechanism, ε, the grid or regions, the dataset's public frame, "
@@ -46,7 +46,7 @@ def panel(
         users = c[0].number_input(
             "Users (a public bound you state)",
             min_value=1,
-            max_value=P.MAX_USERS,
+            max_value=planning.MAX_USERS,
             step=1000,
             **state.bind("plan.users"),
         )
@@ -74,7 +74,7 @@ def panel(
         )
         from engine.data.synthetic import PRESETS
 
-        state.seed("plan.proxy", P.PROXY_PRESET)
+        state.seed("plan.proxy", planning.PROXY_PRESET)
         proxy = c[3].selectbox(
             "Proxy city",
             list(PRESETS),
@@ -116,13 +116,13 @@ def plan_depth(cfg: RunConfig, users: int) -> int:
 
 
 def _plan(cfg, dataset, users, regions, target, mechanisms, proxy):
-    frame = P.frame_from(dataset)
+    frame = planning.frame_from(dataset)
     depth = plan_depth(cfg, users)
     eps = sorted(set(CURVE) | {float(cfg.epsilon)})
-    plan = P.make_plan(
+    plan = planning.make_plan(
         mechanisms,
         eps,
-        P.stated_users(users),
+        planning.stated_users(users),
         frame=frame,
         depth=depth,
         regions_spec=None if regions is None else regions.spec,
@@ -130,7 +130,7 @@ def _plan(cfg, dataset, users, regions, target, mechanisms, proxy):
         params={cfg.mechanism: dict(cfg.params)},
         target=target or None,
         runs=RUNS,
-        proxy=P.synthetic_proxy(proxy),
+        proxy=planning.synthetic_proxy(proxy),
     )
     noun = "cell" if regions is None else regions.noun
     return {"plan": plan, "epsilon": float(cfg.epsilon), "mechanism": cfg.mechanism, "noun": noun}
@@ -142,7 +142,7 @@ def _show(res: dict, cfg: RunConfig, remaining: float | None, unit: str, target)
     now = [p for p in plan.predictions if p.mechanism == res["mechanism"] and p.epsilon == res["epsilon"]]
     if now:
         p = now[0]
-        v = P.target_value(p)
+        v = planning.target_value(p)
         st.metric(
             f"Predicted 95 % margin per {what} at ε {p.epsilon:g} (median)",
             _fmt(v) + f" {unit}",
@@ -153,7 +153,7 @@ def _show(res: dict, cfg: RunConfig, remaining: float | None, unit: str, target)
             st.caption(f"{cfg.mechanism} has no closed-form margin; the plan shows its simulated range-query error.")
     for m, e in plan.suggested.items():
         if e is None:
-            st.warning(f"{m}: no ε up to {P.EPS_HI:g} meets ±{target:g} {unit}.")
+            st.warning(f"{m}: no ε up to {EPS_MAX:g} meets ±{target:g} {unit}.")
         else:
             st.write(f"**{m}**: the smallest ε giving ±{target:g} {unit} per {what} is **{e:g}**.")
             if m == cfg.mechanism:
@@ -162,7 +162,7 @@ def _show(res: dict, cfg: RunConfig, remaining: float | None, unit: str, target)
         {
             "mechanism": p.mechanism,
             "ε": p.epsilon,
-            f"±95 % per {what} (median)": P.target_value(p),
+            f"±95 % per {what} (median)": planning.target_value(p),
             "worst tenth": p.region_p90 if plan.regions else p.cell_p90,
             "range-query error": p.range_rel_error,
             "how": p.method,

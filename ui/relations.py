@@ -6,7 +6,7 @@ import streamlit as st
 
 from engine.mechanisms import registry
 from engine.mechanisms.base import epsilon_under
-from engine.run.config import RunConfig
+from engine.run import RunConfig
 
 
 def mech_label(key: str) -> str:

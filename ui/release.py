@@ -8,20 +8,16 @@ information, and the dataset's public description. No true map, no count of peop
 
 from __future__ import annotations
 
-import base64
-import html
 import math
-from datetime import UTC, datetime
 
 import numpy as np
 import streamlit as st
 
-from engine.run.config import RunConfig
-from engine.run.export import dataset_name, region_frame
+from engine.run.execution import RunConfig, dataset_name, region_frame
 
 from . import export, maps, views
 from .colors import ColourScale
-from .report import _ledger, margin_rows
+from .report import ledger_fields, made_now, margin_rows, render
 
 
 def release_only_page(ctl, what: str) -> None:
@@ -35,95 +31,60 @@ def release_only_page(ctl, what: str) -> None:
         st.stop()
 
 
-def _e(x) -> str:
-    return html.escape(str(x))
-
-
-def _img(png: bytes, alt: str) -> str:
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    th = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{th}</tr>{body}</table>"
-
-
 def release_report(result, scale: ColourScale, regions=None) -> str:
-    """An HTML page holding only DP outputs, their margins and the ledger (see the module's note); with
-    ``regions`` (:class:`engine.regions.report.RegionReport`), the regional table and its margins' summary."""
+    """The release report (``templates/release.html.j2``, the run report's page and parts): only DP outputs, their
+    margins and the ledger (see the module's note); with ``regions`` (:class:`engine.regions.regional_table.RegionReport`),
+    the regional table and its margins' basis."""
     meta, dom = result.dataset_meta, result.release.domain
-    title = export.release_title(result)
     side = dom.n * max(1, math.ceil(512 / dom.n))
-    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    led = _ledger(result)
-    data = [
-        ["Name", dataset_name(result)],
-        ["Citation", getattr(meta, "citation", "") or "–"],
-        ["Licence", getattr(meta, "license", "") or "–"],
-        ["Grid", f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)"],
-        ["Frame", region_frame(meta)],
-    ]
-    rows = margin_rows(result.release, None if regions is None else regions.regions)
-    margins = [[m["name"], f"± {m['median']}", f"± {m['worst']}", f"± {m['largest']}"] for m in rows]
-    entries = [
-        [e["step"], e["epsilon"], e["composition"], e["group"], e["delta"], e["note"]] for e in led["ledger"]["entries"]
-    ]
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>Release: {_e(title)}</title><style>{CSS}</style></head><body>"
-        f"<h1>Release: {_e(title)}</h1>"
-        f"<p>Made {made} by the private heatmap workbench. Everything here is a differentially private output, a "
-        "function of one, or a public parameter.</p>"
-        "<h2>Dataset</h2>" + _table(["", ""], data) + "<h2>The private map</h2>"
-        f"<p>{_img(export.release_png(result, scale), 'private map')}</p>"
-        f"<p>{_img(export.legend_png(scale, side), 'legend')}</p>"
-        + (
-            "<h2>Margins of error</h2>"
-            + _table(["Estimate", "95 % margin (median)", "95 % margin (worst tenth)", "Largest"], margins)
-            + "".join(f"<p>{_e(m['name'].capitalize())}: {_e(m['basis'])}.</p>" for m in rows)
-            if margins
-            else ""
-        )
-        + _regions_html(regions)
-        + f"<h2>Privacy ledger</h2><p><b>Total ε = {_e(led['ledger']['total'])}</b>{_e(led['ledger']['delta'])}</p>"
-        + _table(["Step", "ε", "Composition", "Group", "δ", "Note"], entries)
-        + f"<p><b>Guarantee:</b> {_e(led['guarantee'])}</p><p><b>Threat model:</b> {_e(led['threat_model'])}</p>"
-        + "<h2>Side information</h2><ul>"
-        + "".join(f"<li>{_e(x)}</li>" for x in led["side"])
-        + "</ul>"
-        + "</body></html>"
+    return render(
+        "release.html.j2",
+        title=export.release_title(result),
+        made=made_now(),
+        ds={
+            "name": dataset_name(result),
+            "citation": getattr(meta, "citation", ""),
+            "license": getattr(meta, "license", ""),
+            "grid": f"{dom.n} × {dom.n} cells of {dom.cell:,.1f} m (side {dom.side:,.0f} m)",
+            "frame": region_frame(meta),
+        },
+        maps={"private": export.release_png(result, scale), "legend": export.legend_png(scale, side)},
+        margins=margin_rows(result.release, None if regions is None else regions.regions),
+        regions=None if regions is None else _regions(regions),
+        **ledger_fields(result),
     )
 
 
-def _regions_html(rep) -> str:
-    """The regional table of the report: each region's estimate and 95 % margin, what they count and rest on."""
-    if rep is None:
-        return ""
-    from .regions import _fmt, unreliable
+def _regions(rep) -> dict:
+    """The report's regional table: each region's estimate and 95 % margin, what they count and rest on."""
+    from .region_panel import count_text, unreliable
 
     about, info = rep.about, rep.describe()
-    apart = unreliable(rep)
     rows = [
-        [r["id"], r["name"], _fmt(r["estimate"]), "–" if r["margin95"] is None else f"± {_fmt(r['margin95'])}"]
-        + (["unreliable: the margin exceeds the estimate"] if a else [""])
-        for r, a in zip(rep.rows(), apart)
+        {
+            "id": r["id"],
+            "name": r["name"],
+            "estimate": count_text(r["estimate"]),
+            "margin": "–" if r["margin95"] is None else f"± {count_text(r['margin95'])}",
+            "unreliable": bool(a),
+        }
+        for r, a in zip(rep.rows(), unreliable(rep))
     ]
-    return (
-        f"<h2>Regions</h2><p>{info['count']:,} regions ({_e(info['spec'])}); counts of {_e(about.get('unit', ''))} "
-        f"({_e(about.get('recorded', ''))}), 95 % margins: {_e(info['margin_basis'])}.</p>"
-        + _table(["Id", "Name", "Estimate", "95 % margin", ""], rows)
-    )
-
-
-CSS = "body{font-family:sans-serif;max-width:900px;margin:2rem auto}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
+    return {
+        "count": f"{info['count']:,}",
+        "spec": info["spec"],
+        "unit": about.get("unit", ""),
+        "recorded": about.get("recorded", ""),
+        "basis": info["margin_basis"],
+        "rows": rows,
+    }
 
 
 def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) -> None:
     """A Release-mode run: the private map alone (no truth, no metric against it), its ledger and guarantee,
     the release files (GeoTIFF, GeoParquet, CSV and a JSON manifest of DP outputs only), the publication figure
     and the release report; its regions. The map is a square of ``px`` pixels with its legend beside it, so both
-    stay in the window. ``choice``: the analysis's regions (ui/regions.py), None: none."""
+    stay in the window. ``choice``: the analysis's regions (ui/region_panel.py), None: none."""
     dens = np.asarray(result.release.density, dtype=np.float64)
     fr = maps.Frame(result.release.domain, result.crs)
     scale = views.scale_for(np.clip(dens, 0, None), fr.domain, display, people=views.counts_people(cfg))
@@ -150,9 +111,9 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
             icon=":material/lock:",
         )
     with st.expander("Regions", expanded=choice is not None):  # post-processing of the release: no truth here
-        from . import regions
+        from . import region_panel
 
-        table = regions.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
+        table = region_panel.block([(export.release_title(result), result)], choice, scale, fr, "release", "people")
     chosen = None if table is None else table.regions
     t1, t2, t3 = st.tabs(["Privacy ledger", "Who sees what", "Download the release"])
     views.ledger_block(result, t1)
@@ -191,14 +152,14 @@ def release_view(result, cfg: RunConfig, display, px: int = 500, choice=None) ->
 
 
 def release_zip(result, regions=None, people: bool = False) -> bytes:
-    """The release folder of :func:`engine.run.export.write_release` as a zip (with ``regions``, an
-    :class:`engine.data.regions.Regions`, its regional table)."""
+    """The release folder of :func:`engine.run.execution.write_release` as a zip (with ``regions``, an
+    :class:`engine.data.region_geometry.Regions`, its regional table)."""
     import io
     import tempfile
     import zipfile
     from pathlib import Path
 
-    from engine.run.export import write_release
+    from engine.run.execution import write_release
 
     with tempfile.TemporaryDirectory(prefix="heatmap-release-") as tmp:
         paths = write_release(

@@ -3,10 +3,10 @@ as ``data:`` URIs, no script, font or remote image), for a reader without the da
 
 It shows the true map and metrics against it, so it is an evaluation document, stamped
 :data:`ui.export.EVALUATION`; the map exports of :mod:`ui.export` are what may be published.
-The page is the Jinja template ``templates/report.html.j2`` (with ``report.css``), rendered with
-autoescaping so that nothing from the data (a dataset's name, a ledger note) can add markup; this
-module only gathers the values it shows. No Streamlit here: the page calls :func:`html_report`
-lazily from a download button.
+The page is the Jinja template ``templates/report.html.j2`` (on ``page.html.j2`` with ``report.css``, like the
+release report of :mod:`ui.release`), rendered with autoescaping so that nothing from the data (a dataset's
+name, a ledger note) can add markup; this module only gathers the values it shows. No Streamlit here: the
+page calls :func:`html_report` lazily from a download button.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.regions import margins
-from engine.run.export import side_information
+from engine.run.execution import side_information
 
 from . import explain, export
 from .colors import ColourScale
@@ -43,6 +43,11 @@ def _environment():
     )
     env.filters["base64"] = lambda png: base64.b64encode(png).decode("ascii")
     return env
+
+
+def render(template: str, **values) -> str:
+    """The page of ``template`` (a file of ``templates/``) with ``values``, every one of them escaped."""
+    return _environment().get_template(template).render(**values)
 
 
 def _num(v) -> str:
@@ -125,7 +130,7 @@ def _margin_row(name: str, values, basis: str) -> dict:
     return {"name": name, "median": _num(med), "worst": _num(worst), "largest": _num(top), "basis": basis}
 
 
-def _ledger(result) -> dict:
+def ledger_fields(result) -> dict:
     led = result.release.ledger.to_dict()
     side = side_information(result)
     from engine.mechanisms import registry
@@ -199,25 +204,27 @@ def cli_command(config) -> str | None:
 
 
 def html_report(result, scale: ColourScale, reproduce_url: str = "") -> str:
-    """The report of ``result`` (an ``engine.run.config.RunResult``) with the page's colour scale; the
+    """The report of ``result`` (an ``engine.run.execution.RunResult``) with the page's colour scale; the
     only link in it is ``reproduce_url``."""
     cfg = result.config
-    return (
-        _environment()
-        .get_template("report.html.j2")
-        .render(
-            title=f"{export.mechanism_label(cfg.mechanism)} on {getattr(result.dataset_meta, 'name', '')}",
-            evaluation=export.EVALUATION,
-            release_title=export.release_title(result),
-            made=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            ds=_dataset(result),
-            maps=_maps(result, scale),
-            metrics=_metrics(result),
-            margins=margin_rows(result.release),
-            **_ledger(result),
-            reproduce_url=reproduce_url,
-            command=cli_command(cfg),
-            config_json=json.dumps(cfg.to_dict(), indent=2, sort_keys=True, default=str),
-            run_key=cfg.key(),
-        )
+    return render(
+        "report.html.j2",
+        title=f"{export.mechanism_label(cfg.mechanism)} on {getattr(result.dataset_meta, 'name', '')}",
+        evaluation=export.EVALUATION,
+        release_title=export.release_title(result),
+        made=made_now(),
+        ds=_dataset(result),
+        maps=_maps(result, scale),
+        metrics=_metrics(result),
+        margins=margin_rows(result.release),
+        **ledger_fields(result),
+        reproduce_url=reproduce_url,
+        command=cli_command(cfg),
+        config_json=json.dumps(cfg.to_dict(), indent=2, sort_keys=True, default=str),
+        run_key=cfg.key(),
     )
+
+
+def made_now() -> str:
+    """When a report is made, as it states it."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -2,7 +2,7 @@
 paper's numbers beside the engine's, and the suite's quick version run in the background.
 
 A reproduction runs the suite's own command line (``python -m engine bench SUITE --quick --json``) in a child
-process, through the server's queue of quick runs (:mod:`engine.run.quickruns`: at most
+process, through the server's queue of quick runs (:mod:`engine.run.server._quickruns`: at most
 ``HEATMAP_REPRODUCE_RUNS`` at once for every session, a session's runs ended when it goes): the page shows
 exactly what the command prints, its place in the queue, never blocks while it runs, and Cancel ends it (its
 whole process group). The engine's numbers of the full suites are the ones recorded in BENCHMARKS.md.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from engine.run.quickruns import QuickRuns
+from engine.run.server import QuickRuns
 
 from . import uploads
 

@@ -1,5 +1,5 @@
 """The sidebar's grid and frame: the resolution (a side, or automatic) and the frame (the dataset's region, or
-fitted by DP quantiles), as the run configuration states them (:mod:`engine.run.frame` decides in the run).
+fitted by DP quantiles), as the run configuration states them (:mod:`engine.run.execution._frame` decides in the run).
 
 The automatic resolution of a dataset whose size is public (a catalogue's, or the users the analyst samples)
 uses that number; of the analyst's own file, a number the analyst states as a public bound, or a DP count
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from engine.core.errors import EngineError
-from engine.run import frame as F
+from engine.run.execution import COUNT_SHARE, FRAME_SHARE, PER_CELL, UNKNOWN_SIDE, auto_side
 
 from . import state, uploads
 from .widgets import int_widget
@@ -48,7 +48,7 @@ class GridChoice:
 
 def source_is_data(key: str) -> bool:
     """A session's upload: its size is read off the private data, not a catalogue's."""
-    return key.startswith(uploads.PREFIX)
+    return key.startswith(uploads.UPLOAD_PREFIX)
 
 
 def public_people(key: str, opts: dict, src, sampled: int | None) -> tuple[int | None, str]:
@@ -60,7 +60,7 @@ def public_people(key: str, opts: dict, src, sampled: int | None) -> tuple[int |
     if src is None or not getattr(src, "offline", True) or source_is_data(key):
         return None, ""
     try:
-        from engine.run.runner import load_dataset
+        from engine.run import load_dataset
 
         return load_dataset(key, opts).n_users, "the dataset's published size"
     except EngineError:
@@ -98,11 +98,9 @@ def grid_controls(c, key: str, opts: dict, src, sampled: int | None, mode: str) 
         [AUTO, *SIDES],
         **state.bind("cfg.res"),
         format_func=lambda v: (
-            (f"auto: {F.auto_side(people)} × {F.auto_side(people)}" if people else "auto")
-            if v == AUTO
-            else f"{v} × {v}"
+            (f"auto: {auto_side(people)} × {auto_side(people)}" if people else "auto") if v == AUTO else f"{v} × {v}"
         ),
-        help=f"The public grid: 2^L × 2^L cells over the square region. Auto aims at about {F.PER_CELL:g} people "
+        help=f"The public grid: 2^L × 2^L cells over the square region. Auto aims at about {PER_CELL:g} people "
         "per cell on average: from a public number of people, or for your own file from a number you state or a "
         "DP count bought with a share of ε.",
     )
@@ -110,13 +108,13 @@ def grid_controls(c, key: str, opts: dict, src, sampled: int | None, mode: str) 
     if side != AUTO:
         out.depth, out.url["res"] = int(math.log2(side)), side
     elif people:
-        auto = F.auto_side(people)
+        auto = auto_side(people)
         out.resolution, out.people = "auto", int(people)
         c.caption(f"Resolution {auto} × {auto} chosen automatically from {people:,} people ({source}).")
     elif own:
         _own_file(c, key, mode, out)
     else:
-        out.depth = int(math.log2(F.UNKNOWN_SIDE))
+        out.depth = int(math.log2(UNKNOWN_SIDE))
         c.caption("Resolution 256 × 256 (automatic; the number of people is not known before a download).")
     _frame(c, own, out)
     return out
@@ -136,11 +134,11 @@ def _own_file(c, key: str, mode: str, out: GridChoice) -> None:
     )
     out.resolution = "auto"
     if stated:
-        auto = F.auto_side(stated)
+        auto = auto_side(stated)
         out.people, out.url["people"] = stated, stated
         c.caption(f"Resolution {auto} × {auto} chosen automatically from {stated:,} people, a number you state.")
         return
-    state.seed("cfg.count_share", F.COUNT_SHARE, "count_share", coerce=_share)
+    state.seed("cfg.count_share", COUNT_SHARE, "count_share", coerce=_share)
     out.count_share = float(
         c.select_slider(
             "Share of ε for the count",
@@ -151,7 +149,7 @@ def _own_file(c, key: str, mode: str, out: GridChoice) -> None:
             "gets the rest of ε.",
         )
     )
-    if out.count_share != F.COUNT_SHARE:
+    if out.count_share != COUNT_SHARE:
         out.url["count_share"] = out.count_share
     c.caption(
         f"Resolution: automatic, from a DP count of the people ({_pct(out.count_share)} of ε, a step of the "
@@ -162,7 +160,7 @@ def _own_file(c, key: str, mode: str, out: GridChoice) -> None:
         if up is not None:
             n = up.dataset.n_users
             c.caption(
-                f"Evaluation only: your file holds {n:,} people ({F.auto_side(n)} × {F.auto_side(n)} without "
+                f"Evaluation only: your file holds {n:,} people ({auto_side(n)} × {auto_side(n)} without "
                 "noise). A release never shows this number."
             )
 
@@ -171,7 +169,7 @@ def _frame(c, own: bool, out: GridChoice) -> None:
     region = "the box of your locations, rounded outward" if own else "the dataset's region"
     labels = {
         "region": region.capitalize(),
-        "dp": f"Fitted: DP quantiles of the locations ({_pct(F.FRAME_SHARE)} of ε)",
+        "dp": f"Fitted: DP quantiles of the locations ({_pct(FRAME_SHARE)} of ε)",
     }
     state.seed("cfg.frame", "region", "frame", coerce=state.one_of({k: k for k in labels}))
     out.frame = c.selectbox(
@@ -183,4 +181,4 @@ def _frame(c, own: bool, out: GridChoice) -> None:
         "each axis, drawn with DP within the region (a step of the ledger); locations outside it are left out.",
     )
     if out.frame == "dp":
-        out.frame_share, out.url["frame"] = F.FRAME_SHARE, "dp"
+        out.frame_share, out.url["frame"] = FRAME_SHARE, "dp"

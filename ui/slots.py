@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from engine.run.uploads import env_float
+from engine.run.server import env_float
 
 SLOTS = max(1, int(env_float("HEATMAP_RENDER_SLOTS", 2)))  # two: 16 sessions' answers ≤ 0.85 s (BENCHMARKS.md "Load")
 WAIT_S = 3.0

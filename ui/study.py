@@ -1,6 +1,6 @@
-"""The Study panel of Release mode: a whole study's releases planned under one budget (:mod:`engine.run.study`),
+"""The Study panel of Release mode: a whole study's releases planned under one budget (:mod:`engine.run.planning._study_plan`),
 in the background with progress and Cancel, and its ε reserved in the dataset's ledger or the reservation
-cancelled (:mod:`engine.run.reserve`)."""
+cancelled (:mod:`engine.run.bookkeeping._reserve`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from engine.core.errors import Cancelled, EngineError
-from engine.run import study as S
-from engine.run import study_file
-from engine.run.booking import Refused
+from engine.run import planning
+from engine.run.bookkeeping import Refused
 
 from . import budget
 from .text import plain
@@ -56,7 +55,7 @@ def panel(display) -> None:
         source = _read(up) if up is not None else text
         if st.button("Plan the study", key="study.go", icon=":material/query_stats:"):
             try:
-                study = study_file.parse(source or "")
+                study = planning.parse_study(source or "")
             except EngineError as e:
                 st.error(plain(e, 400))
                 return
@@ -91,7 +90,7 @@ def _start(study) -> dict:
         prog["f"], prog["msg"] = f, msg
 
     def work():
-        return S.make_study_plan(study, progress=cb, cancelled=lambda: prog["cancel"])
+        return planning.make_study_plan(study, progress=cb, cancelled=lambda: prog["cancel"])
 
     return {"future": board().submit_task(work), "progress": prog, "study": study}
 
@@ -170,14 +169,14 @@ def _ledger(plan, display) -> None:
     if freed is not None:
         st.info(f"The reservation was cancelled: ε {freed:g} returned to the dataset.", icon=":material/lock_open:")
     try:
-        held = S.held(study, store)
+        held = planning.held(study, store)
     except EngineError as e:
         st.error(plain(e, 300))
         return
     if not held:
         if st.button("Reserve this plan's ε", key="study.reserve", icon=":material/lock:", type="primary"):
             try:
-                res = S.reserve(plan, store, note="the dashboard's Study panel")
+                res = planning.reserve(plan, store, note="the dashboard's Study panel")
             except (Refused, EngineError) as e:
                 st.error(plain(e, 300))
                 return
@@ -192,7 +191,7 @@ def _ledger(plan, display) -> None:
     )
     _release_buttons(study, held, display)
     if st.button("Cancel the reservation", key="study.unreserve", icon=":material/lock_open:"):
-        freed = S.cancel(study, store)
+        freed = planning.cancel(study, store)
         st.session_state["study.freed"] = freed
         st.rerun()
 
@@ -200,11 +199,11 @@ def _ledger(plan, display) -> None:
 def release_config(study, h):
     """The release of a reserved product: its mechanism, ε, grid and parameters as reserved, OpenDP noise."""
     from engine.mechanisms import get
-    from engine.run.config import RunConfig
+    from engine.run import RunConfig
 
     return RunConfig(
         dataset=study.dataset,
-        dataset_options=S._options(study),
+        dataset_options=planning.dataset_options(study),
         mechanism=h.mechanism,
         params=get(h.mechanism).schema().resolve(dict(h.config["params"])),
         epsilon=h.epsilon,
@@ -217,8 +216,8 @@ def release_config(study, h):
 
 def _release_buttons(study, held, display) -> None:
     """A button per product with releases left: its next release, booked against the reservation, on the board."""
-    from engine.run.booking import TOLERANT, Bookkeeper
-    from engine.run.session import RunSession
+    from engine.run.bookkeeping import TOLERANT, Bookkeeper
+    from engine.run.server import RunSession
 
     from . import jobs
 

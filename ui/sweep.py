@@ -1,5 +1,5 @@
 """Trade-off sweep charts: error against ε (or users) with 95 % bands, and the frontier; the tables they
-draw come from :mod:`engine.run.sweeps`."""
+draw come from :mod:`engine.run.analysis._sweeps`."""
 
 from __future__ import annotations
 

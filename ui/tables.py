@@ -58,7 +58,7 @@ def ranking(per_seed: dict[str, list[object]], metric: str = "emd_m", confidence
     """Rank mechanisms on one ``metric`` over seeds (DPComp's way): mean, 95 % t-interval, and the
     mechanisms not significantly different from the best (paired t-test over the same seeds) marked
     as tied. ``per_seed`` maps a mechanism's label to its results for the same seeds, in order."""
-    from engine.run.sweeps import rank_over_seeds
+    from engine.run.analysis import rank_over_seeds
 
     sign = -1.0 if explain.better(metric) == "higher" else 1.0
     errors = {n: [sign * float(r.metrics.get(metric, np.nan)) for r in rs] for n, rs in per_seed.items()}

@@ -1,11 +1,12 @@
-"""The dashboard's side of the upload store (:mod:`engine.run.uploads`): the server's one store, this
+"""The dashboard's side of the upload store (:mod:`engine.run.server._session_files`): the server's one store, this
 session's uploads, and Streamlit's copies of the raw files, dropped once parsed or when the session goes."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.run.uploads import PREFIX, Upload, UploadStore, env_float
+from engine.run.execution import UPLOAD_PREFIX
+from engine.run.server import Upload, UploadStore, env_float
 
 from .session import session_id
 
@@ -57,7 +58,7 @@ def owner() -> str:
 
 def get(key: str) -> Upload | None:
     """This session's upload ``key``, or None (another session's key is simply unknown)."""
-    return store().get(owner(), key) if key.startswith(PREFIX) else None
+    return store().get(owner(), key) if key.startswith(UPLOAD_PREFIX) else None
 
 
 def mine() -> list[Upload]:

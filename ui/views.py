@@ -13,10 +13,8 @@ import streamlit as st
 from engine.core.errors import DataError
 from engine.mechanisms import registry
 from engine.regions import margins
-from engine.run import runner, sweeps
-from engine.run.config import RunConfig
-from engine.run.export import region_frame, side_information
-from engine.run.runner import load_dataset
+from engine.run import analysis, execution
+from engine.run.execution import RunConfig, load_dataset, region_frame, side_information
 
 from . import colors, drawn, explain, export, geo, maps, relations, state, tables, uploads, viewport
 from .colors import ColourScale
@@ -81,7 +79,7 @@ def _dataset(key: str, options_json: str):
 def dataset(cfg: RunConfig):
     """The configuration's dataset: a registry dataset (cached for every session) or this session's
     own upload (never in a shared cache; another session's upload key is an unknown dataset)."""
-    if cfg.dataset.startswith(uploads.PREFIX):
+    if cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         up = uploads.get(cfg.dataset)
         if up is None:
             raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
@@ -91,16 +89,16 @@ def dataset(cfg: RunConfig):
 
 def prepared(cfg: RunConfig):
     """(sampled dataset, domain, true map) exactly as the run of ``cfg`` sees and scores them
-    (:func:`engine.run.runner.prepared`): kept for every session, or an upload's with the upload (one entry,
+    (:func:`engine.run.execution.prepared`): kept for every session, or an upload's with the upload (one entry,
     so it goes when the upload goes)."""
-    memo, kept = None, runner.PREPARED_KEPT
-    if cfg.dataset.startswith(uploads.PREFIX):
+    memo, kept = None, execution.PREPARED_KEPT
+    if cfg.dataset.startswith(uploads.UPLOAD_PREFIX):
         up = uploads.get(cfg.dataset)
         if up is None:
             raise DataError("unknown dataset (an uploaded file belongs to the session that uploaded it)")
         memo, kept = up.memo, 1
     with st.spinner("Preparing the data…"):  # shown only when it takes a while
-        return runner.prepared(cfg, dataset(cfg), memo, kept)
+        return execution.prepared(cfg, dataset(cfg), memo, kept)
 
 
 def frame(cfg: RunConfig, domain) -> maps.Frame:
@@ -110,7 +108,7 @@ def frame(cfg: RunConfig, domain) -> maps.Frame:
 def unit_noun(meta, people: bool = False) -> str:
     """What one unit of a map counts, in the plural: people (a file with user ids), the dataset's own unit
     (John Snow's deaths), or locations."""
-    from engine.regions.report import counted_word
+    from engine.regions.regional_table import counted_word
 
     return "people" if people else counted_word(meta)
 
@@ -119,7 +117,7 @@ def counts_people(cfg: RunConfig) -> bool:
     """Whether the maps of ``cfg`` count people (a person's locations share weight 1): the dataset has user ids
     (its schema, public) and the mechanism does not count records. One answer for both modes, read off no
     count of the data."""
-    from engine.regions.report import counts_people as counts
+    from engine.regions.regional_table import counts_people as counts
 
     return counts(dataset(cfg), cfg.params)
 
@@ -544,7 +542,7 @@ def proportion_block(result, fr, view, display) -> None:
 def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, display) -> None:
     """The private map's 95 % margin per cell (:mod:`engine.regions.margins`): the release's own where it states
     its noise, else estimated from releases with the next seeds, only on request."""
-    from . import jobs, run
+    from . import jobs, run_button
 
     st.subheader("Margin of error")
     reason = margins.no_margin_reason(result.release)
@@ -562,7 +560,7 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
         return
     else:
         name, runs = "explore_se", margins.REPEATS
-        configs = sweeps.repeat_configs(cfg, runs)
+        configs = analysis.repeat_configs(cfg, runs)
         keys = [c.key() for c in configs]
         g = jobs.get_group(name)
         if g is None or g.keys != keys:
@@ -572,7 +570,7 @@ def margin_block(result, cfg: RunConfig, ctl, scale: ColourScale, fr, view, disp
                 f"counts them, ε = {cfg.epsilon:g} each)."
             )
             # never from a link's run=1: these are extra releases, only on request
-            g = run.launch(
+            g = run_button.launch(
                 name, configs, ctl, label="Margin of error", button=f"Estimate from {runs} runs", autorun=False
             )
             if g is None or g.keys != keys:

@@ -1,4 +1,6 @@
-"""Benchmark suites: ``python -m engine bench SUITE [--json] [--quick]``.
+"""Benchmark suites of the engine: ``python -m engine bench SUITE [--json] [--quick]``. The dashboard's, which
+drive the real app in a browser, are beside it (``python -m ui.benchmarks.SUITE``, :mod:`ui.benchmarks`) and
+follow the same convention.
 
 Convention shared by every suite: a suite module ``engine/bench/<name>.py``
 defines ``run(quick: bool = False, progress=print) -> list[Figure]``. The CLI
@@ -23,6 +25,8 @@ from pathlib import Path
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SF_CABS_PATH = SHARED_DATA / "sf_cabs_pickups.npy"
 
+# the dashboard's suites (app, speed) are not the engine's: a request for one is told where they are
+DASHBOARD_HINT = "; the dashboard's benchmarks run as python -m ui.benchmarks.SUITE"
 SUITES = (
     "core",
     "adaptive_hh",
@@ -30,7 +34,6 @@ SUITES = (
     "rff_kde",
     "snh",
     "bit_pushing",
-    "app",
     "central",
     "dask",
     "regions",
@@ -41,7 +44,6 @@ SUITES = (
     "hdmm",
     "local",
     "study",
-    "speed",
 )
 
 
@@ -87,7 +89,7 @@ def available() -> list[str]:
 
 def run_suite(name: str, quick: bool = False, progress=None) -> list[Figure]:
     if name not in available():
-        raise SystemExit(f"unknown benchmark suite {name!r}; available: {', '.join(available())}")
+        raise SystemExit(f"unknown benchmark suite {name!r}; available: {', '.join(available())}{DASHBOARD_HINT}")
     mod = importlib.import_module(f"{__name__}.{name}")
     return mod.run(quick=quick, progress=progress or (lambda *a: None))
 

@@ -25,7 +25,7 @@ Figures:
 * Figure 3 (local DP, ages-like data, b = 8, n = 10,000): RMSE of every method, eps 0.1..5.
 * Figure 4c (local DP, eps = 2, ages-like data, n = 100,000): adaptive + bit
   squashing at absolute thresholds 0.05, 0.1, 0.2 (each also capped at 3 noise
-  standard errors, see engine.mechanisms.bit_pushing.rounds._squash), error at 32 bits vs 10 bits.
+  standard errors, see engine.mechanisms.bit_pushing.rounds.squashed_bits), error at 32 bits vs 10 bits.
 * Squashing bias: bitpush_mean_ldp on a street-grid city whose ages
   >= 64 are 3-11% per region (engine/bench/unseen.py), 100,000 clients, 16
   regions: NRMSE at eps 1, 2, 5 and the bias of the population mean at eps 5.
@@ -379,7 +379,7 @@ def _squashing_bias(quick: bool, reps: int, rng: np.random.Generator, progress) 
     figs: list[Figure] = []
     progress("squashing bias: street-grid city")
     from ..mechanisms import RunContext, get
-    from ..mechanisms.bit_pushing.regions import grid_rects
+    from ..mechanisms.bit_pushing.rect_regions import grid_rects
     from .unseen import region_errors, street_grid_city
 
     city = street_grid_city(100_000, seed=0)
@@ -456,8 +456,8 @@ def _speed(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[F
 def _maps(quick: bool, reps: int, rng: np.random.Generator, progress) -> list[Figure]:
     """The attribute-mean maps through the runner."""
     figs: list[Figure] = []
-    from ..run.config import RunConfig
-    from ..run.runner import run as run_job
+    from ..run import RunConfig
+    from ..run import run as run_job
 
     for key, eps in (("bitpush_mean", 1.0), ("bitpush_mean_ldp", 1.0), ("ldp_mean_baseline", 1.0)):
         progress(f"map: {key}")

@@ -34,7 +34,7 @@ Protocol (DPBench's, Hay et al. SIGMOD 2016: a data *shape* sampled at a *scale*
   by (trial seed, mechanism key, epsilon): variants of one mechanism share noise streams
   (common random numbers for their comparison). Each
   (dataset, size, epsilon) also gets a ranking of the defaults by mean error with 95%
-  t-intervals and the methods tied with the best (:func:`engine.run.sweeps.rank_over_seeds`).
+  t-intervals and the methods tied with the best (:func:`engine.run.analysis.rank_over_seeds`).
 
 Targets: at 10^6 points UG's and AG's errors fall as epsilon rises (0.1 -> 1);
 AG at or below UG at 10^4 points and epsilon 0.1; the hierarchical default at most 1.05x the
@@ -50,7 +50,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..run.sweeps import rank_over_seeds
+from ..run.analysis import rank_over_seeds
 from . import SF_CABS_PATH, Figure
 
 DEPTH = 8
@@ -188,7 +188,7 @@ def scaled_l1(truth: np.ndarray, est: np.ndarray, rects: np.ndarray, answered: b
 
 
 # ---------------------------------------------------------------------- runs
-def _resolve(key: str, params: dict):
+def resolve_mechanism(key: str, params: dict):
     from ..core.errors import ParamError
     from ..mechanisms import get
 
@@ -206,7 +206,7 @@ def run_trial(data, domain, eps: float, seed: int, methods, rects) -> dict:
     truth = data.true_histogram(domain)
     out = {}
     for label, key, params in methods:
-        r = _resolve(key, params)
+        r = resolve_mechanism(key, params)
         if r is None:
             continue
         cls, p = r

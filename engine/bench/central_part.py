@@ -1,7 +1,7 @@
 """Speed of the classical central-DP baselines (part of the ``core`` suite).
 
 One figure per baseline: the median ``timings['mechanism_s']`` of
-``engine.run.runner.run`` (no cache) on 1 million synthetic polycentric points at
+``engine.run.execution.run`` (no cache) on 1 million synthetic polycentric points at
 256 x 256 (depth 8), epsilon = 1, over several seeds; target < 1 s. The median
 of the mechanism's ``run()`` called directly on the same prepared data is
 reported alongside (``direct_run_median_s``).
@@ -22,7 +22,7 @@ TARGET_S = 1.0
 
 
 def _config(key: str, seed: int, n: int):
-    from ..run.config import RunConfig
+    from ..run import RunConfig
 
     return RunConfig(
         dataset="synthetic:polycentric",
@@ -36,8 +36,8 @@ def _config(key: str, seed: int, n: int):
 
 def bench_figures(quick: bool = False, progress=None) -> list[Figure]:
     from ..mechanisms import RunContext, get
-    from ..mechanisms.central.common import CENTRAL_KEYS
-    from ..run.runner import prepare, run
+    from ..mechanisms.central import CENTRAL_KEYS
+    from ..run import prepare, run
 
     say = progress or (lambda *a: None)
     repeats = 3 if quick else 7

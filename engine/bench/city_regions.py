@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Figure
-from .regions import CRS, DEPTH, SIDE, _dataset, _release
+from .regions import CRS, DEPTH, SIDE, bench_dataset, run_release
 
 MECHANISMS = (
     "identity",
@@ -128,10 +128,10 @@ def datasets() -> dict:
     rng = np.random.default_rng(13)
     homes = city_people(2000, seed=17)
     cases = np.repeat(homes, 10, axis=0) + rng.normal(0.0, 300.0, (20000, 2))
-    ds_cases = _dataset(cases.clip(-SIDE / 2 + 1, SIDE / 2 - 1) + SIDE / 2)
+    ds_cases = bench_dataset(cases.clip(-SIDE / 2 + 1, SIDE / 2 - 1) + SIDE / 2)
     users = np.repeat(np.arange(2000), 10)
     return {
-        "people": _dataset(city_people().clip(-SIDE / 2 + 1, SIDE / 2 - 1) + SIDE / 2),
+        "people": bench_dataset(city_people().clip(-SIDE / 2 + 1, SIDE / 2 - 1) + SIDE / 2),
         "cases": replace(ds_cases, user_id=users),
     }
 
@@ -144,7 +144,7 @@ def coverage_table(seeds: int, epsilons=EPSILONS, mechanisms=MECHANISMS, progres
     from pathlib import Path
 
     from ..core.grid import Domain
-    from ..data.regions import build
+    from ..data.region_geometry import build
     from ..regions import region_margins, true_counts
 
     domain = Domain(-SIDE / 2, -SIDE / 2, SIDE, DEPTH)
@@ -159,7 +159,7 @@ def coverage_table(seeds: int, epsilons=EPSILONS, mechanisms=MECHANISMS, progres
                     t0 = time.process_time()
                     cover, occ, margin, none = [], [], [], []
                     for seed in range(seeds):
-                        rel = _release(key, ds, domain, eps, seed, spec)
+                        rel = run_release(key, ds, domain, eps, seed, spec)
                         m = region_margins(rel, regions)
                         has = np.isfinite(m.margin95)
                         ok = np.abs(m.estimate - truth) <= m.margin95

@@ -60,15 +60,14 @@ def _noop(x):
 
 
 def _warm(n: int) -> None:
-    from ..run.config import RunConfig
-    from ..run.runner import run
+    from ..run import RunConfig, run
 
     for m in FULL["mechanisms"]:
         run(RunConfig(mechanism=m, dataset_options={"n": n}), use_cache=False)
 
 
 def _run_all(configs) -> None:
-    from ..run.runner import run
+    from ..run import run
 
     for cfg in configs:
         run(cfg, use_cache=False)
@@ -88,9 +87,7 @@ def _load() -> str:
 
 # ------------------------------------------------------------------ sweep
 def sweep_figures(quick: bool, progress) -> list[Figure]:
-    from ..run.cluster import connect, run_many, sweep_row
-    from ..run.config import RunConfig
-    from ..run.runner import run
+    from ..run.execution import RunConfig, connect, run, run_many, sweep_row
 
     p = QUICK if quick else FULL
     configs = [
@@ -206,7 +203,7 @@ _HIST = textwrap.dedent(
             dom = ds.public_domain(10)
             h = ds.in_domain(dom).true_histogram(dom)
         else:
-            from engine.run.cluster import connect
+            from engine.run.execution._cluster import connect
             with connect(cluster) as client:
                 client.run(lambda: None)
                 t = time.perf_counter()
@@ -223,8 +220,8 @@ _HH = textwrap.dedent(
     import json, resource, sys, time
     import numpy as np
     from engine.data.parquet_source import load_parquet
-    from engine.run.config import RunConfig
-    from engine.run.runner import run
+    from engine.run.execution._config import RunConfig
+    from engine.run.execution._runner import run
 
     def peak():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -233,7 +230,7 @@ _HH = textwrap.dedent(
         path, depth, compare = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "compare"
         cfg = RunConfig(dataset="parquet", dataset_options={"path": path}, mechanism="adaptive_hh", epsilon=1.0,
                         depth=depth, seed=7)
-        from engine.run.cluster import connect
+        from engine.run.execution._cluster import connect
         with connect("local:2") as client:
             ds = load_parquet(path).with_client(client)
             t = time.perf_counter()
@@ -241,7 +238,7 @@ _HH = textwrap.dedent(
             seconds = time.perf_counter() - t
             workers = sorted(client.run(peak).values())
         out = dict(seconds=seconds, clients=res.n_users, workers_peak_mb=workers, peak_mb=peak(),
-                   subqueries=res.release.communication.rounds, shards=res.release.diagnostics["levels"][0]["shards"],
+                   subqueries=res.release.communication.rounds, shards=res.release.communication.shards,
                    mse=res.metrics["mse"], timings=res.timings)
         if compare:
             mem = run(cfg, dataset=load_parquet(path, in_memory=True), use_cache=False)
@@ -254,7 +251,7 @@ _HH = textwrap.dedent(
 
 
 def _fresh(script: str, *args, timeout: float = 7200) -> dict:
-    from ..run.config import ROOT
+    from ..run.execution import ROOT
 
     out = subprocess.run(
         [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=ROOT

@@ -91,9 +91,9 @@ def networkx_emd(p: np.ndarray, q: np.ndarray, cell_m: float, scale: int = 2**40
     the masses rounded to multiples of 1/scale, largest remainders first)."""
     import networkx as nx
 
-    from ..metrics.emd import _to_int
+    from ..metrics.emd import to_integers
 
-    b = _to_int(p, scale)[0] - _to_int(q, scale)[0]
+    b = to_integers(p, scale)[0] - to_integers(q, scale)[0]
     ny, nxx = p.shape
     G = nx.DiGraph()
     for v in range(ny * nxx):

@@ -1,5 +1,5 @@
 """The frame of an upload: its box rounded outward to a coarse grid, or fitted by DP quantiles
-(``python -m engine bench frame [--quick] [--json]``; :mod:`engine.run.frame`).
+(``python -m engine bench frame [--quick] [--json]``; :mod:`engine.run.execution._frame`).
 
 The test cities, each read as an upload would be (its lon/lat only, so its region is read off the points
 and rounded outward, :func:`engine.data.projection.public_frame`): the four synthetic presets (20 km squares
@@ -85,9 +85,7 @@ def _outside(domain, box) -> float:
 
 def _one(ds, ref, truth, mech: str, eps: float, seed: int, q: float | None) -> dict:
     from .. import metrics as M
-    from ..run.config import RunConfig
-    from ..run.frame import FRAME_SHARE
-    from ..run.runner import run
+    from ..run.execution import FRAME_SHARE, RunConfig, run
 
     kw = {"frame": "dp", "frame_share": FRAME_SHARE, "frame_quantile": q} if q else {}
     cfg = RunConfig(dataset="bench", mechanism=mech, epsilon=eps, depth=DEPTH, seed=seed, **kw)

@@ -27,7 +27,7 @@ Protocol (the central bench's, :mod:`engine.bench.central`: a data shape sampled
 * Summaries. Per setting and measure, HDG's error over the best ``ldp_grid`` variant's, over Adaptive
   HH's and over RFF KDE's; how many settings HDG wins.
 * Speed. HDG's default run (100,000 users of the polycentric city, 256 x 256, epsilon 1) through
-  :func:`engine.run.runner.run` with its metrics: median CPU seconds of 5 runs; target < 3 s.
+  :func:`engine.run.execution.run` with its metrics: median CPU seconds of 5 runs; target < 3 s.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import SF_CABS_PATH, Figure
-from .central import DEPTH, _resolve, random_rectangles, sample, scaled_l1
+from .central import DEPTH, random_rectangles, resolve_mechanism, sample, scaled_l1
 
 SIZES = (10_000, 100_000, 1_000_000)
 EPS = (0.5, 1.0, 2.0, 4.0)
@@ -95,7 +95,7 @@ def measure(truth: np.ndarray, density: np.ndarray, domain, rects) -> dict:
 def run_method(label: str, key: str, params: dict, data, domain, eps: float, seed: int):
     from ..mechanisms import RunContext
 
-    cls, p = _resolve(key, params)
+    cls, p = resolve_mechanism(key, params)
     ctx = RunContext(rng=np.random.default_rng([seed, zlib.crc32(label.encode()), int(round(eps * 1000))]))
     return cls().run(data, domain, float(eps), p, ctx).density
 
@@ -173,8 +173,7 @@ def figures(res: dict) -> list[Figure]:
 
 def speed_figure(progress) -> Figure:
     """HDG's default run through the runner (data preparation, mechanism, metrics), CPU seconds."""
-    from ..run.config import RunConfig
-    from ..run.runner import run
+    from ..run import RunConfig, run
 
     cfg = RunConfig(mechanism="hdg", dataset_options={"n": 100_000}, depth=DEPTH, epsilon=1.0)
     run(cfg, use_cache=False)  # the dataset and imports, once

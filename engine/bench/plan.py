@@ -3,7 +3,7 @@
 For each city (the four synthetic presets and the street-grid city of :mod:`engine.bench.unseen`,
 which no proxy resembles), each mechanism with margins and each way of reporting (the grid's cells, H3
 hexagons at the resolution the dashboard picks for the map), the planner predicts the median and
-worst-tenth margin from public inputs only (:mod:`engine.run.plan`: the city's public frame, its user
+worst-tenth margin from public inputs only (:mod:`engine.run.planning._forecast`: the city's public frame, its user
 count as a stated bound, and a proxy); the **measured** figure is the same statistic of the margins
 the releases on the real city state, median over seeded runs (100; 5 with ``--quick``).
 
@@ -44,8 +44,7 @@ def _city(key: str):
 def measured(mechanism: str, ds, regions, runs: int) -> dict[str, float]:
     """Median over ``runs`` seeded releases on ``ds`` of their stated margins' statistics."""
     from ..regions.margins import cell_margins, region_margins, summary
-    from ..run.config import RunConfig
-    from ..run.runner import run
+    from ..run import RunConfig, run
 
     rows = []
     for seed in range(runs):
@@ -60,12 +59,10 @@ def measured(mechanism: str, ds, regions, runs: int) -> dict[str, float]:
 
 def pilot_proxy(ds):
     """The proxy an analyst gets from a pilot release: Identity at PILOT_EPSILON on a coarse grid."""
-    from ..run import plan as P
-    from ..run.config import RunConfig
-    from ..run.runner import run
+    from ..run import RunConfig, planning, run
 
     res = run(RunConfig(epsilon=PILOT_EPSILON, depth=PILOT_DEPTH, seed=77), dataset=ds, use_cache=False)
-    return P.Proxy(
+    return planning.Proxy(
         f"pilot Identity release (eps {PILOT_EPSILON:g}, {1 << PILOT_DEPTH}^2)",
         None,
         res.release.density,
@@ -74,28 +71,28 @@ def pilot_proxy(ds):
 
 
 def calibrate(mechanisms, cities, runs: int, proxy_runs: int) -> list[dict]:
-    from ..data.regions import auto_resolution, h3_regions
+    from ..data.region_geometry import auto_resolution, h3_regions
     from ..mechanisms import load_all, registry
-    from ..run import plan as P
+    from ..run import planning
 
     load_all()
     known = registry()
     rows = []
     for city in cities:
         ds = _city(city)
-        frame = P.Frame(ds.meta, ds.crs, ds.meta.name)
+        frame = planning.Frame(ds.meta, ds.crs, ds.meta.name)
         dom = frame.domain(DEPTH)
         regions = h3_regions(dom, ds.crs, auto_resolution(dom))
-        users = P.stated_users(ds.n_users)
-        proxies = {"synthetic": P.synthetic_proxy(), "pilot": pilot_proxy(ds)}
+        users = planning.stated_users(ds.n_users)
+        proxies = {"synthetic": planning.synthetic_proxy(), "pilot": pilot_proxy(ds)}
         for m in mechanisms:
             if m not in known:
                 continue
             meas = measured(m, ds, regions, runs)
             for kind, proxy in proxies.items():
-                if kind == "pilot" and P.exact(m) and P.exact(m, regions):
+                if kind == "pilot" and planning.exact(m) and planning.exact(m, regions):
                     continue  # exact either way
-                pred = P.predict(m, EPSILON, frame, users, DEPTH, regions=regions, runs=proxy_runs, proxy=proxy)
+                pred = planning.predict(m, EPSILON, frame, users, DEPTH, regions=regions, runs=proxy_runs, proxy=proxy)
                 for stat in STATS:
                     p, q = getattr(pred, stat), meas[stat]
                     ratio = p / q if p is not None and q and math.isfinite(p) and math.isfinite(q) else math.nan
@@ -108,7 +105,7 @@ def calibrate(mechanisms, cities, runs: int, proxy_runs: int) -> list[dict]:
                             "predicted": p,
                             "measured": q,
                             "ratio": ratio,
-                            "exact": P.exact(m, regions if stat.startswith("region") else None),
+                            "exact": planning.exact(m, regions if stat.startswith("region") else None),
                             "regions": len(regions),
                         }
                     )

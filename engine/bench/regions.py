@@ -50,7 +50,7 @@ def datasets(seed: int = 7) -> dict:
     return {name: xy.clip(1, SIDE - 1) for name, xy in (("smooth", smooth), ("bunched", bunched))}
 
 
-def _dataset(xy):
+def bench_dataset(xy):
     from ..data.dataset import Dataset, DatasetMeta
     from ..data.projection import to_lonlat
 
@@ -93,7 +93,7 @@ def _counts_regions(key: str) -> bool:
     return "regions" in get(key).schema().defaults()
 
 
-def _release(key, ds, domain, eps, seed, spec):
+def run_release(key, ds, domain, eps, seed, spec):
     from ..mechanisms import RunContext, registry
 
     cls = registry()[key]
@@ -104,7 +104,7 @@ def _release(key, ds, domain, eps, seed, spec):
 def coverage_table(seeds: int, epsilons=EPSILONS, mechanisms=MECHANISMS, progress=print) -> list[dict]:
     """One row per (data, mechanism, kind, epsilon): coverage, coverage where people are, mean margin."""
     from ..core.grid import Domain
-    from ..data.regions import build
+    from ..data.region_geometry import build
     from ..regions import region_margins, true_counts
 
     domain = Domain(-SIDE / 2, -SIDE / 2, SIDE, DEPTH)
@@ -114,16 +114,16 @@ def coverage_table(seeds: int, epsilons=EPSILONS, mechanisms=MECHANISMS, progres
         specs = {"grid": "grid", "h3": f"h3:{H3_RES}", "polygons": f"{poly}:code"}
         regions = {k: build(s, domain, CRS) for k, s in specs.items()}
         for data_name, xy in datasets().items():
-            ds = _dataset(xy)
+            ds = bench_dataset(xy)
             truth = {k: true_counts(ds, r) for k, r in regions.items()}
             for key in mechanisms:
                 for eps in epsilons:
                     t0 = time.perf_counter()
                     acc = {k: {"cover": [], "occ": [], "margin": [], "none": []} for k in KINDS}
                     for seed in range(seeds):
-                        rel = None if _counts_regions(key) else _release(key, ds, domain, eps, seed, None)
+                        rel = None if _counts_regions(key) else run_release(key, ds, domain, eps, seed, None)
                         for kind in KINDS:
-                            r = rel or _release(key, ds, domain, eps, seed, specs[kind])
+                            r = rel or run_release(key, ds, domain, eps, seed, specs[kind])
                             m = region_margins(r, regions[kind])
                             ok = np.abs(m.estimate - truth[kind]) <= m.margin95
                             has = np.isfinite(m.margin95)

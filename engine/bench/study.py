@@ -1,4 +1,4 @@
-"""The study planner (:mod:`engine.run.study`): what one budget over several releases saves, whether the releases
+"""The study planner (:mod:`engine.run.planning._study_plan`): what one budget over several releases saves, whether the releases
 meet their targets, and how long a plan takes.
 
 The study: three products of the synthetic polycentric city (20,000 people, a number stated as a public bound),
@@ -58,11 +58,10 @@ USERS = 20_000
 
 
 def _plan(text: str):
-    from ..run import study as S
-    from ..run import study_file
+    from ..run import planning
 
     t = time.process_time()
-    plan = S.make_study_plan(study_file.parse(text), seconds=600)
+    plan = planning.make_study_plan(planning.parse_study(text), seconds=600)
     return plan, time.process_time() - t
 
 
@@ -76,38 +75,38 @@ def _alone(study):
 
 
 def _plan_of(study):
-    from ..run import study as S
+    from ..run import planning
 
-    return S.make_study_plan(study, seconds=600)
+    return planning.make_study_plan(study, seconds=600)
 
 
 def _even(plan) -> tuple[float, float]:
     """(the ε every release needs for all targets to be met, the worst margin / target at the plan's total split
     evenly), on the plan's own curves (predicted again at the even ε)."""
-    from ..run import plan as P
-    from ..run import study as S
+    from ..run import planning
 
     d = plan.to_dict()
     releases = sum(p["repeat"] for p in d["products"])
     need = max(p["epsilon"] for p in d["products"])
     even = d["total_epsilon"] / releases
-    frame, users = P.frame_of(plan.study.dataset, S._options(plan.study)), P.stated_users(plan.study.users)
+    frame, users = (
+        planning.frame_of(plan.study.dataset, planning.dataset_options(plan.study)),
+        planning.stated_users(plan.study.users),
+    )
     worst = 0.0
     for c in plan.choices:
-        regions = P._regions(frame, c.product.depth, c.product.regions) if c.product.regions else None
-        params = S._params(c)
-        p = P.predict(c.mechanism, even, frame, users, c.product.depth, params, regions, plan.study.runs)
-        worst = max(worst, S.figure(p, c.product) / c.product.target)
+        regions = planning.frame_regions(frame, c.product.depth, c.product.regions) if c.product.regions else None
+        params = planning.choice_params(c)
+        p = planning.predict(c.mechanism, even, frame, users, c.product.depth, params, regions, plan.study.runs)
+        worst = max(worst, planning.figure(p, c.product) / c.product.target)
     return need * releases, worst
 
 
 def _achieved(choice, seeds: int) -> tuple[float, float]:
     """(95 % quantile of |error| / target, share within the target) over ``seeds`` seeded releases at the plan."""
-    from ..data.regions import build
+    from ..data.region_geometry import build
     from ..regions import regional_report
-    from ..run import study as S
-    from ..run.config import RunConfig
-    from ..run.runner import prepare, run
+    from ..run import RunConfig, planning, prepare, run
 
     p = choice.product
     errors = []
@@ -116,7 +115,7 @@ def _achieved(choice, seeds: int) -> tuple[float, float]:
             dataset="synthetic:polycentric",
             dataset_options={"n": USERS},
             mechanism=choice.mechanism,
-            params=S._params(choice),
+            params=planning.choice_params(choice),
             epsilon=choice.epsilon,
             depth=p.depth,
             seed=seed,
@@ -140,11 +139,10 @@ def _factors(seeds: int, progress) -> list[Figure]:
     """A pilot release as the proxy on a sparse, a dense and a coastal test city: the predicted figure (p90 and median of the
     cells' margins, 64 x 64, ε 1) against the same statistic of the margins seeded releases of the real city state
     (median over ``seeds``), and whether the prediction's interval holds it."""
-    from ..data.regions import grid_regions
+    from ..data.region_geometry import grid_regions
     from ..data.synthetic import generate
-    from ..run import plan as P
-    from ..run import study as S
-    from ..run.study_file import Product
+    from ..run import planning
+    from ..run.planning import Product
     from .plan import DEPTH, EPSILON, PILOT_EPSILON, measured, pilot_proxy
     from .shapes import islands_city
 
@@ -155,17 +153,17 @@ def _factors(seeds: int, progress) -> list[Figure]:
     }
     figs = []
     for label, ds in cities.items():
-        frame = P.Frame(ds.meta, ds.crs, ds.meta.name)
-        users, proxy = P.stated_users(ds.n_users), pilot_proxy(ds)
-        watch = S._Watch(600, None)
-        inp = S.Inputs(frame, users, proxy, 3, watch, lambda f, m: None, pilot_scale=1.0 / PILOT_EPSILON)
+        frame = planning.Frame(ds.meta, ds.crs, ds.meta.name)
+        users, proxy = planning.stated_users(ds.n_users), pilot_proxy(ds)
+        watch = planning.StudyWatch(600, None)
+        inp = planning.Inputs(frame, users, proxy, 3, watch, lambda f, m: None, pilot_scale=1.0 / PILOT_EPSILON)
         for m in FACTOR_MECHANISMS:
             progress(f"pilot factor: {m} on the {label} city")
             meas = measured(m, ds, grid_regions(frame.domain(DEPTH), ds.crs), seeds)
             for stat in ("p90", "median"):
                 prod = Product("map", "map", 1.0, statistic=stat, depth=DEPTH, mechanisms=(m,))
-                pred = S.figure(inp.predict(prod, m, EPSILON), prod)
-                lo, hi = S.interval(inp, prod, m, EPSILON)
+                pred = planning.figure(inp.predict(prod, m, EPSILON), prod)
+                lo, hi = planning.interval(inp, prod, m, EPSILON)
                 lo, hi = min(lo, pred), max(hi, pred)
                 q = meas[f"cell_{stat}"]
                 figs.append(

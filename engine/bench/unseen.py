@@ -106,7 +106,7 @@ def region_errors(release, data: Dataset, rects: np.ndarray) -> tuple[float, flo
     NRMSE = sqrt(mean squared error) / mean |true mean| over the released regions, as the
     mechanism's own evaluation; the population mean weighs regions by their clients."""
     from ..mechanisms.bit_pushing.readings import population_mean
-    from ..mechanisms.bit_pushing.regions import assign_regions
+    from ..mechanisms.bit_pushing.rect_regions import assign_regions
 
     region = assign_regions(data.xy, rects)
     k = len(rects)

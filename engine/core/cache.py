@@ -1,6 +1,6 @@
 """The folder where the engine caches what it computes or fetches: runs (:mod:`engine.run`),
 downloads (:mod:`engine.data.online`), JAX's compiled code (SNH), the release ledger
-(:mod:`engine.run.ledger`) and arrays computed from public inputs alone (:func:`data_free`: HDMM's
+(:mod:`engine.run.bookkeeping._ledger`) and arrays computed from public inputs alone (:func:`data_free`: HDMM's
 strategies, the workloads' lower bounds). ``HEATMAP_CACHE_DIR`` or ``data/cache`` in the project.
 
 The cache is an optimisation: a folder that is read-only or full costs the cache (runs are recomputed,

@@ -1,6 +1,6 @@
 """The one rule for a run's privacy budget ε, and for the ε a step of it spends.
 
-Every door checks a run's ε here and nowhere else: the configuration (:class:`engine.run.config.RunConfig`),
+Every door checks a run's ε here and nowhere else: the configuration (:class:`engine.run.execution.RunConfig`),
 the planner, every mechanism, the command line and the dashboard's links. A widget's range (the
 dashboard's ε slider) is a choice of presentation: a value this rule accepts is accepted everywhere.
 A mechanism that cannot honour part of this range says so as a constraint of its own parameters, with

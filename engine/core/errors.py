@@ -2,8 +2,14 @@
 
 Everything the engine raises because of bad input or absurd parameters derives
 from :class:`EngineError`; its message is written for the analyst and is shown
-as is by the dashboard and the CLI (never a traceback).
+as is by the dashboard and the CLI (never a traceback). A message shows a number with :func:`shown`, a
+user-supplied name with :func:`shown_text` (control characters replaced, at most :data:`NAME_CHARS` long), a size
+with :func:`shown_bytes`.
 """
+
+import re
+
+NAME_CHARS = 80  # the most characters of a user-supplied name a message quotes
 
 
 class EngineError(Exception):
@@ -37,3 +43,20 @@ def shown(x, decimals: int = 6) -> str:
         return f"{v:.3g}"
     text = f"{v:,.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def shown_text(s, n: int = NAME_CHARS) -> str:
+    """A user-supplied string for a message: control characters replaced, at most ``n`` characters."""
+    s = re.sub(r"[\x00-\x1f\x7f]", "?", str(s))
+    return s if len(s) <= n else s[: n - 16] + "…" + s[-15:]
+
+
+def shown_bytes(b: int) -> str:
+    """A size in bytes for a message: in MB from 100,000 bytes."""
+    return f"{b / (1 << 20):,.1f} MB" if b >= 100_000 else f"{b:,} bytes"
+
+
+def shown_list(cols) -> str:
+    """Names (a file's columns, layers) for a message: each quoted and shortened, at most 30 of them."""
+    cols = [repr(shown_text(c, 40)) for c in cols]
+    return ", ".join(cols[:30]) + (f" ... ({len(cols)} in all)" if len(cols) > 30 else "") if cols else "(none)"

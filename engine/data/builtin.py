@@ -75,7 +75,7 @@ def example_file(folder: str, name: str) -> Path:
     )
 
 
-def _read(path: Path, layer_zip: bool = False):
+def read_bundled(path: Path, layer_zip: bool = False):
     import geopandas as gpd
 
     try:
@@ -99,8 +99,8 @@ def load_snow(unit: str = "death") -> Dataset:
     = deaths there and ``flag`` = at least one death."""
     if unit not in ("death", "address"):
         raise ParamError(f"unit must be 'death' or 'address' (got {unit!r})")
-    people = _read(example_file("snow_maps", "SohoPeople.shp"))
-    streets = _read(example_file("snow_maps", "Soho_Network.shp"))
+    people = read_bundled(example_file("snow_maps", "SohoPeople.shp"))
+    streets = read_bundled(example_file("snow_maps", "Soho_Network.shp"))
     lon, lat = _lonlat(people)
     deaths = people["Count"].to_numpy().astype(np.int64)
     meta = DatasetMeta(
@@ -128,8 +128,8 @@ def load_berlin(value: str = "price") -> Dataset:
     """Airbnb listings in Berlin Prenzlauer Berg; ``value`` = the price (or another listed feature)."""
     if value not in BERLIN_VALUES:
         raise ParamError(f"value must be one of {', '.join(BERLIN_VALUES)} (got {value!r})")
-    listings = _read(example_file("berlin", "prenzlauer.zip"), layer_zip=True)
-    boundary = _read(example_file("berlin", "prenz_bound.zip"), layer_zip=True)
+    listings = read_bundled(example_file("berlin", "prenzlauer.zip"), layer_zip=True)
+    boundary = read_bundled(example_file("berlin", "prenz_bound.zip"), layer_zip=True)
     lon, lat = _lonlat(listings)
     col, label = BERLIN_VALUES[value]
     meta = DatasetMeta(

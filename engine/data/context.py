@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..core.errors import DataError
-from .builtin import _read, example_file
+from .builtin import example_file, read_bundled
 
 MAX_FEATURES = 20_000  # a context layer is drawn in the browser: more would slow every map
 MAX_VERTICES = 400_000
@@ -47,12 +47,12 @@ def builtin_context(source: str) -> Context | None:
     """The public context bundled with a libpysal dataset (John Snow's 1854 streets and water pumps; the
     Prenzlauer Berg boundary), or None."""
     if source == "snow_cholera":
-        streets = _read(example_file("snow_maps", "Soho_Network.shp"))
-        pumps = _read(example_file("snow_maps", "SohoWater.shp")).to_crs(4326)
+        streets = read_bundled(example_file("snow_maps", "Soho_Network.shp"))
+        pumps = read_bundled(example_file("snow_maps", "SohoWater.shp")).to_crs(4326)
         pts = [("pump", round(float(p.x), 7), round(float(p.y), 7)) for p in pumps.geometry]
         return Context("1854 streets and water pumps (Snow's map, as libpysal ships it)", _lines(streets), pts)
     if source == "berlin_airbnb":
-        bound = _read(example_file("berlin", "prenz_bound.zip"), layer_zip=True)
+        bound = read_bundled(example_file("berlin", "prenz_bound.zip"), layer_zip=True)
         return Context("Prenzlauer Berg boundary (as libpysal ships it)", _lines(bound))
     return None
 
@@ -62,16 +62,18 @@ def load_context(data: bytes, filename: str, max_bytes: int | None = None) -> Co
     Every problem is a :class:`DataError` that names the file and says what is wrong."""
     import json
 
-    from .files.common import _Ctx, _looks_like, _short, _size, upload_limits
-    from .files.geojson import _BadGeometry, _geojson_crs, _shape
+    from ..core.errors import shown_bytes, shown_text
+    from .files.geojson import BadGeometry, geojson_crs, geojson_shape
+    from .files.reading import ReadContext, looks_like
+    from .files.upload_limits import upload_limits
 
-    name = _short(filename)
+    name = shown_text(filename)
     limit = upload_limits()[0] if max_bytes is None else int(max_bytes)
     if not filename.lower().endswith((".geojson", ".json")):
         raise DataError(f"{name}: a context layer is read from a GeoJSON file (.geojson)")
     if len(data) > limit:
-        raise DataError(f"{name} is {_size(len(data))}, over the limit of {_size(limit)}")
-    if _looks_like(data) != "json":
+        raise DataError(f"{name} is {shown_bytes(len(data))}, over the limit of {shown_bytes(limit)}")
+    if looks_like(data) != "json":
         raise DataError(f"{name} is not a GeoJSON file")
     _check_before_decoding(data, name)
     try:
@@ -84,27 +86,27 @@ def load_context(data: bytes, filename: str, max_bytes: int | None = None) -> Co
         raise DataError(f"{name} holds no GeoJSON features")
     if len(feats) > MAX_FEATURES:
         raise DataError(f"{name} holds {len(feats):,} features; a context layer may hold {MAX_FEATURES:,}")
-    c = _Ctx(name, "geojson", None, None, "centroid", None, limit, MAX_VERTICES)
-    declared = _geojson_crs(obj, c)
+    c = ReadContext(name, "geojson", None, None, "centroid", None, limit, MAX_VERTICES)
+    declared = geojson_crs(obj, c)
     geoms = []
     for i, f in enumerate(feats):
         g = f.get("geometry") if isinstance(f, dict) else None
         if g is None:
             continue
         try:
-            geoms.append(_shape(g))
-        except _BadGeometry:
+            geoms.append(geojson_shape(g))
+        except BadGeometry:
             raise DataError(f"{name}: feature {i + 1} has an invalid geometry") from None
     return _as_context(geoms, declared, name)
 
 
 def load_context_isolated(data: bytes, filename: str) -> Context:
     """:func:`load_context` in a child process under the memory and time budgets of a file its size."""
-    from .files.common import _short
+    from ..core.errors import shown_text
     from .files.isolate import run_isolated
 
     advice = "simplify it (fewer vertices) or keep the layer's main roads"
-    return run_isolated(load_context, (bytes(data), filename), len(data), _short(filename), advice=advice).result
+    return run_isolated(load_context, (bytes(data), filename), len(data), shown_text(filename), advice=advice).result
 
 
 def _check_before_decoding(data: bytes, name: str) -> None:
@@ -112,13 +114,14 @@ def _check_before_decoding(data: bytes, name: str) -> None:
     GeoJSON reader of locations uses), or more '[' than a layer within the limits holds: a position opens
     one, and each of its at most three enclosing lists (line or ring, polygon, parts) and a feature's
     bounding box or a list in its properties one more."""
-    from .files.common import _size, memory_budget
-    from .files.geojson import _parse_memory
+    from ..core.errors import shown_bytes
+    from .files.geojson import parse_memory
+    from .files.upload_limits import memory_budget
 
-    need, budget = _parse_memory(data), memory_budget(len(data))
+    need, budget = parse_memory(data), memory_budget(len(data))
     if need > budget:
         raise DataError(
-            f"{name} would need about {_size(need)} of memory to read, over the limit of {_size(budget)} "
+            f"{name} would need about {shown_bytes(need)} of memory to read, over the limit of {shown_bytes(budget)} "
             "(HEATMAP_PARSE_MEMORY_FACTOR times the file plus HEATMAP_PARSE_MEMORY_MB): simplify it for a context layer"
         )
     most = 4 * (MAX_VERTICES + MAX_FEATURES) + 1

@@ -1,4 +1,4 @@
-"""The area-weight matrix of polygons over a grid (:mod:`engine.data.regions`), exact and in time linear in
+"""The area-weight matrix of polygons over a grid (:mod:`engine.data.region_geometry`), exact and in time linear in
 the polygons' edges and the grid's columns they cross, whatever their shape.
 
 Intersecting each polygon with each cell it crosses costs the polygon's size per cell: a comb whose teeth

@@ -275,7 +275,7 @@ class _Rows:
 @dataclass(frozen=True, eq=False)
 class PartitionedPoints:
     """A Parquet directory of points read out of core; quacks like :class:`Dataset` for what
-    :func:`engine.run.runner.run` and the histogram-only mechanisms use (``public_domain``,
+    :func:`engine.run.execution.run` and the histogram-only mechanisms use (``public_domain``,
     ``in_domain``, ``sample_users``, ``true_histogram``, ``len``, ``n_users``, ``meta``,
     ``crs``; ``xy`` by position only). ``domain``: set by :meth:`in_domain` (rows outside are
     dropped in every pass); ``rows``: per partition, the positions among its in-domain rows kept
@@ -540,11 +540,11 @@ def city_chunk(preset: str, seed: int, chunk: int, n: int) -> np.ndarray:
     chunks together are i.i.d. draws of that city, so a dataset of any size is written chunk by
     chunk in bounded memory. Drawn as ``generate`` draws homes: multinomial cell counts in random
     order, a uniform position inside each cell."""
-    from .synthetic import PRESETS, RASTER, _placement, city_model
+    from .synthetic import PRESETS, RASTER, city_model, placement
 
     if preset not in PRESETS:
         raise ParamError(f"unknown synthetic preset {preset!r}; known: {', '.join(PRESETS)}")
-    p, model, place = PRESETS[preset], city_model(preset, int(seed)), _placement(preset)
+    p, model, place = PRESETS[preset], city_model(preset, int(seed)), placement(preset)
     rng = np.random.default_rng([int(seed), 3, int(chunk)])
     side = p.side_km * 1000.0
     cell = side / RASTER
@@ -572,7 +572,7 @@ def write_city(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .synthetic import PRESETS, _placement
+    from .synthetic import PRESETS, placement
 
     if not 1 <= n <= 10**10 or not 1 <= chunk <= 20_000_000:
         raise ParamError(f"points must be 1..1e10 and the chunk 1..20,000,000 (got {n:,} and {chunk:,})")
@@ -582,7 +582,7 @@ def write_city(
     if p is None:
         raise ParamError(f"unknown synthetic preset {preset!r}; known: {', '.join(PRESETS)}")
     info = {
-        "public_bbox": list(_placement(preset).bbox),
+        "public_bbox": list(placement(preset).bbox),
         "name": f"{p.label} (synthetic, {n:,} points in Parquet)",
         "description": p.description + " Synthetic data: no real person is represented.",
         "synthetic": True,

@@ -298,7 +298,7 @@ def _bilinear(g: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 @lru_cache(maxsize=8)
-def _placement(key: str) -> _LonLatGrid:
+def placement(key: str) -> _LonLatGrid:
     p = PRESETS[key]
     half = p.side_km * 500.0
     lon0, lat0 = p.lonlat
@@ -337,7 +337,7 @@ def generate(
         raise ParamError(f"spread around the home must be in (0, 20000] metres (got {spread_m})")
     p = PRESETS[preset]
     model = city_model(preset, int(seed))
-    place = _placement(preset)
+    place = placement(preset)
     rng = np.random.default_rng([int(seed), 2, k])
     side = p.side_km * 1000.0
     cell = side / RASTER

@@ -123,7 +123,7 @@ class RunContext:
     timings) through :meth:`record_evaluation`: it never goes into the
     :class:`Release`, whose every field is a DP output, a public parameter or declared
     side information (``Mechanism.dp_outputs`` / ``Mechanism.side_information_keys``).
-    ``engine.run.runner.run`` keeps it as ``RunResult.evaluation``; ``None`` (a release)
+    ``engine.run.execution.run`` keeps it as ``RunResult.evaluation``; ``None`` (a release)
     records nothing.
     """
 
@@ -162,13 +162,15 @@ class RunContext:
 @dataclass
 class Communication:
     """Upload cost of one client, in vector elements (and bits when known); with
-    ``per_location`` the cost of one of its locations (what a client holds is data)."""
+    ``per_location`` the cost of one of its locations (what a client holds is data); ``shards``: the
+    secure-aggregation shards the clients are split into in each round (None: no sharded aggregation)."""
 
     elements_per_client: float
     bits_per_client: float | None = None
     rounds: int = 1
     note: str = ""
     per_location: bool = False  # the figures are per location a client holds (central upload)
+    shards: int | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -265,7 +267,7 @@ class Mechanism:
     threat model and the guarantee, and list every departure from the paper.
     ``neighbouring`` names the relation the guarantee is about (one of :data:`RELATIONS`),
     and ``guarantee`` says it in words; ``python -m engine audit`` checks the claim
-    empirically on neighbours of that relation (:mod:`engine.run.audit`).
+    empirically on neighbours of that relation (:mod:`engine.run.analysis._audit`).
     """
 
     key: ClassVar[str] = ""
@@ -280,7 +282,7 @@ class Mechanism:
     uses_epsilon: ClassVar[bool] = True
     needs: ClassVar[tuple[str, ...]] = ()  # dataset attributes required, e.g. ("value",)
     # the parameters naming the regions the mechanism counts (and their file's CRS): filled from the analysis's
-    # one region set (engine.run.config.with_regions), never chosen apart from it
+    # one region set (engine.run.execution.with_regions), never chosen apart from it
     region_params: ClassVar[tuple[str, ...]] = ()
     # the neighbouring relation the guarantee is stated for: one of RELATIONS; every mechanism sets it
     neighbouring: ClassVar[str] = ""
@@ -347,7 +349,7 @@ class Mechanism:
     @classmethod
     def planning(cls, params: dict, regions=None, user_ids: bool = False) -> tuple[str, str]:
         """What the planner may do for a release with ``params`` over ``regions`` (None: the cells; an
-        :class:`engine.data.regions.Regions`) of a dataset with user ids or not: one of
+        :class:`engine.data.region_geometry.Regions`) of a dataset with user ids or not: one of
         :data:`.capabilities.PLANNING`, and why where it predicts nothing. An exact margin becomes simulated where
         regions cut the released units (the spreading term then depends on where people are)."""
         if cls.planner == "exact" and regions is not None and regions.kind != "grid":
@@ -356,7 +358,7 @@ class Mechanism:
 
     @classmethod
     def cost_features(cls, params: dict, depth: int, n_points: int) -> tuple[float, float]:
-        """What the time estimate (:mod:`engine.run.estimates`) needs of this mechanism beyond the locations and
+        """What the time estimate (:mod:`engine.run.execution._estimates`) needs of this mechanism beyond the locations and
         cells: a factor on the locations ``P`` (work per location) and ``W``, the measure of its heavy step."""
         return 1.0, 0.0
 

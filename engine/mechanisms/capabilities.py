@@ -15,13 +15,13 @@ MARGINS = ("closed form", "repeats", "none")
 PLANNING = ("exact", "simulated", "none")
 NOT_PLANNED = "the planner does not predict this mechanism's margin (not calibrated: python -m engine bench plan)"
 
-ZERO_OUT_SINK = "sink"  # zero-out emulated by moving the person into the sink (engine.run.audit)
+ZERO_OUT_SINK = "sink"  # zero-out emulated by moving the person into the sink (engine.run.analysis._audit)
 ZERO_OUT_NULL = "null"  # the person stays with weight 0 (exact, for mechanisms that count weight-0 clients)
 
 
 @dataclass(frozen=True)
 class AuditPlan:
-    """How a mechanism is audited (:mod:`engine.run.audit`). ``runs``: default runs per dataset (command line);
+    """How a mechanism is audited (:mod:`engine.run.analysis._audit`). ``runs``: default runs per dataset (command line);
     ``test_runs``: the test suite's; ``params``: overrides of the mechanism's defaults, each explained in
     ``note``."""
 
@@ -40,7 +40,9 @@ class AuditPlan:
 
 
 # the plans several mechanisms share
-ZERO_OUT = AuditPlan(base_users=1000, note="1,000 people in the sink (zero-out emulation, see engine.run.audit)")
+ZERO_OUT = AuditPlan(
+    base_users=1000, note="1,000 people in the sink (zero-out emulation, see engine.run.analysis._audit)"
+)
 ONE_OTHER = replace(ZERO_OUT, base_users=1, note="U = 2: one sub-query spends all of epsilon")
 VALUE = AuditPlan(
     base_users=0,
@@ -60,7 +62,7 @@ MOVE = AuditPlan(
 
 @dataclass(frozen=True)
 class NoiseCase:
-    """One neighbouring pair of the raw-output noise audit (:mod:`engine.run.noise_audit`): its ``name``, the
+    """One neighbouring pair of the raw-output noise audit (:mod:`engine.run.analysis.noise_audit`): its ``name``, the
     mechanism's ``params``, the map's ``depth``, the people in the sink cell; ``metric_move_m``: for a metric
     guarantee, one location moves this far; ``float_attack``: Mironov's floating-point test applies (the
     release measures a grid of single Laplace draws, or noisy locations); ``key`` is set by the registry."""

@@ -13,7 +13,7 @@ A release without such a law states why instead (a sentence in ``Release.noise``
 :class:`Measurements` are the raw noisy numbers a release rests on, as drawn, for the noise audits.
 
 Every class here is data (arrays, numbers, strings), so a release that carries one stays cacheable;
-:func:`part` registers the classes the disk cache may rebuild (:mod:`engine.run.result_cache`).
+:func:`part` registers the classes the disk cache may rebuild (:mod:`engine.run.execution._result_cache`).
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ class NoiseModel:
 @dataclass(frozen=True, eq=False)
 class Measurements:
     """The raw noisy numbers a release rests on, as drawn (before post-processing): what the noise audits
-    (:mod:`engine.run.noise_audit`, :mod:`engine.run.audit`) read.
+    (:mod:`engine.run.analysis.noise_audit`, :mod:`engine.run.analysis._audit`) read.
 
     ``grid``: noisy counts over square cells of side ``cell_m`` metres from the map's south-west corner
     (``grid[iy, ix]``), where the release measured such a grid (the identity's cells, UG's cells, SNH's

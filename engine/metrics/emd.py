@@ -441,7 +441,7 @@ def _scale_for(shape) -> int:
     return 1 << min(52, 62 - bits)
 
 
-def _to_int(p: np.ndarray, S: int) -> tuple[np.ndarray, float]:
+def to_integers(p: np.ndarray, S: int) -> tuple[np.ndarray, float]:
     """Normalise ``p`` to sum 1 and round ``p*S`` to int64 summing exactly to ``S``.
 
     Returns the integers (flat) and ``||p/sum(p) - P/S||_1`` (computed exactly up to
@@ -469,8 +469,8 @@ def _integer_problem(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, int, flo
     ny, nx = p.shape
     diam = (ny - 1) + (nx - 1)
     S = _scale_for(p.shape)
-    P, ep = _to_int(p, S)
-    Q, eq = _to_int(q, S)
+    P, ep = to_integers(p, S)
+    Q, eq = to_integers(q, S)
     # W1 triangle inequality: |EMD(p,q) - EMD(P/S,Q/S)| <= W1(p,P/S) + W1(q,Q/S),
     # and W1 between two unit masses <= diameter * L1 / 2; the relative slack
     # covers the float summation of the L1 errors themselves.

@@ -6,7 +6,7 @@ planner all take their margins from here.
 (``Release.noise``, :class:`engine.mechanisms.noise_model.NoiseModel`): released units (a cell, a UG cell,
 a PrivTree leaf, an Adaptive HH node, a region of Laplace over regions), unit k released ``c_k + eta_k`` with
 noise of standard deviation sigma_k and spread it over its cells (``S[cell, k]``, each column summing to 1).
-A region with area weights ``A`` (:mod:`engine.data.regions`) takes the share ``f = (A S)[r, k]`` of unit k,
+A region with area weights ``A`` (:mod:`engine.data.region_geometry`) takes the share ``f = (A S)[r, k]`` of unit k,
 so its estimate is ``sum_k f_rk (c_k + eta_k)`` and its error has two parts:
 
 * **noise**, exact: variance ``sum_k f_rk^2 sigma_k^2``: cells that share one draw move together, so their
@@ -94,7 +94,7 @@ def basis_of(release) -> str:
 
 
 def region_margins(release, regions) -> Margins:
-    """Estimates and 95 % margins of ``regions`` (:class:`engine.data.regions.Regions` over the release's
+    """Estimates and 95 % margins of ``regions`` (:class:`engine.data.region_geometry.Regions` over the release's
     domain) from the release alone (see the module docstring)."""
     est = regions.aggregate(release.summed_map())  # the hierarchical tree's least-squares leaves, not its map
     R = len(regions)
@@ -172,7 +172,7 @@ def spread_share(f: np.ndarray) -> np.ndarray:
 
 def block_margins(release, crs: str, k: int) -> Margins:
     """The 95 % margin of every square of ``k`` x ``k`` cells (row-major blocks), as a map's hover sums them."""
-    from ..data.regions import block_regions
+    from ..data.region_geometry import block_regions
 
     return region_margins(release, block_regions(release.domain, crs, k))
 
@@ -180,7 +180,7 @@ def block_margins(release, crs: str, k: int) -> Margins:
 def cell_margins(release, crs: str = "") -> Margins:
     """The 95 % margin of every cell of the release's grid (row-major), spreading bound included: a cell
     inside a larger unit (a UG cell, a leaf) carries the bound of its share of that unit's count."""
-    from ..data.regions import grid_regions
+    from ..data.region_geometry import grid_regions
 
     return region_margins(release, grid_regions(release.domain, crs))
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 def ledger_total(dataset: str, options: dict) -> float:
     """The ε the dataset's releases spent (what its limit counts)."""
-    from engine.run.ledger import BudgetStore, fingerprint_source
+    from engine.run.bookkeeping import BudgetStore, fingerprint_source
 
     return BudgetStore().spent(fingerprint_source(dataset, options))
 
 
 def evaluated_total(dataset: str, options: dict) -> float:
     """The ε of the dataset's Evaluate runs (listed apart, never counted against the limit)."""
-    from engine.run.ledger import BudgetStore, fingerprint_source
+    from engine.run.bookkeeping import BudgetStore, fingerprint_source
 
     return BudgetStore(table="evaluations").spent(fingerprint_source(dataset, options))

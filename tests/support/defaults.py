@@ -12,7 +12,7 @@ from scipy import stats
 
 from engine.bench.shapes import shape_cities
 from engine.mechanisms import RunContext, get
-from engine.run.runner import load_dataset
+from engine.run import load_dataset
 
 SEEDS = 8
 T_CRIT = stats.t.ppf(1 - 1e-4, SEEDS - 1)

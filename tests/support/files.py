@@ -163,7 +163,7 @@ def districts_geojson() -> bytes:
     """Four districts (quarters of the synthetic city's public region) with a code and a name."""
     import shapely
 
-    from engine.run.runner import load_dataset
+    from engine.run import load_dataset
 
     x0, y0, x1, y1 = load_dataset("synthetic:polycentric", {"n": 20000}).meta.bbox
     xm, ym = (x0 + x1) / 2, (y0 + y1) / 2

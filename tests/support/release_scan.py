@@ -177,7 +177,7 @@ def secrets_of(path: Path, crs: str | None = None, folders=(), texts: dict | Non
 def ledger_fingerprint(path: Path) -> dict[str, str]:
     """The ledger's fingerprint of the people in an uploaded ``path`` (a hash of them, as good as the file's)."""
     from engine.data.files import load_file
-    from engine.run.people import fingerprint_people
+    from engine.run.bookkeeping import fingerprint_people
 
     fp = fingerprint_people(load_file(path.read_bytes(), path.name)).split(":")[-1]
     return hex_forms("the ledger's fingerprint of the file", fp)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ParamError
-from .samplers import _one_minus_r, _positive, _prob, dl_r, polya_difference
+from .samplers import check_positive, check_probability, dl_r, polya_difference, polya_success
 
 # -------------------------------------------- distributed discrete Laplace (Pólya)
 
@@ -39,8 +39,8 @@ def polya_difference_epsilon(
     from scipy.special import logsumexp
     from scipy.stats import nbinom
 
-    r = _prob("Pólya parameter r", r)
-    p = _one_minus_r(r, one_minus_r)
+    r = check_probability("Pólya parameter r", r)
+    p = polya_success(r, one_minus_r)
     if alpha <= 0:
         return math.inf
     unit = -math.log(r) if one_minus_r is None else -math.log1p(-p)
@@ -182,7 +182,7 @@ def polya_difference_sum(
     replaces the discrete-Laplace part of shards with ``m >= N``: noise =
     DL(t) + Polya((m-N)/N) difference.
     """
-    t = _positive("discrete Laplace scale", t)
+    t = check_positive("discrete Laplace scale", t)
     r = dl_r(t)
     if not 0 < r < 1:
         raise ParamError(f"discrete Laplace scale {t} is too small or too large to sample")

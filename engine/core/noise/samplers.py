@@ -14,14 +14,14 @@ from ..errors import ParamError
 # ----------------------------------------------------------------------- checks
 
 
-def _positive(name: str, value: float) -> float:
+def check_positive(name: str, value: float) -> float:
     v = float(value)
     if not (math.isfinite(v) and v > 0):
         raise ParamError(f"{name} must be a positive finite number (got {value})")
     return v
 
 
-def _prob(name: str, value: float, *, open_hi: bool = True) -> float:
+def check_probability(name: str, value: float, *, open_hi: bool = True) -> float:
     v = float(value)
     ok = 0 < v < 1 if open_hi else 0 < v <= 1
     if not (math.isfinite(v) and ok):
@@ -31,12 +31,12 @@ def _prob(name: str, value: float, *, open_hi: bool = True) -> float:
 
 def dl_r(t: float) -> float:
     """Discrete-Laplace parameter ``r = exp(-1/t)`` from its scale ``t``."""
-    return math.exp(-1.0 / _positive("discrete Laplace scale", t))
+    return math.exp(-1.0 / check_positive("discrete Laplace scale", t))
 
 
 def dl_scale(r: float) -> float:
     """Discrete-Laplace scale ``t = -1/ln r`` from its parameter ``r``."""
-    return -1.0 / math.log(_prob("discrete Laplace parameter r", r))
+    return -1.0 / math.log(check_probability("discrete Laplace parameter r", r))
 
 
 def dl_variance(t: float) -> float:
@@ -65,12 +65,12 @@ def dl_cdf(k, t: float) -> np.ndarray:
 
 def laplace(rng: np.random.Generator, scale: float, size=None) -> np.ndarray:
     """Laplace(0, scale) noise (float64)."""
-    return rng.laplace(0.0, _positive("Laplace scale", scale), size)
+    return rng.laplace(0.0, check_positive("Laplace scale", scale), size)
 
 
 def gaussian(rng: np.random.Generator, sigma: float, size=None) -> np.ndarray:
     """Gaussian N(0, sigma^2) noise (float64)."""
-    return rng.normal(0.0, _positive("Gaussian sigma", sigma), size)
+    return rng.normal(0.0, check_positive("Gaussian sigma", sigma), size)
 
 
 def discrete_laplace(rng: np.random.Generator, t: float, size=None) -> np.ndarray:
@@ -80,18 +80,18 @@ def discrete_laplace(rng: np.random.Generator, t: float, size=None) -> np.ndarra
     with success probability ``1 - r`` (numpy's geometric counts from 1; the
     offsets cancel). Returns int64.
     """
-    p = -math.expm1(-1.0 / _positive("discrete Laplace scale", t))  # 1 - r without cancellation
+    p = -math.expm1(-1.0 / check_positive("discrete Laplace scale", t))  # 1 - r without cancellation
     d = np.asarray(rng.geometric(p, size), dtype=np.int64) - np.asarray(rng.geometric(p, size), dtype=np.int64)
     return d if size is not None else d[()]  # size=None: an int64 scalar
 
 
-def _one_minus_r(r: float, one_minus_r: float | None) -> float:
+def polya_success(r: float, one_minus_r: float | None) -> float:
     """Success probability ``1 - r`` of the Pólya law: ``1.0 - r`` loses relative
     precision when ``r`` is close to 1 (large scales), so callers that know the
     scale pass ``one_minus_r`` computed as ``-expm1(-1/t)`` (= ``-expm1(-eps/Δ)``)."""
     if one_minus_r is None:
         return 1.0 - r
-    p = _prob("Pólya parameter 1 - r", one_minus_r)
+    p = check_probability("Pólya parameter 1 - r", one_minus_r)
     if abs((1.0 - p) - r) > 1e-12:
         raise ParamError(f"one_minus_r = {one_minus_r} does not match r = {r}")
     return p
@@ -106,8 +106,8 @@ def polya(
     float64 throughout (never float16).
     ``one_minus_r``: ``1 - r`` computed without cancellation (``-expm1(-1/t)``),
     used instead of ``1.0 - r`` when given (precision for r close to 1)."""
-    r = _prob("Pólya parameter r", r)
-    p = _one_minus_r(r, one_minus_r)
+    r = check_probability("Pólya parameter r", r)
+    p = polya_success(r, one_minus_r)
     a = np.asarray(alpha, dtype=np.float64)
     if not np.all(np.isfinite(a)) or np.any(a < 0):
         raise ParamError("Pólya shape alpha must be finite and non-negative")
@@ -141,7 +141,7 @@ def planar_laplace(rng: np.random.Generator, eps: float, size: int | None = None
     """
     from scipy.special import lambertw
 
-    eps = _positive("planar Laplace epsilon", eps)
+    eps = check_positive("planar Laplace epsilon", eps)
     n = 1 if size is None else int(size)
     theta = rng.uniform(0.0, 2 * np.pi, n)
     p = rng.random(n)
@@ -163,7 +163,7 @@ def planar_laplace_radius_cdf(r, eps: float) -> np.ndarray:
 def rr_keep_probability(eps: float, k: int = 2) -> float:
     """Probability that k-ary randomized response reports the true value,
     ``e^eps / (e^eps + k - 1)`` (binary: ``e^eps/(1+e^eps)``)."""
-    eps = _positive("randomized response epsilon", eps)
+    eps = check_positive("randomized response epsilon", eps)
     if k < 2:
         raise ParamError("randomized response needs at least 2 categories")
     return 1.0 / (1.0 + (k - 1) * math.exp(-eps))
@@ -239,7 +239,7 @@ def unary_encoding_counts(rng: np.random.Generator, counts, n: int, eps: float, 
 
 
 def unary_encoding_pq(eps: float, optimized: bool = True) -> tuple[float, float]:
-    eps = _positive("unary encoding epsilon", eps)
+    eps = check_positive("unary encoding epsilon", eps)
     if optimized:
         return 0.5, 1.0 / (math.exp(eps) + 1.0)
     p = 1.0 / (1.0 + math.exp(-eps / 2))
@@ -269,12 +269,12 @@ def quantile_epsilon(alpha: float, scale: float, d_in: int = 1) -> float:
     """The ε of :func:`noisy_quantile` at ``scale`` when neighbours differ in ``d_in`` values (inserted or
     deleted): ``2 d_in max(alpha, 1 - alpha) / scale``, OpenDP's ``make_private_quantile`` map (the
     exponential mechanism's factor 2: a score is not monotone in the data)."""
-    return 2.0 * d_in * max(alpha, 1 - alpha) / _positive("quantile scale", scale)
+    return 2.0 * d_in * max(alpha, 1 - alpha) / check_positive("quantile scale", scale)
 
 
 def quantile_scale(alpha: float, epsilon: float, d_in: int = 1) -> float:
     """The scale at which :func:`noisy_quantile` spends ``epsilon`` (the inverse of :func:`quantile_epsilon`)."""
-    return 2.0 * d_in * max(alpha, 1 - alpha) / _positive("quantile epsilon", epsilon)
+    return 2.0 * d_in * max(alpha, 1 - alpha) / check_positive("quantile epsilon", epsilon)
 
 
 def noisy_quantile(rng: np.random.Generator, values, candidates, alpha: float, scale: float) -> float:
@@ -282,6 +282,6 @@ def noisy_quantile(rng: np.random.Generator, values, candidates, alpha: float, s
     whose minus score plus Exponential(``scale``) noise is largest (report noisy max with exponential noise,
     McKenna & Sheldon 2020, whose law is permute-and-flip's), as OpenDP's ``make_private_quantile`` under
     ``max_divergence`` draws it; ε from :func:`quantile_epsilon`."""
-    _prob("quantile", alpha)
+    check_probability("quantile", alpha)
     s = quantile_scores(values, candidates, alpha)
     return float(np.asarray(candidates, dtype=np.float64)[np.argmax(rng.exponential(scale, s.size) - s)])

@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from ..errors import Cancelled, ParamError
-from .samplers import _positive
+from .samplers import check_positive
 
 # ------------------------------------------- secure-mode exact samplers (OS entropy)
 # Exact constructions on fair bits of the operating system's CSPRNG (see the module
@@ -152,11 +152,11 @@ def secure_binomial(m, p: float, cancel_cb=None) -> np.ndarray:
 def planar_lattice_step(eps: float) -> float:
     """The lattice step ``u`` of secure planar Laplace: the largest power of two at most
     ``1 / (1000 eps)`` (metres when eps is per metre)."""
-    eps = _positive("planar Laplace epsilon", eps)
+    eps = check_positive("planar Laplace epsilon", eps)
     return 2.0 ** math.floor(math.log2(1.0 / (PLANAR_LATTICE_FRACTION * eps)))
 
 
-def _accept_planar(k1: np.ndarray, k2: np.ndarray, b: float, s: float) -> np.ndarray:
+def accept_planar(k1: np.ndarray, k2: np.ndarray, b: float, s: float) -> np.ndarray:
     """Exact Bernoulli(exp(-g)) per lattice vector, ``g = b |k|_2 - |k|_1 / s >= 0``.
 
     A 53-bit uniform U (the real uniform lies in [U, U + 2^-53)) is compared with the float

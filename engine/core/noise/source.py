@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import Cancelled, ParamError
 from .polya import ShardNoise, polya_difference_sum
 from .samplers import (
-    _positive,
+    check_positive,
     discrete_laplace,
     gaussian,
     laplace,
@@ -24,7 +24,7 @@ from .samplers import (
     unary_encoding_pq,
 )
 from .secure import (
-    _accept_planar,
+    accept_planar,
     fresh_generator,
     planar_lattice_step,
     secure_bernoulli,
@@ -98,7 +98,7 @@ class NoiseSource:
         ``map(d_in)`` gives the privacy loss (epsilon; rho for the Gaussian)."""
         if kind not in self._KINDS:
             raise ParamError(f"no OpenDP measurement for {kind!r}; expected one of {', '.join(self._KINDS)}")
-        return self._opendp(self._KINDS[kind], _positive(f"{kind} scale", scale))
+        return self._opendp(self._KINDS[kind], check_positive(f"{kind} scale", scale))
 
     def _secure_add(self, kind: str, scale: float, xa: np.ndarray, dtype):
         """``xa`` passed through OpenDP's vector measurement (same shape; a scalar for 0-d).
@@ -151,7 +151,7 @@ class NoiseSource:
         vector domain with ``l1_distance`` (the released values are OpenDP's output).
         Otherwise exactly ``x + rng.laplace(0, scale, x.shape)`` (the numbers of the
         seeded stream, bit for bit). ``x`` must be finite."""
-        scale = _positive("Laplace scale", scale)
+        scale = check_positive("Laplace scale", scale)
         xa = self._float_data(x)
         if self.secure:
             return self._secure_add("lap", scale, xa, np.float64)
@@ -161,7 +161,7 @@ class NoiseSource:
         """``x + N(0, sigma^2)`` per element, float64. Secure mode: ``x`` goes through
         OpenDP's ``make_gaussian`` (float64 vector domain, ``l2_distance``; its map is
         zCDP rho = Δ2^2/(2 sigma^2)). Otherwise exactly ``x + rng.normal(0, sigma, x.shape)``."""
-        sigma = _positive("Gaussian sigma", sigma)
+        sigma = check_positive("Gaussian sigma", sigma)
         xa = self._float_data(x)
         if self.secure:
             return self._secure_add("gauss", sigma, xa, np.float64)
@@ -172,7 +172,7 @@ class NoiseSource:
         ``x`` goes through OpenDP's ``make_laplace`` on an int64 vector domain with
         ``l1_distance`` (saturating at the int64 range). Otherwise exactly
         ``x + discrete_laplace(rng, scale, x.shape)``."""
-        t = _positive("discrete Laplace scale", scale)
+        t = check_positive("discrete Laplace scale", scale)
         xa = self._int_data(x_int)
         if self.secure:
             return self._secure_add("dlap", t, xa, np.int64)
@@ -183,7 +183,7 @@ class NoiseSource:
         mechanism, :func:`noisy_quantile`; ε from :func:`quantile_epsilon`). Secure mode: the values go through
         OpenDP's ``make_private_quantile`` (float64 values, symmetric distance, ``max_divergence``), which draws
         the same law exactly. ``values`` must be finite."""
-        scale = _positive("quantile scale", scale)
+        scale = check_positive("quantile scale", scale)
         xa = self._float_data(values).ravel()
         if not self.secure:
             return noisy_quantile(self.rng, xa, candidates, alpha, scale)
@@ -203,19 +203,19 @@ class NoiseSource:
         """Laplace(0, scale) noise alone (see the package docstring: adding it to real data
         outside OpenDP is not covered by OpenDP's proof; use :meth:`add_laplace`)."""
         if self.secure:
-            return self._secure_draw("lap", _positive("Laplace scale", scale), size, np.float64)
+            return self._secure_draw("lap", check_positive("Laplace scale", scale), size, np.float64)
         return laplace(self.rng, scale, size)
 
     def discrete_laplace(self, t: float, size=None) -> np.ndarray:
         """Discrete Laplace with scale ``t`` (``r = exp(-1/t)``), int64."""
         if self.secure:
-            return self._secure_draw("dlap", _positive("discrete Laplace scale", t), size, np.int64)
+            return self._secure_draw("dlap", check_positive("discrete Laplace scale", t), size, np.int64)
         return discrete_laplace(self.rng, t, size)
 
     def gaussian(self, sigma: float, size=None) -> np.ndarray:
         """N(0, sigma^2) noise alone (prefer :meth:`add_gaussian` for data)."""
         if self.secure:
-            return self._secure_draw("gauss", _positive("Gaussian sigma", sigma), size, np.float64)
+            return self._secure_draw("gauss", check_positive("Gaussian sigma", sigma), size, np.float64)
         return gaussian(self.rng, sigma, size)
 
     def polya(self, alpha, r: float, size=None, *, one_minus_r: float | None = None) -> np.ndarray | np.int64:
@@ -250,7 +250,7 @@ class NoiseSource:
         :meth:`add_planar_laplace` for locations."""
         if not self.secure:
             return planar_laplace(self.rng, eps, size)
-        eps = _positive("planar Laplace epsilon", eps)
+        eps = check_positive("planar Laplace epsilon", eps)
         n = 1 if size is None else int(size)
         u = planar_lattice_step(eps)
         out = self._planar_lattice(eps * u, n).astype(np.float64) * u
@@ -262,7 +262,7 @@ class NoiseSource:
         stream, so a seeded run repeats draw for draw). Secure mode: each location snapped to the lattice ``u Z^2``
         (:func:`planar_lattice_step`) and moved by ``u k``, ``P(k) ∝ exp(-eps u |k|_2)``: exact
         lattice points (package docstring, with the guarantee)."""
-        eps = _positive("planar Laplace epsilon", eps)
+        eps = check_positive("planar Laplace epsilon", eps)
         xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
         if not np.isfinite(xy).all():
             raise ParamError("the locations to noise must be finite numbers")
@@ -280,7 +280,7 @@ class NoiseSource:
         while todo.size:
             m = todo.size + todo.size // 3 + 8  # the acceptance rate is about pi/4
             k = np.asarray(self.discrete_laplace(s, (m, 2)), dtype=np.int64)
-            k = k[_accept_planar(k[:, 0], k[:, 1], b, s)][: todo.size]
+            k = k[accept_planar(k[:, 0], k[:, 1], b, s)][: todo.size]
             out[todo[: len(k)]] = k
             todo = todo[len(k) :]
         return out
@@ -304,7 +304,7 @@ class NoiseSource:
         import opendp.prelude as dp
 
         dp.enable_features("contrib")
-        f = 2.0 / (1.0 + math.exp(_positive("randomized response epsilon", eps)))  # 2 (1 - p), no cancellation
+        f = 2.0 / (1.0 + math.exp(check_positive("randomized response epsilon", eps)))  # 2 (1 - p), no cancellation
         key = ("rr", f)
         m = self._meas.get(key)
         if m is None:

@@ -19,7 +19,7 @@ The public region of a user's file is read off its points unless ``bbox`` (or, t
 bounding box rounded outward to a coarse grid (:func:`engine.data.projection.public_frame`), never the
 exact box, whose edges are four people's coordinates; ``meta.bbox_from_data`` is then True, which the
 engine reports as side information, and ``meta.extra["region_frame"]`` says which grid. A run may fit a
-smaller frame inside the region with DP quantiles (:mod:`engine.run.frame`).
+smaller frame inside the region with DP quantiles (:mod:`engine.run.execution._frame`).
 
 Files come from possibly hostile users of a shared server, so:
 
@@ -32,7 +32,7 @@ Files come from possibly hostile users of a shared server, so:
   GeoPackage with :mod:`sqlite3` (read-only queries under an authorizer, no views);
   only the Shapefile goes through GDAL, via fiona with ``driver="ESRI Shapefile"``, on
   members extracted under fixed names to a private directory, with GDAL's network
-  and VRT access off (:data:`GDAL_SAFE`);
+  and VRT access off (:data:`.shapefile.GDAL_SAFE`);
 - sizes are checked before anything is expanded (Parquet metadata, zip headers, feature
   counts), and messages never carry a library's own text, which could quote a line of a
   file or a server path.
@@ -55,10 +55,11 @@ check; a cluster across the antimeridian gets a region that crosses it (see
 Layout: this module is the registry's ``file`` source; :mod:`.load` the entry point
 (:func:`load_file`) and :mod:`.isolate` the same in a child process under memory and time limits
 (:func:`~.isolate.load_file_isolated`, what the dashboard and the CLI use); one reader per format
-(:mod:`.tables` for CSV, :mod:`.geojson`, :mod:`.parquet`, :mod:`.gpkg`, :mod:`.shapefile`), the
-steps the vector readers share (:mod:`.vector`), CRS definitions (:mod:`.crs`) and the limits, type
-checks, reading context and column matching (:mod:`.common`); a file of regions (:mod:`.polygons`) and its
-edges carried to another CRS on course (:mod:`.reproject`).
+(:mod:`.delimited` for CSV, :mod:`.geojson`, :mod:`.parquet`, :mod:`.gpkg`, :mod:`.shapefile`), the
+steps the vector readers share (:mod:`.vector`), a table's columns found by name and read as coordinates and
+attributes (:mod:`.columns`), CRS definitions and the CRS an analyst gives (:mod:`.crs`), the limits
+(:mod:`.upload_limits`), a read's type checks and context (:mod:`.reading`); a file of regions
+(:mod:`.polygons`) and its edges carried to another CRS on course (:mod:`.reproject`).
 """
 
 from __future__ import annotations
@@ -67,10 +68,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...core.errors import ParamError
+from ...core.errors import ParamError, shown_text
 from ...core.params import Param
-from .common import SUPPORTED, _short
 from .load import READERS, load_file
+from .reading import SUPPORTED
 
 __all__ = ["READERS", "load_file"]
 
@@ -107,7 +108,7 @@ def _parse_frame(text: str) -> tuple[float, float, float, float]:
     except ValueError:
         vals = ()
     if len(vals) != 4 or not np.isfinite(vals).all():
-        raise ParamError(f"bbox is lon_min,lat_min,lon_max,lat_max in degrees (got {_short(text, 60)!r})")
+        raise ParamError(f"bbox is lon_min,lat_min,lon_max,lat_max in degrees (got {shown_text(text, 60)!r})")
     return vals
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 
-from ...core.errors import DataError
+from ...core.errors import DataError, ParamError, shown_text
 
 # Web Mercator's WKT1 from GDAL carries "+nadgrids=@null": PROJ's built-in null grid, no file
 _NULL_GRID = re.compile(r"(?i)\+nadgrids=@null\b")
@@ -108,3 +108,55 @@ def proj_offline() -> None:
     import pyproj.network
 
     pyproj.network.set_network_enabled(False)
+
+
+_CRS_CODE = re.compile(r"(?i)urn:ogc:def:crs:[a-z0-9_]+:[0-9.]*:[a-z0-9_.]+|[a-z0-9_]+:[a-z0-9_.]+")
+
+
+def named_crs(s):
+    """A CRS from an authority code (``EPSG:27700``, ``urn:ogc:def:crs:EPSG::3857``,
+    ``OGC:CRS84``), or None. Nothing else is passed to PROJ, which could read a file for
+    other forms (``+init=``, grids)."""
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    if not isinstance(s, str) or not _CRS_CODE.fullmatch(s.strip()):
+        return None
+    try:
+        return CRS.from_user_input(s.strip())
+    except CRSError:
+        return None
+
+
+CRS_FORMS = "an EPSG code such as EPSG:27700, or a PROJ string such as +proj=utm +zone=36 +units=km +datum=WGS84"
+# where each door takes the CRS of a file that declares none: a file of locations, a polygon file of regions
+CRS_WHERE = {
+    "points": "the upload's CRS field, or --data-opt crs=... on the command line",
+    "regions": "the regions' CRS field, or --regions-crs on the command line",
+}
+
+
+def check_crs(crs):
+    """The CRS an analyst gives for coordinates a file does not georeference: an authority code, or a PROJ
+    string of a projection's parameters (:func:`proj_string_crs`: nothing that names a file)."""
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    if crs in (None, ""):
+        return None
+    if isinstance(crs, CRS):
+        return crs
+    text = str(crs).strip()
+    if text.startswith("+"):
+        try:
+            return proj_string_crs(text, "the CRS given")
+        except CRSError:
+            raise ParamError(f"PROJ could not read the CRS {shown_text(text, 80)!r}: give {CRS_FORMS}") from None
+    out = named_crs(f"EPSG:{text}" if text.isdigit() else text)
+    if out is None:
+        raise ParamError(f"unknown CRS {shown_text(text, 60)!r}: give {CRS_FORMS}")
+    return out
+
+
+def is_wgs84(crs) -> bool:
+    return crs is not None and (crs.equals("EPSG:4326", ignore_axis_order=True) or crs.equals("OGC:CRS84"))

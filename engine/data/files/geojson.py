@@ -8,16 +8,19 @@ import math
 
 import numpy as np
 
-from ...core.errors import DataError
-from .common import _LOOKS, MAX_COLUMNS, _Ctx, _find_columns, _looks_like, _named_crs, _short, _size, memory_budget
-from .vector import _vector
+from ...core.errors import DataError, shown_bytes, shown_text
+from .columns import find_columns
+from .crs import named_crs
+from .reading import LOOKS, ReadContext, looks_like
+from .upload_limits import MAX_COLUMNS, memory_budget
+from .vector import read_vector
 
 # ------------------------------------------------------------------ GeoJSON (stdlib json, no GDAL)
 _GEOMETRIES = ("Point", "MultiPoint", "LineString", "MultiLineString", "Polygon", "MultiPolygon", "GeometryCollection")
 _NESTING = {"MultiPoint": 1, "LineString": 1, "MultiLineString": 2, "Polygon": 2, "MultiPolygon": 3}
 
 
-class _BadGeometry(Exception):
+class BadGeometry(Exception):
     pass
 
 
@@ -27,39 +30,39 @@ def _position(p) -> tuple[float, float]:
         try:
             x, y = float(p[0]), float(p[1])
         except OverflowError:  # an integer beyond float range
-            raise _BadGeometry("coordinate") from None
+            raise BadGeometry("coordinate") from None
         if math.isfinite(x) and math.isfinite(y):
             return x, y
-    raise _BadGeometry("coordinate")
+    raise BadGeometry("coordinate")
 
 
 def _positions(a, depth: int):
     if not isinstance(a, list):
-        raise _BadGeometry("coordinate")
+        raise BadGeometry("coordinate")
     return [_position(p) for p in a] if depth == 1 else [_positions(p, depth - 1) for p in a]
 
 
-def _shape(g, depth: int = 0):
+def geojson_shape(g, depth: int = 0):
     """A shapely geometry from a validated GeoJSON geometry object (not a Point)."""
     import shapely.geometry
 
     if not isinstance(g, dict) or g.get("type") not in _GEOMETRIES:
-        raise _BadGeometry("geometry")
+        raise BadGeometry("geometry")
     if g["type"] == "GeometryCollection":
         parts = g.get("geometries")
         if not isinstance(parts, list) or depth > 3:
-            raise _BadGeometry("geometry")
-        return shapely.geometry.GeometryCollection([_shape(p, depth + 1) for p in parts])
+            raise BadGeometry("geometry")
+        return shapely.geometry.GeometryCollection([geojson_shape(p, depth + 1) for p in parts])
     if g["type"] == "Point":
         return shapely.geometry.Point(_position(g.get("coordinates")))
     coords = _positions(g.get("coordinates"), _NESTING[g["type"]])
     try:
         return shapely.geometry.shape({"type": g["type"], "coordinates": coords})
     except Exception:  # too few positions for a line or ring
-        raise _BadGeometry("geometry") from None
+        raise BadGeometry("geometry") from None
 
 
-def _geojson_crs(obj: dict, c: _Ctx):
+def geojson_crs(obj: dict, c: ReadContext):
     """The CRS a GeoJSON declares in the old (2008) ``crs`` member, or None."""
     member = obj.get("crs")
     if member is None:
@@ -71,9 +74,9 @@ def _geojson_crs(obj: dict, c: _Ctx):
         )
     props = member.get("properties") if isinstance(member, dict) else None
     label = props.get("name") if isinstance(props, dict) and member.get("type") == "name" else None
-    crs = _named_crs(label)
+    crs = named_crs(label)
     if crs is None:
-        shown = f" {_short(label, 60)!r}" if isinstance(label, str) else ""
+        shown = f" {shown_text(label, 60)!r}" if isinstance(label, str) else ""
         raise DataError(
             f'{c.name} declares a CRS{shown} in its "crs" member that is not a known CRS: give an authority code '
             '(e.g. "urn:ogc:def:crs:EPSG::27700"), or remove the member if the coordinates are WGS84 '
@@ -82,25 +85,25 @@ def _geojson_crs(obj: dict, c: _Ctx):
     return crs
 
 
-def _parse_memory(data: bytes) -> int:
+def parse_memory(data: bytes) -> int:
     """Roughly the bytes :func:`json.loads` and the reader take for ``data``, from a count of its brackets
     and commas (C speed, no decoding): a list ~120 bytes, an object ~250, a value ~32, two copies of the text."""
     return 120 * data.count(b"[") + 250 * data.count(b"{") + 32 * data.count(b",") + 2 * len(data)
 
 
-def _read_geojson(data: bytes, c: _Ctx):
+def read_geojson(data: bytes, c: ReadContext):
     import geopandas as gpd
     import pandas as pd
     import shapely
 
-    looks = _looks_like(data)
+    looks = looks_like(data)
     if looks != "json":
-        raise c.refuse(f"its bytes are {_LOOKS[looks]}" if looks != "text" else "it is text that is not JSON")
-    need, budget = _parse_memory(data), memory_budget(len(data))
+        raise c.refuse(f"its bytes are {LOOKS[looks]}" if looks != "text" else "it is text that is not JSON")
+    need, budget = parse_memory(data), memory_budget(len(data))
     if need > budget:
         raise DataError(
-            f"{c.name} would need about {_size(need)} of memory to parse as GeoJSON (each position and object "
-            f"takes many times its text), over the limit of {_size(budget)} (HEATMAP_PARSE_MEMORY_FACTOR times the "
+            f"{c.name} would need about {shown_bytes(need)} of memory to parse as GeoJSON (each position and object "
+            f"takes many times its text), over the limit of {shown_bytes(budget)} (HEATMAP_PARSE_MEMORY_FACTOR times the "
             "file plus HEATMAP_PARSE_MEMORY_MB): convert it to CSV or GeoParquet"
         )
     try:
@@ -122,7 +125,7 @@ def _read_geojson(data: bytes, c: _Ctx):
         raise c.too_many(len(feats), "features")
     if not feats:
         raise DataError(f"{c.name} holds no features")
-    declared = _geojson_crs(obj, c)
+    declared = geojson_crs(obj, c)
     geoms = np.full(len(feats), None, dtype=object)
     props, pi, px, py = [], [], [], []
     count = 0  # points, counting each point of a MultiPoint
@@ -149,9 +152,9 @@ def _read_geojson(data: bytes, c: _Ctx):
                 more = _polygon_extent(g)
                 parts, vertices = parts + more[0], vertices + more[1]
                 c.check_region_size(vertices, parts, "counted before decoding")
-            geoms[i] = _shape(g)
+            geoms[i] = geojson_shape(g)
             count += len(geoms[i].geoms) if geoms[i].geom_type == "MultiPoint" else 1
-        except _BadGeometry as exc:
+        except BadGeometry as exc:
             raise DataError(
                 f"{c.name}: feature {i + 1} has an invalid {exc.args[0]}"
                 + (
@@ -167,10 +170,10 @@ def _read_geojson(data: bytes, c: _Ctx):
     keys = dict.fromkeys(k for p in props for k in p)
     if len(keys) > MAX_COLUMNS:
         raise c.refuse(f"its features have {len(keys):,} property names, over the limit of {MAX_COLUMNS:,}")
-    used = _find_columns(list(keys), _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
+    used = find_columns(list(keys), attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
     cols = {used[r]: [p.get(used[r]) for p in props] for r in c.roles if used[r] is not None}
     gdf = gpd.GeoDataFrame(pd.DataFrame(cols, index=range(len(feats))), geometry=gpd.GeoSeries(geoms))
-    return _vector(gdf, declared, used, c)
+    return read_vector(gdf, declared, used, c)
 
 
 def _polygon_extent(g) -> tuple[int, int]:
@@ -182,5 +185,5 @@ def _polygon_extent(g) -> tuple[int, int]:
     return len(polys), sum(len(r) for p in polys for r in p if isinstance(r, list))
 
 
-def _attr_columns(c: _Ctx) -> dict:
+def attr_columns(c: ReadContext) -> dict:
     return {k: v for k, v in (c.columns or {}).items() if k not in ("lat", "lon")}

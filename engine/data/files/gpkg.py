@@ -7,32 +7,23 @@ import struct
 
 import numpy as np
 
-from ...core.errors import DataError
-from .common import (
-    _LOOKS,
-    EXPANSION,
-    GPKG_STEPS,
-    MAX_COLUMNS,
-    _Ctx,
-    _find_columns,
-    _list,
-    _looks_like,
-    _short,
-    _size,
-)
+from ...core.errors import DataError, shown_bytes, shown_list, shown_text
+from .columns import find_columns
 from .crs import safe_crs
-from .geojson import _attr_columns
-from .vector import _vector
+from .geojson import attr_columns
+from .reading import LOOKS, ReadContext, looks_like
+from .upload_limits import EXPANSION, GPKG_STEPS, MAX_COLUMNS
+from .vector import read_vector
 
 # ------------------------------------------------------------------ GeoPackage (sqlite3, no GDAL)
 _ENVELOPE = (0, 32, 48, 48, 64)  # bytes of the envelope in a GeoPackage geometry header, by its indicator
 
 
-def _read_gpkg(data: bytes, c: _Ctx):
+def read_gpkg(data: bytes, c: ReadContext):
     import sqlite3
 
     if not data.startswith(b"SQLite format 3\0"):
-        raise c.refuse(f"its bytes are {_LOOKS[_looks_like(data)]}")
+        raise c.refuse(f"its bytes are {LOOKS[looks_like(data)]}")
     con = sqlite3.connect(":memory:")
     steps, budget = [0], GPKG_STEPS + c.max_points // 10
 
@@ -75,7 +66,7 @@ def _quote(ident: str) -> str:
     return '"' + str(ident).replace('"', '""') + '"'
 
 
-def _gpkg_layer(con, c: _Ctx):
+def _gpkg_layer(con, c: ReadContext):
     import geopandas as gpd
     import pandas as pd
     import shapely
@@ -87,19 +78,23 @@ def _gpkg_layer(con, c: _Ctx):
     contents = [(str(n), str(d)) for n, d in con.execute("SELECT table_name, data_type FROM gpkg_contents")]
     layers = [n for n, d in contents if d.lower() == "features"]
     if not layers:
-        raise DataError(f"{c.name} holds no vector (features) layer; its contents are: {_list(n for n, _ in contents)}")
+        raise DataError(
+            f"{c.name} holds no vector (features) layer; its contents are: {shown_list(n for n, _ in contents)}"
+        )
     if c.layer not in (None, ""):
         if c.layer not in layers:
-            raise DataError(f"{c.name} has no layer named {_short(c.layer, 40)!r}; its layers are: {_list(layers)}")
+            raise DataError(
+                f"{c.name} has no layer named {shown_text(c.layer, 40)!r}; its layers are: {shown_list(layers)}"
+            )
         layer = c.layer
     elif len(layers) > 1:
         raise DataError(
-            f"{c.name} holds {len(layers)} layers ({_list(layers)}): choose one with layer=NAME (on the command "
+            f"{c.name} holds {len(layers)} layers ({shown_list(layers)}): choose one with layer=NAME (on the command "
             "line: --data-opt layer=NAME), or save the layer you want in a file of its own"
         )
     else:
         layer = layers[0]
-    shown = _short(layer, 40)
+    shown = shown_text(layer, 40)
     kind, sql = tables.get(layer, ("", ""))
     if kind != "table" or sql.lstrip().upper().startswith("CREATE VIRTUAL"):
         raise DataError(
@@ -119,14 +114,14 @@ def _gpkg_layer(con, c: _Ctx):
         raise c.too_many(n, "features")
     if n == 0:
         raise DataError(f"{c.name}: the layer {shown!r} holds no features")
-    used = _find_columns([x for x in cols if x != gcol], _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
+    used = find_columns([x for x in cols if x != gcol], attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
     keep = [used[r] for r in c.roles if used[r] is not None]
     cur = con.execute(f"SELECT {', '.join(_quote(x) for x in [gcol, *keep])} FROM {_quote(layer)}")
     budget, total, rows = EXPANSION * c.max_bytes, 0, []
     while batch := cur.fetchmany(10_000):
         total += sum(len(v) for r in batch for v in r if isinstance(v, (bytes, str)))
         if total > budget:
-            raise DataError(f"{c.name}: the layer {shown!r} holds over {_size(budget)} of data, too much to read")
+            raise DataError(f"{c.name}: the layer {shown!r} holds over {shown_bytes(budget)} of data, too much to read")
         rows.extend(batch)
     wkb, srs = _gpkg_geometries([r[0] for r in rows], c)
     nbytes = sum(len(w) for w in wkb if w is not None)
@@ -138,10 +133,10 @@ def _gpkg_layer(con, c: _Ctx):
     except Exception:
         raise c.refuse(f"a geometry of the layer {shown!r} is not valid") from None
     df = pd.DataFrame({k: [r[i + 1] for r in rows] for i, k in enumerate(keep)}, index=range(len(rows)))
-    return _vector(gpd.GeoDataFrame(df, geometry=gpd.GeoSeries(geoms)), declared, used, c)
+    return read_vector(gpd.GeoDataFrame(df, geometry=gpd.GeoSeries(geoms)), declared, used, c)
 
 
-def _gpkg_geometries(blobs, c: _Ctx):
+def _gpkg_geometries(blobs, c: ReadContext):
     """WKB (or None when empty) of each GeoPackage geometry blob, and the srs_ids they give."""
     out, srs = np.full(len(blobs), None, dtype=object), set()
     for i, b in enumerate(blobs):
@@ -156,7 +151,7 @@ def _gpkg_geometries(blobs, c: _Ctx):
     return out, srs
 
 
-def _gpkg_crs(con, srs_id, shown: str, c: _Ctx):
+def _gpkg_crs(con, srs_id, shown: str, c: ReadContext):
     from pyproj import CRS
     from pyproj.exceptions import CRSError
 
@@ -178,6 +173,6 @@ def _gpkg_crs(con, srs_id, shown: str, c: _Ctx):
             except CRSError:
                 pass
     raise DataError(
-        f"{c.name}: the CRS of the layer {shown!r} (srs_id {_short(srs_id, 20)}) is missing from the file or not "
+        f"{c.name}: the CRS of the layer {shown!r} (srs_id {shown_text(srs_id, 20)}) is missing from the file or not "
         "understood: save the file again with a known CRS (e.g. EPSG:4326)"
     )

@@ -31,13 +31,14 @@ import types
 from pathlib import Path
 from typing import NamedTuple
 
-from ...core.errors import DataError, ParamError
-from .common import MiB, MissingColumns, _env_number, _short, memory_budget
+from ...core.errors import DataError, ParamError, shown_text
+from .columns import MissingColumns
+from .upload_limits import MiB, env_number, memory_budget
 
 # the work done in a child imports these lazily: imported once in the forkserver, every child has them
 _PRELOAD = [
     "engine.data.files",
-    "engine.data.regions",
+    "engine.data.region_geometry",
     "engine.data.context",
     "scipy.sparse",
     "pandas",
@@ -57,7 +58,7 @@ TALLY = {"runs": 0, "cpu_s": 0.0}  # children started by this process and the CP
 
 def time_budget(size: int) -> float:
     """Seconds of wall time a parse may take for a file of ``size`` bytes."""
-    return _env_number("HEATMAP_PARSE_SECONDS", 20.0) + _env_number("HEATMAP_PARSE_SECONDS_PER_MB", 0.5) * size / MiB
+    return env_number("HEATMAP_PARSE_SECONDS", 20.0) + env_number("HEATMAP_PARSE_SECONDS_PER_MB", 0.5) * size / MiB
 
 
 def _context():
@@ -228,22 +229,22 @@ def run_isolated(fn, args: tuple, size: int, name: str, kwargs=None, work: str =
 def load_file_isolated(path_or_bytes, filename: str | None = None, **kwargs):
     """:func:`engine.data.files.load_file` run in a child process under memory and time limits
     (see the module docstring); same arguments, same Dataset or DataError/ParamError."""
-    from .common import upload_limits
     from .load import load_file
+    from .upload_limits import upload_limits
 
     env_bytes, env_points = upload_limits()  # read here: the forkserver's environment is the one it started with
     kwargs.setdefault("max_bytes", env_bytes)
     kwargs.setdefault("max_points", env_points)
-    source, name, size = _source(path_or_bytes, filename)
+    source, name, size = file_source(path_or_bytes, filename)
     size = min(size, kwargs["max_bytes"])  # a larger file is refused before it is parsed
     done = run_isolated(load_file, (source, filename), size, name, kwargs)
     done.result.meta.extra["parse_peak_bytes"] = done.peak_bytes
     return done.result
 
 
-def _source(path_or_bytes, filename: str | None) -> tuple:
+def file_source(path_or_bytes, filename: str | None) -> tuple:
     """(what the child reads: bytes or a path as text, the file's name for messages, its size)."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-        return bytes(path_or_bytes), _short(Path(filename or "the file").name), len(path_or_bytes)
+        return bytes(path_or_bytes), shown_text(Path(filename or "the file").name), len(path_or_bytes)
     path = Path(path_or_bytes)
-    return str(path), _short(Path(filename or path.name).name), path.stat().st_size if path.is_file() else 0
+    return str(path), shown_text(Path(filename or path.name).name), path.stat().st_size if path.is_file() else 0

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.errors import DataError, ParamError
+from ...core.errors import DataError, ParamError, shown_bytes, shown_text
 from ..dataset import Dataset, DatasetMeta, make_dataset
-from .common import KINDS, SUPPORTED, _check_crs, _Ctx, _deg, _short, _size, upload_limits
-from .crs import proj_offline
-from .geojson import _read_geojson
-from .gpkg import _read_gpkg
-from .parquet import _read_parquet
-from .shapefile import _read_shapefile
-from .tables import _read_csv
+from .crs import check_crs, proj_offline
+from .delimited import read_csv
+from .geojson import read_geojson
+from .gpkg import read_gpkg
+from .parquet import read_parquet
+from .reading import KINDS, SUPPORTED, ReadContext
+from .shapefile import read_shapefile
+from .upload_limits import upload_limits
 
 proj_offline()
 
@@ -57,21 +58,23 @@ def load_file(
         data = None
         filename = filename or path.name
         if not path.is_file():
-            raise DataError(f"no file at {_short(path, 200)}")
+            raise DataError(f"no file at {shown_text(path, 200)}")
         size = path.stat().st_size
-    name = _short(Path(filename).name)
+    name = shown_text(Path(filename).name)
     ext = Path(filename).suffix.lower()
     if ext == ".shp":
         raise DataError(f"{name}: upload a Shapefile as one .zip holding its .shp, .shx, .dbf and .prj files")
     if ext not in KINDS:
         raise DataError(
-            f"{name}: unsupported file type {_short(ext or '(no extension)', 20)!r}; supported: {SUPPORTED}"
+            f"{name}: unsupported file type {shown_text(ext or '(no extension)', 20)!r}; supported: {SUPPORTED}"
         )
     if size > max_bytes:
-        raise DataError(f"{name} is {_size(size)}, over the limit of {_size(max_bytes)} (HEATMAP_MAX_UPLOAD_MB)")
+        raise DataError(
+            f"{name} is {shown_bytes(size)}, over the limit of {shown_bytes(max_bytes)} (HEATMAP_MAX_UPLOAD_MB)"
+        )
     if size == 0:
         raise DataError(f"{name} is empty")
-    c = _Ctx(name, KINDS[ext], columns, _check_crs(crs), polygons, layer, max_bytes, max_points)
+    c = ReadContext(name, KINDS[ext], columns, check_crs(crs), polygons, layer, max_bytes, max_points)
     try:
         if data is None:
             try:
@@ -91,7 +94,7 @@ def load_file(
         raise c.refuse("its contents could not be parsed") from None
 
 
-def _finish(c: _Ctx, lon, lat, attrs, used, bbox) -> Dataset:
+def _finish(c: ReadContext, lon, lat, attrs, used, bbox) -> Dataset:
     if bbox is not None:
         bbox = tuple(float(v) for v in bbox)
         if len(bbox) != 4 or not (bbox[2] > bbox[0] and bbox[3] > bbox[1]):
@@ -124,8 +127,8 @@ def _finish(c: _Ctx, lon, lat, attrs, used, bbox) -> Dataset:
         description=desc,
         bbox=bbox or (0.0, 0.0, 0.0, 0.0),
         bbox_from_data=bbox is None,
-        value_name=_short(used.get("value") or ""),
-        flag_name=_short(used.get("flag") or ""),
+        value_name=shown_text(used.get("value") or ""),
+        flag_name=shown_text(used.get("flag") or ""),
         extra={"notes": c.notes, "columns": {k: v for k, v in used.items() if v is not None}},
     )
     try:
@@ -135,9 +138,13 @@ def _finish(c: _Ctx, lon, lat, attrs, used, bbox) -> Dataset:
 
 
 READERS = {
-    "csv": _read_csv,
-    "geojson": _read_geojson,
-    "parquet": _read_parquet,
-    "gpkg": _read_gpkg,
-    "shapefile": _read_shapefile,
+    "csv": read_csv,
+    "geojson": read_geojson,
+    "parquet": read_parquet,
+    "gpkg": read_gpkg,
+    "shapefile": read_shapefile,
 }
+
+
+def _deg(v: float, pos: str, neg: str) -> str:
+    return f"{abs(v):.4f}°{pos if v >= 0 else neg}"

@@ -6,24 +6,13 @@ from __future__ import annotations
 import io
 import json
 
-from ...core.errors import DataError
-from .common import (
-    _LOOKS,
-    EXPANSION,
-    MAX_COLUMNS,
-    ROLES,
-    MiB,
-    _Ctx,
-    _find_columns,
-    _looks_like,
-    _named_crs,
-    _short,
-    _size,
-)
-from .crs import safe_crs
-from .geojson import _attr_columns
-from .tables import _attributes, _coord_column, _row, _to_wgs84_table
-from .vector import _vector
+from ...core.errors import DataError, shown_bytes, shown_text
+from .columns import ROLES, coord_column, find_columns, row_label, table_attributes, to_wgs84_table
+from .crs import named_crs, safe_crs
+from .geojson import attr_columns
+from .reading import LOOKS, ReadContext, looks_like
+from .upload_limits import EXPANSION, MAX_COLUMNS, MiB
+from .vector import read_vector
 
 # ------------------------------------------------------------------ Parquet (pyarrow, no GDAL)
 _WIDTH = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12}
@@ -32,13 +21,13 @@ DECODE_FLOOR = 150 * MiB
 _GEO_ENCODINGS = {"wkb", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon"}
 
 
-def _read_parquet(data: bytes, c: _Ctx):
+def read_parquet(data: bytes, c: ReadContext):
     import geopandas as gpd
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if data[:4] != b"PAR1":
-        raise c.refuse(f"its bytes are {_LOOKS[_looks_like(data)]}")
+        raise c.refuse(f"its bytes are {LOOKS[looks_like(data)]}")
     if data[-4:] == b"PARE":
         raise c.refuse("it is an encrypted Parquet file")
     if len(data) < 12 or data[-4:] != b"PAR1":
@@ -59,12 +48,12 @@ def _read_parquet(data: bytes, c: _Ctx):
     if geo is None:
         if c.polygons == "keep":
             raise c.refuse("it has no GeoParquet geometry column, so it holds no polygons")
-        used = _find_columns(schema.names, c.columns, notes=c.notes)
+        used = find_columns(schema.names, c.columns, notes=c.notes)
         read = [used[r] for r in ROLES if used[r] is not None]
     else:
         geom_col, declared = geo
-        used = _find_columns(
-            [n for n in schema.names if n != geom_col], _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields
+        used = find_columns(
+            [n for n in schema.names if n != geom_col], attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields
         )
         read = list(dict.fromkeys([geom_col] + [used[r] for r in c.roles if used[r] is not None]))  # one per column
     _check_decoded_size(data, pf, read, c)
@@ -77,20 +66,20 @@ def _read_parquet(data: bytes, c: _Ctx):
         except Exception:
             raise c.refuse("its columns cannot be decoded") from None
         c.notes.append("Parquet file without GeoParquet metadata: read as a table of coordinates.")
-        lat = _coord_column(df[used["lat"]], used["lat"], "latitude", _row)
-        lon = _coord_column(df[used["lon"]], used["lon"], "longitude", _row)
-        lon, lat = _to_wgs84_table(lon, lat, used, c, _row)
-        return lon, lat, _attributes(df, used, csv_strings=False), used
+        lat = coord_column(df[used["lat"]], used["lat"], "latitude", row_label)
+        lon = coord_column(df[used["lon"]], used["lon"], "longitude", row_label)
+        lon, lat = to_wgs84_table(lon, lat, used, c, row_label)
+        return lon, lat, table_attributes(df, used, csv_strings=False), used
     try:
         gdf = gpd.read_parquet(io.BytesIO(data), columns=read)
     except Exception:
         raise c.refuse("its geometry column cannot be decoded") from None
     attrs = gdf.drop(columns=[gdf.geometry.name])
     gdf = gpd.GeoDataFrame(attrs, geometry=gpd.GeoSeries(gdf.geometry.to_numpy(), index=attrs.index))
-    return _vector(gdf, declared, used, c)
+    return read_vector(gdf, declared, used, c)
 
 
-def _geo_metadata(schema, c: _Ctx):
+def _geo_metadata(schema, c: ReadContext):
     """(primary geometry column, declared CRS or None) from GeoParquet's "geo" metadata, or None without it."""
     from pyproj import CRS
     from pyproj.exceptions import CRSError
@@ -108,7 +97,7 @@ def _geo_metadata(schema, c: _Ctx):
         raise c.refuse('its GeoParquet "geo" metadata does not name a geometry column of the file')
     enc = meta.get("encoding", "WKB")
     if not isinstance(enc, str) or enc.lower() not in _GEO_ENCODINGS:
-        raise c.refuse(f"its geometry encoding {_short(enc, 30)!r} is not one of GeoParquet's")
+        raise c.refuse(f"its geometry encoding {shown_text(enc, 30)!r} is not one of GeoParquet's")
     if "crs" not in meta:
         return col, CRS.from_user_input("OGC:CRS84")  # the GeoParquet default
     crs = meta["crs"]
@@ -118,7 +107,7 @@ def _geo_metadata(schema, c: _Ctx):
         if isinstance(crs, dict):
             return col, safe_crs(crs, f"{c.name}'s GeoParquet metadata")
         if isinstance(crs, str):
-            return col, _named_crs(crs) or safe_crs(crs, f"{c.name}'s GeoParquet metadata")
+            return col, named_crs(crs) or safe_crs(crs, f"{c.name}'s GeoParquet metadata")
     except (CRSError, ValueError, TypeError, KeyError):
         pass
     raise DataError(
@@ -127,7 +116,7 @@ def _geo_metadata(schema, c: _Ctx):
     )
 
 
-def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
+def _check_decoded_size(data: bytes, pf, read: list, c: ReadContext) -> None:
     """Refuse a Parquet file whose read columns would decode to more than EXPANSION times the
     file limit, from the footer (fixed-width values) and, for dictionary-encoded strings
     (where a short file can repeat a long value), from the dictionary and its indices."""
@@ -136,7 +125,7 @@ def _check_decoded_size(data: bytes, pf, read: list, c: _Ctx) -> None:
     _decoded_size(data, pf, read, c, budget)
 
 
-def _decoded_size(data: bytes, pf, read: list, c: _Ctx, budget: int | None = None) -> int:
+def _decoded_size(data: bytes, pf, read: list, c: ReadContext, budget: int | None = None) -> int:
     """Bytes the columns ``read`` decode to (see :func:`_check_decoded_size`; over ``budget``: refused)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -154,12 +143,12 @@ def _decoded_size(data: bytes, pf, read: list, c: _Ctx, budget: int | None = Non
             if kind == "BYTE_ARRAY":
                 if "DELTA_BYTE_ARRAY" in col.encodings:
                     raise c.refuse(
-                        f"the column {_short(top, 40)!r} uses the DELTA_BYTE_ARRAY encoding, whose decoded size "
+                        f"the column {shown_text(top, 40)!r} uses the DELTA_BYTE_ARRAY encoding, whose decoded size "
                         "cannot be checked before reading: write the file again with default settings"
                     )
                 if col.has_dictionary_page:
                     if top != col.path_in_schema:
-                        raise c.refuse(f"the nested column {_short(top, 40)!r} holds dictionary-encoded strings")
+                        raise c.refuse(f"the nested column {shown_text(top, 40)!r} holds dictionary-encoded strings")
                     dict_cols.add(top)
                 total += col.total_uncompressed_size
             elif kind == "FIXED_LEN_BYTE_ARRAY":
@@ -168,8 +157,8 @@ def _decoded_size(data: bytes, pf, read: list, c: _Ctx, budget: int | None = Non
                 total += col.num_values * _WIDTH.get(kind, 8)
     if budget is not None and total > budget:  # before any page is read: a dictionary page's size is in the footer
         raise DataError(
-            f"{c.name} would take over {_size(total)} once decoded, over the limit of {_size(budget)} "
-            f"({DECODE_FACTOR} times the file plus {_size(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
+            f"{c.name} would take over {shown_bytes(total)} once decoded, over the limit of {shown_bytes(budget)} "
+            f"({DECODE_FACTOR} times the file plus {shown_bytes(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
         )
     if dict_cols:
         names = sorted(dict_cols)
@@ -181,7 +170,7 @@ def _decoded_size(data: bytes, pf, read: list, c: _Ctx, budget: int | None = Non
                     total += pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
     if budget is not None and total > budget:
         raise DataError(
-            f"{c.name} would take {_size(total)} once decoded, over the limit of {_size(budget)} "
-            f"({DECODE_FACTOR} times the file plus {_size(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
+            f"{c.name} would take {shown_bytes(total)} once decoded, over the limit of {shown_bytes(budget)} "
+            f"({DECODE_FACTOR} times the file plus {shown_bytes(DECODE_FLOOR)}, at most {EXPANSION} times the file limit)"
         )
     return total

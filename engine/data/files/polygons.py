@@ -20,9 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.errors import DataError
-from .common import KINDS, REGION_ROLES, _check_crs, _Ctx, _short, _size, region_limits, upload_limits
+from ...core.errors import DataError, shown_bytes, shown_text
+from .columns import REGION_ROLES
+from .crs import check_crs
+from .reading import KINDS, ReadContext
 from .reproject import check_size
+from .upload_limits import region_limits, upload_limits
 
 POLYGON_KINDS = ("geojson", "parquet", "gpkg", "shapefile")
 MAX_REGIONS = 50_000
@@ -69,16 +72,16 @@ def load_polygons(
         path = Path(path_or_bytes)
         filename = filename or path.name
         if not path.is_file():
-            raise DataError(f"no file at {_short(path, 200)}")
+            raise DataError(f"no file at {shown_text(path, 200)}")
         if path.stat().st_size > max_bytes:
             raise DataError(
-                f"{_short(path.name)} is {_size(path.stat().st_size)}, over the limit of {_size(max_bytes)}"
+                f"{shown_text(path.name)} is {shown_bytes(path.stat().st_size)}, over the limit of {shown_bytes(max_bytes)}"
             )
         try:
             data = path.read_bytes()
         except OSError:
-            raise DataError(f"{_short(path.name)} could not be read from disk") from None
-    name = _short(Path(filename).name)
+            raise DataError(f"{shown_text(path.name)} could not be read from disk") from None
+    name = shown_text(Path(filename).name)
     kind = KINDS.get(Path(filename).suffix.lower())
     if kind not in POLYGON_KINDS:
         raise DataError(
@@ -86,11 +89,13 @@ def load_polygons(
             "zipped Shapefile (.zip)"
         )
     if len(data) > max_bytes:
-        raise DataError(f"{name} is {_size(len(data))}, over the limit of {_size(max_bytes)} (HEATMAP_MAX_UPLOAD_MB)")
+        raise DataError(
+            f"{name} is {shown_bytes(len(data))}, over the limit of {shown_bytes(max_bytes)} (HEATMAP_MAX_UPLOAD_MB)"
+        )
     if not data:
         raise DataError(f"{name} is empty")
     cols = {k: v for k, v in (("region_id", id_column), ("region_name", name_column)) if v}
-    c = _Ctx(name, kind, cols, _check_crs(crs), "keep", layer, max_bytes, MAX_REGIONS, roles=REGION_ROLES)
+    c = ReadContext(name, kind, cols, check_crs(crs), "keep", layer, max_bytes, MAX_REGIONS, roles=REGION_ROLES)
     c.unit, c.setting = "regions", ""  # the engine's fixed limit on regions: no setting raises it
     c.max_vertices, c.max_parts = region_limits()
     from . import READERS
@@ -110,13 +115,13 @@ def load_polygons(
 
 def load_polygons_isolated(path_or_bytes, filename: str | None = None, **kwargs) -> PolygonFile:
     """:func:`load_polygons` in a child process under the memory and time budgets of :mod:`.isolate`."""
-    from .isolate import _source, run_isolated
+    from .isolate import file_source, run_isolated
 
-    source, name, size = _source(path_or_bytes, filename)
+    source, name, size = file_source(path_or_bytes, filename)
     return run_isolated(load_polygons, (source, filename), size, name, kwargs, advice=ADVICE).result
 
 
-def _named(gdf, used: dict, c: _Ctx, sha256: str, digest: str, size: int) -> PolygonFile:
+def _named(gdf, used: dict, c: ReadContext, sha256: str, digest: str, size: int) -> PolygonFile:
     import shapely
 
     idc, namec = used.get("region_id"), used.get("region_name")
@@ -125,10 +130,10 @@ def _named(gdf, used: dict, c: _Ctx, sha256: str, digest: str, size: int) -> Pol
     if idc is None:
         c.notes.append("No id column: the regions are numbered 1, 2, ... in the file's order.")
     if any(not v for v in ids):
-        raise DataError(f"{c.name}: {sum(not v for v in ids)} region(s) have an empty id in column {_short(idc)!r}")
+        raise DataError(f"{c.name}: {sum(not v for v in ids)} region(s) have an empty id in column {shown_text(idc)!r}")
     if len(set(ids)) != n:
         dup = next(v for v in ids if ids.count(v) > 1)
-        raise DataError(f"{c.name}: the id {_short(dup, 40)!r} names several regions; ids must be unique")
+        raise DataError(f"{c.name}: the id {shown_text(dup, 40)!r} names several regions; ids must be unique")
     names = [_label(v) or i for v, i in zip(gdf[namec], ids)] if namec else list(ids)
     geoms = gdf.geometry.to_numpy()
     check_size(geoms, c)
@@ -156,4 +161,4 @@ def _label(v) -> str:
         return ""
     if isinstance(v, float) and v.is_integer():
         v = int(v)
-    return _short(str(v).strip(), 120)
+    return shown_text(str(v).strip(), 120)

@@ -1,5 +1,5 @@
 """Polygons carried from one coordinate system to another with their edges kept on course (a file of
-regions: its CRS to WGS84, :mod:`.vector`; WGS84 to a map's metric CRS, :mod:`engine.data.regions`), and
+regions: its CRS to WGS84, :mod:`.vector`; WGS84 to a map's metric CRS, :mod:`engine.data.region_geometry`), and
 the count of a file of regions' vertices and polygons against its limits."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.errors import DataError
-from .common import _Ctx, region_limits
+from .reading import ReadContext
+from .upload_limits import region_limits
 
 
-def check_size(geoms, c: _Ctx, how: str = "") -> None:
+def check_size(geoms, c: ReadContext, how: str = "") -> None:
     """Refuse regions with more vertices or polygons than the limits (``how``: how they were counted)."""
     import shapely
 

@@ -13,25 +13,25 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from ...core.errors import DataError, ParamError
-from .common import (
-    _LOOKS,
-    EXPANSION,
-    GDAL_SAFE,
-    MAX_RATIO,
-    MAX_ZIP_ENTRIES,
-    RATIO_FLOOR,
-    MiB,
-    _Ctx,
-    _find_columns,
-    _list,
-    _looks_like,
-    _short,
-    _size,
-)
+from ...core.errors import DataError, ParamError, shown_bytes, shown_list, shown_text
+from .columns import find_columns
 from .crs import safe_crs
-from .geojson import _attr_columns
-from .vector import _vector
+from .geojson import attr_columns
+from .reading import LOOKS, ReadContext, looks_like
+from .upload_limits import EXPANSION, MAX_RATIO, MAX_ZIP_ENTRIES, RATIO_FLOOR, MiB
+from .vector import read_vector
+
+# GDAL configuration for the one GDAL read (the Shapefile): no network, no VRT, no external SQLite access
+GDAL_SAFE = {
+    "CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".heatmap-none",  # /vsicurl/ treats every URL as missing
+    "GDAL_HTTP_MAX_RETRY": "0",
+    "GDAL_HTTP_TIMEOUT": "1",
+    "GDAL_HTTP_CONNECTTIMEOUT": "1",
+    "GDAL_DISABLE_READDIR_ON_OPEN": "EMPTY_DIR",
+    "OGR_SQLITE_ALLOW_EXTERNAL_ACCESS": "NO",
+    "GDAL_SKIP": "VRT OGR_VRT",  # effective only if fiona registers its drivers here; the explicit driver is the guard
+}
+
 
 # ------------------------------------------------------------------ zipped Shapefile (fiona, explicit driver)
 _SHP_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
@@ -52,10 +52,10 @@ def _zip_entries(data: bytes) -> int | None:
     return n
 
 
-def _read_shapefile(data: bytes, c: _Ctx):
-    looks = _looks_like(data)
+def read_shapefile(data: bytes, c: ReadContext):
+    looks = looks_like(data)
     if looks != "zip":
-        raise c.refuse(f"its bytes are {_LOOKS[looks]}")
+        raise c.refuse(f"its bytes are {LOOKS[looks]}")
     n = _zip_entries(data)
     if n is None:
         raise DataError(f"{c.name} is not a valid zip archive (corrupt, truncated or not a zip)")
@@ -72,7 +72,7 @@ def _read_shapefile(data: bytes, c: _Ctx):
         return _read_extracted(Path(tmp), parts, c)
 
 
-def _shapefile_members(z: zipfile.ZipFile, c: _Ctx) -> dict:
+def _shapefile_members(z: zipfile.ZipFile, c: ReadContext) -> dict:
     """The Shapefile's members by extension, after every check that needs only the zip's headers."""
     infos = [
         i
@@ -82,22 +82,24 @@ def _shapefile_members(z: zipfile.ZipFile, c: _Ctx) -> dict:
     members = [i.filename for i in infos]
     shps = [i for i in infos if i.filename.lower().endswith(".shp")]
     if not shps:
-        raise DataError(f"{c.name} holds no Shapefile (.shp); it contains: {_list(members)}")
+        raise DataError(f"{c.name} holds no Shapefile (.shp); it contains: {shown_list(members)}")
     if len(shps) > 1:
-        raise DataError(f"{c.name} holds several Shapefiles ({_list(i.filename for i in shps)}): upload one per zip")
+        raise DataError(
+            f"{c.name} holds several Shapefiles ({shown_list(i.filename for i in shps)}): upload one per zip"
+        )
     stem = shps[0].filename[:-4].lower()
     parts = {
         i.filename[len(stem) :].lower(): i
         for i in infos
         if i.filename.lower().startswith(stem) and i.filename[len(stem) :].lower() in _SHP_PARTS
     }
-    shown = _short(PurePosixPath(shps[0].filename).name, 40)
+    shown = shown_text(PurePosixPath(shps[0].filename).name, 40)
     for part in (".shx", ".dbf"):
         if part not in parts:
             raise DataError(f"{c.name}: the Shapefile {shown!r} lacks its {part} file")
     total = 0
     for info in parts.values():
-        member = _short(info.filename, 40)
+        member = shown_text(info.filename, 40)
         path = PurePosixPath(info.filename.replace("\\", "/"))
         if path.is_absolute() or ".." in path.parts or ":" in info.filename:
             raise DataError(f"{c.name}: the member {member!r} has an unsafe path (absolute, or with '..')")
@@ -111,14 +113,14 @@ def _shapefile_members(z: zipfile.ZipFile, c: _Ctx) -> dict:
         ratio = info.file_size / max(info.compress_size, 1)
         if info.file_size > RATIO_FLOOR and ratio > MAX_RATIO:
             raise DataError(
-                f"{c.name}: the member {member!r} would expand {ratio:,.0f} times (to {_size(info.file_size)}), "
+                f"{c.name}: the member {member!r} would expand {ratio:,.0f} times (to {shown_bytes(info.file_size)}), "
                 f"more than the {MAX_RATIO} times allowed for large members (a zip bomb?)"
             )
         total += info.file_size
     budget = EXPANSION * c.max_bytes
     if total > budget:
         raise DataError(
-            f"{c.name} would unpack to {_size(total)}, over the limit of {_size(budget)} ({EXPANSION} times the "
+            f"{c.name} would unpack to {shown_bytes(total)}, over the limit of {shown_bytes(budget)} ({EXPANSION} times the "
             "file limit)"
         )
     if c.max_vertices:  # a file of regions: a record takes up to 84 bytes, a ring 4 and a vertex up to 32 (x, y, z, m)
@@ -128,9 +130,9 @@ def _shapefile_members(z: zipfile.ZipFile, c: _Ctx) -> dict:
     return parts
 
 
-def _extract_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, c: _Ctx) -> int:
+def _extract_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, c: ReadContext) -> int:
     """Copy one member to ``dest`` in chunks, never past the size its header declares."""
-    member = _short(info.filename, 40)
+    member = shown_text(info.filename, 40)
     written = 0
     try:
         with z.open(info) as src, open(dest, "wb") as out:
@@ -146,7 +148,7 @@ def _extract_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, c: _C
     return written
 
 
-def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
+def _read_extracted(tmp: Path, parts: dict, c: ReadContext):
     import fiona
     import geopandas as gpd
     import pandas as pd
@@ -177,7 +179,7 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
             if len(col) > c.max_points:
                 raise c.too_many(len(col), "features")
             fields = list(col.schema["properties"])
-            used = _find_columns(fields, _attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
+            used = find_columns(fields, attr_columns(c), roles=c.roles, notes=c.notes, seen=c.fields)
         keep = list(dict.fromkeys(used[r] for r in c.roles if used[r] is not None))  # a column may name two roles
         skip = [f for f in fields if f not in keep]
         geoms, pi, px, py, vals = [], [], [], [], {k: [] for k in keep}
@@ -203,4 +205,4 @@ def _read_extracted(tmp: Path, parts: dict, c: _Ctx):
     if pi:
         geoms[np.asarray(pi)] = shapely.points(px, py)
     gdf = gpd.GeoDataFrame(pd.DataFrame(vals, index=range(len(geoms))), geometry=gpd.GeoSeries(geoms))
-    return _vector(gdf, declared, used, c)
+    return read_vector(gdf, declared, used, c)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.errors import DataError, shown
-from .common import CRS_FORMS, CRS_WHERE, _Ctx, _is_wgs84
-from .tables import _attributes
+from .columns import table_attributes
+from .crs import CRS_FORMS, CRS_WHERE, is_wgs84
+from .reading import ReadContext
 
 
 # ------------------------------------------------------------------ vector files: shared steps
-def _vector(gdf, declared, used, c: _Ctx):
+def read_vector(gdf, declared, used, c: ReadContext):
     if len(gdf) == 0:
         raise DataError(f"{c.name} holds no features")
     gdf = _drop_empty(gdf, c)
@@ -19,7 +20,7 @@ def _vector(gdf, declared, used, c: _Ctx):
     if c.polygons == "keep":  # a file of regions: its polygons, in WGS84 (engine.data.files.polygons)
         return _polygons_wgs84(gdf, c), used
     gdf = _points_only(gdf, c)
-    if _is_wgs84(gdf.crs):
+    if is_wgs84(gdf.crs):
         c.order = "coordinates (x read as longitude, y as latitude)"
     else:
         try:
@@ -32,10 +33,10 @@ def _vector(gdf, declared, used, c: _Ctx):
     bad = ~(np.isfinite(lon) & np.isfinite(lat))
     if bad.any():
         raise DataError(f"{c.name}: {int(bad.sum())} feature(s) have coordinates that cannot be converted to WGS84")
-    return lon, lat, _attributes(gdf, used, csv_strings=False), used
+    return lon, lat, table_attributes(gdf, used, csv_strings=False), used
 
 
-def _set_crs(gdf, declared, c: _Ctx):
+def _set_crs(gdf, declared, c: ReadContext):
     crs = c.crs
     if crs is not None:
         if declared is not None and not declared.equals(crs):
@@ -68,7 +69,7 @@ def _set_crs(gdf, declared, c: _Ctx):
     return gdf.set_crs(4326, allow_override=True)
 
 
-def _drop_empty(gdf, c: _Ctx):
+def _drop_empty(gdf, c: ReadContext):
     geom = gdf.geometry
     empty = (geom.isna() | geom.is_empty).to_numpy()
     if empty.all():
@@ -79,7 +80,7 @@ def _drop_empty(gdf, c: _Ctx):
     return gdf
 
 
-def _points_only(gdf, c: _Ctx):
+def _points_only(gdf, c: ReadContext):
     types = gdf.geometry.geom_type
     multi = types == "MultiPoint"
     if multi.any():
@@ -108,12 +109,12 @@ def _points_only(gdf, c: _Ctx):
     return gdf
 
 
-def _polygons_wgs84(gdf, c: _Ctx):
+def _polygons_wgs84(gdf, c: ReadContext):
     types = set(gdf.geometry.geom_type)
     if not types <= {"Polygon", "MultiPolygon"}:
         other = ", ".join(sorted(types - {"Polygon", "MultiPolygon"}))
         raise DataError(f"{c.name} holds {other} features; regions must be polygons")
-    if not _is_wgs84(gdf.crs):
+    if not is_wgs84(gdf.crs):
         import geopandas as gpd
         from pyproj import Transformer
 

@@ -8,14 +8,15 @@ from ...core.accounting import Ledger
 from ...core.epsilon import check_epsilon
 from ...core.params import Param
 from ..base import Mechanism, Release, register
-from ..central.common import (
+from ..common import (
     LAPLACE_SD,
     UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
-    _split,
     bound_contributions,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
+    laplace_counts,
+    split_epsilon,
 )
 from ..noise_model import NoiseModel
 from .clustering import cluster_labels, threshold
@@ -105,18 +106,11 @@ class Ahp(Mechanism):
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = check_epsilon(epsilon)
-        eps1, eps2 = _split(eps, float(params["ratio"]))
+        eps1, eps2 = split_epsilon(eps, float(params["ratio"]))
         bounded = bound_contributions(data, domain, params["unit"])
         x = bounded.data.true_histogram(domain)
         ledger = Ledger()
-        noisy = ctx.noise.add_laplace(x, 1.0 / eps1)
-        ledger.spend(
-            "noisy counts",
-            eps1,
-            composition="parallel",
-            group="cells",
-            note=f"Laplace(1/eps1) per cell; {bounded.short}",
-        )
+        noisy = laplace_counts(x, eps1, ctx.noise, ledger, "noisy counts", "cells", "Laplace(1/eps1) per cell", bounded)
         kept, theta = threshold(noisy, float(params["eta"]), eps1)
         ctx.progress(0.3, "clustering the noisy counts")
         labels = cluster_labels(kept, eps2)
@@ -124,16 +118,11 @@ class Ahp(Mechanism):
         k = int(labels.max()) + 1
         sizes = np.bincount(labels.ravel(), minlength=k).astype(np.float64)
         totals = np.bincount(labels.ravel(), weights=x.ravel(), minlength=k)
-        noisy_totals = ctx.noise.add_laplace(totals, 1.0 / eps2)
-        ledger.spend(
-            "cluster totals",
-            eps2,
-            composition="parallel",
-            group="clusters",
-            note=f"Laplace(1/eps2) per cluster; {bounded.short}",
+        noisy_totals = laplace_counts(
+            totals, eps2, ctx.noise, ledger, "cluster totals", "clusters", "Laplace(1/eps2) per cluster", bounded
         )
         density = (noisy_totals / sizes)[labels]
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "epsilon_counts": eps1,
@@ -151,7 +140,7 @@ class Ahp(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the map and its clusters of cells"),
+            server_view=curator_view("the map and its clusters of cells"),
             diagnostics=diag,
             extras={"clusters": labels},
             noise=NoiseModel.of_cells(density, (LAPLACE_SD / eps2 / sizes)[labels], basis, label=labels),

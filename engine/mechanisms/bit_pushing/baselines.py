@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.errors import ParamError
-from .bits import _check_epsilon, _secure, randomized_response, rr_unbias
-from .rounds import ServerLog, _group_layout
+from .bits import check_optional_epsilon, is_secure, randomized_response, rr_unbias
+from .rounds import ServerLog, group_layout
 
 BASELINES = ("dithering", "rounding", "duchi", "piecewise", "laplace")
 
@@ -74,10 +74,10 @@ def baseline_mean(
         raise ParamError(f"unknown baseline {method!r}; expected one of {', '.join(BASELINES)}")
     if not (math.isfinite(low) and math.isfinite(high) and high > low):
         raise ParamError(f"the public range must have low < high (got {low}, {high})")
-    eps = _check_epsilon(epsilon)
+    eps = check_optional_epsilon(epsilon)
     if eps is None and method in ("duchi", "piecewise", "laplace"):
         raise ParamError(f"the {method} mechanism is a local-DP mechanism: it needs epsilon")
-    if method == "piecewise" and _secure(noise):
+    if method == "piecewise" and is_secure(noise):
         raise ParamError(
             "the piecewise mechanism has no floating-point-safe sampler (its output is continuous); in secure "
             "mode use duchi, laplace, dithering or rounding"
@@ -85,7 +85,7 @@ def baseline_mean(
     v = np.asarray(values, dtype=np.float64).ravel()
     if not np.isfinite(v).all():
         raise ParamError("values must be finite numbers (drop missing values first)")
-    g, G = _group_layout(groups, v.size, n_groups)
+    g, G = group_layout(groups, v.size, n_groups)
     clients = np.flatnonzero(g >= 0)
     width = high - low
     xs = (np.clip(v[clients], low, high) - low) / width  # in [0, 1]
@@ -105,7 +105,7 @@ def baseline_mean(
         B = (e + 1.0) / (e - 1.0)
         t = 2.0 * xs - 1.0
         p_plus = 0.5 + t / (2.0 * B)
-        plus = noise.bernoulli(p_plus) if _secure(noise) else rng.random(xs.size) < p_plus
+        plus = noise.bernoulli(p_plus) if is_secure(noise) else rng.random(xs.size) < p_plus
         report = np.where(plus, B, -B)
         est01 = (report + 1.0) / 2.0
     elif method == "piecewise":  # seeded numpy only (refused in secure mode above)
@@ -114,7 +114,7 @@ def baseline_mean(
     else:
         from ...core.noise import NoiseSource
 
-        src = noise if _secure(noise) else NoiseSource(rng)  # seeded: exactly x + rng.laplace(0, scale, n)
+        src = noise if is_secure(noise) else NoiseSource(rng)  # seeded: exactly x + rng.laplace(0, scale, n)
         report = src.add_laplace(xs * width + low, width / eps)
         est01 = (report - low) / width
     per_client = low + width * est01

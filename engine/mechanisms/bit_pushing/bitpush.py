@@ -27,7 +27,7 @@ What is here, with the paper's names:
 * Local DP (Section 3.3): randomized response on each reported bit with
   ``p = e^eps / (1 + e^eps)`` and the server-side unbiasing
   ``(r - (1 - p)) / (2p - 1)``; "bit squashing" with a threshold tied to the
-  DP noise of each bit mean (see :func:`_squash`).
+  DP noise of each bit mean (see :func:`squashed_bits`).
 * :func:`estimate_variance` (Section 3.4, Lemma 3.5: ``E[X^2] - E[X]^2`` and ``E[(X - E[X])^2]``).
 * Baselines (Sections 2 and 4; formulas in :func:`.baselines.baseline_mean`):
   subtractive dithering (optionally with randomized response), the piecewise
@@ -57,7 +57,7 @@ the baselines in :mod:`.baselines`.
 
 Every run returns a :class:`ServerLog`: the exact (client, bit, round, report)
 tuples the server received, and the estimates are computed from that log only
-(:func:`_aggregate` sees nothing else), so "at most ``b_send`` bits per client
+(:func:`aggregate_log` sees nothing else), so "at most ``b_send`` bits per client
 per value" is checkable.
 
 Departures from the paper (each also noted where it is coded):
@@ -123,25 +123,25 @@ from ...core.errors import ParamError
 from .bits import (
     MAX_BITS,
     Encoding,
-    _normalise_rows,
     bit_probabilities,
     cap_inclusion,
+    normalise_rows,
     squash_c_default,
     squash_floor,
     squash_power_floor,
 )
 from .rounds import (
     BitPushResult,
+    BitSums,
     ServerLog,
-    _aggregate,
-    _nan_if_empty,
-    _prepare,
-    _report_variance,
-    _round,
-    _shuffled_by_group,
-    _squash,
-    _stderr,
-    _Sums,
+    aggregate_log,
+    mean_stderr,
+    nan_if_empty,
+    one_round,
+    prepare_run,
+    report_variance,
+    shuffled_by_group,
+    squashed_bits,
 )
 
 
@@ -173,13 +173,13 @@ def bitpush(
     spends ``epsilon`` in total, ``epsilon / b_send`` per bit). ``squash``: bit
     squashing of the final bit means below ``squash_threshold`` and ``squash_c`` noise
     standard errors (0: :func:`squash_c_default`; only meaningful with ``epsilon``; see
-    :func:`_squash`). ``noise``: an
+    :func:`squashed_bits`). ``noise``: an
     :class:`engine.core.noise.NoiseSource`; in secure mode randomized response is OpenDP's
     (the bit assignment still uses ``rng``)."""
     if rng is None:
         raise ParamError("a seeded numpy Generator is required")
     encoding = encoding or Encoding()
-    codes, g, G, eps = _prepare(
+    codes, g, G, eps = prepare_run(
         values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c
     )
     b = encoding.bits
@@ -189,17 +189,19 @@ def bitpush(
     p = np.atleast_2d(np.asarray(probabilities, dtype=np.float64))
     if p.shape[-1] != b or not np.isfinite(p).all() or (p < 0).any():
         raise ParamError(f"probabilities must be {b} non-negative numbers per group")
-    p = _normalise_rows(np.broadcast_to(p, (G, b)))
+    p = normalise_rows(np.broadcast_to(p, (G, b)))
     pi = cap_inclusion(p, b_send)
     clients = np.flatnonzero(g >= 0)
-    log = _round(codes, clients, g, G, pi, b_send, eps, assignment, 1, rng, noise=noise)
-    sums = _aggregate(log, G, b, eps, b_send)
+    log = one_round(codes, clients, g, G, pi, b_send, eps, assignment, 1, rng, noise=noise)
+    sums = aggregate_log(log, G, b, eps, b_send)
     m = sums.means()
-    squashed = _squash(sums, eps / b_send, squash_threshold, c, squash) if eps is not None else np.zeros((G, b), bool)
+    squashed = (
+        squashed_bits(sums, eps / b_send, squash_threshold, c, squash) if eps is not None else np.zeros((G, b), bool)
+    )
     m = np.where(squashed, 0.0, m)
     return BitPushResult(
-        estimate=_nan_if_empty(encoding.decode_mean(m), g, clients, G),
-        stderr=_nan_if_empty(_stderr(encoding, sums, squashed, eps, b_send), g, clients, G),
+        estimate=nan_if_empty(encoding.decode_mean(m), g, clients, G),
+        stderr=nan_if_empty(mean_stderr(encoding, sums, squashed, eps, b_send), g, clients, G),
         bit_means=m,
         counts=sums.C,
         probabilities=[p],
@@ -248,7 +250,7 @@ def adaptive_bitpush(
     if rng is None:
         raise ParamError("a seeded numpy Generator is required")
     encoding = encoding or Encoding()
-    codes, g, G, eps = _prepare(
+    codes, g, G, eps = prepare_run(
         values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c
     )
     for name, v, lo, hi in (("alpha", alpha, 0.0, 4.0), ("gamma", gamma, 0.0, 4.0), ("delta", delta, 0.0, 1.0)):
@@ -262,7 +264,7 @@ def adaptive_bitpush(
 
     # split each group's clients: a delta fraction answers round 1 (server's choice)
     clients = np.flatnonzero(g >= 0)
-    order, starts, sizes = _shuffled_by_group(clients, g, G, rng)
+    order, starts, sizes = shuffled_by_group(clients, g, G, rng)
     n1 = np.floor(delta * sizes + 0.5).astype(np.int64)
     if G == 1:
         c1, c2 = order[: n1[0]], order[n1[0] :]
@@ -275,7 +277,7 @@ def adaptive_bitpush(
     slots = np.maximum(n1 * b_send, 1).astype(np.float64)[:, None]
     floor = int(round1_floor)
     if eps is not None and squash != "off":
-        # enough reports for both tests of _squash; where the cohort cannot give every bit the
+        # enough reports for both tests of squashed_bits; where the cohort cannot give every bit the
         # floor, round 1 is uniform (keeping the (2^j)^gamma weights leaves the middle bits of a
         # 32-bit value ~32 reports, and one of their noise bits or a used bit 6 goes wrong)
         floor = max(floor, squash_floor(eps / b_send, squash_threshold), squash_power_floor(eps / b_send, c))
@@ -283,10 +285,10 @@ def adaptive_bitpush(
     pmin = p1.min(axis=1, keepdims=True)
     lam = np.clip((floor / slots - pmin) / np.maximum(1.0 / b - pmin, 1e-300), 0.0, 1.0)
     p1 = (1.0 - lam) * p1 + lam / b
-    log1 = _round(
+    log1 = one_round(
         codes, c1, g, G, cap_inclusion(p1, b_send), b_send, eps, assignment, 1, rng, shuffled=True, noise=noise
     )
-    s1 = _aggregate(log1, G, b, eps, b_send)
+    s1 = aggregate_log(log1, G, b, eps, b_send)
     m1 = s1.means()
 
     squashed = np.zeros((G, b), dtype=bool)
@@ -294,10 +296,10 @@ def adaptive_bitpush(
         # round 1 decides which bits round 2 need not ask about (Section 1.1: "unused bits
         # (with estimated mean 0) do not need to be sampled"); the bits it keeps are tested
         # again on the final (pooled) means below
-        squashed = _squash(s1, eps / b_send, squash_threshold, c, squash)
+        squashed = squashed_bits(s1, eps / b_send, squash_threshold, c, squash)
 
     # round 2: p2 ~ (w_j^2 v_j)^alpha on the bits not squashed
-    v1 = _report_variance(s1, eps, b_send)
+    v1 = report_variance(s1, eps, b_send)
     if eps is None:
         # line 6: v = m1 (1 - m1), so a bit whose reports all agree gets p2 = 0. With fewer than
         # round1_floor reports (small cohorts) that is weak evidence, and dropping a bit biases the
@@ -319,7 +321,7 @@ def adaptive_bitpush(
     p2 = np.divide(raw, s, out=np.zeros_like(raw), where=s > 0)
     active = s[:, 0] > 0  # a group with nothing left to learn asks nothing in round 2
     c2_active = c2 if active.all() else c2[active[g[c2]]]
-    log2 = _round(
+    log2 = one_round(
         codes,
         c2_active,
         g,
@@ -333,21 +335,21 @@ def adaptive_bitpush(
         shuffled=True,
         noise=noise,
     )
-    s2 = _aggregate(log2, G, b, eps, b_send)
+    s2 = aggregate_log(log2, G, b, eps, b_send)
 
     if caching:
         final = s1 + s2
     else:
         use2 = s2.C > 0
-        final = _Sums(np.where(use2, s2.S, s1.S), np.where(use2, s2.C, s1.C), np.where(use2, s2.Q, s1.Q))
+        final = BitSums(np.where(use2, s2.S, s1.S), np.where(use2, s2.C, s1.C), np.where(use2, s2.Q, s1.Q))
     if eps is not None:
         # a bit that passed round 1 by chance rarely passes again with round 2's reports: at
         # 32 bits one surviving noise bit of weight 2^31 would swamp the mean
-        squashed |= _squash(final, eps / b_send, squash_threshold, c, squash)
+        squashed |= squashed_bits(final, eps / b_send, squash_threshold, c, squash)
     m = np.where(squashed, 0.0, final.means())
     return BitPushResult(
-        estimate=_nan_if_empty(encoding.decode_mean(m), g, clients, G),
-        stderr=_nan_if_empty(_stderr(encoding, final, squashed, eps, b_send), g, clients, G),
+        estimate=nan_if_empty(encoding.decode_mean(m), g, clients, G),
+        stderr=nan_if_empty(mean_stderr(encoding, final, squashed, eps, b_send), g, clients, G),
         bit_means=m,
         counts=final.C,
         probabilities=[p1, p2],

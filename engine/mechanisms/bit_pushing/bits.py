@@ -143,10 +143,10 @@ def bit_probabilities(
     m = np.clip(np.asarray(bit_means, dtype=np.float64), 0.0, 1.0)
     w = np.ldexp(1.0, np.arange(bits)) if weights is None else np.asarray(weights, dtype=np.float64)
     root = np.abs(w) * np.sqrt(m * (1.0 - m))
-    return _normalise_rows(root)
+    return normalise_rows(root)
 
 
-def _normalise_rows(a: np.ndarray) -> np.ndarray:
+def normalise_rows(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     s = a.sum(axis=-1, keepdims=True)
     uniform = np.full_like(a, 1.0 / a.shape[-1])
@@ -187,7 +187,7 @@ def rr_variance(epsilon: float) -> float:
     return e / (e - 1.0) ** 2
 
 
-def _secure(noise) -> bool:
+def is_secure(noise) -> bool:
     return noise is not None and bool(getattr(noise, "secure", False))
 
 
@@ -196,7 +196,7 @@ def randomized_response(bits: np.ndarray, epsilon: float, rng: np.random.Generat
     ``noise``: a secure-mode :class:`engine.core.noise.NoiseSource` draws the flips with
     OpenDP (not seeded); otherwise they come from ``rng``."""
     bits = np.asarray(bits, dtype=np.int8).astype(bool)
-    if _secure(noise):
+    if is_secure(noise):
         return noise.randomized_response(bits, epsilon).astype(np.int8)
     return seeded_randomized_response(rng, bits, epsilon).astype(np.int8)
 
@@ -207,7 +207,7 @@ def rr_unbias(reports, epsilon: float) -> np.ndarray:
     return (np.asarray(reports, dtype=np.float64) - (1.0 - p)) / (2.0 * p - 1.0)
 
 
-def _check_epsilon(epsilon):
+def check_optional_epsilon(epsilon):
     """The run's epsilon (:func:`engine.core.epsilon.check_epsilon`), or None for the variants without one."""
     return None if epsilon is None else check_epsilon(epsilon)
 
@@ -225,7 +225,7 @@ def squash_floor(epsilon: float, threshold: float, z: float = 4.0) -> int:
 
 
 def squash_power_floor(epsilon: float, c: float, mean: float = 0.05, z: float = 2.0) -> int:
-    """Round-1 reports per bit at which the noise test of :func:`_squash` (``m < c se0``)
+    """Round-1 reports per bit at which the noise test of :func:`.rounds.squashed_bits` (``m < c se0``)
     keeps a bit of true mean ``mean`` with probability ``Phi(z)`` (97.7%):
     ``mean - c se0 >= z se1``, ``se0`` the noise-only and ``se1`` the bit's own standard
     error. ``mean = 0.05`` is the smallest absolute threshold of the paper's Figure 4a: a

@@ -18,7 +18,7 @@ location; the server view records each client's region and every bit it read,
 and the region counts it saw in the clear are side information.
 
 Helper functions (map-independent logic lives in :mod:`.bitpush`, the regions in
-:mod:`.regions`): :func:`region_mean_release`.
+:mod:`.rect_regions`): :func:`region_mean_release`.
 
 ``Release.density`` is the private regional MEAN of the attribute painted on
 every grid cell whose centre lies in the region (0 for suppressed regions and
@@ -50,7 +50,7 @@ from ..outputs import RegionalMeans
 from . import bitpush as BP
 from .baselines import BASELINES, baseline_mean
 from .bits import Encoding, bit_probabilities
-from .regions import RegionCandidates, assign_regions, check_rects, grid_rects, paint_regions
+from .rect_regions import RegionCandidates, assign_regions, check_rects, grid_rects, paint_regions
 
 PAPER = "G. Cormode, I. L. Markov, H. Srinivas. Private and Efficient Federated Numerical Aggregation. EDBT 2024."
 
@@ -562,8 +562,8 @@ class BitPushRegionMeanLDP(Mechanism):
         "client's value. Randomized response with "
         "p = e^eps/(1+e^eps) on the reported bit, unbiased as (r - (1-p))/(2p-1); bit squashing of the bits whose "
         "mean is below both an absolute threshold (Section 3.3) and c standard errors of their DP noise (Section "
-        "4.2; see engine.mechanisms.bit_pushing.rounds._squash). Each client answers once, so the ledger has one parallel entry "
-        "(epsilon per client)." + _COMMON_DOC
+        "4.2; see engine.mechanisms.bit_pushing.rounds.squashed_bits). Each client answers once, so the ledger has "
+        "one parallel entry (epsilon per client)." + _COMMON_DOC
     )
 
     def run(self, data, domain, epsilon, params, ctx):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.errors import ParamError
-from .bits import Encoding, _check_epsilon, bit_of, randomized_response, rr_keep_probability, squash_noise_se
+from .bits import Encoding, bit_of, check_optional_epsilon, randomized_response, rr_keep_probability, squash_noise_se
 
 ASSIGNMENTS = ("central", "local")
 SQUASH_MODES = ("off", "top", "each")
@@ -107,7 +107,7 @@ class BitPushResult:
 
 
 # ----------------------------------------------------------- client assignment
-def _group_layout(groups: np.ndarray | None, n: int, n_groups: int | None):
+def group_layout(groups: np.ndarray | None, n: int, n_groups: int | None):
     if groups is None:
         g = np.zeros(n, dtype=np.int64)
         G = 1
@@ -121,7 +121,7 @@ def _group_layout(groups: np.ndarray | None, n: int, n_groups: int | None):
     return g, max(G, 1)
 
 
-def _shuffled_by_group(clients: np.ndarray, g: np.ndarray, G: int, rng: np.random.Generator):
+def shuffled_by_group(clients: np.ndarray, g: np.ndarray, G: int, rng: np.random.Generator):
     """Clients in a random order, grouped; returns (order, starts, sizes)."""
     if clients.size and clients[-1] + 1 == clients.size:  # all clients: permute indices directly
         perm = rng.permutation(clients.size)
@@ -200,19 +200,19 @@ def _collect(codes, client, bit, grp, rnd, epsilon, b_send, rng, noise=None) -> 
 
 
 @dataclass
-class _Sums:
+class BitSums:
     S: np.ndarray  # (G, b) sums of unbiased reports
     C: np.ndarray  # (G, b) report counts
     Q: np.ndarray  # (G, b) sums of raw reports (ones)
 
-    def __add__(self, other: _Sums) -> _Sums:
-        return _Sums(self.S + other.S, self.C + other.C, self.Q + other.Q)
+    def __add__(self, other: BitSums) -> BitSums:
+        return BitSums(self.S + other.S, self.C + other.C, self.Q + other.Q)
 
     def means(self) -> np.ndarray:
         return np.divide(self.S, self.C, out=np.zeros_like(self.S), where=self.C > 0)
 
 
-def _aggregate(log: ServerLog, G: int, b: int, epsilon: float | None, b_send: int) -> _Sums:
+def aggregate_log(log: ServerLog, G: int, b: int, epsilon: float | None, b_send: int) -> BitSums:
     """Server side: sums and counts per (group, bit) FROM THE LOG ONLY."""
     key = log.group * b + log.bit.astype(np.int64)
     C = np.bincount(key, minlength=G * b).reshape(G, b).astype(np.float64)
@@ -222,10 +222,10 @@ def _aggregate(log: ServerLog, G: int, b: int, epsilon: float | None, b_send: in
     else:
         p = rr_keep_probability(epsilon / b_send)
         S = (Q - C * (1.0 - p)) / (2.0 * p - 1.0)
-    return _Sums(S, C, Q)
+    return BitSums(S, C, Q)
 
 
-def _report_variance(sums: _Sums, epsilon: float | None, b_send: int) -> np.ndarray:
+def report_variance(sums: BitSums, epsilon: float | None, b_send: int) -> np.ndarray:
     """Estimated variance of ONE unbiased report per (group, bit): the sample
     variance of the reports (worst case 1/4 / (2p - 1)^2 with fewer than two)."""
     k = 1.0 if epsilon is None else 2.0 * rr_keep_probability(epsilon / b_send) - 1.0
@@ -241,7 +241,7 @@ def _report_variance(sums: _Sums, epsilon: float | None, b_send: int) -> np.ndar
     return np.where(c >= 2, v, 0.25 / k**2)
 
 
-def _squash(sums: _Sums, epsilon: float, threshold: float, c: float, mode: str) -> np.ndarray:
+def squashed_bits(sums: BitSums, epsilon: float, threshold: float, c: float, mode: str) -> np.ndarray:
     """Bit squashing (Section 3.3): a bit is treated as noise when its unbiased mean is
     below the absolute ``threshold`` (Section 3.3) AND below ``c`` standard errors of the
     DP noise of its reports (Section 4.2, Figure 4a: the threshold is "a multiple of the
@@ -265,16 +265,16 @@ def _squash(sums: _Sums, epsilon: float, threshold: float, c: float, mode: str) 
     return np.logical_and.accumulate(below[:, ::-1], axis=1)[:, ::-1]
 
 
-def _stderr(encoding: Encoding, sums: _Sums, squashed, epsilon, b_send) -> np.ndarray:
+def mean_stderr(encoding: Encoding, sums: BitSums, squashed, epsilon, b_send) -> np.ndarray:
     w2 = encoding.weights**2
-    v = _report_variance(sums, epsilon, b_send)
+    v = report_variance(sums, epsilon, b_send)
     unk = 0.25 if epsilon is None else 0.25 / (2.0 * rr_keep_probability(epsilon / b_send) - 1.0) ** 2
     per_bit = np.where(sums.C > 0, v / np.maximum(sums.C, 1.0), unk)  # no report: worst case
     per_bit = np.where(squashed, 0.0, per_bit)
     return np.sqrt((w2 * per_bit).sum(axis=1))
 
 
-def _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c=0.0):
+def prepare_run(values, codes, encoding, groups, n_groups, b_send, epsilon, squash, assignment, squash_c=0.0):
     if not (isinstance(squash_c, (int, float, np.floating)) and math.isfinite(squash_c) and squash_c >= 0):
         raise ParamError(f"the squashing threshold c must be a non-negative number of standard errors (got {squash_c})")
     if assignment not in ASSIGNMENTS:
@@ -292,11 +292,11 @@ def _prepare(values, codes, encoding, groups, n_groups, b_send, epsilon, squash,
     codes = np.asarray(codes, dtype=np.uint64).ravel()
     if codes.size == 0:
         raise ParamError("there are no values to aggregate")
-    g, G = _group_layout(groups, codes.size, n_groups)
-    return codes, g, G, _check_epsilon(epsilon)
+    g, G = group_layout(groups, codes.size, n_groups)
+    return codes, g, G, check_optional_epsilon(epsilon)
 
 
-def _round(codes, clients, g, G, pi, b_send, epsilon, assignment, rnd, rng, shuffled=False, noise=None):
+def one_round(codes, clients, g, G, pi, b_send, epsilon, assignment, rnd, rng, shuffled=False, noise=None):
     """One round of Algorithm 1 over ``clients``; ``shuffled``: they are already in a
     random order, grouped (saves a shuffle of a million clients). ``rng`` picks the bits;
     randomized response uses ``noise`` in secure mode (see :func:`randomized_response`)."""
@@ -308,13 +308,13 @@ def _round(codes, clients, g, G, pi, b_send, epsilon, assignment, rnd, rng, shuf
             sizes = np.array([order.size]) if G == 1 else np.bincount(g[order], minlength=G)
             starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         else:
-            order, starts, sizes = _shuffled_by_group(clients, g, G, rng)
+            order, starts, sizes = shuffled_by_group(clients, g, G, rng)
         c, bt, gr = _central_reads(order, starts, sizes, pi, b_send, rng)
     else:
         c, bt, gr = _local_reads(clients, g, pi, b_send, rng)
     return _collect(codes, c, bt, gr, rnd, epsilon, b_send, rng, noise)
 
 
-def _nan_if_empty(a: np.ndarray, g: np.ndarray, clients: np.ndarray, G: int) -> np.ndarray:
+def nan_if_empty(a: np.ndarray, g: np.ndarray, clients: np.ndarray, G: int) -> np.ndarray:
     """No estimate (NaN) for a group without any contacted client."""
     return np.where(np.bincount(g[clients], minlength=G) > 0, a, np.nan)

@@ -87,9 +87,11 @@ VLDB 2013 paper (HB) was not reachable either (the search tool holds its abstrac
 comes from.
 
 Layout: :mod:`.identity` (identity, identity_topt, uniform), :mod:`.grids` (UG, AG), :mod:`.privtree`,
-:mod:`.trees` (hierarchical, its constrained inference and covariance), :mod:`.regions` (Laplace over regions)
-and :mod:`.common` (contribution bounding, shared helpers, standard errors).
-Importing the package registers the mechanisms.
+:mod:`.trees` (hierarchical, its constrained inference and covariance) and :mod:`.laplace_regions` (Laplace
+over regions), over the mechanisms' shared toolkit :mod:`engine.mechanisms.common` (contribution bounding,
+the curator's view, geometry, Laplace counts, the division of epsilon). Importing the package registers the mechanisms.
 """
 
-from . import grids, identity, privtree, regions, trees  # noqa: F401  (each registers its mechanisms)
+from . import grids, identity, laplace_regions, privtree, trees  # noqa: F401  (each registers its mechanisms)
+
+CENTRAL_KEYS = ("identity", "identity_topt", "uniform", "ug", "ag", "privtree", "hierarchical")  # the baselines above

@@ -14,26 +14,28 @@ from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
 from ..capabilities import NoiseCase
-from ..noise_model import Measurements, NoiseModel
-from .alignment import ALIGN_CHOICES, ALIGN_HELP, ag_subcell_width, prefer_aligned
-from .common import (
+from ..common import (
     LAPLACE_SD,
-    MAX_GRID_CELLS,
     TOTAL_PARAMS,
     UNIT_PARAM,
-    _base_diagnostics,
-    _bin_square,
-    _cells_to_metres,
-    _grid_rects,
-    _points,
-    _server_view,
-    _split,
-    _total_count,
     ag_subcell_rects,
+    bin_square,
     bound_contributions,
+    cells_to_metres,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
+    laplace_counts,
+    points_in_domain,
+    split_epsilon,
     spread_rects,
+    total_count,
+    uniform_grid_rects,
 )
+from ..noise_model import Measurements, NoiseModel
+from .alignment import ALIGN_CHOICES, ALIGN_HELP, ag_subcell_width, prefer_aligned
+
+MAX_GRID_CELLS = 16_000_000  # refuse UG/AG grids that would not fit in memory
 
 
 # ======================================================================== UG
@@ -155,16 +157,16 @@ class UniformGrid(Mechanism):
             hist = bounded.data.true_histogram(domain)
             n_true = float(hist.sum())
         else:
-            xy, w = _points(bounded.data, domain)
+            xy, w = points_in_domain(bounded.data, domain)
             n_true = float(len(xy) if w is None else w.sum())
         ledger = Ledger()
-        n_used, eps_cells = _total_count(n_true, eps, params, ledger, noise, bounded)
+        n_used, eps_cells = total_count(n_true, eps, params, ledger, noise, bounded)
         n = domain.n
         m_paper = ug_size(n_used, eps_cells, float(params["c"]))
         aligned = prefer_aligned(params["align"], m_paper, n)
         if not aligned and xy is None:
             try:
-                xy, w = _points(bounded.data, domain)
+                xy, w = points_in_domain(bounded.data, domain)
             except DataError:  # out of core: only the histogram, so the aligned size
                 aligned = True
         if aligned:
@@ -174,21 +176,16 @@ class UniformGrid(Mechanism):
         if m * m > MAX_GRID_CELLS:
             raise ParamError(f"UG would need a {m}x{m} grid; turn on 'cap to grid' or lower epsilon")
         ctx.progress(0.3, f"counting on a {m}x{m} grid")
-        counts = downsample(hist, n // m) if aligned and hist is not None else _bin_square(xy, w, domain, m)
-        noisy = noise.add_laplace(counts, 1.0 / eps_cells)
-        ledger.spend(
-            "grid cell counts",
-            eps_cells,
-            composition="parallel",
-            group="ug cells",
-            note=f"Laplace(1/eps) per UG cell; {bounded.short}",
+        counts = downsample(hist, n // m) if aligned and hist is not None else bin_square(xy, w, domain, m)
+        noisy = laplace_counts(
+            counts, eps_cells, noise, ledger, "grid cell counts", "ug cells", "Laplace(1/eps) per UG cell", bounded
         )
         ctx.check_cancelled()
-        rects = _grid_rects(m, n)
+        rects = uniform_grid_rects(m, n)
         density = spread_rects(rects, noisy.ravel(), n)
         edges = np.arange(m + 1, dtype=np.float64) * (n / m)
         basis = "Laplace(1/eps) per UG cell, spread over its output cells, given the grid size"
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "m": int(m),
@@ -207,8 +204,8 @@ class UniformGrid(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the noisy grid counts"),
-            partition=_cells_to_metres(rects, domain),
+            server_view=curator_view("the noisy grid counts"),
+            partition=cells_to_metres(rects, domain),
             diagnostics=diag,
             noise=NoiseModel.of_grid(noisy, LAPLACE_SD / eps_cells, edges, n, basis),
             measurements=Measurements(grid=noisy, cell_m=domain.side / m, scale=1.0 / eps_cells),
@@ -343,11 +340,11 @@ class AdaptiveGrid(Mechanism):
         noise = ctx.noise
         alpha = float(params["alpha"])
         bounded = bound_contributions(data, domain, params["unit"])
-        xy, w = _points(bounded.data, domain)
+        xy, w = points_in_domain(bounded.data, domain)
         n_true = float(len(xy) if w is None else w.sum())
         ledger = Ledger()
-        n_used, eps_grid = _total_count(n_true, eps, params, ledger, noise, bounded)
-        eps1, eps2 = _split(eps_grid, alpha)
+        n_used, eps_grid = total_count(n_true, eps, params, ledger, noise, bounded)
+        eps1, eps2 = split_epsilon(eps_grid, alpha)
         n = domain.n
         m1 = ag_level1_size(n_used, eps_grid, float(params["c"]), n)
         width = ag_subcell_width(m1, n_used, eps2, float(params["c2"]), n)
@@ -367,13 +364,8 @@ class AdaptiveGrid(Mechanism):
         iy1 = np.clip(fy.astype(np.int64), 0, m1 - 1)
         cell = iy1 * m1 + ix1
         level1 = np.bincount(cell, weights=w, minlength=m1 * m1).astype(np.float64)
-        noisy1 = noise.add_laplace(level1, 1.0 / eps1)
-        ledger.spend(
-            "first-level counts",
-            eps1,
-            composition="parallel",
-            group="ag level 1",
-            note=f"Laplace(1/(a eps)); {bounded.short}",
+        noisy1 = laplace_counts(
+            level1, eps1, noise, ledger, "first-level counts", "ag level 1", "Laplace(1/(a eps))", bounded
         )
         ctx.progress(0.3, "counting the second level")
         ctx.check_cancelled()
@@ -393,13 +385,8 @@ class AdaptiveGrid(Mechanism):
         sy = np.minimum(((fy - iy1) * m2p).astype(np.int64), m2p - 1)
         sub = offsets[cell] + sy * m2p + sx
         level2 = np.bincount(sub, weights=w, minlength=total_cells).astype(np.float64)
-        noisy2 = noise.add_laplace(level2, 1.0 / eps2)
-        ledger.spend(
-            "second-level counts",
-            eps2,
-            composition="parallel",
-            group="ag level 2",
-            note=f"Laplace(1/((1-a) eps)); {bounded.short}",
+        noisy2 = laplace_counts(
+            level2, eps2, noise, ledger, "second-level counts", "ag level 2", "Laplace(1/((1-a) eps))", bounded
         )
 
         # constrained inference between the two levels (Section IV-B)
@@ -416,7 +403,7 @@ class AdaptiveGrid(Mechanism):
         rects = ag_subcell_rects(owner, offsets, m2, m1, n)
         density = spread_rects(rects, est2, n)
 
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "m1": int(m1),
@@ -440,8 +427,8 @@ class AdaptiveGrid(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the two levels of noisy grid counts"),
-            partition=_cells_to_metres(rects, domain),
+            server_view=curator_view("the two levels of noisy grid counts"),
+            partition=cells_to_metres(rects, domain),
             diagnostics=diag,
             extras={
                 "level1_noisy": noisy1.reshape(m1, m1),

@@ -15,18 +15,18 @@ from ...core.errors import ParamError
 from ...core.params import Param
 from ..base import Mechanism, Release, register
 from ..capabilities import AuditPlan, NoiseCase
-from ..noise_model import Measurements, NoiseModel
-from .common import (
+from ..common import (
     LAPLACE_SD,
     TOTAL_PARAMS,
     UNIT_PARAM,
-    _base_diagnostics,
-    _noise_source,
-    _server_view,
     blank_postprocessed,
     bound_contributions,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
+    noise_source,
 )
+from ..noise_model import Measurements, NoiseModel
 
 
 # ================================================================== Identity
@@ -53,7 +53,7 @@ def laplace_baseline(
     summing to 1 under add/remove-one-user). ``rng``: numpy Generator or NoiseSource.
     """
     eps = check_epsilon(eps)
-    noise = _noise_source(rng)
+    noise = noise_source(rng)
     truth = np.asarray(truth, dtype=np.float64)
     noisy = noise.add_laplace(truth, float(sensitivity) / eps)
     if top_t is not None and top_t > 0:
@@ -291,7 +291,7 @@ class Identity(Mechanism):
         ledger.spend(
             "cell counts", eps, composition="parallel", group="cells", note=f"Laplace(1/eps) per cell; {bounded.short}"
         )
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "noise_scale": 1.0 / eps,
@@ -307,7 +307,7 @@ class Identity(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the noisy histogram"),
+            server_view=curator_view("the noisy histogram"),
             diagnostics=diag,
             noise=NoiseModel.of_cells(noisy, stderr, basis),
             measurements=Measurements(grid=raw, cell_m=domain.cell, scale=1.0 / eps),
@@ -391,7 +391,7 @@ class IdentityTopT(Identity):
             note=f"Laplace(1/eps) per cell; {bounded.short}",
         )
         kept = int(np.count_nonzero(tt.kept))
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "noise_scale": 1.0 / tt.eps_cells,
@@ -409,7 +409,7 @@ class IdentityTopT(Identity):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the noisy histogram and the noisy total"),
+            server_view=curator_view("the noisy histogram and the noisy total"),
             diagnostics=diag,
             noise=tt.noise_model(),
             measurements=Measurements(grid=tt.raw, cell_m=domain.cell, scale=1.0 / tt.eps_cells),
@@ -472,7 +472,7 @@ class Uniform(Mechanism):
             n_used = max(float(ctx.noise.add_laplace(n_true, 1.0 / eps)), 0.0)
             ledger.spend("total count N", eps, note=f"Laplace(1/eps) on the {bounded.total_name}; {bounded.short}")
         cells = domain.n * domain.n
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update({"total_used": n_used, "total": params["total"]})
         if params["total"] == "public":
             sd, basis = 0.0, "no noise: the true total spread evenly"
@@ -485,7 +485,7 @@ class Uniform(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the total count"),
+            server_view=curator_view("the total count"),
             diagnostics=diag,
             noise=NoiseModel.of_cells(density, sd, basis, label=np.zeros(cells, dtype=np.int64)),
         )

@@ -13,18 +13,18 @@ from ...core.epsilon import check_epsilon
 from ...core.grid import pyramid
 from ...core.params import Param
 from ..base import Mechanism, Release, register
-from ..noise_model import NoiseModel
-from .common import (
+from ..common import (
     LAPLACE_SD,
     UNIT_PARAM,
-    _base_diagnostics,
-    _cells_to_metres,
-    _noise_source,
-    _server_view,
-    _split,
     bound_contributions,
+    cells_to_metres,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
+    noise_source,
+    split_epsilon,
 )
+from ..noise_model import NoiseModel
 
 
 def privtree_params(eps_tree: float, beta: int = 4) -> tuple[float, float]:
@@ -44,7 +44,7 @@ def privtree_decompose(
     Returns ``leaf[d]``: boolean masks of the leaves at each depth 0..max_depth.
     Noise is drawn only for visited nodes, level by level in row-major order.
     """
-    noise = _noise_source(rng)
+    noise = noise_source(rng)
     L = len(levels) - 1 if max_depth is None else int(max_depth)
     leaves: list[np.ndarray] = []
     active = np.ones((1, 1), dtype=bool)
@@ -146,7 +146,7 @@ class PrivTree(Mechanism):
         noise = ctx.noise
         L = domain.depth if params["max_depth"] == 0 else min(int(params["max_depth"]), domain.depth)
         share = float(params["split_share"])
-        eps_tree, eps_count = _split(eps, share)
+        eps_tree, eps_count = split_epsilon(eps, share)
         lam, delta = privtree_params(eps_tree, 4)
         theta = float(params["theta"])
         bounded = bound_contributions(data, domain, params["unit"], rng=ctx.rng, method="sample")
@@ -191,7 +191,7 @@ class PrivTree(Mechanism):
             depth_grid = depth_grid.repeat(f, axis=0).repeat(f, axis=1)
         rects_arr = np.concatenate(rects).astype(np.float64)
         leaf_cells = (n >> depth_grid.astype(np.int64)) ** 2  # output cells of each cell's leaf
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "lambda": lam,
@@ -211,8 +211,8 @@ class PrivTree(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the PrivTree partition and its noisy leaf counts"),
-            partition=_cells_to_metres(rects_arr, domain),
+            server_view=curator_view("the PrivTree partition and its noisy leaf counts"),
+            partition=cells_to_metres(rects_arr, domain),
             diagnostics=diag,
             extras={"leaf_depth": depth_grid},
             noise=NoiseModel.of_blocks(grid, LAPLACE_SD / eps_count / leaf_cells, leaf_cells, basis),

@@ -15,14 +15,15 @@ from ...core.errors import ParamError
 from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
-from ..noise_model import NoiseModel, part
-from .common import (
+from ..common import (
     UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
     bound_contributions,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
+    laplace_counts,
 )
+from ..noise_model import NoiseModel, part
 from .nonnegative import nonnegative_leaves
 from .sizing import height_rule, merge_root, root_count
 
@@ -452,14 +453,8 @@ class Hierarchical(Mechanism):
             out = np.zeros(grid.shape)
             if e > 0:
                 k = inside[d]
-                out[:k, :k] = noise.add_laplace(grid[:k, :k], 1.0 / e)
-                ledger.spend(
-                    f"level {d} counts",
-                    float(e),
-                    composition="parallel",
-                    group=f"level {d}",
-                    note=f"Laplace(1/eps_{d}) per node; {bounded.short}",
-                )
+                step, note = f"level {d} counts", f"Laplace(1/eps_{d}) per node"
+                out[:k, :k] = laplace_counts(grid[:k, :k], float(e), noise, ledger, step, f"level {d}", note, bounded)
             noisy.append(out)
         ctx.check_cancelled()
         variances = [2.0 / e**2 if e > 0 else math.inf for e in eps_levels]
@@ -479,7 +474,7 @@ class Hierarchical(Mechanism):
         shared = params["consistency"] and math.isfinite(variances[H])
         basis = "Laplace(1/eps_d) per node, through the (linear) constrained inference"
         noise_model = NoiseModel.of_blocks(least_squares, stderr, f * f, basis, covariance=cov if shared else None)
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "height": int(depth),
@@ -501,7 +496,7 @@ class Hierarchical(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the noisy counts of every tree node"),
+            server_view=curator_view("the noisy counts of every tree node"),
             diagnostics=diag,
             extras={"raw_leaves": noisy[H][:m, :m]} | ({"least_squares": least_squares} if nonneg else {}),
             noise=noise_model,

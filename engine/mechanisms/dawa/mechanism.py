@@ -10,13 +10,13 @@ from ...core.errors import ParamError
 from ...core.params import Param
 from ..base import Mechanism, Release, register
 from ..capabilities import AuditPlan
-from ..central.common import (
+from ..common import (
     LAPLACE_SD,
     UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
     bound_contributions,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
 )
 from ..noise_model import Correlated, NoiseModel
 from .greedyh import (
@@ -87,7 +87,7 @@ class Dawa(Mechanism):
     queries of L1 sensitivity 1). Unit ``user`` weights each of a user's k locations 1/k: one user moves
     x by at most 1 in L1, so each bucket's dev by at most 2(1 - 1/|B|) and the bucket totals by at most 1
     in L1, the per-bucket bounds the record-level argument uses (our extension: the paper is record-level).
-    The audit's plan is a 2 x 2 map (engine.run.audit.PLANS), where the partition's few choices reach the
+    The audit's plan is a 2 x 2 map (its ``audit_plan`` below), where the partition's few choices reach the
     person's cell; it also catches a copy whose partition noise is at a quarter of the scale
     (tests/test_audit.py).
 
@@ -248,7 +248,7 @@ class Dawa(Mechanism):
         density[order] = vec
         stderr = np.empty(x.size)
         stderr[order] = sd_vec
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "epsilon_partition": eps1,
@@ -274,7 +274,7 @@ class Dawa(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the map and its buckets"),
+            server_view=curator_view("the map and its buckets"),
             diagnostics=diag,
             extras={"buckets": labels, "bucket_estimates": est},
             noise=noise,

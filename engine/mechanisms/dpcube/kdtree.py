@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _tables(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def summed_area_tables(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Summed-area tables of the counts and of their squares."""
     s = np.zeros((c.shape[0] + 1, c.shape[1] + 1))
     s2 = np.zeros_like(s)
@@ -16,7 +16,7 @@ def _tables(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, s2
 
 
-def _box(t: np.ndarray, r0, c0, r1, c1):
+def box_sum(t: np.ndarray, r0, c0, r1, c1):
     return t[r1, c1] - t[r0, c1] - t[r1, c0] + t[r0, c0]
 
 
@@ -25,8 +25,8 @@ def estimated_sse(s, s2, r0, c0, r1, c1, var1: float):
     squared deviation minus (k - 1) var1, its expectation under the noise alone (k cells of variance var1),
     floored at 0. Vectorised over arrays of rectangles."""
     k = (r1 - r0) * (c1 - c0)
-    tot = _box(s, r0, c0, r1, c1)
-    sse = _box(s2, r0, c0, r1, c1) - tot * tot / k
+    tot = box_sum(s, r0, c0, r1, c1)
+    sse = box_sum(s2, r0, c0, r1, c1) - tot * tot / k
     return np.maximum(sse - (k - 1) * var1, 0.0)
 
 
@@ -39,7 +39,7 @@ def kd_partition(noisy: np.ndarray, var1: float, var2: float) -> np.ndarray:
     either axis at any cell boundary, where the two halves' costs sum lowest, if that sum is below its own cost;
     otherwise it is a leaf of the partition."""
     c = np.asarray(noisy, dtype=np.float64)
-    s, s2 = _tables(c)
+    s, s2 = summed_area_tables(c)
     leaves = []
     stack = [(0, 0, c.shape[0], c.shape[1])]
     while stack:

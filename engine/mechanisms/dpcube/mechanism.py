@@ -11,18 +11,19 @@ from ...core.errors import ParamError
 from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
-from ..central.common import (
+from ..common import (
     LAPLACE_SD,
     UNIT_PARAM,
-    _base_diagnostics,
-    _cells_to_metres,
-    _server_view,
-    _split,
     bound_contributions,
+    cells_to_metres,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
+    laplace_counts,
+    split_epsilon,
 )
 from ..noise_model import NO_CLOSED_FORM, NoiseModel
-from .kdtree import _box, _tables, consistent_totals, kd_partition
+from .kdtree import box_sum, consistent_totals, kd_partition, summed_area_tables
 
 
 @register
@@ -127,38 +128,35 @@ class DpCube(Mechanism):
         if m < 1 or m & (m - 1):
             raise ParamError(f"cells must be a power of two (got {params['cells']})")
         f = domain.n // m
-        eps1, eps2 = _split(eps, float(params["alpha"]))
+        eps1, eps2 = split_epsilon(eps, float(params["alpha"]))
         var1, var2 = 2.0 / eps1**2, 2.0 / eps2**2
         bounded = bound_contributions(data, domain, params["unit"])
         x = bounded.data.true_histogram(domain)
         cell_counts = downsample(x, f) if f > 1 else x
         ledger = Ledger()
-        noisy_cells = ctx.noise.add_laplace(cell_counts, 1.0 / eps1)
-        ledger.spend(
-            "cell histogram",
-            eps1,
-            composition="parallel",
-            group="cells",
-            note=f"Laplace(1/eps1) per cell; {bounded.short}",
+        noisy_cells = laplace_counts(
+            cell_counts, eps1, ctx.noise, ledger, "cell histogram", "cells", "Laplace(1/eps1) per cell", bounded
         )
         ctx.progress(0.3, "kd-tree partition")
         parts = kd_partition(noisy_cells, var1, var2)
         ctx.check_cancelled()
         r0, c0, r1, c1 = parts.T
         k = (r1 - r0) * (c1 - c0)
-        s_true, _ = _tables(cell_counts)
-        y = ctx.noise.add_laplace(_box(s_true, r0, c0, r1, c1), 1.0 / eps2)
-        ledger.spend(
-            "partition counts",
+        s_true, _ = summed_area_tables(cell_counts)
+        y = laplace_counts(
+            box_sum(s_true, r0, c0, r1, c1),
             eps2,
-            composition="parallel",
-            group="partitions",
-            note=f"Laplace(1/eps2) per partition; {bounded.short}",
+            ctx.noise,
+            ledger,
+            "partition counts",
+            "partitions",
+            "Laplace(1/eps2) per partition",
+            bounded,
         )
         consistent = bool(params["consistency"])
         if consistent:
-            s_noisy, _ = _tables(noisy_cells)
-            totals, _ = consistent_totals(y, _box(s_noisy, r0, c0, r1, c1), k, var1, var2)
+            s_noisy, _ = summed_area_tables(noisy_cells)
+            totals, _ = consistent_totals(y, box_sum(s_noisy, r0, c0, r1, c1), k, var1, var2)
         else:
             totals = y
         out_cells = k * f * f
@@ -168,7 +166,7 @@ class DpCube(Mechanism):
         label = np.kron(label, np.ones((f, f), dtype=np.int64)) if f > 1 else label
         density = (totals / out_cells)[label]
         rects = np.column_stack([c0 * f, r0 * f, c1 * f, r1 * f]).astype(np.float64)  # (x0, y0, x1, y1) in output cells
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "epsilon_cells": eps1,
@@ -187,8 +185,8 @@ class DpCube(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the kd-tree partition and its noisy counts"),
-            partition=_cells_to_metres(rects, domain),
+            server_view=curator_view("the kd-tree partition and its noisy counts"),
+            partition=cells_to_metres(rects, domain),
             diagnostics=diag,
             noise=noise,
         )

@@ -4,8 +4,6 @@ sum, a baseline of Bagdasaryan et al. 2022, Table 1 (its grid sizes from the cen
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...core.accounting import Ledger
@@ -14,20 +12,21 @@ from ...core.grid import Domain
 from ...core.params import Param
 from ..base import Mechanism, register
 from ..capabilities import ZERO_OUT
+from ..common import ag_subcell_rects, split_epsilon, spread_rects
 from ..noise_model import NoiseModel
-from .baselines import _distributed_release
-from .common import (
+from .baselines import distributed_release
+from .param_groups import secagg_params
+from .protocol import (
     PAPER,
     POLYA_BASIS,
     THREAT_DISTRIBUTED,
-    _check_secagg,
-    _degradation_warning,
-    _exact_sum,
-    _note_clients,
-    _secagg_kwargs,
-    _spend,
+    check_secagg,
+    degradation_warning,
+    exact_sum,
+    note_clients,
+    secagg_kwargs,
+    spend_sharded,
 )
-from .params import _secagg_params
 from .secure_sum import secure_sum
 from .tree import Clients, prepare_clients
 
@@ -61,7 +60,7 @@ class AdaptiveGridPolya(Mechanism):
 
     Noise model: with ``consistency`` off, the sub-cells are the released units, each with the
     second query's Pólya standard deviation, exact given the released sub-grid (its noise is drawn
-    after m2 is fixed; :func:`.common.polya_noise_model`). None with consistency (the default): m2
+    after m2 is fixed; :func:`.protocol.polya_noise_model`). None with consistency (the default): m2
     is chosen from the first-level count the inference reuses (see the central ``ag``)."""
 
     key = "ag_polya"
@@ -90,30 +89,26 @@ class AdaptiveGridPolya(Mechanism):
         Param("c", "float", 10.0, "constant c of Qardaji's first-level rule (m1 = 0)", min=0.1, max=1000.0, log=True),
         Param("c2", "float", 10.0, "constant c2 of the second level (the paper: 10)", min=0.1, max=1000.0, log=True),
         Param("consistency", "bool", True, "constrained inference between the two levels"),
-    ) + _secagg_params()
+    ) + secagg_params()
     dp_outputs = ("m2_min", "m2_max", "second_level_cells", "noise")
     side_information_keys = ("m1", "users", "effective_epsilon", "warnings", "noise")
 
     def run(self, data, domain, epsilon, params, ctx):
-        from ..central.common import ag_subcell_rects, spread_rects
         from ..central.grids import ag_level1_size, ag_level2_sizes, snap_to_divisor
 
         eps = check_epsilon(epsilon)
         alpha = float(params["alpha"])
-        eps1 = alpha * eps
-        eps2 = eps - eps1
-        while eps1 + eps2 > eps:
-            eps2 = math.nextafter(eps2, 0.0)
+        eps1, eps2 = split_epsilon(eps, alpha)
         c = prepare_clients(data, domain, ctx.rng, multi_location="most_visited")
         U = c.n
-        _check_secagg(params, U)
+        check_secagg(params, U)
         xy = self._client_points(c, domain)
         n = domain.n
         if int(params["m1"]):
             m1 = snap_to_divisor(int(params["m1"]), n)
         else:
             m1 = snap_to_divisor(ag_level1_size(U, eps, float(params["c"]), n), n)
-        kw = _secagg_kwargs(params)
+        kw = secagg_kwargs(params)
         s1 = m1 / domain.side
         fx = (xy[:, 0] - domain.x0) * s1
         fy = (xy[:, 1] - domain.y0) * s1
@@ -144,16 +139,16 @@ class AdaptiveGridPolya(Mechanism):
         rects = ag_subcell_rects(owner, offsets, m2, m1, n)
         density = spread_rects(rects, est2, n)
         noise = CONSISTENT
-        if not params["consistency"] and _exact_sum(ss2, params):  # sub-cells: blocks of whole pixels
+        if not params["consistency"] and exact_sum(ss2, params):  # sub-cells: blocks of whole pixels
             inv_cells = spread_rects(rects, np.ones(total_cells), n)  # 1 / the pixels of each pixel's sub-cell
             label = np.rint(spread_rects(rects, np.arange(total_cells, dtype=np.float64), n) / inv_cells)
             noise = NoiseModel.of_cells(density, ss2.noise_std * inv_cells, POLYA_BASIS, label=label.astype(np.int64))
         ledger = Ledger()
-        _note_clients(
+        note_clients(
             ledger, "" if int(params["m1"]) else "and Qardaji's first-level size m1 = max(10, sqrt(U eps/c)/4)"
         )
-        _spend(ledger, "first-level grid", eps1, ss1, "discrete Laplace via Pólya shares, sensitivity 1")
-        _spend(ledger, "second-level grid", eps2, ss2, "discrete Laplace via Pólya shares, sensitivity 1")
+        spend_sharded(ledger, "first-level grid", eps1, ss1, "discrete Laplace via Pólya shares, sensitivity 1")
+        spend_sharded(ledger, "second-level grid", eps2, ss2, "discrete Laplace via Pólya shares, sensitivity 1")
         metres = rects * domain.cell
         metres[:, [0, 2]] += domain.x0
         metres[:, [1, 3]] += domain.y0
@@ -166,8 +161,8 @@ class AdaptiveGridPolya(Mechanism):
             "users": U,
             "effective_epsilon": eff,
         }
-        w = _degradation_warning(eff, eps)
-        return _distributed_release(
+        w = degradation_warning(eff, eps)
+        return distributed_release(
             density,
             domain,
             ledger,

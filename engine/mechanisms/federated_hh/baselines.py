@@ -15,21 +15,21 @@ from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, aggregate_view, register
 from ..capabilities import ZERO_OUT, NoiseCase
 from ..noise_model import NO_CLOSED_FORM
-from .common import (
+from .param_groups import secagg_params
+from .protocol import (
     PAPER,
     THREAT_DISTRIBUTED,
     VIEW_DISTRIBUTED,
-    _bits,
-    _check_secagg,
-    _degradation_warning,
-    _note_clients,
-    _secagg_kwargs,
-    _shard_diag,
-    _single_codes,
-    _spend,
+    check_secagg,
+    degradation_warning,
+    note_clients,
     polya_noise_model,
+    secagg_kwargs,
+    shard_diagnostics,
+    single_codes,
+    spend_sharded,
+    word_bits,
 )
-from .params import _secagg_params
 from .secure_sum import secure_sum
 from .tree import make_ids, node_level, node_rects, paint_lut, prepare_clients, rebuild_density
 
@@ -40,7 +40,7 @@ def _level_lut(depth: int, level: int) -> np.ndarray:
     return (np.arange(4**depth, dtype=np.int64) >> (2 * (depth - level))).astype(np.int32)
 
 
-def _pixel_codes_at(depth: int, level: int) -> np.ndarray:
+def pixel_codes_at(depth: int, level: int) -> np.ndarray:
     return morton_of_pixels(depth) >> (2 * (depth - level))
 
 
@@ -100,7 +100,7 @@ class NonPrivateLevel(Mechanism):
         level = min(level, D)
         block = 4 ** (D - level)
         counts_l = counts_d.reshape(-1, block).sum(axis=1)
-        density = counts_l[_pixel_codes_at(D, level)] / block
+        density = counts_l[pixel_codes_at(D, level)] / block
         ids = make_ids(np.arange(4**level), level)
         diag = {"level": level, "users": U, "level_choice": "cross-validation" if cv is not None else "given"}
         if cv is not None:
@@ -134,12 +134,12 @@ class NonPrivateLevel(Mechanism):
 
 # ================================================================ flat one-hot
 def _distributed_params(extra: tuple[Param, ...] = ()) -> tuple[Param, ...]:
-    return extra + _secagg_params()
+    return extra + secagg_params()
 
 
-def _single_location_codes(data, domain, rng) -> tuple[np.ndarray, int, list[str]]:
+def single_location_codes(data, domain, rng) -> tuple[np.ndarray, int, list[str]]:
     c = prepare_clients(data, domain, rng, multi_location="most_visited")
-    return _single_codes(c), c.n, c.notes
+    return single_codes(c), c.n, c.notes
 
 
 THRESHOLD_NOISE = (
@@ -148,10 +148,10 @@ THRESHOLD_NOISE = (
 )
 
 
-def _distributed_release(
+def distributed_release(
     density, domain, ledger, elements, p, rounds, note, diag, partition=None, extras=None, warnings=(), noise=None
 ) -> Release:
-    bits = _bits(p)
+    bits = word_bits(p)
     return Release(
         density=density,
         domain=domain,
@@ -175,7 +175,7 @@ class FlatOneHot(Mechanism):
     Threat model and guarantee as ``adaptive_hh`` (aggregate-only server,
     epsilon-DP). Users with several locations report their most visited cell.
     Noise model: the raster cells are the released units, each with the Pólya sum's standard
-    deviation, exact and data-independent (:func:`.common.polya_noise_model`; none with dropouts or
+    deviation, exact and data-independent (:func:`.protocol.polya_noise_model`; none with dropouts or
     wrapping)."""
 
     key = "flat_onehot"
@@ -218,19 +218,19 @@ class FlatOneHot(Mechanism):
         D = domain.depth
         level = int(params["level"]) or D
         level = min(level, D)
-        codes, U, notes = _single_location_codes(data, domain, ctx.rng)
-        _check_secagg(params, U)
+        codes, U, notes = single_location_codes(data, domain, ctx.rng)
+        check_secagg(params, U)
         keys = codes >> (2 * (D - level))
-        ss = secure_sum(ctx, np.arange(U), keys, None, U, 4**level, eps, 1, **_secagg_kwargs(params))
+        ss = secure_sum(ctx, np.arange(U), keys, None, U, 4**level, eps, 1, **secagg_kwargs(params))
         block = 4 ** (D - level)
-        density = ss.total.astype(np.float64)[_pixel_codes_at(D, level)] / block
+        density = ss.total.astype(np.float64)[pixel_codes_at(D, level)] / block
         ledger = Ledger()
-        _note_clients(ledger)
-        _spend(ledger, "one-hot counts", eps, ss, "discrete Laplace via Pólya shares, sensitivity 1")
+        note_clients(ledger)
+        spend_sharded(ledger, "one-hot counts", eps, ss, "discrete Laplace via Pólya shares, sensitivity 1")
         diag = {"level": level, "users": U}
-        diag.update(_shard_diag(ss))
-        w = _degradation_warning(ss.effective_epsilon, eps)
-        return _distributed_release(
+        diag.update(shard_diagnostics(ss))
+        w = degradation_warning(ss.effective_epsilon, eps)
+        return distributed_release(
             density,
             domain,
             ledger,
@@ -342,7 +342,7 @@ class HierarchicalOneHot(_HierarchicalBase):
     its own secure sum (the same law as one appended vector).
 
     Noise model: with ``selection = 'level'`` that level's cells, each with the Pólya sum's
-    standard deviation, exact (:func:`.common.polya_noise_model`). None with the
+    standard deviation, exact (:func:`.protocol.polya_noise_model`). None with the
     threshold rule: a coarse cell is released because its own noisy count fell below the
     threshold, so given the chosen leaves its noise is a truncated draw, not the Pólya law."""
 
@@ -358,18 +358,18 @@ class HierarchicalOneHot(_HierarchicalBase):
     label = "Hierarchical one-hot (distributed DP, Table 1)"
     summary = "One noisy one-hot vector per quadtree level (epsilon split evenly); the server picks resolutions."
     equations = "Section 5.1 (hierarchical one-hot), Algorithm 1"
-    params = _selection_params() + _secagg_params()
+    params = _selection_params() + secagg_params()
 
     def run(self, data, domain, epsilon, params, ctx):
         eps = check_epsilon(epsilon)
         D = domain.depth
         first, levels = self._levels(params, D)
-        codes, U, notes = _single_location_codes(data, domain, ctx.rng)
-        _check_secagg(params, U)
+        codes, U, notes = single_location_codes(data, domain, ctx.rng)
+        check_secagg(params, U)
         L = len(levels)
         eps_l = eps / L
         ledger = Ledger()
-        _note_clients(ledger)
+        note_clients(ledger)
         noisy: dict[int, np.ndarray] = {}
         sums = {}
         eff = 0.0
@@ -378,13 +378,13 @@ class HierarchicalOneHot(_HierarchicalBase):
             ctx.check_cancelled()
             ctx.progress(i / L, f"clients report tree level {lv} ({i + 1} of {L})")
             ss = secure_sum(
-                ctx, np.arange(U), codes >> (2 * (D - lv)), None, U, 4**lv, eps_l, 1, **_secagg_kwargs(params)
+                ctx, np.arange(U), codes >> (2 * (D - lv)), None, U, 4**lv, eps_l, 1, **secagg_kwargs(params)
             )
             noisy[lv] = ss.total.astype(np.float64)
             sums[lv] = ss
             eff += ss.effective_epsilon
             sd = ss.noise_std
-            _spend(ledger, f"level {lv} one-hot", eps_l, ss, "discrete Laplace via Pólya shares, sensitivity 1")
+            spend_sharded(ledger, f"level {lv} one-hot", eps_l, ss, "discrete Laplace via Pólya shares, sensitivity 1")
         est = {lv: (lambda c, v=noisy[lv]: v[c]) for lv in levels}
         ids, vals, t = self._choose(params, D, first, est, sd)
         density, ids = _leaves_release_density(ids, vals, D)
@@ -396,8 +396,8 @@ class HierarchicalOneHot(_HierarchicalBase):
         elements = sum(4**lv for lv in levels)
         diag = {"levels": levels, "users": U, "threshold": t, "cells": int(ids.size), "noise_std": sd}
         diag["effective_epsilon"] = eff
-        w = _degradation_warning(eff, eps)
-        return _distributed_release(
+        w = degradation_warning(eff, eps)
+        return distributed_release(
             density,
             domain,
             ledger,
@@ -473,7 +473,7 @@ class CountMinHierarchical(_HierarchicalBase):
             ),
         )
         + _selection_params()
-        + _secagg_params()
+        + secagg_params()
     )
 
     @classmethod
@@ -491,13 +491,13 @@ class CountMinHierarchical(_HierarchicalBase):
         eps = check_epsilon(epsilon)
         D = domain.depth
         first, levels = self._levels(params, D)
-        codes, U, notes = _single_location_codes(data, domain, ctx.rng)
-        _check_secagg(params, U)
+        codes, U, notes = single_location_codes(data, domain, ctx.rng)
+        check_secagg(params, U)
         dep, wid = int(params["depth"]), int(params["width"])
         L = len(levels)
         eps_l = eps / L
         ledger = Ledger()
-        _note_clients(ledger)
+        note_clients(ledger)
         sketches: dict[int, np.ndarray] = {}
         hashes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         eff, sd = 0.0, 0.0
@@ -512,11 +512,13 @@ class CountMinHierarchical(_HierarchicalBase):
             col = ((a[None, :] * ids[:, None] + b[None, :]) % _MERSENNE31) % wid
             key = (rows[None, :] * wid + col).ravel()
             client = np.repeat(np.arange(U), dep)
-            ss = secure_sum(ctx, client, key, None, U, dep * wid, eps_l, dep, **_secagg_kwargs(params))
+            ss = secure_sum(ctx, client, key, None, U, dep * wid, eps_l, dep, **secagg_kwargs(params))
             sketches[lv] = ss.total.astype(np.float64).reshape(dep, wid)
             eff += ss.effective_epsilon
             sd = ss.noise_std
-            _spend(ledger, f"level {lv} count-min sketch", eps_l, ss, f"discrete Laplace, sensitivity {dep} (rows)")
+            spend_sharded(
+                ledger, f"level {lv} count-min sketch", eps_l, ss, f"discrete Laplace, sensitivity {dep} (rows)"
+            )
         reduce = np.min if params["estimator"] == "min" else np.median
 
         def estimator(lv):
@@ -538,8 +540,8 @@ class CountMinHierarchical(_HierarchicalBase):
         elements = L * dep * wid
         diag = {"levels": levels, "users": U, "threshold": t, "cells": int(ids.size), "noise_std": sd}
         diag["effective_epsilon"] = eff
-        w = _degradation_warning(eff, eps)
-        return _distributed_release(
+        w = degradation_warning(eff, eps)
+        return distributed_release(
             density,
             domain,
             ledger,

@@ -12,8 +12,8 @@ from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
 from ..capabilities import AuditPlan, NoiseCase
 from ..noise_model import NoiseModel
-from .baselines import _pixel_codes_at, _single_location_codes
-from .common import PAPER
+from .baselines import pixel_codes_at, single_location_codes
+from .protocol import PAPER
 
 
 # ==================================================================== local DP
@@ -132,7 +132,7 @@ class LocalGridRR(Mechanism):
         D = domain.depth
         lv = min(int(params["level"]), D)
         K = 4**lv
-        codes, U, notes = _single_location_codes(data, domain, ctx.rng)
+        codes, U, notes = single_location_codes(data, domain, ctx.rng)
         cells = codes >> (2 * (D - lv))
         reports = None
         if params["encoding"] == "krr":
@@ -147,9 +147,9 @@ class LocalGridRR(Mechanism):
             p, q = unary_encoding_pq(eps)
             comm = Communication(float(K), float(K), note=f"one bit per cell: {K:,} bits")
         block = 4 ** (D - lv)
-        density = est[_pixel_codes_at(D, lv)] / block
+        density = est[pixel_codes_at(D, lv)] / block
         var = U * q * (1 - q) / (p - q) ** 2 + np.clip(est, 0.0, None) * (1 - p - q) / (p - q)
-        stderr = np.sqrt(var)[_pixel_codes_at(D, lv)] / block  # plug-in, see the docstring
+        stderr = np.sqrt(var)[pixel_codes_at(D, lv)] / block  # plug-in, see the docstring
         ledger = Ledger()
         ledger.spend(
             "local reports", eps, composition="parallel", group="users", note="each user randomises its own report"

@@ -40,27 +40,27 @@ from ..base import Communication, Mechanism, Release, ServerView, aggregate_view
 from ..capabilities import ONE_OTHER, AuditPlan
 from ..noise_model import NO_CLOSED_FORM
 from ..outputs import Level, Proportions
-from .common import (
+from .param_groups import (
+    extension_params,
+    relation_params,
+    schedule_params,
+    secagg_params,
+)
+from .protocol import (
     PAPER,
     THREAT_DISTRIBUTED,
     VIEW_DISTRIBUTED,
-    _add_remove_plan,
-    _bits,
-    _check_secagg,
-    _degradation_warning,
-    _last_share,
-    _note_clients,
-    _secagg_kwargs,
-    _shard_diag,
-    _shard_diag_public,
-    _spend,
+    add_remove_plan,
+    check_secagg,
+    degradation_warning,
+    last_share,
+    note_clients,
     polya_noise_model,
-)
-from .params import (
-    _extension_params,
-    _relation_params,
-    _schedule_params,
-    _secagg_params,
+    secagg_kwargs,
+    shard_diagnostics,
+    shard_diagnostics_public,
+    spend_sharded,
+    word_bits,
 )
 from .secure_sum import secure_sum
 from .tree import (
@@ -90,7 +90,7 @@ def _subquery_epsilon(p, eps_sub, eps_rem, spent, eps_total, planned_users, size
         eps_tilde = eps_for_std(gamma * sig_t, sens)
     if not last:
         _, last = schedule_epsilon(eps_rem, eps_tilde, float(p["b"]))
-    eps_q = _last_share(spent, eps_total) if last else eps_tilde
+    eps_q = last_share(spent, eps_total) if last else eps_tilde
     spent.append(eps_q)
     if eps_q <= 0:
         raise EngineError("the privacy budget ran out before the final sub-query (internal error)")
@@ -339,7 +339,7 @@ class AdaptiveHH(Mechanism):
     )
     paper = PAPER
     equations = "Thm 4.1, Eqs. 2-9, Algorithms 1-2, Sections 5.6-5.7, 6.1, Appendices A-B"
-    params = _schedule_params() + _secagg_params() + _relation_params() + _extension_params()
+    params = schedule_params() + secagg_params() + relation_params() + extension_params()
     private = True
 
     @classmethod
@@ -369,11 +369,11 @@ class AdaptiveHH(Mechanism):
             always_multi=addrem,
         )
         U = clients.n
-        _check_secagg(p, U)
+        check_secagg(p, U)
         gamma = int(p["gamma"]) if clients.multi else 1
         max_levels = int(p["max_levels"])
         schedule = p["schedule"]
-        kw = _secagg_kwargs(p)
+        kw = secagg_kwargs(p)
         tr = _Trace(warnings=[] if addrem else list(clients.notes))
         if kw["dp_shard"] and kw["dp_shard"] > kw["secagg_shard"]:
             tr.warnings.append("the DP shard size exceeds the SecAgg shard size: no shard can reach it")
@@ -384,7 +384,7 @@ class AdaptiveHH(Mechanism):
         plan = None
         planned_users = U  # the number of clients the schedule is planned for
         if addrem:
-            plan, eps_count = _add_remove_plan(p, U, eps_total, ctx, ledger)
+            plan, eps_count = add_remove_plan(p, U, eps_total, ctx, ledger)
             planned_users = plan["lower_bound"]
             kw.update(n_shards=plan["shards"], committee=plan["committee"])
             if eps_count:
@@ -393,8 +393,8 @@ class AdaptiveHH(Mechanism):
                 tr.warnings.append("the DP shard size exceeds the planned committee per shard: the noise is weaker")
             ctx.record_evaluation(users=U, clients_notes=list(clients.notes), lower_bound_held=U >= planned_users)
         elif private:
-            _note_clients(ledger, "and, through Eq. 7, the epsilon schedule" if schedule != "fixed" else "")
-        eps_rem = _last_share(spent, eps_total) if private else eps_total
+            note_clients(ledger, "and, through Eq. 7, the epsilon schedule" if schedule != "fixed" else "")
+        eps_rem = last_share(spent, eps_total) if private else eps_total
         eps_sub = eps_rem  # what the sub-queries share (epsilon less the client count's)
         grew = True
         tr.eff_total = math.fsum(spent)  # the client count's epsilon (add/remove), then each sub-query's
@@ -413,7 +413,7 @@ class AdaptiveHH(Mechanism):
                 eps_q, eps_tilde, last, sig_t = _subquery_epsilon(
                     p, eps_sub, eps_rem, spent, eps_total, planned_users, size, sens, gamma, max_levels, forced_last
                 )
-                eps_rem = _last_share(spent, eps_total)
+                eps_rem = last_share(spent, eps_total)
             else:
                 eps_q, eps_tilde, last = None, math.inf, forced_last
 
@@ -428,7 +428,7 @@ class AdaptiveHH(Mechanism):
             t, t_collapse = _thresholds(p, private, ss, eps_q, eps_rem, sens, gamma, prop)
             if private:
                 tr.eff_total += ss.effective_epsilon
-                _spend(
+                spend_sharded(
                     ledger,
                     f"sub-query {q + 1}: counts of {size} cells",
                     eps_q,
@@ -459,12 +459,12 @@ class AdaptiveHH(Mechanism):
                 "last": bool(last),
             }
             if addrem:  # what follows from the exact U goes to the evaluation
-                public, own = _shard_diag_public(ss)
+                public, own = shard_diagnostics_public(ss)
                 level_diag.update(public)
                 tr.shard_eval.append(own)
                 tr.server_view_eps.append(ss.server_epsilon)
             else:
-                level_diag.update(_shard_diag(ss))
+                level_diag.update(shard_diagnostics(ss))
             tr.sizes.append(size)
             snapshot = Level(
                 node_rects(rep, domain),
@@ -498,12 +498,13 @@ class AdaptiveHH(Mechanism):
         tree_q, rep, lut, counts, ci, noise_sd, n1 = final
         sizes, warnings, eff_total = tr.sizes, tr.warnings, tr.eff_total
         density = rebuild_density(lut, counts, D)
-        bits = _bits(p)
+        bits = word_bits(p)
         total_elems = int(sum(sizes))
         comm = Communication(
             float(total_elems),
             float(total_elems * bits),
             rounds=len(sizes),
+            shards=int(ss.shard_sizes.size),
             note=(
                 f"vector lengths summed over {len(sizes)} sub-queries (Table 1): {', '.join(map(str, sizes))}; "
                 f"{bits}-bit SecAgg words"
@@ -536,7 +537,7 @@ class AdaptiveHH(Mechanism):
         if private:
             diag["epsilon_spent"] = ledger.total()
             diag["effective_epsilon"] = eff_total
-            w = _degradation_warning(eff_total, eps_total)
+            w = degradation_warning(eff_total, eps_total)
             if w:
                 warnings.append(w)
         extras = {

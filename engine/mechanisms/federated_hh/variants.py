@@ -9,7 +9,7 @@ from ..base import ServerView, aggregate_view, register
 from ..capabilities import ZERO_OUT
 from .mechanism import AdaptiveHH
 from .mechanism import level_density as level_density  # the dashboard's per-level view of these mechanisms too
-from .params import RELATION_PARAMS, _with_defaults
+from .param_groups import RELATION_PARAMS, with_defaults
 
 
 @register
@@ -28,7 +28,7 @@ class HHFixedEpsilon(AdaptiveHH):
     label = "Interactive HH, fixed epsilon per level, T = 10 (Table 3)"
     summary = "The interactive quadtree with epsilon/levels per round and a constant split threshold of 10."
     equations = "Appendix A, Table 3; Algorithms 1-2 without Eqs. 6-9"
-    params = _with_defaults(AdaptiveHH.params, schedule="fixed", threshold_rule="fixed")
+    params = with_defaults(AdaptiveHH.params, schedule="fixed", threshold_rule="fixed")
 
 
 @register
@@ -42,7 +42,7 @@ class HHScheduledFixedThreshold(AdaptiveHH):
     label = "Interactive HH, scheduled epsilon, T = 10 (Table 3)"
     summary = "The interactive quadtree with the paper's epsilon schedule but a constant split threshold of 10."
     equations = "Appendix A, Table 3; Eqs. 7-9 without Eq. 6"
-    params = _with_defaults(AdaptiveHH.params, threshold_rule="fixed")
+    params = with_defaults(AdaptiveHH.params, threshold_rule="fixed")
 
 
 @register
@@ -71,7 +71,7 @@ class HHInteractiveNonPrivate(AdaptiveHH):
     private = False
     params = tuple(
         p
-        for p in _with_defaults(AdaptiveHH.params, threshold_rule="fixed")
+        for p in with_defaults(AdaptiveHH.params, threshold_rule="fixed")
         if p.name
         not in ("schedule", "c", "b", "k", "threshold_rule", "planned_dropout", "dp_shard", "dropout_policy")
         + RELATION_PARAMS

@@ -1,5 +1,5 @@
 """The HDG mechanism: users in three groups report through a frequency oracle (:mod:`.oracle`); the server
-post-processes the grids and builds the response matrix (:mod:`.grids`)."""
+post-processes the grids and builds the response matrix (:mod:`.server`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
 from ..capabilities import AuditPlan, NoiseCase
 from ..federated_hh.tree import prepare_clients
-from .grids import ALPHA1, ALPHA2, GROUPS, guideline, post_process, power_of_two, response_matrix
 from .oracle import CW_PRIME, ORACLES, olh_range, oracle_pq, support_likelihood, unbias
+from .grid_estimation import ALPHA1, ALPHA2, GROUPS, guideline, post_process, power_of_two, response_matrix
 
 PAPER = (
     "Yang, Wang, Li, Cheng, Su. Answering multi-dimensional range queries under local differential privacy. "
@@ -118,7 +118,7 @@ class HDG(Mechanism):
        the grids by less than a thousandth of a user in L1): the consistency step
        (per attribute and 2-D column/row interval I, the weighted average
        T(I) = (T1/b + T2/g2) / (1/b + 1/g2) of the 1-D grid's b = g1/g2 cells and the 2-D grid's g2
-       cells, each grid's cells in I moved by an equal share of the difference; :func:`.grids.consistency`)
+       cells, each grid's cells in I moved by an equal share of the difference; :func:`.server.consistency`)
        followed by Norm-Sub.
     5. **Response matrix.** The g1 x g1 matrix that answers 2-D queries: uniform at first, then in each
        sweep every column scaled to its x cell, every row to its y cell and every b x b block to its

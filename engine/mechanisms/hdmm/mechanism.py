@@ -18,13 +18,7 @@ from ...core.workload import RangeWorkload
 from ...metrics.lower_bound import rmse_bound
 from ..base import Mechanism, Release, register
 from ..capabilities import AuditPlan
-from ..central.common import (
-    UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
-    bound_contributions,
-    curator_communication,
-)
+from ..common import UNIT_PARAM, bound_contributions, curator_communication, curator_diagnostics, curator_view
 from ..dawa.mechanism import workload_rects
 from ..noise_model import NoiseModel, part
 from .strategy import (
@@ -127,7 +121,7 @@ class Hdmm(Mechanism):
     Threat model: a trusted curator sees every location and publishes the map; the adversary sees the map
     (and the strategy, which is public). Guarantee: ε-DP (central) under add/remove user (add/remove record
     with ``unit = record``): under ``unit = user`` each of a person's k locations counts 1/k (the central
-    baselines' bounding, :func:`engine.mechanisms.central.common.bound_contributions`), so one person moves
+    baselines' bounding, :func:`engine.mechanisms.common.bound_contributions`), so one person moves
     the histogram by at most 1 in L1 and the strategy answers by at most ``||A||_1 = 1``; the Laplace
     mechanism at scale 1/ε then gives ε-DP, and least squares is post-processing. ``python -m engine audit
     hdmm`` checks it empirically.
@@ -260,7 +254,7 @@ class Hdmm(Mechanism):
         stderr = np.sqrt(var * np.outer(np.diag(My), np.diag(Mx)))
         expected = math.sqrt(var * expected_error(w, theta_y, theta_x) / w.queries)
         bound = rmse_bound(w, eps)
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "workload": params["workload"],
@@ -281,7 +275,7 @@ class Hdmm(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the map (and the public strategy)"),
+            server_view=curator_view("the map (and the public strategy)"),
             diagnostics=diag,
             noise=NoiseModel.of_cells(est, stderr, basis, covariance=KronCovariance(var * My, Mx)),
         )

@@ -12,15 +12,15 @@ from ...core.epsilon import check_epsilon
 from ...core.params import Param
 from ..base import Mechanism, Release, register
 from ..capabilities import AuditPlan
-from ..central.common import (
+from ..common import (
     TOTAL_PARAMS,
     UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
-    _split,
-    _total_count,
     bound_contributions,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
+    split_epsilon,
+    total_count,
 )
 from ..dawa.mechanism import Dawa, workload_rects
 from .mw import exponential_mechanism, mw_update, rect_answers
@@ -157,12 +157,12 @@ class Mwem(Mechanism):
         bounded = bound_contributions(data, domain, params["unit"])
         x = bounded.data.true_histogram(domain)
         ledger = Ledger()
-        n_used, eps_rounds = _total_count(
+        n_used, eps_rounds = total_count(
             float(x.sum()), eps, params, ledger, ctx.noise, bounded, purpose="to scale the initial uniform map"
         )
         n_hat = max(n_used, N_FLOOR)
         T = int(params["rounds"])
-        eps_sel, eps_meas = _split(eps_rounds, float(params["ratio"]))
+        eps_sel, eps_meas = split_epsilon(eps_rounds, float(params["ratio"]))
         rects = workload_rects(domain, params)
         truth = rect_answers(x, rects)
         A = np.full(x.shape, n_hat / x.size)
@@ -183,7 +183,7 @@ class Mwem(Mechanism):
             "measurements", eps_meas, note=f"{T} Laplace counts of eps_m = {eps_meas / T:.4g}; {bounded.short}"
         )
         density = A if params["output"] == "last" else acc / T
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "total_used": float(n_hat),
@@ -201,6 +201,6 @@ class Mwem(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the map and the measured range queries"),
+            server_view=curator_view("the map and the measured range queries"),
             diagnostics=diag,
         )

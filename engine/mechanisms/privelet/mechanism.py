@@ -8,13 +8,13 @@ from ...core.accounting import Ledger
 from ...core.epsilon import check_epsilon
 from ..base import Mechanism, Release, register
 from ..capabilities import AuditPlan
-from ..central.common import (
+from ..common import (
     LAPLACE_SD,
     UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
     bound_contributions,
     curator_communication,
+    curator_diagnostics,
+    curator_view,
 )
 from ..noise_model import Correlated, NoiseModel
 from . import haar
@@ -107,7 +107,7 @@ class Privelet(Mechanism):
         ctx.check_cancelled()
         density = haar.inverse2d(noisy)
         sd = LAPLACE_SD * lam * haar.entry_variance_factor(m)
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "generalized_sensitivity": rho,
@@ -122,7 +122,7 @@ class Privelet(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the noisy map (equivalently its noisy Haar coefficients)"),
+            server_view=curator_view("the noisy map (equivalently its noisy Haar coefficients)"),
             diagnostics=diag,
             noise=NoiseModel.of_cells(density, sd, basis, covariance=shared),
         )

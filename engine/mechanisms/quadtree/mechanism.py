@@ -10,19 +10,20 @@ from ...core.grid import downsample
 from ...core.params import Param
 from ..base import Mechanism, Release, register
 from ..capabilities import AuditPlan
-from ..central.common import (
-    UNIT_PARAM,
-    _base_diagnostics,
-    _server_view,
-    bound_contributions,
-    curator_communication,
-)
 from ..central.trees import (
     TreeCovariance,
     constrained_inference,
     constrained_inference_variance,
     hierarchical_budget,
     tree_levels,
+)
+from ..common import (
+    UNIT_PARAM,
+    bound_contributions,
+    curator_communication,
+    curator_diagnostics,
+    curator_view,
+    laplace_counts,
 )
 from ..noise_model import NoiseModel
 
@@ -145,14 +146,8 @@ class QuadTree(Mechanism):
         ledger = Ledger()
         noisy = []
         for d, (grid, e) in enumerate(zip(levels, eps_levels)):
-            noisy.append(ctx.noise.add_laplace(grid, 1.0 / float(e)))
-            ledger.spend(
-                f"level {d} counts",
-                float(e),
-                composition="parallel",
-                group=f"level {d}",
-                note=f"Laplace(1/eps_{d}) per quadtree node; {bounded.short}",
-            )
+            step, note = f"level {d} counts", f"Laplace(1/eps_{d}) per quadtree node"
+            noisy.append(laplace_counts(grid, float(e), ctx.noise, ledger, step, f"level {d}", note, bounded))
         ctx.check_cancelled()
         variances = [2.0 / float(e) ** 2 for e in eps_levels]
         ols = bool(params["post_processing"])
@@ -164,7 +159,7 @@ class QuadTree(Mechanism):
         spread = np.ones((f, f)) / (f * f)
         density = np.kron(est, spread) if f > 1 else est
         stderr = np.kron(np.sqrt(var), spread) if f > 1 else np.sqrt(var)
-        diag = _base_diagnostics(eps, bounded, ctx)
+        diag = curator_diagnostics(eps, bounded, ctx)
         diag.update(
             {
                 "height": int(h),
@@ -182,7 +177,7 @@ class QuadTree(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view("the noisy counts of every quadtree node"),
+            server_view=curator_view("the noisy counts of every quadtree node"),
             diagnostics=diag,
             extras={"raw_leaves": noisy[h]},
             noise=NoiseModel.of_blocks(density, stderr, f * f, basis, covariance=cov),

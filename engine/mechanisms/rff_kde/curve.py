@@ -10,7 +10,9 @@ import numpy as np
 
 from ...core.errors import DataError, ParamError
 from ...core.grid import Domain
-from .attack import (
+from .datasets import B_ACROSS_VAR, mixture_truth
+from .kde import axes, kde_grid_sum, rff_grid_sum
+from .localisation import (
     attack_cells,
     candidates_on_grid,
     eq16_scores,
@@ -18,8 +20,6 @@ from .attack import (
     rff_user_surfaces,
     zero_feature_distance,
 )
-from .datasets import B_ACROSS_VAR, mixture_truth
-from .kde import axes, kde_grid_sum, rff_grid_sum
 
 
 # ================================================================= utility

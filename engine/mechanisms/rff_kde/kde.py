@@ -26,7 +26,7 @@ Contents:
   Lemma 4 / Algorithm 3 rescaling.
 
 The rest of the family's numerics: per-user response surfaces and the localisation attack
-of Section 4.2.2 (:mod:`.attack`), the synthetic mixtures (a) and (b) of Section 4.1.1
+of Section 4.2.2 (:mod:`.localisation`), the synthetic mixtures (a) and (b) of Section 4.1.1
 (:mod:`.datasets`), and the privacy-utility curve of Figures 10-13 (:mod:`.curve`).
 """
 

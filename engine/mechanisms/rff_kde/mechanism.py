@@ -4,7 +4,7 @@ geo-indistinguishability (Definition 4.1, Eq. 18), after Zong, Yang, Ley, Butts 
 Markopoulou, "Privacy by Projection: Federated Population Density Estimation by
 Projecting on Random Features", PoPETs 2023(1).
 
-The numerics live beside this module (:mod:`.kde`, :mod:`.attack`, :mod:`.curve`,
+The numerics live beside this module (:mod:`.kde`, :mod:`.localisation`, :mod:`.curve`,
 :mod:`.datasets`); this module wires them into the mechanism protocol. Shared conventions:
 
 * Users are locations: every row of the dataset inside the public region is one
@@ -30,7 +30,7 @@ The numerics live beside this module (:mod:`.kde`, :mod:`.attack`, :mod:`.curve`
   the mean of their surfaces: the server is assumed to link one device's reports.
   ``release.diagnostics`` carries the Eq. 16 score over a sample of virtual users
   (``attack_users``), the literal printed form of Eq. 16 (with its extra 1/K_i, see
-  :mod:`.attack`), the 0-feature baseline and the utility (Spearman against the
+  :mod:`.localisation`), the 0-feature baseline and the utility (Spearman against the
   full-data KDE, Section 4.2.1).
 * No per-cell standard error in closed form: the random features' error at a cell and
   the geo-indistinguishable displacements' smoothing both depend on where the users are, and the
@@ -54,7 +54,7 @@ from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
 from ..capabilities import MOVE, NoiseCase
 from ..noise_model import Measurements
-from . import attack, curve, kde
+from . import curve, kde, localisation
 from .view import FederatedKDEView, Users
 
 PAPER = (
@@ -142,7 +142,7 @@ def _counts(surface_sum: np.ndarray, total: float, h: float, cell: float) -> tup
 
 
 def _attack_grid(domain: Domain) -> tuple[np.ndarray, np.ndarray, dict]:
-    n = attack.attack_cells(domain)
+    n = localisation.attack_cells(domain)
     xs, ys = kde.axes(domain, n)
     return xs, ys, {"x0": domain.x0, "y0": domain.y0, "side": domain.side, "n": n}
 
@@ -156,8 +156,8 @@ def _attack_diagnostics(view: FederatedKDEView, users: Users, m: int, rng: np.ra
     rows = np.sort(rng.choice(len(users.xy), size=m, replace=False))
     truth = users.xy[rows]
     cands = view.row_candidates(rows)
-    z, lit = attack.eq16_scores(cands, truth)
-    zero = attack.zero_feature_distance(truth, view.xs, view.ys)
+    z, lit = localisation.eq16_scores(cands, truth)
+    zero = localisation.zero_feature_distance(truth, view.xs, view.ys)
     ok = np.isfinite(z)
     zm = float(np.where(ok, z, zero).mean())  # refusing users: the attacker knows only the region
     return {
@@ -194,7 +194,7 @@ def _attack_work(params: dict, depth: int, features: int = 0) -> float:
     """The time estimate's W of the per-user attack: attacked users x attack-grid points x (B + 4), in 1e6."""
     from ...metrics import PRIVACY_MAX_USERS
 
-    cells = attack.attack_cells(Domain(0.0, 0.0, 1.0, depth)) ** 2
+    cells = localisation.attack_cells(Domain(0.0, 0.0, 1.0, depth)) ** 2
     return (int(params["attack_users"]) + PRIVACY_MAX_USERS) * cells * (features + ATTACK_SURFACE_COST) / 1e6
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...core.errors import DataError, ParamError
 from ...core.grid import Domain
-from . import attack
+from . import localisation
 
 
 class Users:
@@ -91,8 +91,8 @@ class FederatedKDEView:
         if self.refused:
             return np.zeros((len(rows), len(self.ys), len(self.xs)))
         if self.mode == "rff":
-            return attack.rff_user_surfaces(self.xy[rows], self.z[rows] / self.h, self.xs, self.ys)
-        return np.exp(attack.kde_user_log_surfaces(self.xy[rows], self.h, self.xs, self.ys))
+            return localisation.rff_user_surfaces(self.xy[rows], self.z[rows] / self.h, self.xs, self.ys)
+        return np.exp(localisation.kde_user_log_surfaces(self.xy[rows], self.h, self.xs, self.ys))
 
     def surface(self, user: int) -> np.ndarray:
         rows = self.users.rows_of(user)
@@ -120,11 +120,11 @@ class FederatedKDEView:
         for s in range(0, need.size, 64):
             chunk = need[s : s + 64]
             if self.mode == "rff":
-                surf = attack.rff_user_surfaces(self.xy[chunk], self.z[chunk] / self.h, self.xs, self.ys)
-                cands = attack.candidates_on_grid(surf, self.xs, self.ys)
+                surf = localisation.rff_user_surfaces(self.xy[chunk], self.z[chunk] / self.h, self.xs, self.ys)
+                cands = localisation.candidates_on_grid(surf, self.xs, self.ys)
             else:
-                surf = attack.kde_user_log_surfaces(self.xy[chunk], self.h, self.xs, self.ys)
-                cands = attack.candidates_on_grid(surf, self.xs, self.ys, log=True)
+                surf = localisation.kde_user_log_surfaces(self.xy[chunk], self.h, self.xs, self.ys)
+                cands = localisation.candidates_on_grid(surf, self.xs, self.ys, log=True)
             for r, c in zip(chunk.tolist(), cands):
                 self._memo[r] = c
         return [self._memo[r] for r in rows.tolist()]

@@ -11,8 +11,7 @@ import numpy as np
 from ...core.accounting import Ledger
 from ...core.errors import ParamError
 from ...core.grid import Domain
-from ..base import aggregate_view
-from ..central.common import bound_contributions
+from ..common import bound_contributions, laplace_counts, points_in_domain
 
 MAX_CELLS_PER_SIDE = 2048
 
@@ -44,13 +43,7 @@ class CellGrid:
 
 
 # ====================================================================== shared steps
-def _points(data, domain: Domain):
-    inside = domain.inside(data.xy)
-    w = None if data.weight is None else np.asarray(data.weight, dtype=np.float64)[inside]
-    return data.xy[inside], w
-
-
-def _query_bounds(params: dict, domain: Domain) -> tuple[float, float]:
+def query_bounds(params: dict, domain: Domain) -> tuple[float, float]:
     lo, hi = float(params["query_min_pct"]) / 100.0, float(params["query_max_pct"]) / 100.0
     if not lo < hi:
         raise ParamError(f"query side min ({lo * 100:g}%) must be smaller than query side max ({hi * 100:g}%)")
@@ -128,7 +121,7 @@ def workload_mode(params: dict, aux) -> str:
 def choose_rho(data, domain: Domain, eps: float, params: dict, ledger: Ledger, aux_pts) -> tuple[float, dict]:
     """The cell width in metres: given, or ParamSelect (Algorithm 3) on public features."""
     rho_m = float(params["rho_m"])
-    lo, hi = _query_bounds(params, domain)
+    lo, hi = query_bounds(params, domain)
     if rho_m > 0:
         return rho_m, {"source": "given", "rho_m": rho_m}
     from .paramselect import entropy_512, predict_rho
@@ -157,15 +150,11 @@ def collect(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Section 4.1: true counts on the rho grid plus Laplace(1/eps) per cell (parallel composition).
     ``bounded`` comes from :func:`bound_contributions`: each unit adds at most 1 in total (L1 sensitivity 1)."""
-    xy, w = _points(bounded.data, domain)
+    xy, w = points_in_domain(bounded.data, domain)
     counts = grid.counts(xy, w)
-    noisy = ctx.noise.add_laplace(counts, 1.0 / eps)  # secure mode: OpenDP's Laplace on the counts
-    ledger.spend(
-        step,
-        eps,
-        composition="parallel",
-        group="snh-grid",
-        note=f"Laplace(1/eps) per disjoint cell of width rho; {bounded.short}",
+    # secure mode: OpenDP's Laplace on the counts
+    noisy = laplace_counts(
+        counts, eps, ctx.noise, ledger, step, "snh-grid", "Laplace(1/eps) per disjoint cell of width rho", bounded
     )
     return noisy, counts
 
@@ -203,9 +192,3 @@ def collect_step(data, domain: Domain, eps: float, params: dict, ctx, step: str,
         "aux_description": aux_text,
     }
     return {"ledger": ledger, "aux": aux, "aux_text": aux_text, "grid": grid, "noisy": noisy, "diagnostics": diag}
-
-
-def _server_view():
-    return aggregate_view(
-        "The curator sees every location; the public sees only the released model and its density grid."
-    )

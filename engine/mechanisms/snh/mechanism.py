@@ -120,10 +120,10 @@ from ...core.epsilon import check_epsilon
 from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
 from ..capabilities import AuditPlan, NoiseCase
-from ..central.common import LAPLACE_SD, UNIT_PARAM, curator_communication
+from ..common import LAPLACE_SD, UNIT_PARAM, curator_communication
 from ..noise_model import Measurements, NoiseModel
 from .answers import GridAnswerer
-from .collection import _server_view, collect_step
+from .collection import collect_step
 from .training import fit_snh, training_work
 
 
@@ -368,7 +368,9 @@ class SNH(Mechanism):
             domain=domain,
             ledger=ledger,
             communication=curator_communication(),
-            server_view=_server_view(),
+            server_view=aggregate_view(
+                "The curator sees every location; the public sees only the released model and its density grid."
+            ),
             range_answerer=model,
             diagnostics=diag,
             measurements=_grid_measurements(fit, eps),

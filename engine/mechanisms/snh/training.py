@@ -12,7 +12,7 @@ import numpy as np
 from ...core.errors import ParamError
 from ...core.grid import Domain, box_sums, integral_image
 from .answers import NORM_SPAN, SNHModel
-from .collection import _query_bounds, collect_step, workload_mode
+from .collection import collect_step, query_bounds, workload_mode
 
 WEIGHT_QUAD = 4  # midpoint nodes over the workload query side
 
@@ -92,7 +92,7 @@ def training_work(params: dict) -> float:
     """SNH's training work in 1e9 multiply-adds (gradient steps x batch x networks x per-query work), with the
     step count :func:`engine.mechanisms.snh.networks.train` will run (``rho`` from ParamSelect is approximated
     by :data:`RHO_FRAC` of the side, its typical value: it only matters when the preset does not cap the
-    steps). The time estimate's ``W`` (:mod:`engine.run.estimates`)."""
+    steps). The time estimate's ``W`` (:mod:`engine.run.execution._estimates`)."""
     cfg = train_config(params)
     queries = (1.0 / RHO_FRAC + 2) ** 2 * int(params.get("corners_per_cell", 1)) ** 2
     if params.get("variant") == "snh_qs":
@@ -173,7 +173,7 @@ def fit_snh(
     from .networks import train
 
     t0 = time.perf_counter()
-    lo, hi = _query_bounds(params, domain)
+    lo, hi = query_bounds(params, domain)
     k = int(params["k"])
     # workload_mode: fail before spending budget on an impossible combination
     got = collect_step(

@@ -12,11 +12,11 @@ from ...core.accounting import Ledger
 from ...core.params import Param
 from ..base import Mechanism, Release, aggregate_view, register
 from ..capabilities import AuditPlan
-from ..central.common import curator_communication
 from ..central.identity import FILL_AUDIT_NOTE, FILL_PARAM, TOPT_RULE_HELP
+from ..common import curator_communication
 from ..noise_model import NO_CLOSED_FORM, NoiseModel
 from ..outputs import Heat
-from .mechanism import _DENSITY, _SIGMA, _heatmap_extras, user_distribution_sum
+from .mechanism import DENSITY_PARAM, SIGMA_PARAM, heatmap_extras, user_distribution_sum
 
 
 # --------------------------------------------------------------------- baselines
@@ -61,7 +61,7 @@ class _LaplaceGaussBase(Mechanism):
         has no closed form; the dashboard estimates it from runs."""
         s, notes = user_distribution_sum(data, domain)
         noisy, kept, tt = _laplace_baseline(s, epsilon, ctx.noise, top_t, params.get("fill", "bayes"))
-        dist, heat, ok = _heatmap_extras(noisy, params["sigma"], domain)
+        dist, heat, ok = heatmap_extras(noisy, params["sigma"], domain)
         total = float(noisy.sum())
         density = noisy if params["density"] == "estimate" else heat * total
         extras = {"distribution": dist, "noisy_counts": noisy}
@@ -131,7 +131,7 @@ class LaplaceGauss(_LaplaceGaussBase):
     margin_note = "Laplace(1/eps) per cell with density = estimate; the filtered heatmap has none (repeats)"
     label = "Laplace per cell + Gaussian heatmap (baseline)"
     summary = "Laplace noise on every cell of the per-user-normalised histogram, negatives zeroed, Gaussian filter."
-    params = (_SIGMA, _DENSITY)
+    params = (SIGMA_PARAM, DENSITY_PARAM)
 
     def run(self, data, domain, epsilon, params, ctx):
         return self._release(data, domain, epsilon, params, ctx, None)
@@ -167,8 +167,8 @@ class LaplaceTopTGauss(_LaplaceGaussBase):
     params = (
         Param("t", "float", 0.0, TOPT_RULE_HELP, min=0.0, max=100.0, label="top t (%)"),
         FILL_PARAM,
-        _SIGMA,
-        _DENSITY,
+        SIGMA_PARAM,
+        DENSITY_PARAM,
     )
 
     def run(self, data, domain, epsilon, params, ctx):

@@ -15,13 +15,13 @@ from ..base import Communication, Release, ServerView, register
 from ..capabilities import ZERO_OUT_NULL, AuditPlan
 from .algorithm import level_epsilons, w_rule
 from .mechanism import (
-    _COMMON_PARAMS,
-    _DENSITY,
-    _SIGMA,
+    DENSITY_PARAM,
     RECONSTRUCTION_OUTPUTS,
+    SIGMA_PARAM,
+    SPARSE_EMD_PARAMS,
     SparseEMD,
-    _leaf_rects_from,
-    _SparseEMDBase,
+    SparseEMDBase,
+    leaf_rects_from,
 )
 
 
@@ -106,7 +106,7 @@ def secagg_measure(Z: dict, levels, epsilons, B: int, n: int, bits: int, noise, 
 
 
 @register
-class SparseEMDSecAgg(_SparseEMDBase):
+class SparseEMDSecAgg(SparseEMDBase):
     """Sparse EMD aggregation with distributed noise by secure aggregation
     (Ghazi et al. 2023, Sections 1.3 and 5, Appendix F; noise as in Bagdasaryan et al. 2022).
 
@@ -162,7 +162,7 @@ class SparseEMDSecAgg(_SparseEMDBase):
     )
     paper = SparseEMD.paper
     equations = "Alg. 1-2, proof of Thm 3.1, Sec. 4, App. F (scale by B, round down, Pólya noise)"
-    params = _COMMON_PARAMS + (
+    params = SPARSE_EMD_PARAMS + (
         Param(
             "B",
             "int",
@@ -173,8 +173,8 @@ class SparseEMDSecAgg(_SparseEMDBase):
             max=1 << 20,
             log=True,
         ),
-        _SIGMA,
-        _DENSITY,
+        SIGMA_PARAM,
+        DENSITY_PARAM,
     )
     dp_outputs = RECONSTRUCTION_OUTPUTS
     side_information_keys = ("users", "clients")
@@ -226,7 +226,7 @@ class SparseEMDSecAgg(_SparseEMDBase):
                 description="The server sees only the secure-aggregation sum of all clients' noisy, scaled "
                 "pyramids (discrete-Laplace noise per cell), and the public sees the reconstruction.",
             ),
-            partition=_leaf_rects_from(extras, domain),
+            partition=leaf_rects_from(extras, domain),
             diagnostics=diag,
             extras=extras,
             **parts,

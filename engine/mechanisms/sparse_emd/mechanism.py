@@ -94,7 +94,7 @@ from ...core.params import Param
 from ...metrics import gaussian_heatmap
 from ..base import Mechanism, Release, aggregate_view, register
 from ..capabilities import AuditPlan
-from ..central.common import curator_communication
+from ..common import curator_communication
 from ..outputs import Heat, Level
 from .algorithm import GAMMA_SECTION4, W_DEFAULT, laplace_measure, level_epsilons, normalised, start_level, w_rule
 from .reconstruct import SPLITS, reconstruct
@@ -127,7 +127,7 @@ def user_distribution_sum(data, domain: Domain) -> tuple[np.ndarray, list[str]]:
 
 
 # ------------------------------------------------------------------ mechanisms
-_COMMON_PARAMS = (
+SPARSE_EMD_PARAMS = (
     Param(
         "w",
         "int",
@@ -177,7 +177,7 @@ _COMMON_PARAMS = (
         choices=SPLITS,
     ),
 )
-_SIGMA = Param(
+SIGMA_PARAM = Param(
     "sigma",
     "float",
     SIGMA_DEFAULT,
@@ -200,7 +200,7 @@ _USERS_MAX = Param(
     shown_if=(("w", 0),),
 )
 
-_DENSITY = Param(
+DENSITY_PARAM = Param(
     "density",
     "choice",
     "estimate",
@@ -210,13 +210,13 @@ _DENSITY = Param(
 )
 
 
-def _heatmap_extras(estimate: np.ndarray, sigma: float, domain: Domain) -> tuple[np.ndarray, np.ndarray, bool]:
+def heatmap_extras(estimate: np.ndarray, sigma: float, domain: Domain) -> tuple[np.ndarray, np.ndarray, bool]:
     dist, ok = normalised(estimate)
     heat = gaussian_heatmap(dist, sigma * domain.n)
     return dist, heat / heat.sum() if heat.sum() > 0 else dist, ok
 
 
-class _SparseEMDBase(Mechanism):
+class SparseEMDBase(Mechanism):
     cost_variants = ({"w": 20}, {"w": 200}, {"w": 2000})
 
     @classmethod
@@ -237,7 +237,7 @@ class _SparseEMDBase(Mechanism):
         t_rec = time.perf_counter() - t0
         ctx.check_cancelled()
         ctx.progress(0.8, "drawing the heatmap")
-        dist, heat, ok = _heatmap_extras(recon.s_hat, params["sigma"], domain)
+        dist, heat, ok = heatmap_extras(recon.s_hat, params["sigma"], domain)
         total = float(recon.s_hat.sum())
         density = recon.s_hat if params["density"] == "estimate" else heat * total
         ledger = Ledger()
@@ -309,7 +309,7 @@ RECONSTRUCTION_OUTPUTS = (
 
 
 @register
-class SparseEMD(_SparseEMDBase):
+class SparseEMD(SparseEMDBase):
     """DP sparse EMD aggregation (Ghazi et al. 2023, Algorithms 1-2, Theorem 3.1, Section 4).
 
     Each user holds a distribution ``p_i`` over the grid (several check-ins share weight 1;
@@ -358,7 +358,7 @@ class SparseEMD(_SparseEMDBase):
         "Ghazi, He, Kohlhoff, Kumar, Manurangsi, Navalpakkam, Valliappan. Differentially Private Heatmaps. AAAI 2023"
     )
     equations = "Sec. 2.3 (heatmap), Def. 3.1 (pyramidal transform), Alg. 1-2, proof of Thm 3.1 (eps_i), Sec. 4"
-    params = _COMMON_PARAMS + (_USERS_MAX, _SIGMA, _DENSITY)
+    params = SPARSE_EMD_PARAMS + (_USERS_MAX, SIGMA_PARAM, DENSITY_PARAM)
     dp_outputs = (
         "w",  # from the Laplace count of users (its own ledger entry)
         "w_rule_users",
@@ -405,7 +405,7 @@ class SparseEMD(_SparseEMDBase):
                 "The curator sees every location in the clear; the public sees only the released "
                 "sparse reconstruction / heatmap."
             ),
-            partition=_leaf_rects_from(extras, domain),
+            partition=leaf_rects_from(extras, domain),
             diagnostics=diag,
             extras=extras,
             **parts,
@@ -420,7 +420,7 @@ def _cell_rects(cells, level: int, domain) -> np.ndarray:
     return np.stack([x0, y0, x0 + size, y0 + size], axis=1)
 
 
-def _leaf_rects_from(extras, domain):
+def leaf_rects_from(extras, domain):
     """The reconstruction's leaves: every left-out cell and the kept cells of the last level."""
     parts = [_cell_rects(cells, lvl, domain) for lvl, cells in extras["left_out_cells"].items()]
     last = max(extras["kept_cells"])
