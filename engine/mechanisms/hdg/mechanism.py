@@ -15,8 +15,8 @@ from ...core.params import Param
 from ..base import Communication, Mechanism, Release, ServerView, register
 from ..capabilities import AuditPlan, NoiseCase
 from ..federated_hh.tree import prepare_clients
-from .oracle import CW_PRIME, ORACLES, olh_range, oracle_pq, support_likelihood, unbias
 from .grid_estimation import ALPHA1, ALPHA2, GROUPS, guideline, post_process, power_of_two, response_matrix
+from .oracle import CW_PRIME, ORACLES, olh_range, oracle_pq, support_likelihood, unbias
 
 PAPER = (
     "Yang, Wang, Li, Cheng, Su. Answering multi-dimensional range queries under local differential privacy. "
