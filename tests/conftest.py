@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,18 @@ def _hermetic_cache(tmp_path_factory):
 def _own_ledger(tmp_path, monkeypatch):
     """Each test books its releases in a ledger of its own (the dashboard's is server-wide and persistent)."""
     monkeypatch.setenv("HEATMAP_LEDGER_DB", str(tmp_path / "ledger.sqlite3"))
+
+
+@pytest.fixture(autouse=True)
+def _own_board():
+    """Each test's dashboard sessions share a board of their own, as they book in a ledger of their own: a board
+    that outlived its ledger would show a release the new ledger never booked, and a job one test left running
+    would count against the next one's limits."""
+    yield
+    jobs = sys.modules.get("ui.jobs")
+    if jobs is not None:
+        jobs.board().jm.shutdown()
+        jobs.board.clear()
 
 
 @pytest.fixture

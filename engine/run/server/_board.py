@@ -139,12 +139,13 @@ class Board:
         with self._lock:
             return len(self._inflight)
 
-    def warm_up(self) -> None:
+    def warm_up(self) -> Future:
         """Once per process, after the first page is drawn: load the engine's imports and compiled
         kernels in the background, so the user's first Run does not pay for them."""
         with self._lock:
             if self._warm is None:
                 self._warm = self.jm.submit_task(_warmup)
+            return self._warm
 
     # ------------------------------------------------------------ submission
     def submit(self, config: RunConfig, holder: str, dataset=None, light: bool = False) -> str:
