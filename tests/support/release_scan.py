@@ -306,6 +306,7 @@ def _tiff(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
     from rasterio.io import MemoryFile
 
     with MemoryFile(data) as mf, mf.open() as ds:
+        here = mf.name  # the scan's own in-memory path, with a fresh random UUID on each read
         meta = [f"{k}={v}" for k, v in ds.tags().items()]
         for ns in ds.tag_namespaces() or []:
             meta += [f"{ns}:{k}={v}" for k, v in ds.tags(ns=ns).items()]
@@ -316,7 +317,10 @@ def _tiff(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
         meta += [str(x) for x in (*ds.descriptions, *ds.units, ds.nodata, ds.crs.to_wkt() if ds.crs else "")]
         meta.append(_numbers_text(list(ds.transform)[:6]))
         pixels = ds.read()
-    yield f"{name} (tags, descriptions, units, CRS, transform)", "\n".join(meta)
+    # GDAL names the dataset by where it was opened (its DERIVED_SUBDATASETS domain), which no file holds: a
+    # UUID's groups of four hex digits would match a four-digit count at random (1 in 4,096 reads for the third
+    # group, always a 4 and three random digits). The file's name stands in for that path.
+    yield f"{name} (tags, descriptions, units, CRS, transform)", "\n".join(meta).replace(here, name)
     yield f"{name} (pixel values, decompressed)", _numbers_text(pixels)
     yield f"{name} (pixel bytes, decompressed)", pixels.tobytes()
 
