@@ -329,6 +329,22 @@ def test_the_scan_finds_nothing_in_numbers_that_only_look_alike():
     assert R.scan({"clean.txt": text.encode()}, PLANTED) == []
 
 
+def test_the_scan_takes_no_four_bytes_of_a_compressed_stream_for_a_float32():
+    """A file's own bytes are searched for the float64 forms only, its decompressed pixels and blobs for the float32
+    ones too (``R.Values``): four bytes of a stream (here an image's one pixel, stored) spell one of 26 float32
+    forms once in 165 million, at random."""
+    import io
+    import struct
+
+    from PIL import Image
+
+    colour = struct.pack("<f", 1987.0)  # (0, 96, 248, 68): a blue, a quarter opaque
+    buf = io.BytesIO()
+    Image.new("RGBA", (1, 1), tuple(colour)).save(buf, format="PNG", compress_level=0)
+    assert colour in buf.getvalue()
+    assert R.scan({"figure.png": buf.getvalue()}, PLANTED) == []
+
+
 def test_the_scan_reads_what_a_file_holds_and_nothing_of_its_own(tmp_path):
     """Every piece the scan searches is a function of the file's bytes: read twice, the same. What a reader adds
     at random (GDAL's name for an in-memory GeoTIFF holds a fresh UUID, whose groups of four hex digits match a
