@@ -216,8 +216,17 @@ def coordinate_forms(v: float, decimals=range(3, 11)) -> set[str]:
 
 def binary_forms(v: float) -> set[bytes]:
     """``v`` as float64 and float32, little- and big-endian (whole numbers as integers are left out: a 4-byte
-    1987 is as likely an offset inside a GeoTIFF or GeoPackage as a leak)."""
+    1987 is as likely an offset inside a GeoTIFF or GeoPackage as a leak). The float32 forms are searched in
+    :class:`Values` only (see there)."""
     return {struct.pack(f, v) for f in ("<d", ">d", "<f", ">f")}
+
+
+class Values(bytes):
+    """Bytes a decoder took out of a container: its pixels or its blobs, uncompressed. A file's own bytes are
+    searched for the float64 forms of :func:`binary_forms` but not its float32 ones: most of those bytes are
+    compressed streams, in effect random, where 26 four-byte forms would turn up by chance once in 2^32 / 26 (165
+    million) bytes: once in about 1,300 of the dashboard's releases (130 kB of such bytes each). What the streams
+    hold is searched here, decompressed."""
 
 
 # ------------------------------------------------------------------ decoding release files
@@ -306,6 +315,7 @@ def _tiff(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
     from rasterio.io import MemoryFile
 
     with MemoryFile(data) as mf, mf.open() as ds:
+        here = mf.name  # the scan's own in-memory path, with a fresh random UUID on each read
         meta = [f"{k}={v}" for k, v in ds.tags().items()]
         for ns in ds.tag_namespaces() or []:
             meta += [f"{ns}:{k}={v}" for k, v in ds.tags(ns=ns).items()]
@@ -316,9 +326,12 @@ def _tiff(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
         meta += [str(x) for x in (*ds.descriptions, *ds.units, ds.nodata, ds.crs.to_wkt() if ds.crs else "")]
         meta.append(_numbers_text(list(ds.transform)[:6]))
         pixels = ds.read()
-    yield f"{name} (tags, descriptions, units, CRS, transform)", "\n".join(meta)
+    # GDAL names the dataset by where it was opened (its DERIVED_SUBDATASETS domain), which no file holds: a
+    # UUID's groups of four hex digits would match a four-digit count at random (1 in 4,096 reads for the third
+    # group, always a 4 and three random digits). The file's name stands in for that path.
+    yield f"{name} (tags, descriptions, units, CRS, transform)", "\n".join(meta).replace(here, name)
     yield f"{name} (pixel values, decompressed)", _numbers_text(pixels)
-    yield f"{name} (pixel bytes, decompressed)", pixels.tobytes()
+    yield f"{name} (pixel bytes, decompressed)", Values(pixels.tobytes())
 
 
 def _parquet(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
@@ -345,7 +358,7 @@ def _parquet(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
         f"{name} (column values, decompressed)",
         "\n".join(repr(v) if isinstance(v, float) else str(v) for v in values),
     )
-    yield f"{name} (binary values: the geometries)", b"".join(blobs)
+    yield f"{name} (binary values: the geometries)", Values(b"".join(blobs))
 
 
 def _sqlite(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
@@ -365,7 +378,7 @@ def _sqlite(name: str, data: bytes) -> Iterator[tuple[str, str | bytes]]:
         finally:
             con.close()
     yield f"{name} (tables, schema and values)", "\n".join(values)
-    yield f"{name} (binary values: the geometries)", b"".join(blobs)
+    yield f"{name} (binary values: the geometries)", Values(b"".join(blobs))
 
 
 # ------------------------------------------------------------------ the search
@@ -410,11 +423,13 @@ def _patterns(secrets: Secrets):
 def scan(files: dict[str, bytes], secrets: Secrets) -> list[Finding]:
     """Every place in ``files`` (name -> bytes, as released) where something of ``secrets`` is written."""
     regex, numeric, binary, texts = _patterns(secrets)
+    wide = {b: label for b, label in binary.items() if len(b) == 8}
     found: list[Finding] = []
     for name, data in files.items():
         for where, piece in parts(name, data):
             if isinstance(piece, bytes):
-                found += [Finding(where, label, repr(b)) for b, label in binary.items() if b in piece]
+                forms = binary if isinstance(piece, Values) else wide
+                found += [Finding(where, label, repr(b)) for b, label in forms.items() if b in piece]
                 piece = piece.decode("utf-8", "replace")
             found += [Finding(where, numeric[m.group(1)], m.group(1)) for m in regex.finditer(piece)]
             low = piece.lower()
