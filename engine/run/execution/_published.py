@@ -21,9 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.errors import ParamError
-from ...core.errors import shown_bytes as _size
-from ...core.errors import shown_text as _short
+from ...core.errors import ParamError, shown_bytes, shown_text
 from ...core.grid import MAX_DEPTH, Domain
 
 MANIFEST_BYTES = 4 * 2**20  # a release's manifest is a few kB
@@ -45,7 +43,7 @@ def _kind(mode: int) -> str:
 
 def read_regular(path: Path, limit: int) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; a ParamError otherwise."""
-    where = _short(path, 200)
+    where = shown_text(path, 200)
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
@@ -61,13 +59,15 @@ def read_regular(path: Path, limit: int) -> bytes:
         if not stat.S_ISREG(info.st_mode):  # replaced between the check and the open
             raise ParamError(f"{where} is {_kind(info.st_mode)}, not a regular file: only regular files are read")
         if info.st_size > limit:
-            raise ParamError(f"{where} is {_size(info.st_size)}, over the limit of {_size(limit)} for this file")
+            raise ParamError(
+                f"{where} is {shown_bytes(info.st_size)}, over the limit of {shown_bytes(limit)} for this file"
+            )
         chunks, total = [], 0
         while chunk := os.read(fd, min(CHUNK, limit + 1 - total)):
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:  # it grew while being read
-                raise ParamError(f"{where} is over the limit of {_size(limit)} for this file")
+                raise ParamError(f"{where} is over the limit of {shown_bytes(limit)} for this file")
         return b"".join(chunks)
     except OSError as exc:
         raise ParamError(f"cannot read {where} ({exc.strerror or exc})") from None
@@ -79,19 +79,19 @@ def _number(doc: dict, key: str, where: str, positive: bool = False) -> float:
     v = doc.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
         kind = "a positive number" if positive else "a finite number"
-        raise ParamError(f"{where} is not a release manifest: {key} must be {kind} (got {_short(repr(v), 40)})")
+        raise ParamError(f"{where} is not a release manifest: {key} must be {kind} (got {shown_text(repr(v), 40)})")
     return float(v)
 
 
 def read_manifest(folder: Path) -> tuple[dict, Domain]:
     """A release folder's ``manifest.json``, checked: a Release of counts over a grid, and that grid."""
     path = Path(folder) / "manifest.json"
-    where = _short(path, 200)
+    where = shown_text(path, 200)
     raw = read_regular(path, MANIFEST_BYTES)
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise ParamError(f"{where} is not valid JSON ({_short(exc, 80)})") from None
+        raise ParamError(f"{where} is not valid JSON ({shown_text(exc, 80)})") from None
     if not isinstance(doc, dict):
         raise ParamError(f"{where} is not a release manifest (it holds {type(doc).__name__}, not a JSON object)")
     if doc.get("mode") != "release" or doc.get("quantity", "counts") != "counts":
@@ -105,7 +105,7 @@ def read_manifest(folder: Path) -> tuple[dict, Domain]:
     if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 1 << MAX_DEPTH or n & (n - 1):
         raise ParamError(
             f"{where} is not a release manifest: cells_per_side must be a power of 2 from 2 to {1 << MAX_DEPTH:,} "
-            f"(got {_short(repr(n), 40)})"
+            f"(got {shown_text(repr(n), 40)})"
         )
     _number(params, "epsilon", where, positive=True)
     return doc, Domain(x0, y0, side, n.bit_length() - 1)
@@ -118,7 +118,7 @@ def released_map(folder) -> tuple[np.ndarray, Domain, dict]:
     folder = Path(folder)
     path = folder / "heatmap.csv"
     if not (folder.is_dir() and os.path.lexists(folder / "manifest.json") and os.path.lexists(path)):
-        raise ParamError(f"{_short(folder, 200)} is not a release folder with manifest.json and heatmap.csv")
+        raise ParamError(f"{shown_text(folder, 200)} is not a release folder with manifest.json and heatmap.csv")
     doc, dom = read_manifest(folder)
     data = read_regular(path, dom.n * dom.n * CSV_ROW_BYTES + 4096)
     try:
@@ -126,9 +126,9 @@ def released_map(folder) -> tuple[np.ndarray, Domain, dict]:
         ix, iy = df["ix"].to_numpy(np.int64), df["iy"].to_numpy(np.int64)
         est = df["estimate"].to_numpy(np.float64)
     except (ValueError, TypeError, KeyError, pd.errors.ParserError) as exc:
-        raise ParamError(f"{_short(path, 200)} is not a release's heatmap.csv ({_short(exc, 120)})") from None
+        raise ParamError(f"{shown_text(path, 200)} is not a release's heatmap.csv ({shown_text(exc, 120)})") from None
     if len(df) and not (ix.min() >= 0 and iy.min() >= 0 and max(ix.max(), iy.max()) < dom.n):
-        raise ParamError(f"{_short(path, 200)} names cells outside the manifest's {dom.n} x {dom.n} grid")
+        raise ParamError(f"{shown_text(path, 200)} names cells outside the manifest's {dom.n} x {dom.n} grid")
     grid = np.zeros((dom.n, dom.n))
     grid[iy, ix] = est
     return np.nan_to_num(grid, posinf=0.0, neginf=0.0), dom, doc

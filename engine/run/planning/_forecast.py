@@ -208,9 +208,9 @@ def released_users(folder) -> Users:
 
 
 def _release_key(doc: dict) -> str:
-    from ...core.errors import shown_text as _short
+    from ...core.errors import shown_text
 
-    return _short(doc.get("release_key", "unkeyed"), 60)
+    return shown_text(doc.get("release_key", "unkeyed"), 60)
 
 
 @dataclass(frozen=True)
