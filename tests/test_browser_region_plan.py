@@ -16,6 +16,7 @@ import pytest
 from engine.bench.city_regions import city_geojson, city_people
 from engine.bench.regions import CRS
 from tests.support.browser import MAPS, READY, Watch, save
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -106,11 +107,16 @@ def test_plan_per_region_use_its_epsilon_release_and_every_region_keeps_the_marg
     page.wait_for_function(f"document.querySelectorAll('{MAPS}').length >= 2", timeout=120_000)
     page.wait_for_selector(".region-legend", timeout=60_000)
     page.wait_for_selector(READY, timeout=60_000)
-    page.wait_for_timeout(1500)
     deck = page.locator('[data-testid="stDeckGlJsonChart"]').nth(1)  # the regional map, under the release's
     deck.scroll_into_view_if_needed()
-    page.wait_for_timeout(1000)
-    drawn = deck.screenshot()
+
+    def regions_drawn() -> bytes | None:
+        """The regional map once its regions are on the scale's colours with the unreliable class among them:
+        software WebGL on a loaded machine draws it seconds after the page is ready, so a fixed pause is a race."""
+        png = deck.screenshot()
+        return png if coloured(png) > 5_000 and light_grey(png) > 300 else None
+
+    drawn = wait_until(regions_drawn, "the regional map to be drawn", poll=0.5)
     legend = page.locator(".region-legend").screenshot()
     save(page, tmp_path, "region_release")
     # the regional map: regions on the scale's colours, and the unreliable class (its fill and its hatching)
