@@ -25,20 +25,12 @@ import json
 
 import numpy as np
 
-from engine.bench.shapes import checkin_city, shape_cities
+from engine.bench.shapes import BUILTIN_CITIES, checkin_city, shape_cities
 from engine.mechanisms import RunContext, get
 from engine.mechanisms.central.readings import topt_fill
 from engine.metrics import emd_m, mse
 from engine.run import load_dataset
 
-BUILTIN = (
-    "berlin_airbnb",
-    "snow_cholera",
-    "synthetic:monocentric",
-    "synthetic:polycentric",
-    "synthetic:coastal",
-    "synthetic:sprawl",
-)
 EPS = (0.1, 0.3, 1.0, 3.0, 10.0)
 
 
@@ -49,7 +41,7 @@ def prepared(d):
 
 
 def cities():
-    out = {k: load_dataset(k, {}) for k in BUILTIN}
+    out = {k: load_dataset(k, {}) for k in BUILTIN_CITIES}
     for n in (200, 20_000):
         out.update({f"{k}_{n}": d for k, d in shape_cities(n, 0).items()})
     return out

@@ -50,6 +50,17 @@ def islands_city(n_users: int = 20_000, seed: int = 0, side_m: float = SIDE_M) -
     return placed_dataset(xy, side_m, "Sparse islands (synthetic)", "bench:islands", "12 small islands, empty sea")
 
 
+# the bundled datasets the defaults are checked on beside the shapes (nobody tuned the defaults on them)
+BUILTIN_CITIES = (
+    "berlin_airbnb",
+    "snow_cholera",
+    "synthetic:monocentric",
+    "synthetic:polycentric",
+    "synthetic:coastal",
+    "synthetic:sprawl",
+)
+
+
 def shape_cities(n_users: int = 20_000, seed: int = 0) -> dict[str, Dataset]:
     """The three shapes, keyed ``hot_spots``, ``islands``, ``streets``."""
     return {

@@ -10,25 +10,17 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from engine.bench.shapes import shape_cities
+from engine.bench.shapes import BUILTIN_CITIES, shape_cities
 from engine.mechanisms import RunContext, get
 from engine.run import load_dataset
 
 SEEDS = 8
 T_CRIT = stats.t.ppf(1 - 1e-4, SEEDS - 1)
-BUILTIN = (
-    "berlin_airbnb",
-    "snow_cholera",
-    "synthetic:monocentric",
-    "synthetic:polycentric",
-    "synthetic:coastal",
-    "synthetic:sprawl",
-)
-CITIES = BUILTIN + tuple(f"{s}_{n}" for s in ("hot_spots", "islands", "streets") for n in (200, 20000))
+CITIES = BUILTIN_CITIES + tuple(f"{s}_{n}" for s in ("hot_spots", "islands", "streets") for n in (200, 20000))
 
 
 def city(name):
-    if name in BUILTIN:
+    if name in BUILTIN_CITIES:
         d = load_dataset(name, {})
     else:
         shape, n = name.rsplit("_", 1)
